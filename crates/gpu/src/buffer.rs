@@ -1,0 +1,261 @@
+//! Typed device buffers: upload, poison fill, readback, and binding windows for data past the binding limit.
+
+use std::marker::PhantomData;
+
+use bytemuck::Pod;
+
+use crate::context::Gpu;
+use crate::error::{GpuError, Result};
+
+/// Staging granularity for readback and fills: bounds host memory and keeps `write_buffer` copies modest.
+const STAGING_BYTES: u64 = 64 << 20;
+
+/// A storage buffer of `len` elements of `T` (padded to a multiple of 4 bytes, as copies require).
+pub struct GpuBuffer<T: Pod> {
+    pub(crate) raw: wgpu::Buffer,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> std::fmt::Debug for GpuBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBuffer<{}>[{}]", std::any::type_name::<T>(), self.len)
+    }
+}
+
+/// A range of elements `offset .. offset + len` that can be bound on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl<T: Pod> GpuBuffer<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes holding the elements (without the padding).
+    pub fn byte_len(&self) -> u64 {
+        (self.len * size_of::<T>()) as u64
+    }
+    /// The wgpu buffer, for code inside bespoke-gpu's own crates that must go beyond the dispatch path.
+    pub fn raw(&self) -> &wgpu::Buffer {
+        &self.raw
+    }
+}
+
+fn padded_bytes(bytes: u64) -> u64 {
+    bytes.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT).max(1) * wgpu::COPY_BUFFER_ALIGNMENT
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+impl Gpu {
+    fn create_storage<T: Pod>(&self, len: usize, what: &str) -> Result<GpuBuffer<T>> {
+        let bytes = (len as u64)
+            .checked_mul(size_of::<T>() as u64)
+            .ok_or_else(|| GpuError::LimitExceeded {
+                what: format!("{what}: buffer of {len} elements"),
+                asked: u64::MAX,
+                max: self.limits.max_buffer_size,
+            })?;
+        let size = padded_bytes(bytes);
+        if size > self.limits.max_buffer_size {
+            return Err(GpuError::LimitExceeded {
+                what: format!(
+                    "{what}: buffer size in bytes ({len} × {} B)",
+                    size_of::<T>()
+                ),
+                asked: size,
+                max: self.limits.max_buffer_size,
+            });
+        }
+        let raw = self.scoped(&format!("allocating {size} bytes for {what}"), || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(what),
+                size,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        })?;
+        Ok(GpuBuffer {
+            raw,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// A zero-filled buffer (wgpu zero-initialises on first use).
+    pub fn alloc<T: Pod>(&self, len: usize) -> Result<GpuBuffer<T>> {
+        self.create_storage(len, "buffer")
+    }
+
+    /// A buffer filled with `value`; use NaN for outputs so an element a kernel forgets to write fails the test.
+    pub fn alloc_filled<T: Pod>(&self, len: usize, value: T) -> Result<GpuBuffer<T>> {
+        let buf = self.create_storage(len, "poisoned buffer")?;
+        self.fill(&buf, value)?;
+        Ok(buf)
+    }
+
+    /// Uploads `data` into a new buffer.
+    pub fn upload<T: Pod>(&self, data: &[T]) -> Result<GpuBuffer<T>> {
+        let buf = self.create_storage(data.len(), "uploaded buffer")?;
+        self.write(&buf, 0, data)?;
+        Ok(buf)
+    }
+
+    /// Overwrites every element with `value`.
+    pub fn fill<T: Pod>(&self, buf: &GpuBuffer<T>, value: T) -> Result<()> {
+        let chunk = (STAGING_BYTES as usize / size_of::<T>().max(1))
+            .min(buf.len)
+            .max(1);
+        let pattern = vec![value; chunk];
+        let mut at = 0;
+        while at < buf.len {
+            let n = chunk.min(buf.len - at);
+            self.write(buf, at, &pattern[..n])?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at element `offset`. Byte offset and the written span must stay 4-byte aligned except at
+    /// the buffer's end, where the tail is padded.
+    pub fn write<T: Pod>(&self, buf: &GpuBuffer<T>, offset: usize, data: &[T]) -> Result<()> {
+        if offset
+            .checked_add(data.len())
+            .is_none_or(|end| end > buf.len)
+        {
+            return Err(GpuError::InvalidArgument(format!(
+                "write of {} elements at offset {offset} into a buffer of {}",
+                data.len(),
+                buf.len
+            )));
+        }
+        let off = (offset * size_of::<T>()) as u64;
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if off % wgpu::COPY_BUFFER_ALIGNMENT != 0 {
+            return Err(GpuError::InvalidArgument(format!(
+                "write at byte offset {off}: not a multiple of 4"
+            )));
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let rem = bytes.len() % wgpu::COPY_BUFFER_ALIGNMENT as usize;
+        if rem == 0 {
+            self.queue.write_buffer(&buf.raw, off, bytes);
+        } else if offset + data.len() == buf.len {
+            let mut padded = bytes.to_vec();
+            padded.resize(bytes.len() + wgpu::COPY_BUFFER_ALIGNMENT as usize - rem, 0);
+            self.queue.write_buffer(&buf.raw, off, &padded);
+        } else {
+            return Err(GpuError::InvalidArgument(format!(
+                "write of {} bytes inside a buffer: not a multiple of 4",
+                bytes.len()
+            )));
+        }
+        self.check_async_errors("writing a buffer")
+    }
+
+    /// Reads the whole buffer back.
+    pub fn read<T: Pod>(&self, buf: &GpuBuffer<T>) -> Result<Vec<T>> {
+        self.read_range(buf, 0..buf.len)
+    }
+
+    /// Reads elements `range` back, through a bounded staging buffer.
+    pub fn read_range<T: Pod>(
+        &self,
+        buf: &GpuBuffer<T>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<T>> {
+        if range.start > range.end || range.end > buf.len {
+            return Err(GpuError::InvalidArgument(format!(
+                "readback of elements {range:?} from a buffer of {}",
+                buf.len
+            )));
+        }
+        let mut out: Vec<T> = vec![T::zeroed(); range.len()];
+        let dst: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        let start = (range.start * size_of::<T>()) as u64;
+        // Copies must start and span multiples of 4 bytes: widen, then cut.
+        let a0 = start / 4 * 4;
+        let a1 = padded_bytes(start + dst.len() as u64).min(buf.raw.size());
+        let staging_size = (a1 - a0).clamp(4, STAGING_BYTES);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback staging"),
+            size: staging_size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut pos = a0;
+        while pos < a1 {
+            let n = (a1 - pos).min(staging_size);
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(&buf.raw, pos, &staging, 0, n);
+            let (tx, rx) = std::sync::mpsc::channel();
+            enc.map_buffer_on_submit(&staging, wgpu::MapMode::Read, 0..n, move |r| {
+                let _ = tx.send(r);
+            });
+            let idx = self.queue.submit([enc.finish()]);
+            self.wait(Some(idx), "reading a buffer back")?;
+            rx.recv()
+                .map_err(|_| GpuError::DeviceLost("readback callback dropped".into()))?
+                .map_err(|e| GpuError::Wgpu {
+                    context: "mapping a readback buffer".into(),
+                    message: e.to_string(),
+                })?;
+            {
+                let view = staging.get_mapped_range(0..n).map_err(|e| GpuError::Wgpu {
+                    context: "viewing a readback buffer".into(),
+                    message: format!("{e:?}"),
+                })?;
+                // Overlap of [pos, pos+n) with the requested [start, start+len) in destination coordinates.
+                let lo = pos.max(start);
+                let hi = (pos + n).min(start + dst.len() as u64);
+                if hi > lo {
+                    dst[(lo - start) as usize..(hi - start) as usize]
+                        .copy_from_slice(&view[(lo - pos) as usize..(hi - pos) as usize]);
+                }
+            }
+            staging.unmap();
+            pos += n;
+        }
+        Ok(out)
+    }
+
+    /// Splits `len` elements of `T` into windows that each fit one binding and start at a legal offset.
+    /// Window lengths are multiples of `granule` elements (e.g. 4 for vec4 access, a row length for panels),
+    /// except possibly the last.
+    pub fn windows<T: Pod>(&self, len: usize, granule: usize) -> Result<Vec<Window>> {
+        let elem = size_of::<T>() as u64;
+        let align = u64::from(self.limits.min_storage_buffer_offset_alignment).max(4);
+        let granule_bytes = granule.max(1) as u64 * elem;
+        // Each window's byte length must be a multiple of the offset alignment and of the granule.
+        let step = align / gcd(align, granule_bytes) * granule_bytes;
+        let per_window = self.binding_limit / step * step;
+        if per_window == 0 {
+            return Err(GpuError::LimitExceeded {
+                what: format!("one binding of a {granule}-element granule of {elem}-byte elements"),
+                asked: step,
+                max: self.binding_limit,
+            });
+        }
+        let per = (per_window / elem) as usize;
+        let mut out = Vec::with_capacity(len.div_ceil(per).max(1));
+        let mut at = 0;
+        while at < len {
+            let n = per.min(len - at);
+            out.push(Window { offset: at, len: n });
+            at += n;
+        }
+        Ok(out)
+    }
+}

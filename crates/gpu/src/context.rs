@@ -1,0 +1,407 @@
+//! The `Gpu` context: adapter choice, device with the adapter's own limits and optional features, info.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::KernelId;
+use crate::error::{GpuError, Result};
+use crate::pipeline::CachedPipeline;
+
+/// Optional features requested whenever the adapter has them.
+pub const WANTED_FEATURES: &[(wgpu::Features, &str)] = &[
+    (wgpu::Features::TIMESTAMP_QUERY, "TIMESTAMP_QUERY"),
+    (wgpu::Features::SHADER_F64, "SHADER_F64"),
+    (wgpu::Features::SHADER_F16, "SHADER_F16"),
+    (wgpu::Features::SUBGROUP, "SUBGROUP"),
+    (wgpu::Features::IMMEDIATES, "IMMEDIATES"),
+    (wgpu::Features::PIPELINE_CACHE, "PIPELINE_CACHE"),
+];
+
+/// How to open a `Gpu`. `Default` honours `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Substring of the adapter name to pick (case-insensitive); `None` reads `WGPU_ADAPTER_NAME`.
+    pub adapter_name: Option<String>,
+    /// Lower the per-binding size used for chunking (tests use this to exercise chunking on small data).
+    pub max_binding_bytes: Option<u64>,
+    /// Load and save wgpu's driver pipeline cache under [`Gpu::cache_dir`] where the adapter supports it.
+    pub persist_pipeline_cache: bool,
+}
+
+/// The limits kernels care about, as granted to the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelLimits {
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_uniform_buffer_binding_size: u64,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_size: [u32; 3],
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub min_storage_buffer_offset_alignment: u32,
+    pub min_uniform_buffer_offset_alignment: u32,
+    pub max_immediate_size: u32,
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+}
+
+/// What `bespoke info` prints: who the adapter is, what it can do.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub features: Vec<&'static str>,
+    pub limits: KernelLimits,
+    /// The per-binding size the chunking logic uses (≤ the device limit; lowered by `GpuOptions`).
+    pub binding_limit: u64,
+}
+
+/// One opened device plus everything kernels share: the pipeline cache and the error sink.
+pub struct Gpu {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) adapter_info: wgpu::AdapterInfo,
+    pub(crate) features: wgpu::Features,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) binding_limit: u64,
+    pub(crate) pipelines: Mutex<HashMap<KernelId, Arc<CachedPipeline>>>,
+    pub(crate) driver_cache: Option<(wgpu::PipelineCache, PathBuf)>,
+    /// Errors wgpu raised outside an error scope, and device loss; checked after every wait.
+    pub(crate) async_errors: Arc<Mutex<Vec<String>>>,
+    pub(crate) lost: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("adapter", &self.adapter_info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn type_rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+fn backend_rank(b: wgpu::Backend) -> u8 {
+    match b {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+        wgpu::Backend::Gl => 1,
+        _ => 2,
+    }
+}
+
+impl Gpu {
+    /// Opens the best adapter: `WGPU_BACKEND` / `WGPU_ADAPTER_NAME` if set, else discrete over integrated over CPU.
+    pub fn new() -> Result<Self> {
+        Self::with_options(GpuOptions::default())
+    }
+
+    pub fn with_options(opts: GpuOptions) -> Result<Self> {
+        pollster::block_on(Self::open(opts))
+    }
+
+    async fn open(opts: GpuOptions) -> Result<Self> {
+        let desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        let backends = desc.backends;
+        let instance = wgpu::Instance::new(desc);
+        let mut adapters = instance.enumerate_adapters(backends).await;
+        let seen: Vec<String> = adapters
+            .iter()
+            .map(|a| format!("{} ({:?})", a.get_info().name, a.get_info().backend))
+            .collect();
+        let wanted_name = opts.adapter_name.clone().or_else(|| {
+            std::env::var("WGPU_ADAPTER_NAME")
+                .ok()
+                .filter(|s| !s.is_empty())
+        });
+        if let Some(name) = &wanted_name {
+            let needle = name.to_lowercase();
+            adapters.retain(|a| a.get_info().name.to_lowercase().contains(&needle));
+        }
+        adapters.sort_by_key(|a| {
+            let i = a.get_info();
+            (type_rank(i.device_type), backend_rank(i.backend))
+        });
+        let Some(adapter) = adapters.into_iter().next() else {
+            let mut detail = format!("backends tried: {backends:?}");
+            if let Some(name) = wanted_name {
+                detail += &format!("; none named like `{name}` among [{}]", seen.join(", "));
+            }
+            return Err(GpuError::NoAdapter { detail });
+        };
+
+        let info = adapter.get_info();
+        let wanted = WANTED_FEATURES
+            .iter()
+            .fold(wgpu::Features::empty(), |acc, (f, _)| acc | *f);
+        let features = adapter.features() & wanted;
+        // The defaults (256 invocations, 16 KiB workgroup memory, 256 MiB buffers) are far below real hardware.
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("bespoke"),
+                required_features: features,
+                required_limits: limits.clone(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| GpuError::RequestDevice {
+                adapter: info.name.clone(),
+                message: e.to_string(),
+            })?;
+
+        let async_errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = async_errors.clone();
+        // Without a handler wgpu panics on an uncaptured error; we turn it into an Err at the next wait.
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        let lost = Arc::new(Mutex::new(None));
+        let lost_sink = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if reason != wgpu::DeviceLostReason::Destroyed
+                && let Ok(mut l) = lost_sink.lock()
+            {
+                *l = Some(format!("{reason:?}: {msg}"));
+            }
+        });
+
+        let device_binding = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        let binding_limit = opts
+            .max_binding_bytes
+            .map_or(device_binding, |b| b.min(device_binding))
+            .max(256);
+
+        let mut gpu = Self {
+            device,
+            queue,
+            adapter_info: info,
+            features,
+            limits,
+            binding_limit,
+            pipelines: Mutex::new(HashMap::new()),
+            driver_cache: None,
+            async_errors,
+            lost,
+        };
+        if opts.persist_pipeline_cache {
+            gpu.driver_cache = gpu.load_driver_cache();
+        }
+        Ok(gpu)
+    }
+
+    pub fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+    pub fn features(&self) -> wgpu::Features {
+        self.features
+    }
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+    pub fn has_f64(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_F64)
+    }
+    pub fn has_f16(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_F16)
+    }
+    pub fn has_timestamps(&self) -> bool {
+        self.features.contains(wgpu::Features::TIMESTAMP_QUERY)
+    }
+    pub fn has_subgroups(&self) -> bool {
+        self.features.contains(wgpu::Features::SUBGROUP)
+    }
+    /// Largest byte size one storage binding may have (what chunking splits by).
+    pub fn binding_limit(&self) -> u64 {
+        self.binding_limit
+    }
+    pub fn adapter_name(&self) -> &str {
+        &self.adapter_info.name
+    }
+
+    /// naga capabilities matching the device's features, for validating kernels before pipeline creation.
+    pub fn naga_capabilities(&self) -> naga::valid::Capabilities {
+        wgpu_naga_bridge::features_to_naga_capabilities(self.features, wgpu::DownlevelFlags::all())
+    }
+
+    pub fn info(&self) -> GpuInfo {
+        let l = &self.limits;
+        let i = &self.adapter_info;
+        GpuInfo {
+            name: i.name.clone(),
+            backend: format!("{:?}", i.backend).to_lowercase(),
+            device_type: format!("{:?}", i.device_type),
+            driver: if i.driver.is_empty() {
+                i.driver_info.clone()
+            } else {
+                i.driver.clone()
+            },
+            driver_info: i.driver_info.clone(),
+            features: WANTED_FEATURES
+                .iter()
+                .filter(|(f, _)| self.features.contains(*f))
+                .map(|(_, n)| *n)
+                .collect(),
+            limits: KernelLimits {
+                max_buffer_size: l.max_buffer_size,
+                max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+                max_uniform_buffer_binding_size: l.max_uniform_buffer_binding_size,
+                max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+                max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+                max_compute_workgroup_size: [
+                    l.max_compute_workgroup_size_x,
+                    l.max_compute_workgroup_size_y,
+                    l.max_compute_workgroup_size_z,
+                ],
+                max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+                max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+                min_storage_buffer_offset_alignment: l.min_storage_buffer_offset_alignment,
+                min_uniform_buffer_offset_alignment: l.min_uniform_buffer_offset_alignment,
+                max_immediate_size: l.max_immediate_size,
+                subgroup_min_size: i.subgroup_min_size,
+                subgroup_max_size: i.subgroup_max_size,
+            },
+            binding_limit: self.binding_limit,
+        }
+    }
+
+    /// Per-user cache folder for this project (`BESPOKE_CACHE_DIR`, else `$XDG_CACHE_HOME/bespoke`, else
+    /// `~/.cache/bespoke`). Later crates keep per-adapter tuning results here.
+    pub fn cache_dir() -> Option<PathBuf> {
+        if let Some(d) = std::env::var_os("BESPOKE_CACHE_DIR") {
+            return Some(PathBuf::from(d));
+        }
+        if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+            return Some(PathBuf::from(d).join("bespoke"));
+        }
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("bespoke"))
+    }
+
+    /// A string that names this adapter and driver, for keying on-disk caches.
+    pub fn adapter_key(&self) -> String {
+        let i = &self.adapter_info;
+        let raw = format!(
+            "{}-{:?}-{}-{}-{}",
+            i.name, i.backend, i.vendor, i.device, i.driver_info
+        );
+        raw.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    }
+
+    /// Returns Err if the device was lost or wgpu raised an error since the last check.
+    pub(crate) fn check_async_errors(&self, context: &str) -> Result<()> {
+        if let Some(reason) = self.lost.lock().ok().and_then(|l| l.clone()) {
+            return Err(GpuError::DeviceLost(reason));
+        }
+        let errors: Vec<String> = self
+            .async_errors
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(GpuError::Wgpu {
+                context: context.to_owned(),
+                message: errors.join("; "),
+            })
+        }
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes and turns a captured error into `Err`.
+    pub(crate) fn scoped<T>(&self, context: &str, f: impl FnOnce() -> T) -> Result<T> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let val = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f();
+        let v = pollster::block_on(val.pop());
+        let o = pollster::block_on(oom.pop());
+        match v.or(o) {
+            Some(e) => Err(GpuError::Wgpu {
+                context: context.to_owned(),
+                message: e.to_string(),
+            }),
+            None => Ok(out),
+        }
+    }
+
+    /// Blocks until `index` (or all work) is done; surfaces device loss and uncaptured errors.
+    pub(crate) fn wait(&self, index: Option<wgpu::SubmissionIndex>, context: &str) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: index,
+                timeout: None,
+            })
+            .map_err(|e| GpuError::Wgpu {
+                context: context.to_owned(),
+                message: e.to_string(),
+            })?;
+        self.check_async_errors(context)
+    }
+
+    fn load_driver_cache(&self) -> Option<(wgpu::PipelineCache, PathBuf)> {
+        if !self.features.contains(wgpu::Features::PIPELINE_CACHE) {
+            return None;
+        }
+        let key = wgpu::util::pipeline_cache_key(&self.adapter_info)?;
+        let path = Self::cache_dir()?.join(format!("{key}.bin"));
+        let data = std::fs::read(&path).ok();
+        // SAFETY: the data was written by `save_pipeline_cache` for an adapter with the same cache key, and
+        // `fallback: true` makes the driver discard data it does not accept.
+        let cache = unsafe {
+            self.device
+                .create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
+                    label: Some("bespoke driver cache"),
+                    data: data.as_deref(),
+                    fallback: true,
+                })
+        };
+        Some((cache, path))
+    }
+
+    /// Writes the driver pipeline cache to disk (no-op where the adapter has none or it was not requested).
+    pub fn save_pipeline_cache(&self) -> Result<()> {
+        let Some((cache, path)) = &self.driver_cache else {
+            return Ok(());
+        };
+        let Some(data) = cache.get_data() else {
+            return Ok(());
+        };
+        let io = |source, what: &str| GpuError::Io {
+            context: format!("{what} {}", path.display()),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io(e, "creating the folder of"))?;
+        }
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, data).map_err(|e| io(e, "writing"))?;
+        std::fs::rename(&tmp, path).map_err(|e| io(e, "renaming into"))
+    }
+}

@@ -1,0 +1,43 @@
+//! bespoke-gpu: the one wgpu layer of bespoke.
+//!
+//! Every kernel takes one path: WGSL source → [`Kernel`] (with a [`KernelId`]) → naga-validated module →
+//! pipeline cached by id → [`Gpu::prepare`] (bind, plan the grid) → [`Gpu::run`] / [`Gpu::time`].
+//! Buffers are typed ([`GpuBuffer`]); data past one binding's size is bound in [`Window`]s.
+//!
+//! ```no_run
+//! use bespoke_gpu::{Gpu, Grid, Kernel};
+//! let gpu = Gpu::new()?;
+//! let x = gpu.upload(&[1.0f32, 2.0, 3.0])?;
+//! let k = Kernel::new("double", "@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+//!     @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+//!         if g.x < arrayLength(&x) { x[g.x] = 2.0 * x[g.x]; } }");
+//! let launch = gpu.prepare(&k, &[x.arg()], Grid::cover(3, 64)?)?;
+//! gpu.run(&[&launch])?;
+//! assert_eq!(gpu.read(&x)?, vec![2.0, 4.0, 6.0]);
+//! # Ok::<(), bespoke_gpu::GpuError>(())
+//! ```
+
+mod buffer;
+mod context;
+mod dispatch;
+mod error;
+mod kernel;
+mod pipeline;
+mod probe;
+pub mod testing;
+mod timing;
+mod validate;
+
+pub use buffer::{GpuBuffer, Window};
+pub use context::{Gpu, GpuInfo, GpuOptions, KernelLimits, WANTED_FEATURES};
+pub use dispatch::{Arg, Grid, Launch};
+pub use error::{GpuError, Result};
+pub use kernel::{Kernel, KernelId, stable_hash};
+pub use pipeline::{CachedPipeline, GRID_WGSL};
+pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};
+pub use timing::{Timing, TimingSource};
+pub use validate::{Capabilities, caps_for, validate_wgsl};
+
+pub use bytemuck;
+pub use naga;
+pub use wgpu;

@@ -1,0 +1,120 @@
+//! Kernel → validated naga module → compute pipeline, cached by `KernelId`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::context::Gpu;
+use crate::error::{GpuError, Result};
+use crate::kernel::Kernel;
+use crate::validate::validate_named;
+
+/// The grid prelude (`shaders/grid.wgsl`): prepend it to a kernel whose grid may exceed 65535 workgroups in a
+/// dimension, and address workgroups with `bespoke_workgroup(wid)` instead of `wid`.
+pub const GRID_WGSL: &str = include_str!("../../../shaders/grid.wgsl");
+
+/// A compiled kernel and what the dispatch path needs to know about it.
+#[derive(Debug)]
+pub struct CachedPipeline {
+    pub name: String,
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    /// The kernel declares `bespoke_grid`, so its dispatches may be split.
+    pub uses_grid: bool,
+    /// Seconds spent in naga parse + validation.
+    pub validate_seconds: f64,
+    /// Seconds spent creating the shader module and pipeline (driver compile).
+    pub create_seconds: f64,
+}
+
+impl Gpu {
+    /// Returns the compiled pipeline for `kernel`, compiling it on first use.
+    pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<CachedPipeline>> {
+        if let Some(p) = self
+            .pipelines
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&kernel.id()).cloned())
+        {
+            return Ok(p);
+        }
+        let t0 = Instant::now();
+        let caps = self.naga_capabilities();
+        let module = match validate_named(kernel.name(), kernel.source(), caps) {
+            Ok(m) => m,
+            Err(e) => return Err(self.explain_invalid(kernel, e)),
+        };
+        let validate_seconds = t0.elapsed().as_secs_f64();
+        let uses_grid = module
+            .global_variables
+            .iter()
+            .any(|(_, g)| g.name.as_deref() == Some("bespoke_grid"));
+
+        let t1 = Instant::now();
+        let constants: Vec<(&str, f64)> = kernel
+            .constants()
+            .iter()
+            .map(|(n, v)| (n.as_str(), *v))
+            .collect();
+        let pipeline = self.scoped(
+            &format!("creating the pipeline for kernel `{}`", kernel.name()),
+            || {
+                let module = self
+                    .device
+                    .create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(kernel.name()),
+                        // Hand over the module we already validated instead of making wgpu parse the text again.
+                        source: wgpu::ShaderSource::Naga(Cow::Owned(module)),
+                    });
+                self.device
+                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                        label: Some(kernel.name()),
+                        layout: None,
+                        module: &module,
+                        entry_point: Some(kernel.entry_point()),
+                        compilation_options: wgpu::PipelineCompilationOptions {
+                            constants: &constants,
+                            zero_initialize_workgroup_memory: false,
+                        },
+                        cache: self.driver_cache.as_ref().map(|(c, _)| c),
+                    })
+            },
+        )?;
+        let cached = Arc::new(CachedPipeline {
+            name: kernel.name().to_owned(),
+            pipeline,
+            uses_grid,
+            validate_seconds,
+            create_seconds: t1.elapsed().as_secs_f64(),
+        });
+        if let Ok(mut m) = self.pipelines.lock() {
+            m.insert(kernel.id(), cached.clone());
+        }
+        Ok(cached)
+    }
+
+    /// Number of distinct kernels compiled so far.
+    pub fn cached_pipelines(&self) -> usize {
+        self.pipelines.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// A source that fails only for lack of a device feature gets an error naming the feature.
+    fn explain_invalid(&self, kernel: &Kernel, err: GpuError) -> GpuError {
+        use naga::valid::Capabilities as C;
+        let caps = self.naga_capabilities();
+        for (cap, feature) in [
+            (C::FLOAT64, "SHADER_F64"),
+            (C::SHADER_FLOAT16, "SHADER_F16"),
+        ] {
+            if !caps.contains(cap)
+                && validate_named(kernel.name(), kernel.source(), caps | cap).is_ok()
+            {
+                return GpuError::MissingFeature {
+                    kernel: kernel.name().to_owned(),
+                    feature,
+                    adapter: self.adapter_info.name.clone(),
+                };
+            }
+        }
+        err
+    }
+}

@@ -1,0 +1,159 @@
+//! The copy-bandwidth probe every benchmark reports against.
+
+use crate::buffer::GpuBuffer;
+use crate::context::Gpu;
+use crate::dispatch::{Grid, Launch};
+use crate::error::{GpuError, Result};
+use crate::kernel::Kernel;
+use crate::pipeline::GRID_WGSL;
+use crate::timing::TimingSource;
+
+const COPY_WGSL: &str = include_str!("../../../shaders/copy.wgsl");
+
+/// Default probe size: far past any last-level cache.
+pub const DEFAULT_PROBE_BYTES: u64 = 256 << 20;
+
+/// How one invocation walks its share of the copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyVariant {
+    pub items: u32,
+    pub blocked: bool,
+}
+
+impl CopyVariant {
+    /// The candidates the probe tries: coalesced (GPUs) and blocked (CPU adapters).
+    pub const CANDIDATES: [CopyVariant; 3] = [
+        CopyVariant {
+            items: 4,
+            blocked: false,
+        },
+        CopyVariant {
+            items: 1,
+            blocked: false,
+        },
+        CopyVariant {
+            items: 16,
+            blocked: true,
+        },
+    ];
+    pub fn name(&self) -> String {
+        format!(
+            "vec4x{}-{}",
+            self.items,
+            if self.blocked { "blocked" } else { "strided" }
+        )
+    }
+}
+
+/// Probe settings.
+#[derive(Clone, Debug)]
+pub struct ProbeOptions {
+    /// Bytes copied per run (read + written counts twice); clamped to what the adapter allows.
+    pub bytes: u64,
+    pub warmup: usize,
+    pub reps: usize,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        Self {
+            bytes: DEFAULT_PROBE_BYTES,
+            warmup: 2,
+            reps: 10,
+        }
+    }
+}
+
+/// The probe's result: GB/s counts bytes read plus bytes written, from the median of `reps` runs.
+#[derive(Clone, Debug)]
+pub struct CopyProbe {
+    pub bytes: u64,
+    pub gbps: f64,
+    pub median_seconds: f64,
+    pub variant: String,
+    pub reps: usize,
+    pub timing: TimingSource,
+}
+
+impl Gpu {
+    fn copy_kernel(&self, v: CopyVariant) -> Kernel {
+        let wg = self.limits.max_compute_invocations_per_workgroup.min(256);
+        Kernel::new("copy_vec4", format!("{GRID_WGSL}\n{COPY_WGSL}"))
+            .constant("WG", f64::from(wg))
+            .constant("ITEMS", f64::from(v.items))
+            .constant("BLOCKED", if v.blocked { 1.0 } else { 0.0 })
+    }
+
+    /// Launches that copy `src` into `dst` (same length), one per binding window.
+    pub fn copy_launches(
+        &self,
+        src: &GpuBuffer<[f32; 4]>,
+        dst: &GpuBuffer<[f32; 4]>,
+        v: CopyVariant,
+    ) -> Result<Vec<Launch>> {
+        if src.len() != dst.len() {
+            return Err(GpuError::InvalidArgument(format!(
+                "copy from {} vec4 into {} vec4: lengths differ",
+                src.len(),
+                dst.len()
+            )));
+        }
+        let kernel = self.copy_kernel(v);
+        let per_group = self.limits.max_compute_invocations_per_workgroup.min(256) * v.items;
+        self.windows::<[f32; 4]>(src.len(), 1)?
+            .into_iter()
+            .map(|w| {
+                self.prepare(
+                    &kernel,
+                    &[src.window_arg(w), dst.window_arg(w)],
+                    Grid::cover(w.len as u64, per_group)?,
+                )
+            })
+            .collect()
+    }
+
+    /// Measures the copy bandwidth: each candidate is tried briefly, the fastest is timed `reps` times.
+    pub fn copy_bandwidth(&self, opts: &ProbeOptions) -> Result<CopyProbe> {
+        let cap = self.limits.max_buffer_size / 16 * 16;
+        let bytes = opts.bytes.min(cap) / 16 * 16;
+        if bytes == 0 {
+            return Err(GpuError::InvalidArgument("copy probe of 0 bytes".into()));
+        }
+        let n = (bytes / 16) as usize;
+        let src = self.alloc_filled::<[f32; 4]>(n, [1.0, 2.0, 3.0, 4.0])?;
+        let dst = self.alloc::<[f32; 4]>(n)?;
+        let mut best: Option<(f64, CopyVariant)> = None;
+        for v in CopyVariant::CANDIDATES {
+            let launches = self.copy_launches(&src, &dst, v)?;
+            let refs: Vec<&Launch> = launches.iter().collect();
+            let t = self.time(&refs, 1, 3)?.median();
+            if best.is_none_or(|(bt, _)| t < bt) {
+                best = Some((t, v));
+            }
+        }
+        let (_, v) = best.ok_or_else(|| GpuError::InvalidArgument("no copy variant".into()))?;
+        let launches = self.copy_launches(&src, &dst, v)?;
+        let refs: Vec<&Launch> = launches.iter().collect();
+        let timing = self.time(&refs, opts.warmup, opts.reps)?;
+        let median = timing.median();
+        Ok(CopyProbe {
+            bytes,
+            gbps: 2.0 * bytes as f64 / median / 1e9,
+            median_seconds: median,
+            variant: v.name(),
+            reps: timing.samples.len(),
+            timing: timing.source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::{Capabilities, validate_wgsl};
+
+    #[test]
+    fn copy_shader_validates_without_a_device() {
+        validate_wgsl(&format!("{GRID_WGSL}\n{COPY_WGSL}"), Capabilities::empty()).unwrap();
+    }
+}

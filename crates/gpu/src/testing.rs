@@ -1,0 +1,29 @@
+//! One shared device per test binary. With `BESPOKE_REQUIRE_GPU=1` a missing adapter fails the test instead of
+//! skipping it, so CI can never mistake a missing driver for a pass.
+
+use std::sync::LazyLock;
+
+use crate::context::Gpu;
+
+/// True when `BESPOKE_REQUIRE_GPU` is set to anything but `0` or empty.
+pub fn gpu_required() -> bool {
+    std::env::var("BESPOKE_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+static SHARED: LazyLock<Result<Gpu, String>> =
+    LazyLock::new(|| Gpu::new().map_err(|e| e.to_string()));
+
+/// The shared test device, or `None` (with a printed reason) when there is none and it is not required.
+///
+/// # Panics
+/// When no adapter exists and `BESPOKE_REQUIRE_GPU=1`.
+pub fn test_gpu() -> Option<&'static Gpu> {
+    match &*SHARED {
+        Ok(g) => Some(g),
+        Err(e) if gpu_required() => panic!("BESPOKE_REQUIRE_GPU=1 but no GPU could be opened: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED (no GPU; set BESPOKE_REQUIRE_GPU=1 to make this fail): {e}");
+            None
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! GPU timing: timestamp queries around each repetition where the adapter has them, wall clock otherwise.
+
+use std::time::Instant;
+
+use crate::context::Gpu;
+use crate::dispatch::Launch;
+use crate::error::{GpuError, Result};
+
+/// Where the samples came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimingSource {
+    GpuTimestamps,
+    WallClock,
+}
+
+impl TimingSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::GpuTimestamps => "gpu-timestamps",
+            Self::WallClock => "wall-clock",
+        }
+    }
+}
+
+/// Seconds per repetition.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    pub samples: Vec<f64>,
+    pub source: TimingSource,
+}
+
+impl Timing {
+    pub fn median(&self) -> f64 {
+        let mut s = self.samples.clone();
+        s.sort_by(f64::total_cmp);
+        match s.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => s[n / 2],
+            n => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+        }
+    }
+    pub fn min(&self) -> f64 {
+        self.samples.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Most timestamp pairs one query set holds (wgpu caps a set at 4096 queries).
+const MAX_TIMED_REPS: usize = 2048;
+
+impl Gpu {
+    /// Runs `launches` `warmup` times, then times `reps` repetitions of the whole list (each repetition in its
+    /// own compute pass, bracketed by timestamps).
+    pub fn time(&self, launches: &[&Launch], warmup: usize, reps: usize) -> Result<Timing> {
+        let reps = reps.clamp(1, MAX_TIMED_REPS);
+        if warmup > 0 {
+            self.run_n(launches, warmup)?;
+        }
+        if self.has_timestamps() {
+            let samples = self.time_with_timestamps(launches, reps)?;
+            // Some drivers return zeros for passes that are too short or unsupported: fall back.
+            if samples.iter().all(|s| *s > 0.0) {
+                return Ok(Timing {
+                    samples,
+                    source: crate::TimingSource::GpuTimestamps,
+                });
+            }
+        }
+        let mut samples = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = Instant::now();
+            self.run(launches)?;
+            samples.push(t.elapsed().as_secs_f64());
+        }
+        Ok(Timing {
+            samples,
+            source: TimingSource::WallClock,
+        })
+    }
+
+    fn time_with_timestamps(&self, launches: &[&Launch], reps: usize) -> Result<Vec<f64>> {
+        let count = (2 * reps) as u32;
+        let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("bespoke timing"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        let bytes = u64::from(count) * 8;
+        let resolve = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("timestamp resolve"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("timestamp readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        for r in 0..reps as u32 {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("timed"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &qs,
+                    beginning_of_pass_write_index: Some(2 * r),
+                    end_of_pass_write_index: Some(2 * r + 1),
+                }),
+            });
+            for l in launches {
+                l.record(&mut pass);
+            }
+        }
+        enc.resolve_query_set(&qs, 0..count, &resolve, 0);
+        enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
+        let (tx, rx) = std::sync::mpsc::channel();
+        enc.map_buffer_on_submit(&staging, wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        let idx = self.queue.submit([enc.finish()]);
+        self.wait(Some(idx), "timing kernels")?;
+        rx.recv()
+            .map_err(|_| GpuError::DeviceLost("timestamp callback dropped".into()))?
+            .map_err(|e| GpuError::Wgpu {
+                context: "mapping timestamps".into(),
+                message: e.to_string(),
+            })?;
+        let ticks: Vec<u64> = {
+            let view = staging.get_mapped_range(..).map_err(|e| GpuError::Wgpu {
+                context: "viewing timestamps".into(),
+                message: format!("{e:?}"),
+            })?;
+            bytemuck::pod_collect_to_vec(&view)
+        };
+        staging.unmap();
+        let period_ns = f64::from(self.queue.get_timestamp_period());
+        Ok(ticks
+            .chunks_exact(2)
+            .map(|p| p[1].saturating_sub(p[0]) as f64 * period_ns * 1e-9)
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_even_and_odd_counts() {
+        let t = |s: &[f64]| Timing {
+            samples: s.to_vec(),
+            source: TimingSource::WallClock,
+        };
+        assert_eq!(t(&[3.0, 1.0, 2.0]).median(), 2.0);
+        assert_eq!(t(&[4.0, 1.0, 2.0, 3.0]).median(), 2.5);
+        assert_eq!(t(&[4.0, 1.0]).min(), 1.0);
+        assert!(t(&[]).median().is_nan());
+    }
+}

@@ -1,0 +1,303 @@
+//! Device tests of the one dispatch path. They run on any adapter (lavapipe in CI) and fail, not skip, when
+//! `BESPOKE_REQUIRE_GPU=1` and no adapter exists.
+
+use bespoke_gpu::testing::test_gpu;
+use bespoke_gpu::{
+    Arg, CopyVariant, Gpu, GpuError, GpuOptions, Grid, Kernel, ProbeOptions, TimingSource,
+};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+/// A fresh seed each run, printed so a failure can be replayed.
+fn rng() -> StdRng {
+    let seed: u64 = rand::rng().random();
+    eprintln!("seed = {seed}");
+    StdRng::seed_from_u64(seed)
+}
+
+#[test]
+fn upload_readback_round_trip() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let f: Vec<f32> = (0..100_003).map(|_| r.random_range(-1e3..1e3)).collect();
+    assert_eq!(gpu.read(&gpu.upload(&f).unwrap()).unwrap(), f);
+    // Odd byte lengths (u16) exercise the 4-byte copy padding.
+    let h: Vec<u16> = (0..1001).map(|_| r.random()).collect();
+    let hb = gpu.upload(&h).unwrap();
+    assert_eq!(gpu.read(&hb).unwrap(), h);
+    assert_eq!(gpu.read_range(&hb, 3..998).unwrap(), h[3..998]);
+    // A poisoned buffer reads back as poison.
+    let p = gpu.alloc_filled(777, f32::NAN).unwrap();
+    assert!(gpu.read(&p).unwrap().iter().all(|v| v.is_nan()));
+}
+
+const AXPY: &str = "
+struct P { a: f32, n: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> y: array<f32>;
+@group(0) @binding(2) var<storage, read_write> z: array<f32>;
+@group(0) @binding(3) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    if g.x < p.n { z[g.x] = fma(p.a, x[g.x], y[g.x]); }
+}";
+
+#[test]
+fn kernel_matches_cpu_reference() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let n = 50_001usize;
+    let x: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    let y: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    let a: f32 = r.random_range(0.5..2.0);
+    let (xb, yb) = (gpu.upload(&x).unwrap(), gpu.upload(&y).unwrap());
+    let zb = gpu.alloc_filled(n, f32::NAN).unwrap();
+    let k = Kernel::new("axpy", AXPY);
+    let l = gpu
+        .prepare(
+            &k,
+            &[
+                xb.arg(),
+                yb.arg(),
+                zb.arg(),
+                Arg::uniform(&[a.to_bits(), n as u32]),
+            ],
+            Grid::cover(n as u64, 64).unwrap(),
+        )
+        .unwrap();
+    gpu.run(&[&l]).unwrap();
+    let z = gpu.read(&zb).unwrap();
+    for i in 0..n {
+        let want = a.mul_add(x[i], y[i]);
+        assert!(
+            (z[i] - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "z[{i}] = {} want {want}",
+            z[i]
+        );
+    }
+    // The second prepare of the same kernel hits the pipeline cache.
+    let before = gpu.cached_pipelines();
+    gpu.prepare(
+        &k,
+        &[xb.arg(), yb.arg(), zb.arg(), Arg::uniform(&[0u32, 0])],
+        Grid::d1(1),
+    )
+    .unwrap();
+    assert_eq!(gpu.cached_pipelines(), before);
+}
+
+#[test]
+fn f64_kernels_run_where_the_adapter_has_them() {
+    let Some(gpu) = test_gpu() else { return };
+    let src = "@group(0) @binding(0) var<storage, read_write> x: array<f64>;
+               @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+                   if g.x < arrayLength(&x) { x[g.x] = fma(x[g.x], 3.0lf, 1.0lf / 3.0lf); } }";
+    let k = Kernel::new("f64_fma", src);
+    let mut r = rng();
+    let v: Vec<f64> = (0..1000).map(|_| r.random_range(-1.0..1.0)).collect();
+    let b = gpu.upload(&v).unwrap();
+    match gpu.prepare(&k, &[b.arg()], Grid::cover(1000, 64).unwrap()) {
+        Ok(l) => {
+            assert!(
+                gpu.has_f64(),
+                "an f64 kernel compiled on an adapter without SHADER_F64"
+            );
+            gpu.run(&[&l]).unwrap();
+            let out = gpu.read(&b).unwrap();
+            for (o, i) in out.iter().zip(&v) {
+                assert_eq!(
+                    *o,
+                    i.mul_add(3.0, 1.0 / 3.0),
+                    "f64 must be true double precision"
+                );
+            }
+        }
+        // Expected failure on adapters without f64 (GL, Metal, DX12): a clear error naming the feature.
+        Err(GpuError::MissingFeature { feature, .. }) => {
+            assert!(!gpu.has_f64());
+            assert_eq!(feature, "SHADER_F64");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+}
+
+#[test]
+fn data_past_the_binding_limit_is_chunked() {
+    if test_gpu().is_none() {
+        return;
+    }
+    // A second device whose binding limit is forced down to 64 KiB, so 1.6 MB needs 25 windows.
+    let gpu = Gpu::with_options(GpuOptions {
+        max_binding_bytes: Some(64 << 10),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(gpu.binding_limit(), 64 << 10);
+    let mut r = rng();
+    let n = 100_003;
+    let data: Vec<[f32; 4]> = (0..n)
+        .map(|_| [r.random(), r.random(), r.random(), r.random()])
+        .collect();
+    let src = gpu.upload(&data).unwrap();
+    let windows = gpu.windows::<[f32; 4]>(n, 1).unwrap();
+    assert!(windows.len() > 20, "{} windows", windows.len());
+    assert_eq!(windows.iter().map(|w| w.len).sum::<usize>(), n);
+    for v in CopyVariant::CANDIDATES {
+        let dst = gpu.alloc_filled(n, [f32::NAN; 4]).unwrap();
+        let launches = gpu.copy_launches(&src, &dst, v).unwrap();
+        assert_eq!(launches.len(), windows.len());
+        gpu.run(&launches.iter().collect::<Vec<_>>()).unwrap();
+        assert!(
+            gpu.read(&dst).unwrap() == data,
+            "copy variant {} lost data",
+            v.name()
+        );
+    }
+    // Binding the whole buffer at once is refused with the limit named.
+    let k = Kernel::new(
+        "noop",
+        "@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+        @compute @workgroup_size(1) fn main() { x[0] = 1.0; }",
+    );
+    match gpu.prepare(&k, &[src.arg()], Grid::d1(1)) {
+        Err(GpuError::LimitExceeded { asked, max, .. }) => {
+            assert_eq!(max, 64 << 10);
+            assert!(asked > max);
+        }
+        other => panic!("expected a limit error, got {other:?}"),
+    }
+}
+
+const GRID_ID: &str = "
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(4)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let w = bespoke_workgroup_linear(wid);
+    let i = w * 4u + lid;
+    if i < arrayLength(&out) { out[i] = i * 3u + 1u; }
+}";
+
+#[test]
+fn grids_past_65535_workgroups_are_split() {
+    let Some(gpu) = test_gpu() else { return };
+    let k = Kernel::new("grid_id", format!("{}{GRID_ID}", bespoke_gpu::GRID_WGSL));
+    let max = gpu.limits().max_compute_workgroups_per_dimension;
+    for grid in [
+        Grid::d1(max + 1000),
+        Grid::d2(max + 7, 2),
+        Grid::d3(3, 2, 2),
+    ] {
+        let n = grid.total() as usize * 4;
+        let out = gpu.alloc_filled(n, u32::MAX).unwrap();
+        let l = gpu.prepare(&k, &[out.arg()], grid).unwrap();
+        gpu.run(&[&l]).unwrap();
+        let got = gpu.read(&out).unwrap();
+        let bad = got
+            .iter()
+            .enumerate()
+            .find(|&(i, v)| *v != i as u32 * 3 + 1);
+        assert!(
+            bad.is_none(),
+            "grid {grid:?} ({} dispatches): first bad element {bad:?}",
+            l.dispatch_count()
+        );
+    }
+    // A kernel without the prelude cannot be split: a clear limit error, not a wrong result.
+    let plain = Kernel::new(
+        "plain",
+        "@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+        @compute @workgroup_size(1) fn main() { x[0] = 1u; }",
+    );
+    let b = gpu.alloc::<u32>(1).unwrap();
+    assert!(matches!(
+        gpu.prepare(&plain, &[b.arg()], Grid::d1(max + 1)),
+        Err(GpuError::LimitExceeded { .. })
+    ));
+}
+
+#[test]
+fn timing_gives_positive_times() {
+    let Some(gpu) = test_gpu() else { return };
+    let n = 1 << 18;
+    let src = gpu.alloc_filled(n, [1.0f32; 4]).unwrap();
+    let dst = gpu.alloc(n).unwrap();
+    let launches = gpu
+        .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
+        .unwrap();
+    let t = gpu
+        .time(&launches.iter().collect::<Vec<_>>(), 1, 5)
+        .unwrap();
+    assert_eq!(t.samples.len(), 5);
+    assert!(
+        t.samples.iter().all(|s| *s > 0.0 && s.is_finite()),
+        "{:?}",
+        t.samples
+    );
+    if gpu.has_timestamps() {
+        assert_eq!(t.source, TimingSource::GpuTimestamps);
+    }
+    let p = gpu
+        .copy_bandwidth(&ProbeOptions {
+            bytes: 8 << 20,
+            warmup: 1,
+            reps: 3,
+        })
+        .unwrap();
+    assert!(p.gbps > 0.0 && p.gbps.is_finite(), "{p:?}");
+    assert_eq!(p.bytes, 8 << 20);
+}
+
+#[test]
+fn broken_shader_is_rejected_with_a_readable_message() {
+    let Some(gpu) = test_gpu() else { return };
+    let k = Kernel::new(
+        "broken",
+        "@compute @workgroup_size(1)\nfn main() {\n    let a: f32 = vec2<u32>(1u);\n}",
+    );
+    match gpu.pipeline(&k) {
+        Err(e @ GpuError::InvalidShader { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("broken") && msg.contains("let a: f32 = vec2<u32>(1u);"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected InvalidShader, got {other:?}"),
+    }
+}
+
+#[test]
+fn over_limit_requests_return_the_limit_error() {
+    let Some(gpu) = test_gpu() else { return };
+    let max = gpu.limits().max_buffer_size;
+    match gpu.alloc::<u32>((max / 4 + 1) as usize) {
+        Err(GpuError::LimitExceeded {
+            asked,
+            max: m,
+            what,
+        }) => {
+            assert_eq!(m, max);
+            assert!(asked > max);
+            assert!(what.contains("buffer"), "{what}");
+        }
+        other => panic!("expected LimitExceeded, got {other:?}"),
+    }
+    // Out-of-range reads and writes are errors too.
+    let b = gpu.alloc::<f32>(10).unwrap();
+    assert!(matches!(
+        gpu.read_range(&b, 5..11),
+        Err(GpuError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        gpu.write(&b, 8, &[1.0, 2.0, 3.0]),
+        Err(GpuError::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn wrong_bindings_are_errors_not_panics() {
+    let Some(gpu) = test_gpu() else { return };
+    let b = gpu.alloc::<f32>(16).unwrap();
+    // AXPY wants four bindings; giving one is a wgpu validation error surfaced as Err.
+    let r = gpu.prepare(&Kernel::new("axpy", AXPY), &[b.arg()], Grid::d1(1));
+    assert!(matches!(r, Err(GpuError::Wgpu { .. })), "{r:?}");
+}
