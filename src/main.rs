@@ -1,1 +1,156 @@
-fn main() {}
+//! The `bespoke` command line: thin adapters over the crates' public APIs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use bespoke::Error;
+use bespoke::bench::{format_seconds, format_table, probe_options, run_all};
+use bespoke::gpu::{Gpu, GpuOptions};
+use bespoke::report::{adapter_json, capabilities_json, probe_json};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "bespoke",
+    version,
+    about = "Portable GPU compute kernels on wgpu, measured against the copy bandwidth"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Adapter, backend, features, limits and the measured copy bandwidth.
+    Info {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every adapter wgpu can see (honours WGPU_BACKEND), best first.
+    Adapters,
+    /// Run every benchmark section and print one table.
+    Bench {
+        /// Smaller problems and fewer repetitions.
+        #[arg(long)]
+        quick: bool,
+        /// Also write the results as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+}
+
+fn open_gpu() -> Result<Gpu, Error> {
+    Ok(Gpu::with_options(GpuOptions {
+        persist_pipeline_cache: true,
+        ..Default::default()
+    })?)
+}
+
+fn info(json_out: bool) -> Result<(), Error> {
+    let gpu = open_gpu()?;
+    let probe = gpu.copy_bandwidth(&probe_options(false))?;
+    if json_out {
+        let mut v = json!({
+            "adapter": adapter_json(&gpu),
+            "copy_gbps": probe.gbps,
+            "copy_probe": probe_json(&probe),
+        });
+        if let (Some(o), Some(c)) = (v.as_object_mut(), capabilities_json(&gpu).as_object()) {
+            o.extend(c.clone());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let i = gpu.info();
+        let l = &i.limits;
+        println!("adapter        {}", i.name);
+        println!("backend        {} ({})", i.backend, i.device_type);
+        println!("driver         {} / {}", i.driver, i.driver_info);
+        println!("features       {}", i.features.join(" "));
+        println!(
+            "buffer         max {} B, storage binding max {} B",
+            l.max_buffer_size, l.max_storage_buffer_binding_size
+        );
+        println!(
+            "workgroup      {} invocations, size {:?}, {} B shared, {} per dimension",
+            l.max_compute_invocations_per_workgroup,
+            l.max_compute_workgroup_size,
+            l.max_compute_workgroup_storage_size,
+            l.max_compute_workgroups_per_dimension
+        );
+        println!(
+            "subgroup       {}..{}",
+            l.subgroup_min_size, l.subgroup_max_size
+        );
+        println!(
+            "copy bandwidth {:.2} GB/s ({} MiB copied, {} MiB read+written, median {} over {} runs, {}, {})",
+            probe.gbps,
+            probe.bytes >> 20,
+            (2 * probe.bytes) >> 20,
+            format_seconds(probe.median_seconds),
+            probe.reps,
+            probe.variant,
+            probe.timing.as_str()
+        );
+    }
+    gpu.save_pipeline_cache()?;
+    Ok(())
+}
+
+fn bench(quick: bool, json_path: Option<PathBuf>) -> Result<(), Error> {
+    // Open the output first: a bad path should fail now, not after minutes of benchmarking.
+    let json_file = json_path
+        .as_ref()
+        .map(|p| {
+            std::fs::File::create(p)
+                .map_err(|e| format!("cannot write the JSON report to {}: {e}", p.display()))
+        })
+        .transpose()?;
+    let gpu = open_gpu()?;
+    let (rows, report) = run_all(&gpu, quick)?;
+    println!(
+        "adapter: {} ({}), copy bandwidth {:.2} GB/s",
+        gpu.adapter_name(),
+        gpu.info().backend,
+        report["copy_gbps"]
+    );
+    print!("{}", format_table(&rows));
+    if let (Some(mut file), Some(path)) = (json_file, json_path) {
+        use std::io::Write;
+        writeln!(file, "{}", serde_json::to_string_pretty(&report)?)
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    gpu.save_pipeline_cache()?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info { json } => info(json),
+        Command::Adapters => {
+            for a in bespoke::gpu::list_adapters() {
+                println!(
+                    "{:<8} {:<14} {} ({})",
+                    a.backend, a.device_type, a.name, a.driver
+                );
+            }
+            Ok(())
+        }
+        Command::Bench { quick, json } => bench(quick, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            let mut src = e.source();
+            while let Some(s) = src {
+                eprintln!("  caused by: {s}");
+                src = s.source();
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

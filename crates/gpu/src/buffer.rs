@@ -141,7 +141,7 @@ impl Gpu {
         }
         let off = (offset * size_of::<T>()) as u64;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        if off % wgpu::COPY_BUFFER_ALIGNMENT != 0 {
+        if !off.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
             return Err(GpuError::InvalidArgument(format!(
                 "write at byte offset {off}: not a multiple of 4"
             )));

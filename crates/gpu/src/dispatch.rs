@@ -159,7 +159,7 @@ impl Gpu {
                     });
                 }
                 let align = u64::from(self.limits.min_storage_buffer_offset_alignment);
-                if offset % align != 0 {
+                if !offset.is_multiple_of(align) {
                     return Err(GpuError::InvalidArgument(format!(
                         "binding {i} of kernel `{}` starts at byte {offset}, not a multiple of the adapter's \
                          storage offset alignment {align}",

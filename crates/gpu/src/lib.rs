@@ -29,7 +29,9 @@ mod timing;
 mod validate;
 
 pub use buffer::{GpuBuffer, Window};
-pub use context::{Gpu, GpuInfo, GpuOptions, KernelLimits, WANTED_FEATURES};
+pub use context::{
+    AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, WANTED_FEATURES, list_adapters,
+};
 pub use dispatch::{Arg, Grid, Launch};
 pub use error::{GpuError, Result};
 pub use kernel::{Kernel, KernelId, stable_hash};

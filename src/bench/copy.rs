@@ -1,0 +1,52 @@
+//! The `copy` section: the probe itself at two sizes, so a reader sees the cache effect next to the figure
+//! every other section divides by.
+
+use bespoke_gpu::ProbeOptions;
+use serde_json::json;
+
+use super::{BenchContext, Row, Section, SectionOutput};
+use crate::Error;
+use crate::report::probe_json;
+
+#[derive(Debug)]
+pub struct CopySection;
+
+impl Section for CopySection {
+    fn name(&self) -> &'static str {
+        "copy"
+    }
+
+    fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
+        // A cache-resident size beside the reference size shows how much of the figure is DRAM.
+        let sizes: &[u64] = if ctx.quick {
+            &[4 << 20, 64 << 20]
+        } else {
+            &[4 << 20, 64 << 20, 256 << 20]
+        };
+        let mut rows = Vec::new();
+        let mut runs = Vec::new();
+        for &bytes in sizes {
+            let p = ctx.gpu.copy_bandwidth(&ProbeOptions {
+                bytes,
+                warmup: 2,
+                reps: if ctx.quick { 5 } else { 10 },
+            })?;
+            rows.push(Row {
+                section: "copy",
+                case: format!("vec4 copy {} MiB", p.bytes >> 20),
+                seconds: p.median_seconds,
+                rate: p.gbps,
+                unit: "GB/s",
+                fraction: Some(p.gbps / ctx.copy_gbps),
+                note: format!("{} ({})", p.variant, p.timing.as_str()),
+            });
+            let mut j = probe_json(&p);
+            j["copy_fraction"] = json!(p.gbps / ctx.copy_gbps);
+            runs.push(j);
+        }
+        Ok(SectionOutput {
+            rows,
+            json: json!({ "runs": runs }),
+        })
+    }
+}

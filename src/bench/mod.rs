@@ -1,0 +1,139 @@
+//! `bespoke bench`: every registered section runs against one device and one copy-bandwidth figure measured in
+//! the same process, and the results print as one table and one JSON object.
+
+mod copy;
+
+use std::io::IsTerminal;
+
+use bespoke_gpu::{Gpu, ProbeOptions};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Map, Value, json};
+
+use crate::Error;
+use crate::report::{adapter_json, probe_json};
+
+/// One line of the bench table.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub section: &'static str,
+    pub case: String,
+    pub seconds: f64,
+    /// Throughput in `unit`.
+    pub rate: f64,
+    pub unit: &'static str,
+    /// Fraction of the copy bandwidth (or of a peak, for compute-bound kernels).
+    pub fraction: Option<f64>,
+    pub note: String,
+}
+
+/// What a section hands back: table rows and its JSON value (stored under its name).
+#[derive(Debug)]
+pub struct SectionOutput {
+    pub rows: Vec<Row>,
+    pub json: Value,
+}
+
+/// Shared state for sections: the device, the copy figure measured at the start, and the mode.
+#[derive(Debug)]
+pub struct BenchContext<'a> {
+    pub gpu: &'a Gpu,
+    pub copy_gbps: f64,
+    pub quick: bool,
+}
+
+/// A benchmark section of `bespoke bench`. Later crates add theirs to [`sections`].
+pub trait Section {
+    fn name(&self) -> &'static str;
+    fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error>;
+}
+
+/// Every registered section, in the order they run.
+pub fn sections() -> Vec<Box<dyn Section>> {
+    vec![Box::new(copy::CopySection)]
+}
+
+/// Probe settings for a run: the full 256 MiB (or the adapter's largest) unless `quick`.
+pub fn probe_options(quick: bool) -> ProbeOptions {
+    if quick {
+        ProbeOptions {
+            bytes: 64 << 20,
+            warmup: 1,
+            reps: 5,
+        }
+    } else {
+        ProbeOptions::default()
+    }
+}
+
+/// Runs the copy probe, then every section; returns the table rows and the report.
+pub fn run_all(gpu: &Gpu, quick: bool) -> Result<(Vec<Row>, Value), Error> {
+    let all = sections();
+    let bar = if std::io::stderr().is_terminal() {
+        ProgressBar::new(all.len() as u64 + 1)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message("copy-bandwidth probe");
+    let probe = gpu.copy_bandwidth(&probe_options(quick))?;
+    bar.inc(1);
+
+    let ctx = BenchContext {
+        gpu,
+        copy_gbps: probe.gbps,
+        quick,
+    };
+    let mut report = Map::new();
+    report.insert("adapter".into(), adapter_json(gpu));
+    report.insert("copy_gbps".into(), json!(probe.gbps));
+    report.insert("copy_probe".into(), probe_json(&probe));
+    report.insert("quick".into(), json!(quick));
+    let mut rows = Vec::new();
+    for s in &all {
+        bar.set_message(s.name());
+        let out = s
+            .run(&ctx)
+            .map_err(|e| format!("bench section `{}`: {e}", s.name()))?;
+        rows.extend(out.rows);
+        report.insert(s.name().into(), out.json);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok((rows, Value::Object(report)))
+}
+
+/// The table `bespoke bench` prints.
+pub fn format_table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<8} {:<36} {:>12} {:>12} {:<8} {:>9}  {}\n",
+        "section", "case", "time", "rate", "unit", "fraction", "note"
+    );
+    for r in rows {
+        let frac = r.fraction.map_or("-".into(), |f| format!("{:.3}", f));
+        s += &format!(
+            "{:<8} {:<36} {:>12} {:>12.3} {:<8} {:>9}  {}\n",
+            r.section,
+            r.case,
+            format_seconds(r.seconds),
+            r.rate,
+            r.unit,
+            frac,
+            r.note
+        );
+    }
+    s
+}
+
+/// Seconds with a unit that keeps three significant digits readable.
+pub fn format_seconds(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.3} us", s * 1e6)
+    }
+}

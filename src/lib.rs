@@ -1,0 +1,12 @@
+//! bespoke: portable GPU compute kernels on wgpu.
+//!
+//! This root package re-exports the kernel crates and holds what the CLI and the benches share: the registry
+//! of `bespoke bench` sections and the JSON reports.
+
+pub use bespoke_gpu as gpu;
+
+pub mod bench;
+pub mod report;
+
+/// Errors the CLI prints (with their causes) before exiting non-zero.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
