@@ -1,4 +1,4 @@
-//! bespoke: portable GPU compute kernels on wgpu.
+#![doc = include_str!("../README.md")]
 //!
 //! This root package re-exports the kernel crates and holds what the CLI and the benches share: the registry
 //! of `bespoke bench` sections and the JSON reports.
