@@ -1,5 +1,7 @@
 //! The CLI end to end: `bespoke info --json` and `bespoke bench --quick --json` on the adapter CI has.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
 use std::process::Command;
 
 use bespoke::gpu::testing::test_gpu;

@@ -231,6 +231,46 @@ impl Gpu {
         Ok(out)
     }
 
+    /// Splits `rows` rows into blocks for row-major arrays that share the partition (say A and C of a GEMM),
+    /// with leading dimensions `lds` (elements) and `copies[i]` stacked copies of array `i` bound together.
+    /// Every block starts at a byte offset that is legal for each array and binds at most the binding limit.
+    pub fn row_blocks<T: Pod>(
+        &self,
+        rows: usize,
+        lds: &[usize],
+        copies: &[usize],
+    ) -> Result<Vec<std::ops::Range<usize>>> {
+        let elem = size_of::<T>() as u64;
+        let align = u64::from(self.limits.min_storage_buffer_offset_alignment).max(4);
+        // Smallest row count whose byte length is a multiple of the alignment for every array.
+        let granule = lds.iter().fold(1u64, |g, &ld| {
+            let row_bytes = (ld.max(1) as u64) * elem;
+            let need = align / gcd(align, row_bytes);
+            g / gcd(g, need) * need
+        });
+        let bytes_per_row = lds
+            .iter()
+            .zip(copies.iter().chain(std::iter::repeat(&1)))
+            .map(|(&ld, &c)| ld as u64 * elem * c as u64)
+            .max()
+            .unwrap_or(elem);
+        let fit = self.binding_limit / bytes_per_row.max(1);
+        let per = fit / granule * granule;
+        if per == 0 && rows > 0 {
+            return Err(GpuError::LimitExceeded {
+                what: format!(
+                    "bytes of {granule} aligned row(s) of a row-major array in one binding"
+                ),
+                asked: granule * bytes_per_row,
+                max: self.binding_limit,
+            });
+        }
+        let per = per.max(1) as usize;
+        Ok((0..rows.div_ceil(per))
+            .map(|i| i * per..((i + 1) * per).min(rows))
+            .collect())
+    }
+
     /// Splits `len` elements of `T` into windows that each fit one binding and start at a legal offset.
     /// Window lengths are multiples of `granule` elements (e.g. 4 for vec4 access, a row length for panels),
     /// except possibly the last.

@@ -13,7 +13,7 @@ use crate::kernel::Kernel;
 use crate::pipeline::CachedPipeline;
 
 /// One binding of group 0; argument `i` goes to `@binding(i)`.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum Arg<'a> {
     /// A storage buffer range in bytes.
     Storage {
@@ -40,6 +40,16 @@ impl<T: Pod> GpuBuffer<T> {
             offset: 0,
             size: self.raw.size(),
         }
+    }
+
+    /// Rows `rows` of a row-major array with leading dimension `ld`, clipped to the buffer's length.
+    pub fn rows_arg(&self, rows: std::ops::Range<usize>, ld: usize) -> Arg<'_> {
+        let start = (rows.start * ld).min(self.len());
+        let end = (rows.end * ld).min(self.len());
+        self.window_arg(Window {
+            offset: start,
+            len: end - start,
+        })
     }
 
     /// Elements `w.offset .. w.offset + w.len` as a storage argument (the kernel sees them from index 0).

@@ -1,6 +1,8 @@
 //! Device tests of the one dispatch path. They run on any adapter (lavapipe in CI) and fail, not skip, when
 //! `BESPOKE_REQUIRE_GPU=1` and no adapter exists.
 
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
 use bespoke_gpu::testing::test_gpu;
 use bespoke_gpu::{
     Arg, CopyVariant, Gpu, GpuError, GpuOptions, Grid, Kernel, ProbeOptions, TimingSource,

@@ -1,0 +1,66 @@
+//! Dense tiled GEMM: parameter space, WGSL generator, runner.
+
+pub mod params;
+pub mod run;
+pub mod wgsl;
+
+pub use params::{DenseParams, MAX_ACC_BYTES, TileLimits, legal_space};
+pub use run::{DenseGemm, Element, GemmPlan, GemmShape};
+pub use wgsl::{Epilogue, dense_wgsl, splitk_reduce_wgsl};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use bespoke_gpu::validate_wgsl;
+
+    /// Every legal configuration, both precisions, the two structurally different stores: naga accepts them all.
+    #[test]
+    fn every_legal_kernel_validates_without_a_device() {
+        let lim = TileLimits {
+            max_invocations: 1024,
+            max_wg_x: 1024,
+            max_wg_y: 1024,
+            shared_bytes: 32768,
+        };
+        let mut n = 0;
+        for dtype in [DType::F32, DType::F64] {
+            for p in legal_space(dtype, &lim) {
+                for epi in [Epilogue::Beta, Epilogue::Partial] {
+                    let src = dense_wgsl(&p, dtype, epi);
+                    if let Err(e) = validate_wgsl(&src, dtype.caps()) {
+                        panic!("{} {dtype} {epi:?}: {e}", p.key());
+                    }
+                    n += 1;
+                }
+            }
+        }
+        assert!(n > 500, "{n} kernels validated");
+    }
+
+    #[test]
+    fn every_epilogue_and_reduction_validates() {
+        let p = DenseParams {
+            tm: 4,
+            tn: 4,
+            wgm: 8,
+            wgn: 8,
+            kc: 8,
+            vec: 4,
+            split_k: 1,
+        };
+        for dtype in [DType::F32, DType::F64] {
+            for epi in [
+                Epilogue::BetaZero,
+                Epilogue::BetaOne,
+                Epilogue::Beta,
+                Epilogue::Partial,
+            ] {
+                validate_wgsl(&dense_wgsl(&p, dtype, epi), dtype.caps()).unwrap();
+                for vec in [1, 4] {
+                    validate_wgsl(&splitk_reduce_wgsl(dtype, vec, 4, epi), dtype.caps()).unwrap();
+                }
+            }
+        }
+    }
+}

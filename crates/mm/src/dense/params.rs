@@ -1,0 +1,185 @@
+//! Tiling parameters of the dense GEMM and the legal space a device allows.
+
+use bespoke_gpu::Gpu;
+
+use crate::dtype::DType;
+
+/// One point of the tiling space.
+///
+/// A workgroup of `wgn × wgm` invocations computes a `bm × bn` tile of C (`bm = wgm·tm`, `bn = wgn·tn`); each
+/// invocation holds a `tm × tn` register tile (rows strided by `wgm`, columns by `wgn` vectors so that neighbouring
+/// invocations touch neighbouring columns). A and B are staged through workgroup memory `kc` deep. `vec` is the
+/// width of B/C loads and stores (1 or 4; needs N, ldb, ldc multiples of 4). `split_k > 1` splits K across
+/// workgroups and sums the partial tiles in a second kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DenseParams {
+    pub tm: u32,
+    pub tn: u32,
+    pub wgm: u32,
+    pub wgn: u32,
+    pub kc: u32,
+    pub vec: u32,
+    pub split_k: u32,
+}
+
+/// What a device allows, as the generator and the model see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileLimits {
+    pub max_invocations: u32,
+    pub max_wg_x: u32,
+    pub max_wg_y: u32,
+    pub shared_bytes: u32,
+}
+
+impl TileLimits {
+    pub fn of(gpu: &Gpu) -> Self {
+        let l = gpu.limits();
+        Self {
+            max_invocations: l.max_compute_invocations_per_workgroup,
+            max_wg_x: l.max_compute_workgroup_size_x,
+            max_wg_y: l.max_compute_workgroup_size_y,
+            shared_bytes: l.max_compute_workgroup_storage_size,
+        }
+    }
+    /// WebGPU's default limits: what every adapter grants at least.
+    pub const WEBGPU_DEFAULT: Self = Self {
+        max_invocations: 256,
+        max_wg_x: 256,
+        max_wg_y: 256,
+        shared_bytes: 16384,
+    };
+}
+
+/// Register budget per invocation for accumulators, in bytes (64 f32 / 32 f64): past it drivers spill.
+pub const MAX_ACC_BYTES: u32 = 256;
+
+impl DenseParams {
+    pub fn bm(&self) -> u32 {
+        self.wgm * self.tm
+    }
+    pub fn bn(&self) -> u32 {
+        self.wgn * self.tn
+    }
+    pub fn threads(&self) -> u32 {
+        self.wgm * self.wgn
+    }
+    pub fn shared_bytes(&self, dtype: DType) -> u32 {
+        self.kc * (self.bm() + self.bn()) * dtype.size() as u32
+    }
+    /// A short name, e.g. `t4x4v4-w16x16-k8-s1`.
+    pub fn key(&self) -> String {
+        format!(
+            "t{}x{}v{}-w{}x{}-k{}-s{}",
+            self.tm, self.tn, self.vec, self.wgm, self.wgn, self.kc, self.split_k
+        )
+    }
+
+    /// Why these parameters are illegal on a device with `limits`, if they are.
+    pub fn check(&self, dtype: DType, limits: &TileLimits) -> Result<(), String> {
+        let pow2 = |v: u32| v.is_power_of_two();
+        if ![self.tm, self.tn, self.wgm, self.wgn, self.kc, self.split_k]
+            .into_iter()
+            .all(pow2)
+        {
+            return Err("every parameter must be a power of two".into());
+        }
+        if self.vec != 1 && self.vec != 4 {
+            return Err(format!("vector width {} is not 1 or 4", self.vec));
+        }
+        if !self.tn.is_multiple_of(self.vec) {
+            return Err(format!(
+                "thread tile width {} is not a multiple of the vector width {}",
+                self.tn, self.vec
+            ));
+        }
+        if self.threads() > limits.max_invocations
+            || self.wgn > limits.max_wg_x
+            || self.wgm > limits.max_wg_y
+        {
+            return Err(format!(
+                "{}×{} invocations exceed the device's workgroup limits",
+                self.wgn, self.wgm
+            ));
+        }
+        if self.shared_bytes(dtype) > limits.shared_bytes {
+            return Err(format!(
+                "{} B of workgroup memory exceed the device's {} B",
+                self.shared_bytes(dtype),
+                limits.shared_bytes
+            ));
+        }
+        let acc = self.tm * self.tn * dtype.size() as u32;
+        if acc > MAX_ACC_BYTES {
+            return Err(format!(
+                "{acc} B of accumulators per invocation exceed the {MAX_ACC_BYTES} B register budget"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Every legal tiling for `dtype` on a device with `limits` (split_k = 1; split-K is chosen per shape).
+pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
+    let mut out = Vec::new();
+    for tm in [1, 2, 4, 8] {
+        for tn in [1, 2, 4, 8] {
+            for vec in [1, 4] {
+                for wgm in [4, 8, 16, 32] {
+                    for wgn in [4, 8, 16, 32] {
+                        for kc in [4, 8, 16, 32] {
+                            let p = DenseParams {
+                                tm,
+                                tn,
+                                wgm,
+                                wgn,
+                                kc,
+                                vec,
+                                split_k: 1,
+                            };
+                            // Fewer than 32 invocations leave SIMD lanes idle on every GPU we know.
+                            if p.threads() >= 32 && p.check(dtype, limits).is_ok() {
+                                out.push(p);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn space_respects_limits() {
+        let lim = TileLimits::WEBGPU_DEFAULT;
+        let s32 = legal_space(DType::F32, &lim);
+        let s64 = legal_space(DType::F64, &lim);
+        assert!(s32.len() > 100, "{}", s32.len());
+        assert!(s64.len() < s32.len());
+        for p in &s32 {
+            assert!(
+                p.threads() <= 256 && p.shared_bytes(DType::F32) <= 16384 && p.tn % p.vec == 0,
+                "{p:?}"
+            );
+        }
+        // CUTLASS's SIMT SGEMM point (128×128×8, 8×8 per thread, 256 threads) is legal at the default limits.
+        let cutlass = DenseParams {
+            tm: 8,
+            tn: 8,
+            wgm: 16,
+            wgn: 16,
+            kc: 8,
+            vec: 4,
+            split_k: 1,
+        };
+        assert!(s32.contains(&cutlass));
+        assert!(
+            cutlass.check(DType::F64, &lim).is_err(),
+            "64 f64 accumulators exceed the register budget"
+        );
+    }
+}

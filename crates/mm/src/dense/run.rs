@@ -1,0 +1,297 @@
+//! Running a dense GEMM on device buffers: planning row blocks that fit the binding limit, split-K, launches.
+
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, bytemuck::Pod};
+
+use super::params::{DenseParams, TileLimits};
+use super::wgsl::{Epilogue, dense_wgsl, splitk_reduce_wgsl};
+use crate::dtype::DType;
+use crate::error::{MmError, Result};
+use crate::reference::Shape;
+
+/// Element types the kernels run on.
+pub trait Element: Pod + Send + Sync + 'static {
+    const DTYPE: DType;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Element for f64 {
+    const DTYPE: DType = DType::F64;
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+/// Sizes of C = α·A·B + β·C with row-major A (m×k), B (k×n), C (m×n) and leading dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmShape {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+}
+
+impl GemmShape {
+    /// Packed storage: lda = k, ldb = ldc = n.
+    pub fn packed(m: usize, n: usize, k: usize) -> Self {
+        Self {
+            m,
+            n,
+            k,
+            lda: k,
+            ldb: n,
+            ldc: n,
+        }
+    }
+    pub fn a(&self) -> Shape {
+        Shape::new(self.m, self.k, self.lda)
+    }
+    pub fn b(&self) -> Shape {
+        Shape::new(self.k, self.n, self.ldb)
+    }
+    pub fn c(&self) -> Shape {
+        Shape::new(self.m, self.n, self.ldc)
+    }
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+    pub fn check(&self) -> Result<()> {
+        if self.m == 0 || self.n == 0 || self.k == 0 {
+            return Err(MmError::Shape(format!(
+                "empty GEMM {}×{}×{}",
+                self.m, self.n, self.k
+            )));
+        }
+        for (name, ld, cols) in [
+            ("lda", self.lda, self.k),
+            ("ldb", self.ldb, self.n),
+            ("ldc", self.ldc, self.n),
+        ] {
+            if ld < cols {
+                return Err(MmError::Shape(format!(
+                    "{name} = {ld} is less than the {cols} columns it strides"
+                )));
+            }
+        }
+        if [self.m, self.n, self.k, self.lda, self.ldb, self.ldc]
+            .iter()
+            .any(|&v| v > u32::MAX as usize / 2)
+        {
+            return Err(MmError::Shape(format!(
+                "{self:?}: a dimension exceeds the kernels' 32-bit indexing"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A dense GEMM configuration: shape, precision, tiling, α and β.
+#[derive(Clone, Debug)]
+pub struct DenseGemm {
+    pub shape: GemmShape,
+    pub dtype: DType,
+    pub params: DenseParams,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+/// The launches of one GEMM, ready to run or time; holds the split-K workspace alive.
+#[derive(Debug)]
+pub struct GemmPlan<T: Element> {
+    launches: Vec<Launch>,
+    _workspace: Option<GpuBuffer<T>>,
+}
+
+impl<T: Element> GemmPlan<T> {
+    pub fn launches(&self) -> Vec<&Launch> {
+        self.launches.iter().collect()
+    }
+}
+
+impl DenseGemm {
+    /// Checks the configuration; the vector width needs N, ldb and ldc to be multiples of it.
+    pub fn new(
+        shape: GemmShape,
+        dtype: DType,
+        params: DenseParams,
+        alpha: f64,
+        beta: f64,
+    ) -> Result<Self> {
+        shape.check()?;
+        for (what, v) in [("alpha", alpha), ("beta", beta)] {
+            if !v.is_finite() {
+                return Err(MmError::NonFinite { what, value: v });
+            }
+        }
+        let v = params.vec as usize;
+        if v > 1
+            && [shape.n, shape.ldb, shape.ldc]
+                .iter()
+                .any(|d| !d.is_multiple_of(v))
+        {
+            return Err(MmError::Params {
+                params: params.key(),
+                reason: format!(
+                    "vector width {v} needs N, ldb and ldc to be multiples of {v} ({shape:?})"
+                ),
+            });
+        }
+        if params.split_k == 0 || !params.split_k.is_power_of_two() {
+            return Err(MmError::Params {
+                params: params.key(),
+                reason: "split_k must be a power of two".into(),
+            });
+        }
+        Ok(Self {
+            shape,
+            dtype,
+            params,
+            alpha,
+            beta,
+        })
+    }
+
+    /// Binds the GEMM on `gpu` to the given buffers, splitting rows of A/C and of B into blocks that each fit
+    /// one binding (K blocks after the first accumulate with β = 1).
+    pub fn plan<T: Element>(
+        &self,
+        gpu: &Gpu,
+        a: &GpuBuffer<T>,
+        b: &GpuBuffer<T>,
+        c: &GpuBuffer<T>,
+    ) -> Result<GemmPlan<T>> {
+        let s = &self.shape;
+        let p = &self.params;
+        if T::DTYPE != self.dtype {
+            return Err(MmError::Shape(format!(
+                "buffers hold {} but the GEMM is {}",
+                T::DTYPE,
+                self.dtype
+            )));
+        }
+        p.check(self.dtype, &TileLimits::of(gpu))
+            .map_err(|reason| MmError::Params {
+                params: p.key(),
+                reason,
+            })?;
+        for (name, buf, sh) in [("A", a, s.a()), ("B", b, s.b()), ("C", c, s.c())] {
+            if buf.len() < sh.min_len() {
+                return Err(MmError::Shape(format!(
+                    "{name} holds {} elements, a {}×{} matrix with leading dimension {} needs {}",
+                    buf.len(),
+                    sh.rows,
+                    sh.cols,
+                    sh.ld,
+                    sh.min_len()
+                )));
+            }
+        }
+        let split = p.split_k as usize;
+        let c_blocks = gpu.row_blocks::<T>(s.m, &[s.lda, s.ldc, s.ldc], &[1, 1, split])?;
+        let k_blocks = gpu.row_blocks::<T>(s.k, &[s.ldb], &[1])?;
+        let max_rows = c_blocks.iter().map(|r| r.len()).max().unwrap_or(0);
+        let workspace = if split > 1 {
+            Some(gpu.alloc::<T>(split * max_rows * s.ldc)?)
+        } else {
+            None
+        };
+
+        let vec = p.vec as usize;
+        let user_epi = Epilogue::for_beta(self.beta);
+        let nv = (s.n / vec) as u32;
+        let mut launches = Vec::new();
+        for rows in &c_blocks {
+            for (kb, ks) in k_blocks.iter().enumerate() {
+                let (epi, beta) = if kb == 0 {
+                    (user_epi, self.beta)
+                } else {
+                    (Epilogue::BetaOne, 1.0)
+                };
+                let kn = ks.len();
+                let k_per_split = kn.div_ceil(split).div_ceil(p.kc as usize) * p.kc as usize;
+                let uniform = Arg::Uniform(params_bytes::<T>(
+                    [
+                        rows.len() as u32,
+                        s.n as u32,
+                        kn as u32,
+                        s.lda as u32,
+                        (s.ldb / vec) as u32,
+                        (s.ldc / vec) as u32,
+                        k_per_split as u32,
+                        ks.start as u32,
+                    ],
+                    self.alpha,
+                    beta,
+                ));
+                let grid = Grid::d3(
+                    nv.div_ceil(p.wgn * p.tn / p.vec),
+                    (rows.len() as u32).div_ceil(p.bm()),
+                    p.split_k,
+                );
+                let a_arg = a.rows_arg(rows.clone(), s.lda);
+                let b_arg = b.rows_arg(ks.clone(), s.ldb);
+                if let Some(ws) = &workspace {
+                    let k = Kernel::new(
+                        format!("dense_{}_{}_partial", p.key(), self.dtype),
+                        dense_wgsl(p, self.dtype, Epilogue::Partial),
+                    );
+                    launches.push(gpu.prepare(
+                        &k,
+                        &[a_arg, b_arg, ws.arg(), uniform.clone()],
+                        grid,
+                    )?);
+                    let r = Kernel::new(
+                        format!("splitk_reduce_{}x{}_{}_{epi:?}", split, vec, self.dtype),
+                        splitk_reduce_wgsl(self.dtype, p.vec, p.split_k, epi),
+                    );
+                    let total = rows.len() as u64 * u64::from(nv);
+                    launches.push(gpu.prepare(
+                        &r,
+                        &[ws.arg(), c.rows_arg(rows.clone(), s.ldc), uniform],
+                        Grid::cover(total, 256)?,
+                    )?);
+                } else {
+                    let k = Kernel::new(
+                        format!("dense_{}_{}_{epi:?}", p.key(), self.dtype),
+                        dense_wgsl(p, self.dtype, epi),
+                    );
+                    launches.push(gpu.prepare(
+                        &k,
+                        &[a_arg, b_arg, c.rows_arg(rows.clone(), s.ldc), uniform],
+                        grid,
+                    )?);
+                }
+            }
+        }
+        Ok(GemmPlan {
+            launches,
+            _workspace: workspace,
+        })
+    }
+}
+
+/// The `Params` uniform: eight u32 then α and β in the element type.
+fn params_bytes<T: Element>(words: [u32; 8], alpha: f64, beta: f64) -> Vec<u8> {
+    let mut out: Vec<u8> = bytemuck_bytes(&words).to_vec();
+    out.extend_from_slice(bytemuck_bytes(&[T::from_f64(alpha), T::from_f64(beta)]));
+    out
+}
+
+fn bytemuck_bytes<P: Pod>(v: &[P]) -> &[u8] {
+    bespoke_gpu::bytemuck::cast_slice(v)
+}

@@ -1,0 +1,20 @@
+//! Errors of the matrix-multiply crate.
+
+use bespoke_gpu::GpuError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MmError {
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// Shapes, leading dimensions or buffer lengths that do not fit together.
+    #[error("{0}")]
+    Shape(String),
+    /// Kernel parameters outside the legal space (with the reason).
+    #[error("illegal kernel parameters {params}: {reason}")]
+    Params { params: String, reason: String },
+    /// A scalar that must be finite is not.
+    #[error("{what} must be finite, got {value}")]
+    NonFinite { what: &'static str, value: f64 },
+}
+
+pub type Result<T, E = MmError> = std::result::Result<T, E>;

@@ -1,0 +1,13 @@
+//! bespoke-mm: WGSL matrix-multiply generators.
+//!
+//! - [`dense`]: a register-blocked, workgroup-tiled GEMM C = α·A·B + β·C over a legal tiling space.
+//! - [`reference`]: the f64 CPU reference every kernel is compared with.
+
+pub mod dense;
+pub mod dtype;
+pub mod error;
+pub mod reference;
+
+pub use dense::{DenseGemm, DenseParams, Element, GemmShape};
+pub use dtype::DType;
+pub use error::{MmError, Result};

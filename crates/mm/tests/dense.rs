@@ -1,0 +1,247 @@
+//! Dense GEMM on the device against the f64 CPU reference: random shapes that are multiples of no tile,
+//! α/β combinations, poisoned outputs and padding, f64 where the adapter has it, and forced chunking.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use bespoke_gpu::testing::test_gpu;
+use bespoke_gpu::{Gpu, GpuOptions};
+use bespoke_mm::dense::{DenseGemm, DenseParams, Element, GemmShape};
+use bespoke_mm::reference::{gemm_ref, rel_err};
+use bespoke_mm::{DType, MmError};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+fn rng() -> StdRng {
+    let seed: u64 = rand::rng().random();
+    eprintln!("seed = {seed}");
+    StdRng::seed_from_u64(seed)
+}
+
+fn random(r: &mut StdRng, n: usize) -> Vec<f64> {
+    (0..n).map(|_| r.random_range(-1.0..1.0)).collect()
+}
+
+/// Runs one GEMM on the device and returns (relative error over the M×N result, C as read back).
+fn check<T: Element>(
+    gpu: &Gpu,
+    r: &mut StdRng,
+    s: GemmShape,
+    p: DenseParams,
+    alpha: f64,
+    beta: f64,
+) -> f64 {
+    let a = random(r, s.a().min_len());
+    let b = random(r, s.b().min_len());
+    // C: random where β reads it, NaN where it must be overwritten; padding columns NaN either way.
+    let mut c0 = vec![f64::NAN; s.m * s.ldc];
+    if beta != 0.0 {
+        for i in 0..s.m {
+            for j in 0..s.n {
+                c0[i * s.ldc + j] = r.random_range(-1.0..1.0);
+            }
+        }
+    }
+    let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+    // The reference sees the same rounded inputs the device sees.
+    let (at, bt, ct) = (to_t(&a), to_t(&b), to_t(&c0));
+    let back = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    let mut want = back(&ct);
+    gemm_ref(
+        alpha,
+        &back(&at),
+        s.a(),
+        &back(&bt),
+        s.b(),
+        beta,
+        &mut want,
+        s.c(),
+    );
+
+    let (ab, bb, cb) = (
+        gpu.upload(&at).unwrap(),
+        gpu.upload(&bt).unwrap(),
+        gpu.upload(&ct).unwrap(),
+    );
+    let g = DenseGemm::new(s, T::DTYPE, p, alpha, beta).unwrap();
+    let plan = g.plan(gpu, &ab, &bb, &cb).unwrap();
+    gpu.run(&plan.launches()).unwrap();
+    let got = back(&gpu.read(&cb).unwrap());
+    for i in 0..s.m {
+        for j in s.n..s.ldc {
+            assert!(
+                got[i * s.ldc + j].is_nan(),
+                "padding C[{i}][{j}] was written ({} {:?})",
+                p.key(),
+                s
+            );
+        }
+    }
+    let e = rel_err(&got, &want, s.c());
+    assert!(
+        e.is_finite(),
+        "unwritten or non-finite output: {} {:?}",
+        p.key(),
+        s
+    );
+    e
+}
+
+fn configs() -> Vec<DenseParams> {
+    let p = |tm, tn, wgm, wgn, kc, vec, split_k| DenseParams {
+        tm,
+        tn,
+        wgm,
+        wgn,
+        kc,
+        vec,
+        split_k,
+    };
+    vec![
+        p(4, 4, 8, 8, 8, 1, 1),
+        p(8, 8, 16, 16, 8, 4, 1),
+        p(1, 4, 32, 8, 16, 4, 1),
+        p(2, 1, 16, 4, 4, 1, 1),
+        p(4, 4, 8, 8, 8, 4, 4),
+        p(4, 2, 8, 8, 16, 1, 2),
+    ]
+}
+
+#[test]
+fn f32_matches_reference_on_ragged_shapes() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let shapes = [
+        (1, 4, 1),
+        (37, 52, 29),
+        (65, 132, 7),
+        (130, 64, 301),
+        (9, 1000, 64),
+    ];
+    for (m, n, k) in shapes {
+        for p in configs() {
+            for (alpha, beta) in [(1.0, 0.0), (0.5, 1.0), (-1.5, 0.25)] {
+                // Padded leading dimensions (ldc > n) keep vec4 alignment and must stay untouched.
+                let s = GemmShape {
+                    m,
+                    n,
+                    k,
+                    lda: k + 3,
+                    ldb: n + 4,
+                    ldc: n + 8,
+                };
+                let e = check::<f32>(gpu, &mut r, s, p, alpha, beta);
+                assert!(
+                    e <= 1e-5,
+                    "{} {s:?} α={alpha} β={beta}: rel err {e:e}",
+                    p.key()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn f64_matches_reference_where_available() {
+    let Some(gpu) = test_gpu() else { return };
+    if !DType::F64.supported(gpu) {
+        eprintln!("adapter has no SHADER_F64: f64 GEMM not run (expected on GL, Metal, DX12)");
+        return;
+    }
+    let mut r = rng();
+    for p in configs().into_iter().filter(|p| p.tm * p.tn <= 32) {
+        for (alpha, beta) in [(1.0, 0.0), (0.75, -2.0)] {
+            let s = GemmShape {
+                m: 45,
+                n: 68,
+                k: 77,
+                lda: 80,
+                ldb: 72,
+                ldc: 68,
+            };
+            let e = check::<f64>(gpu, &mut r, s, p, alpha, beta);
+            assert!(e <= 1e-12, "{} α={alpha} β={beta}: rel err {e:e}", p.key());
+        }
+    }
+}
+
+#[test]
+fn blocks_past_the_binding_limit() {
+    if test_gpu().is_none() {
+        return;
+    }
+    // 32 KiB bindings: A, B, C and the split-K workspace each need several row blocks, so K blocks accumulate with β = 1.
+    let gpu = Gpu::with_options(GpuOptions {
+        max_binding_bytes: Some(32 << 10),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut r = rng();
+    let s = GemmShape {
+        m: 70,
+        n: 256,
+        k: 90,
+        lda: 90,
+        ldb: 256,
+        ldc: 260,
+    };
+    for p in [configs()[1], configs()[4]] {
+        for (alpha, beta) in [(1.0, 0.0), (2.0, 0.5)] {
+            let e = check::<f32>(&gpu, &mut r, s, p, alpha, beta);
+            assert!(e <= 1e-5, "{} α={alpha} β={beta}: rel err {e:e}", p.key());
+        }
+    }
+}
+
+#[test]
+fn bad_configurations_are_errors() {
+    let Some(gpu) = test_gpu() else { return };
+    let p = configs()[1];
+    // vec4 with N not a multiple of 4
+    assert!(matches!(
+        DenseGemm::new(GemmShape::packed(8, 10, 8), DType::F32, p, 1.0, 0.0),
+        Err(MmError::Params { .. })
+    ));
+    assert!(matches!(
+        DenseGemm::new(GemmShape::packed(8, 8, 8), DType::F32, p, f64::NAN, 0.0),
+        Err(MmError::NonFinite { what: "alpha", .. })
+    ));
+    assert!(matches!(
+        DenseGemm::new(
+            GemmShape {
+                m: 4,
+                n: 8,
+                k: 4,
+                lda: 3,
+                ldb: 8,
+                ldc: 8
+            },
+            DType::F32,
+            p,
+            1.0,
+            0.0
+        ),
+        Err(MmError::Shape(_))
+    ));
+    // Buffers too short for the shape.
+    let g = DenseGemm::new(GemmShape::packed(8, 8, 8), DType::F32, p, 1.0, 0.0).unwrap();
+    let short = gpu.alloc::<f32>(10).unwrap();
+    let ok = gpu.alloc::<f32>(64).unwrap();
+    assert!(matches!(
+        g.plan(gpu, &short, &ok, &ok),
+        Err(MmError::Shape(_))
+    ));
+    // Tiles the device cannot hold.
+    let huge = DenseParams {
+        tm: 8,
+        tn: 8,
+        wgm: 64,
+        wgn: 64,
+        kc: 32,
+        vec: 4,
+        split_k: 1,
+    };
+    let g = DenseGemm::new(GemmShape::packed(8, 8, 8), DType::F32, huge, 1.0, 0.0).unwrap();
+    assert!(matches!(
+        g.plan(gpu, &ok, &ok, &ok),
+        Err(MmError::Params { .. })
+    ));
+}
