@@ -1,5 +1,7 @@
 //! The `bespoke` command line: thin adapters over the crates' public APIs.
 
+mod mm_cmd;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,6 +30,11 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Matrix multiplication: dense GEMM benchmarks (more to come).
+    Mm {
+        #[command(subcommand)]
+        cmd: mm_cmd::MmCommand,
     },
     /// List every adapter wgpu can see (honours WGPU_BACKEND), best first.
     Adapters,
@@ -130,6 +137,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { json } => info(json),
+        Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
         Command::Adapters => {
             for a in bespoke::gpu::list_adapters() {
                 println!(

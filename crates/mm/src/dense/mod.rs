@@ -1,5 +1,7 @@
 //! Dense tiled GEMM: parameter space, WGSL generator, runner.
 
+pub mod bench;
+pub mod microbench;
 pub mod params;
 pub mod run;
 pub mod wgsl;

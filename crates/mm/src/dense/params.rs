@@ -74,6 +74,28 @@ impl DenseParams {
         )
     }
 
+    /// Parses a [`key`](Self::key), e.g. `t8x8v4-w16x16-k8-s1`.
+    pub fn parse(key: &str) -> Option<Self> {
+        let nums: Vec<u32> = key
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().ok())
+            .collect::<Option<_>>()?;
+        let [tm, tn, vec, wgm, wgn, kc, split_k] = nums[..] else {
+            return None;
+        };
+        let p = Self {
+            tm,
+            tn,
+            wgm,
+            wgn,
+            kc,
+            vec,
+            split_k,
+        };
+        (p.key() == key).then_some(p)
+    }
+
     /// Why these parameters are illegal on a device with `limits`, if they are.
     pub fn check(&self, dtype: DType, limits: &TileLimits) -> Result<(), String> {
         let pow2 = |v: u32| v.is_power_of_two();
@@ -152,6 +174,22 @@ pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        let p = DenseParams {
+            tm: 8,
+            tn: 4,
+            wgm: 16,
+            wgn: 32,
+            kc: 8,
+            vec: 4,
+            split_k: 2,
+        };
+        assert_eq!(DenseParams::parse(&p.key()), Some(p));
+        assert_eq!(DenseParams::parse("t8x4"), None);
+        assert_eq!(DenseParams::parse("x8x4v4-w16x32-k8-s2"), None);
+    }
 
     #[test]
     fn space_respects_limits() {

@@ -1,0 +1,95 @@
+//! Timing a dense GEMM on the device: what `bespoke mm dense-bench` and the benches call.
+
+use bespoke_gpu::Gpu;
+
+use super::params::{DenseParams, TileLimits};
+use super::run::{DenseGemm, Element, GemmShape};
+use crate::dtype::DType;
+use crate::error::{MmError, Result};
+
+/// The tiling used when none is given, until the analytical model picks one: CUTLASS's SIMT SGEMM point
+/// (8×8 per invocation, 16×16 invocations, k-depth 8), narrowed where the device or the shape forbids it.
+pub fn default_params(dtype: DType, shape: &GemmShape, limits: &TileLimits) -> DenseParams {
+    let vec = if [shape.n, shape.ldb, shape.ldc]
+        .iter()
+        .all(|d| d.is_multiple_of(4))
+    {
+        4
+    } else {
+        1
+    };
+    let mut p = DenseParams {
+        tm: 8,
+        tn: 8,
+        wgm: 16,
+        wgn: 16,
+        kc: 8,
+        vec,
+        split_k: 1,
+    };
+    while p.check(dtype, limits).is_err() && p.tm > 1 {
+        p.tm /= 2;
+    }
+    p
+}
+
+/// One timed GEMM.
+#[derive(Clone, Debug)]
+pub struct DenseTiming {
+    pub params: DenseParams,
+    pub seconds: f64,
+    pub gflops: f64,
+}
+
+/// Times `C = A·B` (β = 0) for `shape` with `params` on synthetic data: warm-up, then the median of `reps`.
+pub fn time_dense(
+    gpu: &Gpu,
+    dtype: DType,
+    shape: GemmShape,
+    params: DenseParams,
+    reps: usize,
+) -> Result<DenseTiming> {
+    match dtype {
+        DType::F32 => time_typed::<f32>(gpu, shape, params, reps),
+        DType::F64 => {
+            if !dtype.supported(gpu) {
+                return Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
+                    kernel: "dense GEMM f64".into(),
+                    feature: "SHADER_F64",
+                    adapter: gpu.adapter_name().into(),
+                }));
+            }
+            time_typed::<f64>(gpu, shape, params, reps)
+        }
+    }
+}
+
+/// Deterministic values in [-1, 1): the data does not change the timing, so no RNG dependency.
+fn fill<T: Element>(n: usize, salt: u64) -> Vec<T> {
+    (0..n as u64)
+        .map(|i| {
+            let h = (i ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 11;
+            T::from_f64(h as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+        })
+        .collect()
+}
+
+fn time_typed<T: Element>(
+    gpu: &Gpu,
+    shape: GemmShape,
+    params: DenseParams,
+    reps: usize,
+) -> Result<DenseTiming> {
+    let g = DenseGemm::new(shape, T::DTYPE, params, 1.0, 0.0)?;
+    let a = gpu.upload(&fill::<T>(shape.a().min_len(), 1))?;
+    let b = gpu.upload(&fill::<T>(shape.b().min_len(), 2))?;
+    let c = gpu.alloc::<T>(shape.c().min_len())?;
+    let plan = g.plan(gpu, &a, &b, &c)?;
+    let t = gpu.time(&plan.launches(), 1, reps)?;
+    let seconds = t.median();
+    Ok(DenseTiming {
+        params,
+        seconds,
+        gflops: shape.flops() / seconds / 1e9,
+    })
+}
