@@ -97,3 +97,62 @@ fn unwritable_json_path_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent-dir/x.json"), "{err}");
 }
+
+#[test]
+fn dense_bench_reports_gflops_and_peak_fraction() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("bespoke-dense-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let out = bespoke(&[
+        "mm",
+        "dense-bench",
+        "--m",
+        "33",
+        "--n",
+        "40",
+        "--k",
+        "17",
+        "--reps",
+        "2",
+        "--json",
+        p,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(v["m"], 33);
+    assert!(v["gflops"].as_f64().unwrap() > 0.0);
+    assert!(v["fma_peak_gflops"].as_f64().unwrap() > 0.0);
+    assert!(v["peak_fraction"].as_f64().unwrap() > 0.0);
+    // N = 40 is a multiple of 4, so the default tiling uses vec4.
+    assert!(v["params"].as_str().unwrap().contains("v4"), "{v}");
+}
+
+#[test]
+fn dense_bench_rejects_bad_input_clearly() {
+    if test_gpu().is_none() {
+        return;
+    }
+    for (args, needle) in [
+        (
+            vec!["--m", "8", "--n", "8", "--k", "8", "--dtype", "f16"],
+            "--dtype",
+        ),
+        (vec!["--m", "0", "--n", "8", "--k", "8"], "empty GEMM"),
+        (
+            vec!["--m", "8", "--n", "8", "--k", "8", "--params", "t8x8"],
+            "--params",
+        ),
+    ] {
+        let out = bespoke(&[&["mm", "dense-bench"], &args[..]].concat());
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
