@@ -200,18 +200,7 @@ impl Gpu {
             let n = (a1 - pos).min(staging_size);
             let mut enc = self.device.create_command_encoder(&Default::default());
             enc.copy_buffer_to_buffer(&buf.raw, pos, &staging, 0, n);
-            let (tx, rx) = std::sync::mpsc::channel();
-            enc.map_buffer_on_submit(&staging, wgpu::MapMode::Read, 0..n, move |r| {
-                let _ = tx.send(r);
-            });
-            let idx = self.queue.submit([enc.finish()]);
-            self.wait(Some(idx), "reading a buffer back")?;
-            rx.recv()
-                .map_err(|_| GpuError::DeviceLost("readback callback dropped".into()))?
-                .map_err(|e| GpuError::Wgpu {
-                    context: "mapping a readback buffer".into(),
-                    message: e.to_string(),
-                })?;
+            self.submit_and_map(enc, &staging, n, "reading a buffer back")?;
             {
                 let view = staging.get_mapped_range(0..n).map_err(|e| GpuError::Wgpu {
                     context: "viewing a readback buffer".into(),
@@ -229,6 +218,30 @@ impl Gpu {
             pos += n;
         }
         Ok(out)
+    }
+
+    /// Submits `enc` with a read mapping of `staging[..bytes]` and waits until the mapping is usable.
+    pub(crate) fn submit_and_map(
+        &self,
+        enc: wgpu::CommandEncoder,
+        staging: &wgpu::Buffer,
+        bytes: u64,
+        context: &str,
+    ) -> Result<()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        enc.map_buffer_on_submit(staging, wgpu::MapMode::Read, 0..bytes, move |r| {
+            let _ = tx.send(r);
+        });
+        let idx = self.queue.submit([enc.finish()]);
+        self.wait(Some(idx), context)?;
+        rx.recv()
+            .map_err(|_| {
+                GpuError::DeviceLost(format!("{context}: the mapping callback was dropped"))
+            })?
+            .map_err(|e| GpuError::Wgpu {
+                context: context.to_owned(),
+                message: e.to_string(),
+            })
     }
 
     /// Splits `rows` rows into blocks for row-major arrays that share the partition (say A and C of a GEMM),

@@ -113,18 +113,7 @@ impl Gpu {
         }
         enc.resolve_query_set(&qs, 0..count, &resolve, 0);
         enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
-        let (tx, rx) = std::sync::mpsc::channel();
-        enc.map_buffer_on_submit(&staging, wgpu::MapMode::Read, .., move |r| {
-            let _ = tx.send(r);
-        });
-        let idx = self.queue.submit([enc.finish()]);
-        self.wait(Some(idx), "timing kernels")?;
-        rx.recv()
-            .map_err(|_| GpuError::DeviceLost("timestamp callback dropped".into()))?
-            .map_err(|e| GpuError::Wgpu {
-                context: "mapping timestamps".into(),
-                message: e.to_string(),
-            })?;
+        self.submit_and_map(enc, &staging, bytes, "timing kernels")?;
         let ticks: Vec<u64> = {
             let view = staging.get_mapped_range(..).map_err(|e| GpuError::Wgpu {
                 context: "viewing timestamps".into(),
