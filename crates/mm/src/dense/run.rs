@@ -214,13 +214,38 @@ impl DenseGemm {
         let vec = p.vec as usize;
         let user_epi = Epilogue::for_beta(self.beta);
         let nv = (s.n / vec) as u32;
+        // Generate each kernel's text once per plan, not once per block: K blocks after the first use β = 1.
+        let kernel = |epi: Epilogue| {
+            if split > 1 {
+                let main = Kernel::new(
+                    format!("dense_{}_{}_partial", p.key(), self.dtype),
+                    dense_wgsl(p, self.dtype, Epilogue::Partial),
+                );
+                let reduce = Kernel::new(
+                    format!("splitk_reduce_{split}x{vec}_{}_{epi:?}", self.dtype),
+                    splitk_reduce_wgsl(self.dtype, p.vec, p.split_k, epi),
+                );
+                (main, Some(reduce))
+            } else {
+                let main = Kernel::new(
+                    format!("dense_{}_{}_{epi:?}", p.key(), self.dtype),
+                    dense_wgsl(p, self.dtype, epi),
+                );
+                (main, None)
+            }
+        };
+        let first = kernel(user_epi);
+        let rest = if k_blocks.len() > 1 {
+            Some(kernel(Epilogue::BetaOne))
+        } else {
+            None
+        };
         let mut launches = Vec::new();
         for rows in &c_blocks {
             for (kb, ks) in k_blocks.iter().enumerate() {
-                let (epi, beta) = if kb == 0 {
-                    (user_epi, self.beta)
-                } else {
-                    (Epilogue::BetaOne, 1.0)
+                let ((main, reduce), beta) = match (&rest, kb) {
+                    (Some(r), 1..) => (r, 1.0),
+                    _ => (&first, self.beta),
                 };
                 let kn = ks.len();
                 let k_per_split = kn.div_ceil(split).div_ceil(p.kc as usize) * p.kc as usize;
@@ -245,33 +270,21 @@ impl DenseGemm {
                 );
                 let a_arg = a.rows_arg(rows.clone(), s.lda);
                 let b_arg = b.rows_arg(ks.clone(), s.ldb);
-                if let Some(ws) = &workspace {
-                    let k = Kernel::new(
-                        format!("dense_{}_{}_partial", p.key(), self.dtype),
-                        dense_wgsl(p, self.dtype, Epilogue::Partial),
-                    );
+                if let (Some(ws), Some(reduce)) = (&workspace, reduce) {
                     launches.push(gpu.prepare(
-                        &k,
+                        main,
                         &[a_arg, b_arg, ws.arg(), uniform.clone()],
                         grid,
                     )?);
-                    let r = Kernel::new(
-                        format!("splitk_reduce_{}x{}_{}_{epi:?}", split, vec, self.dtype),
-                        splitk_reduce_wgsl(self.dtype, p.vec, p.split_k, epi),
-                    );
                     let total = rows.len() as u64 * u64::from(nv);
                     launches.push(gpu.prepare(
-                        &r,
+                        reduce,
                         &[ws.arg(), c.rows_arg(rows.clone(), s.ldc), uniform],
                         Grid::cover(total, 256)?,
                     )?);
                 } else {
-                    let k = Kernel::new(
-                        format!("dense_{}_{}_{epi:?}", p.key(), self.dtype),
-                        dense_wgsl(p, self.dtype, epi),
-                    );
                     launches.push(gpu.prepare(
-                        &k,
+                        main,
                         &[a_arg, b_arg, c.rows_arg(rows.clone(), s.ldc), uniform],
                         grid,
                     )?);
