@@ -17,20 +17,23 @@ impl Section for CopySection {
     }
 
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
-        // A cache-resident size beside the reference size shows how much of the figure is DRAM.
-        let sizes: &[u64] = if ctx.quick {
-            &[4 << 20, 64 << 20]
-        } else {
-            &[4 << 20, 64 << 20, 256 << 20]
-        };
+        // Cache-resident sizes beside the reference probe (reused, not re-timed) show how much of it is DRAM.
+        let smaller = [4u64 << 20, 64 << 20]
+            .into_iter()
+            .filter(|&b| b < ctx.probe.bytes);
+        let mut probes = smaller
+            .map(|bytes| {
+                ctx.gpu.copy_bandwidth(&ProbeOptions {
+                    bytes,
+                    warmup: 2,
+                    reps: if ctx.quick { 5 } else { 10 },
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        probes.push(ctx.probe.clone());
         let mut rows = Vec::new();
         let mut runs = Vec::new();
-        for &bytes in sizes {
-            let p = ctx.gpu.copy_bandwidth(&ProbeOptions {
-                bytes,
-                warmup: 2,
-                reps: if ctx.quick { 5 } else { 10 },
-            })?;
+        for p in probes {
             rows.push(Row {
                 section: "copy",
                 case: format!("vec4 copy {} MiB", p.bytes >> 20),

@@ -5,7 +5,7 @@ mod copy;
 
 use std::io::IsTerminal;
 
-use bespoke_gpu::{Gpu, ProbeOptions};
+use bespoke_gpu::{CopyProbe, Gpu, ProbeOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value, json};
 
@@ -38,6 +38,8 @@ pub struct SectionOutput {
 pub struct BenchContext<'a> {
     pub gpu: &'a Gpu,
     pub copy_gbps: f64,
+    /// The probe `copy_gbps` came from, so no section has to measure it again.
+    pub probe: CopyProbe,
     pub quick: bool,
 }
 
@@ -84,6 +86,7 @@ pub fn run_all(gpu: &Gpu, quick: bool) -> Result<(Vec<Row>, Value), Error> {
     let ctx = BenchContext {
         gpu,
         copy_gbps: probe.gbps,
+        probe: probe.clone(),
         quick,
     };
     let mut report = Map::new();
