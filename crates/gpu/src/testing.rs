@@ -27,3 +27,19 @@ pub fn test_gpu() -> Option<&'static Gpu> {
         }
     }
 }
+
+/// A fresh random seed for a test's inputs, printed so a failure can be replayed with `BESPOKE_TEST_SEED=<seed>`.
+pub fn fresh_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let seed = std::env::var("BESPOKE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        // std keys each RandomState randomly, which is all the randomness a seed needs.
+        .unwrap_or_else(|| {
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        });
+    eprintln!("seed = {seed} (replay with BESPOKE_TEST_SEED={seed})");
+    seed
+}

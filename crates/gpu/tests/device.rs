@@ -3,17 +3,14 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use bespoke_gpu::testing::test_gpu;
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_gpu::{
     Arg, CopyVariant, Gpu, GpuError, GpuOptions, Grid, Kernel, ProbeOptions, TimingSource,
 };
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
-/// A fresh seed each run, printed so a failure can be replayed.
 fn rng() -> StdRng {
-    let seed: u64 = rand::rng().random();
-    eprintln!("seed = {seed}");
-    StdRng::seed_from_u64(seed)
+    StdRng::seed_from_u64(fresh_seed())
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use bespoke_gpu::testing::test_gpu;
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_gpu::{Gpu, GpuOptions};
 use bespoke_mm::dense::{DenseGemm, DenseParams, Element, GemmShape};
 use bespoke_mm::reference::{gemm_ref, rel_err};
@@ -11,9 +11,7 @@ use bespoke_mm::{DType, MmError};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 fn rng() -> StdRng {
-    let seed: u64 = rand::rng().random();
-    eprintln!("seed = {seed}");
-    StdRng::seed_from_u64(seed)
+    StdRng::seed_from_u64(fresh_seed())
 }
 
 fn random(r: &mut StdRng, n: usize) -> Vec<f64> {
