@@ -52,3 +52,25 @@ pub fn probe_json(p: &CopyProbe) -> Value {
         "timing": p.timing.as_str(),
     })
 }
+
+/// A dense tiling as JSON: its fields and its key.
+pub fn params_json(p: &bespoke_mm::dense::DenseParams) -> Value {
+    let mut v = serde_json::to_value(p).unwrap_or(Value::Null);
+    v["key"] = json!(p.key());
+    v
+}
+
+/// The dense model's measured inputs and what it derives from them.
+pub fn machine_json(m: &bespoke_mm::dense::Machine) -> Value {
+    let mut v = serde_json::to_value(m).unwrap_or(Value::Null);
+    let fill: serde_json::Map<String, Value> = [32u32, 64, 128, 256, 512, 1024]
+        .iter()
+        .map(|t| (t.to_string(), json!(m.groups_to_fill(*t))))
+        .collect();
+    v["derived"] = json!({
+        "fma_peak_gflops": m.peak_gflops(),
+        "fmas_in_flight": m.fmas_in_flight(),
+        "groups_to_fill": fill,
+    });
+    v
+}

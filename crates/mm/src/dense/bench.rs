@@ -1,6 +1,6 @@
 //! Timing a dense GEMM on the device: what `bespoke mm dense-bench` and the benches call.
 
-use bespoke_gpu::Gpu;
+use bespoke_gpu::{Gpu, GpuBuffer};
 
 use super::params::{DenseParams, TileLimits};
 use super::run::{DenseGemm, Element, GemmShape};
@@ -49,19 +49,7 @@ pub fn time_dense(
     params: DenseParams,
     reps: usize,
 ) -> Result<DenseTiming> {
-    match dtype {
-        DType::F32 => time_typed::<f32>(gpu, shape, params, reps),
-        DType::F64 => {
-            if !dtype.supported(gpu) {
-                return Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
-                    kernel: "dense GEMM f64".into(),
-                    feature: "SHADER_F64",
-                    adapter: gpu.adapter_name().into(),
-                }));
-            }
-            time_typed::<f64>(gpu, shape, params, reps)
-        }
-    }
+    DenseTimer::new(gpu, dtype, shape)?.time(gpu, params, reps)
 }
 
 /// Deterministic values in [-1, 1): the data does not change the timing, so no RNG dependency.
@@ -74,22 +62,82 @@ fn fill<T: Element>(n: usize, salt: u64) -> Vec<T> {
         .collect()
 }
 
-fn time_typed<T: Element>(
-    gpu: &Gpu,
+/// Synthetic A, B, C on the device for one shape, reused across configurations.
+struct TypedTimer<T: Element> {
     shape: GemmShape,
-    params: DenseParams,
-    reps: usize,
-) -> Result<DenseTiming> {
-    let g = DenseGemm::new(shape, T::DTYPE, params, 1.0, 0.0)?;
-    let a = gpu.upload(&fill::<T>(shape.a().min_len(), 1))?;
-    let b = gpu.upload(&fill::<T>(shape.b().min_len(), 2))?;
-    let c = gpu.alloc::<T>(shape.c().min_len())?;
-    let plan = g.plan(gpu, &a, &b, &c)?;
-    let t = gpu.time(&plan.launches(), 1, reps)?;
-    let seconds = t.median();
-    Ok(DenseTiming {
-        params,
-        seconds,
-        gflops: shape.flops() / seconds / 1e9,
-    })
+    a: GpuBuffer<T>,
+    b: GpuBuffer<T>,
+    c: GpuBuffer<T>,
+}
+
+impl<T: Element> TypedTimer<T> {
+    fn new(gpu: &Gpu, shape: GemmShape) -> Result<Self> {
+        shape.check()?;
+        Ok(Self {
+            shape,
+            a: gpu.upload(&fill::<T>(shape.a().min_len(), 1))?,
+            b: gpu.upload(&fill::<T>(shape.b().min_len(), 2))?,
+            c: gpu.alloc::<T>(shape.c().min_len())?,
+        })
+    }
+
+    fn time(&self, gpu: &Gpu, params: DenseParams, reps: usize) -> Result<DenseTiming> {
+        let g = DenseGemm::new(self.shape, T::DTYPE, params, 1.0, 0.0)?;
+        let plan = g.plan(gpu, &self.a, &self.b, &self.c)?;
+        let seconds = gpu.time(&plan.launches(), 1, reps)?.median();
+        Ok(DenseTiming {
+            params,
+            seconds,
+            gflops: self.shape.flops() / seconds / 1e9,
+        })
+    }
+}
+
+/// Times many configurations of one shape (β = 0) on the same synthetic operands.
+pub struct DenseTimer(Typed);
+
+enum Typed {
+    F32(TypedTimer<f32>),
+    F64(TypedTimer<f64>),
+}
+
+impl std::fmt::Debug for DenseTimer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shape = match &self.0 {
+            Typed::F32(t) => t.shape,
+            Typed::F64(t) => t.shape,
+        };
+        write!(f, "DenseTimer({shape:?})")
+    }
+}
+
+impl DenseTimer {
+    pub fn new(gpu: &Gpu, dtype: DType, shape: GemmShape) -> Result<Self> {
+        Ok(Self(match dtype {
+            DType::F32 => Typed::F32(TypedTimer::new(gpu, shape)?),
+            DType::F64 => {
+                require_f64(gpu)?;
+                Typed::F64(TypedTimer::new(gpu, shape)?)
+            }
+        }))
+    }
+
+    pub fn time(&self, gpu: &Gpu, params: DenseParams, reps: usize) -> Result<DenseTiming> {
+        match &self.0 {
+            Typed::F32(t) => t.time(gpu, params, reps),
+            Typed::F64(t) => t.time(gpu, params, reps),
+        }
+    }
+}
+
+fn require_f64(gpu: &Gpu) -> Result<()> {
+    if DType::F64.supported(gpu) {
+        Ok(())
+    } else {
+        Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
+            kernel: "dense GEMM f64".into(),
+            feature: "SHADER_F64",
+            adapter: gpu.adapter_name().into(),
+        }))
+    }
 }

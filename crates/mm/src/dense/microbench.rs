@@ -1,67 +1,318 @@
-//! Micro-benchmarks that feed the tile model. So far: the FMA peak.
+//! Micro-benchmarks that measure the tile model's inputs on the device: FMA throughput by accumulators per
+//! invocation (latency hiding and the spill point), dependent-FMA latency, how many invocations fill the device,
+//! workgroup-memory load rates and launch overhead.
 
 use std::fmt::Write;
 
-use bespoke_gpu::{Gpu, Grid, Kernel};
+use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
 
 use crate::dtype::DType;
 use crate::error::Result;
 
-/// Independent FMA chains per invocation: enough to hide FMA latency on every device we know.
-const CHAINS: u32 = 16;
-/// Iterations of the chain loop per invocation.
-const ITERS: u32 = 512;
 const WG: u32 = 256;
+/// FMAs per invocation in the throughput kernels, whatever the number of accumulators.
+const FMA_PER_INVOCATION: u32 = 8192;
+/// How much longer a small grid's chains may get: llvmpipe silently ends any loop after 65535 iterations, and at
+/// 64 × 8192 FMAs over 16 chains unrolled 8× the loop runs 4096 times.
+const MAX_SCALE: u64 = 64;
+/// Accumulator counts of the throughput curve: below ~8 latency shows, past the register file spilling does.
+pub const ACC_COUNTS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+/// Steps of the dependent chain in the latency kernel (two lengths; the difference cancels launch overhead).
+const LATENCY_STEPS: u32 = 1 << 14;
+/// Element words of workgroup memory the load-rate kernel cycles through.
+const SMEM_WORDS: u32 = 2048;
+/// Independent loads per loop iteration in the load-rate kernel.
+const SMEM_CHAINS: u32 = 8;
+const SMEM_ITERS: u32 = 256;
 
-/// WGSL of the FMA-throughput kernel: `CHAINS` independent accumulators, `ITERS` rounds, one store at the end so
-/// nothing is optimised away. The operands come from the data so no compiler can fold them.
-pub fn fma_wgsl(dtype: DType) -> String {
+/// WGSL of an FMA kernel: `chains` independent accumulators per invocation, `iters` rounds of `unroll` dependent
+/// FMAs each, one guarded store so nothing is optimised away. Operands come from the buffer so no compiler can
+/// fold them.
+pub fn fma_wgsl(dtype: DType, chains: u32, iters: u32, unroll: u32, wg: u32) -> String {
     let t = dtype.wgsl();
     let mut s = format!(
-        "@group(0) @binding(0) var<storage, read_write> x: array<{t}>;
-@compute @workgroup_size({WG})
+        "// bespoke micro-benchmark: {chains} FMA chains x {iters} x {unroll}, {t}
+@group(0) @binding(0) var<storage, read_write> x: array<{t}>;
+@compute @workgroup_size({wg})
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {{
-    let i = g.x + g.y * nw.x * {WG}u;
+    let i = g.x + g.y * nw.x * {wg}u;
     let m = x[0];
     let c = x[1];
 "
     );
-    for j in 0..CHAINS {
+    for j in 0..chains {
         let _ = writeln!(s, "    var a{j} = {t}(i + {j}u);");
     }
-    let _ = writeln!(s, "    for (var it = 0u; it < {ITERS}u; it++) {{");
-    for j in 0..CHAINS {
-        let _ = writeln!(s, "        a{j} = fma(a{j}, m, c);");
+    let _ = writeln!(s, "    for (var it = 0u; it < {iters}u; it++) {{");
+    for _ in 0..unroll {
+        for j in 0..chains {
+            let _ = writeln!(s, "        a{j} = fma(a{j}, m, c);");
+        }
     }
     s += "    }\n    var sum = a0";
-    for j in 1..CHAINS {
+    for j in 1..chains {
         let _ = write!(s, " + a{j}");
     }
     s += ";\n    if sum == 12345.678 { x[2] = sum; }\n}\n";
     s
 }
 
-/// Measured FMA throughput in GFLOP/s (2 flops per FMA), median of timed runs.
-pub fn fma_peak(gpu: &Gpu, dtype: DType, quick: bool) -> Result<f64> {
-    // m = 1 - tiny, c = tiny keeps values bounded and finite.
-    let init: Vec<f64> = vec![0.999_999, 1e-7, 0.0, 0.0];
-    let groups: u32 = if quick { 256 } else { 1024 };
-    let kernel = Kernel::new(format!("fma_peak_{dtype}"), fma_wgsl(dtype));
-    let launch = match dtype {
-        DType::F32 => {
-            let b = gpu.upload(&init.iter().map(|&v| v as f32).collect::<Vec<f32>>())?;
-            let l = gpu.prepare(&kernel, &[b.arg()], Grid::d1(groups))?;
-            (l, None, Some(b))
-        }
-        DType::F64 => {
-            let b = gpu.upload(&init)?;
-            let l = gpu.prepare(&kernel, &[b.arg()], Grid::d1(groups))?;
-            (l, Some(b), None)
-        }
+/// WGSL of the workgroup-memory load-rate kernel: each invocation issues `SMEM_CHAINS` independent loads per
+/// iteration at consecutive addresses across the workgroup (no bank conflicts), `width` elements per load.
+pub fn smem_wgsl(dtype: DType, width: u32) -> String {
+    let t = dtype.wgsl();
+    let vt = if width == 1 {
+        t.to_string()
+    } else {
+        format!("vec{width}<{t}>")
     };
-    let t = gpu.time(&[&launch.0], 1, if quick { 3 } else { 7 })?;
-    let flops = 2.0 * f64::from(groups) * f64::from(WG) * f64::from(CHAINS) * f64::from(ITERS);
-    Ok(flops / t.median() / 1e9)
+    let n = SMEM_WORDS / width;
+    let mut s = format!(
+        "// bespoke micro-benchmark: workgroup-memory loads of {vt}
+@group(0) @binding(0) var<storage, read_write> x: array<{t}>;
+var<workgroup> sm: array<{vt}, {n}>;
+@compute @workgroup_size({WG})
+fn main(@builtin(local_invocation_index) lid: u32) {{
+    for (var e = lid; e < {n}u; e += {WG}u) {{ sm[e] = {vt}({t}(e) * x[0]); }}
+    workgroupBarrier();
+    var base = lid;
+"
+    );
+    for j in 0..SMEM_CHAINS {
+        let _ = writeln!(s, "    var a{j} = {vt}();");
+    }
+    let _ = writeln!(s, "    for (var it = 0u; it < {SMEM_ITERS}u; it++) {{");
+    for j in 0..SMEM_CHAINS {
+        let _ = writeln!(
+            s,
+            "        a{j} += sm[(base + {}u) & {}u];",
+            j * (n / SMEM_CHAINS),
+            n - 1
+        );
+    }
+    s += "        base += 1u;\n    }\n    var sum = a0";
+    for j in 1..SMEM_CHAINS {
+        let _ = write!(s, " + a{j}");
+    }
+    let any = if width == 1 { "sum" } else { "sum.x" };
+    let _ = write!(s, ";\n    if {any} == 12345.678 {{ x[2] = {any}; }}\n}}\n");
+    s
+}
+
+/// WGSL of the overlap kernel: per iteration `loads` workgroup-memory loads feeding one sum and `fmas` FMAs on
+/// independent accumulators (either may be 0). Comparing t(loads, 0), t(0, fmas) and t(loads, fmas) shows whether
+/// the device overlaps the two (a GPU's separate pipes) or runs them back to back (a CPU's one stream).
+pub fn mixed_wgsl(dtype: DType, loads: u32, fmas: u32) -> String {
+    let t = dtype.wgsl();
+    let n = SMEM_WORDS;
+    let mut s = format!(
+        "// bespoke micro-benchmark: {loads} workgroup loads + {fmas} FMAs per iteration, {t}
+@group(0) @binding(0) var<storage, read_write> x: array<{t}>;
+var<workgroup> sm: array<{t}, {n}>;
+@compute @workgroup_size({WG})
+fn main(@builtin(local_invocation_index) lid: u32) {{
+    for (var e = lid; e < {n}u; e += {WG}u) {{ sm[e] = {t}(e) * x[0]; }}
+    workgroupBarrier();
+    let m = x[0];
+    let c = x[1];
+    var base = lid;
+    var acc = {t}();
+"
+    );
+    let chains = fmas.min(16);
+    for j in 0..chains {
+        let _ = writeln!(s, "    var f{j} = {t}(lid + {j}u);");
+    }
+    let _ = writeln!(s, "    for (var it = 0u; it < {SMEM_ITERS}u; it++) {{");
+    for j in 0..loads {
+        let _ = writeln!(
+            s,
+            "        acc += sm[(base + {}u) & {}u];",
+            j * (n / loads.max(1)),
+            n - 1
+        );
+    }
+    for j in 0..fmas {
+        let _ = writeln!(s, "        f{0} = fma(f{0}, m, c);", j % chains.max(1));
+    }
+    s += "        base += 1u;\n    }\n    var sum = acc";
+    for j in 0..chains {
+        let _ = write!(s, " + f{j}");
+    }
+    s += ";\n    if sum == 12345.678 { x[2] = sum; }\n}\n";
+    s
+}
+
+/// An empty kernel, for launch overhead.
+fn empty_wgsl(dtype: DType) -> String {
+    let t = dtype.wgsl();
+    format!(
+        "@group(0) @binding(0) var<storage, read_write> x: array<{t}>;
+@compute @workgroup_size(1)
+fn main() {{ if x[0] == 12345.678 {{ x[2] = x[1]; }} }}
+"
+    )
+}
+
+/// Everything the micro-benchmarks measured for one precision.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// (accumulators per invocation, GFLOP/s) at a full device, launch overhead taken out.
+    pub fma_by_accumulators: Vec<(u32, f64)>,
+    /// Seconds per FMA along one dependent chain.
+    pub fma_latency_s: f64,
+    /// (invocations per workgroup, workgroups, GFLOP/s) with 16 accumulators each, launch overhead taken out:
+    /// how many workgroups of each size fill the device.
+    pub fma_by_groups: Vec<(u32, u64, f64)>,
+    /// Element loads per second from workgroup memory, scalar and as vec4 (counted in elements).
+    pub smem_scalar_words_per_s: f64,
+    pub smem_vec4_words_per_s: f64,
+    /// Seconds for one dispatch that does nothing.
+    pub launch_s: f64,
+    /// 0 when workgroup-memory loads and FMAs overlap perfectly, 1 when their times add.
+    pub overlap_penalty: f64,
+}
+
+/// The scratch buffer every micro-benchmark reads its operands from: m = 1 − 1e-6, c = 1e-7 keep chains bounded.
+enum Scratch {
+    F32(GpuBuffer<f32>),
+    F64(GpuBuffer<f64>),
+}
+
+impl Scratch {
+    fn new(gpu: &Gpu, dtype: DType) -> Result<Self> {
+        let init = [0.999_999, 1e-7, 0.0, 0.0];
+        Ok(match dtype {
+            DType::F32 => Self::F32(gpu.upload(&init.map(|v| v as f32))?),
+            DType::F64 => Self::F64(gpu.upload(&init)?),
+        })
+    }
+    fn launch(&self, gpu: &Gpu, kernel: &Kernel, grid: Grid) -> Result<Launch> {
+        let arg = match self {
+            Self::F32(b) => b.arg(),
+            Self::F64(b) => b.arg(),
+        };
+        Ok(gpu.prepare(kernel, &[arg], grid)?)
+    }
+}
+
+/// Median seconds of `launch` after one warm-up.
+fn seconds(gpu: &Gpu, launch: &Launch, reps: usize) -> Result<f64> {
+    Ok(gpu.time(&[launch], 1, reps)?.median())
+}
+
+/// Runs every micro-benchmark for `dtype` (a few seconds on a CPU adapter; `quick` trims the grids).
+pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Measured> {
+    let scratch = Scratch::new(gpu, dtype)?;
+    let reps = if quick { 3 } else { 5 };
+    let full_groups: u32 = if quick { 256 } else { 1024 };
+    let empty = Kernel::new(format!("mb_empty_{dtype}"), empty_wgsl(dtype));
+    let launch_s = seconds(gpu, &scratch.launch(gpu, &empty, Grid::d1(1))?, reps.max(5))?;
+    // GFLOP/s of `groups` workgroups with `chains` accumulators each, launch overhead taken out (the model adds
+    // it back once per dispatch), so small grids show only their lack of parallelism.
+    // Small grids get proportionally longer chains (the same total work as the full grid), so every point runs
+    // long enough that it shows the lack of parallelism and not timer or wake-up noise.
+    let full = u64::from(full_groups) * u64::from(WG);
+    let fma_rate = |chains: u32, groups: u32, wg: u32| -> Result<f64> {
+        let scale = (full / (u64::from(groups) * u64::from(wg))).clamp(1, MAX_SCALE);
+        let per_invocation = FMA_PER_INVOCATION * scale as u32;
+        let unroll = 8.min(per_invocation / chains);
+        let iters = per_invocation / (chains * unroll);
+        let k = Kernel::new(
+            format!("mb_fma_{dtype}_{chains}x{iters}x{unroll}_wg{wg}"),
+            fma_wgsl(dtype, chains, iters, unroll, wg),
+        );
+        let l = scratch.launch(gpu, &k, Grid::d1(groups))?;
+        let s = seconds(gpu, &l, reps)?;
+        let s = (s - launch_s).max(0.5 * s);
+        let fmas = f64::from(groups) * f64::from(wg) * f64::from(per_invocation);
+        Ok(2.0 * fmas / s / 1e9)
+    };
+    let mut fma_by_accumulators = Vec::new();
+    for a in ACC_COUNTS {
+        fma_by_accumulators.push((a, fma_rate(a, full_groups, WG)?));
+    }
+    let mut fma_by_groups = Vec::new();
+    let max_wg = gpu.limits().max_compute_invocations_per_workgroup;
+    for wg in [32, 64, 128, 256, 512, 1024]
+        .into_iter()
+        .filter(|w| *w <= max_wg)
+    {
+        let mut g = 1u32;
+        loop {
+            fma_by_groups.push((wg, u64::from(g), fma_rate(16, g, wg)?));
+            if u64::from(g) * u64::from(wg) >= full {
+                break;
+            }
+            g *= 4;
+        }
+    }
+
+    // Latency: one invocation, one chain, two lengths.
+    let chain = |steps: u32| -> Result<f64> {
+        let k = Kernel::new(
+            format!("mb_latency_{dtype}_{steps}"),
+            fma_wgsl(dtype, 1, steps / 8, 8, 1),
+        );
+        seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(1))?, reps)
+    };
+    let (t1, t2) = (chain(LATENCY_STEPS)?, chain(2 * LATENCY_STEPS)?);
+    let fma_latency_s = ((t2 - t1) / f64::from(LATENCY_STEPS)).max(1e-12);
+
+    let smem_rate = |width: u32| -> Result<f64> {
+        let k = Kernel::new(format!("mb_smem_{dtype}_x{width}"), smem_wgsl(dtype, width));
+        let s = seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(full_groups))?, reps)?;
+        let loads = f64::from(full_groups) * f64::from(WG * SMEM_ITERS * SMEM_CHAINS);
+        Ok(loads * f64::from(width) / s)
+    };
+    let smem_scalar_words_per_s = smem_rate(1)?;
+    let smem_vec4_words_per_s = smem_rate(4)?;
+
+    // Overlap: balance the two halves with the rates just measured, then time each alone and both together.
+    let loads = 2;
+    let fmas = ((fma_by_accumulators
+        .iter()
+        .map(|(_, g)| *g)
+        .fold(0.0, f64::max)
+        / 2.0
+        * 1e9
+        / smem_scalar_words_per_s
+        * f64::from(loads))
+    .round() as u32)
+        .clamp(1, 512);
+    let mixed = |l: u32, f: u32| -> Result<f64> {
+        let k = Kernel::new(format!("mb_mixed_{dtype}_{l}_{f}"), mixed_wgsl(dtype, l, f));
+        let s = seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(full_groups))?, reps)?;
+        Ok((s - launch_s).max(0.5 * s))
+    };
+    let (ts, tf, tb) = (mixed(loads, 0)?, mixed(0, fmas)?, mixed(loads, fmas)?);
+    let overlap_penalty = ((tb - ts.max(tf)) / ts.min(tf)).clamp(0.0, 1.0);
+
+    Ok(Measured {
+        overlap_penalty,
+        fma_by_accumulators,
+        fma_latency_s,
+        fma_by_groups,
+        smem_scalar_words_per_s,
+        smem_vec4_words_per_s,
+        launch_s,
+    })
+}
+
+/// Measured FMA throughput in GFLOP/s (2 flops per FMA): the best point of the accumulator curve.
+pub fn fma_peak(gpu: &Gpu, dtype: DType, quick: bool) -> Result<f64> {
+    let scratch = Scratch::new(gpu, dtype)?;
+    let groups: u32 = if quick { 256 } else { 1024 };
+    let k = Kernel::new(
+        format!("mb_fma_{dtype}_16x64x8"),
+        fma_wgsl(dtype, 16, FMA_PER_INVOCATION / 128, 8, WG),
+    );
+    let s = seconds(
+        gpu,
+        &scratch.launch(gpu, &k, Grid::d1(groups))?,
+        if quick { 3 } else { 7 },
+    )?;
+    Ok(2.0 * f64::from(groups) * f64::from(WG) * f64::from(FMA_PER_INVOCATION) / s / 1e9)
 }
 
 #[cfg(test)]
@@ -69,9 +320,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fma_kernel_validates() {
+    fn micro_kernels_validate() {
         for d in [DType::F32, DType::F64] {
-            bespoke_gpu::validate_wgsl(&fma_wgsl(d), d.caps()).unwrap();
+            for a in ACC_COUNTS {
+                bespoke_gpu::validate_wgsl(&fma_wgsl(d, a, 4, 8, WG), d.caps()).unwrap();
+            }
+            for w in [1, 4] {
+                bespoke_gpu::validate_wgsl(&smem_wgsl(d, w), d.caps()).unwrap();
+            }
+            bespoke_gpu::validate_wgsl(&empty_wgsl(d), d.caps()).unwrap();
+            for (l, f) in [(2, 0), (0, 7), (2, 300)] {
+                bespoke_gpu::validate_wgsl(&mixed_wgsl(d, l, f), d.caps()).unwrap();
+            }
         }
     }
 }

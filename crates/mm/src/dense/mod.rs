@@ -2,10 +2,13 @@
 
 pub mod bench;
 pub mod microbench;
+pub mod model;
 pub mod params;
 pub mod run;
+pub mod sweep;
 pub mod wgsl;
 
+pub use model::{Machine, MachineSource, Prediction};
 pub use params::{DenseParams, MAX_ACC_BYTES, TileLimits, legal_space};
 pub use run::{DenseGemm, Element, GemmPlan, GemmShape};
 pub use wgsl::{Epilogue, dense_wgsl, splitk_reduce_wgsl};

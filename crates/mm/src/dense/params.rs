@@ -11,7 +11,9 @@ use crate::dtype::DType;
 /// invocations touch neighbouring columns). A and B are staged through workgroup memory `kc` deep. `vec` is the
 /// width of B/C loads and stores (1 or 4; needs N, ldb, ldc multiples of 4). `split_k > 1` splits K across
 /// workgroups and sums the partial tiles in a second kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct DenseParams {
     pub tm: u32,
     pub tn: u32,

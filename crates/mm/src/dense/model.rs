@@ -1,0 +1,481 @@
+//! The analytical tile model (BLIS-style): measured machine inputs, a predicted time per configuration, the pick.
+//!
+//! Every constant the model uses is measured on the device by [`microbench`](super::microbench) and cached on
+//! disk per adapter; the formulas are in `docs/dense-model.md`.
+
+use std::path::PathBuf;
+
+use bespoke_gpu::{Gpu, ProbeOptions};
+use serde::{Deserialize, Serialize};
+
+use super::microbench::{Measured, measure};
+use super::params::{DenseParams, TileLimits, legal_space};
+use super::run::GemmShape;
+use crate::dtype::DType;
+use crate::error::{MmError, Result};
+
+/// Bumped whenever the micro-benchmarks change, so stale caches are re-measured.
+const MACHINE_VERSION: u32 = 6;
+
+/// The measured inputs of the model for one adapter and precision.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Machine {
+    pub version: u32,
+    pub adapter: String,
+    pub dtype: String,
+    /// (scalar accumulators per invocation, GFLOP/s) with the device full: the latency-hiding ramp and, past
+    /// the register file, the spill cliff.
+    pub fma_by_accumulators: Vec<(u32, f64)>,
+    /// One dependent FMA, nanoseconds.
+    pub fma_latency_ns: f64,
+    /// (invocations per workgroup, workgroups, GFLOP/s) at 16 accumulators each: how many workgroups of each
+    /// size fill the device.
+    pub fma_by_groups: Vec<(u32, u64, f64)>,
+    /// Workgroup-memory loads, 10⁹ elements per second, scalar and through vec4 loads.
+    pub smem_scalar_gwords: f64,
+    pub smem_vec4_gwords: f64,
+    /// The copy probe's figure (bytes read + written per second).
+    pub copy_gbps: f64,
+    /// One empty dispatch, microseconds.
+    pub launch_us: f64,
+    /// How much of the shorter of FMA and workgroup-memory time adds to the longer: 0 = full overlap (separate
+    /// pipes, as on GPUs), 1 = none (one instruction stream, as on a CPU adapter).
+    pub overlap_penalty: f64,
+}
+
+/// Where the model's inputs came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MachineSource {
+    Cache(PathBuf),
+    /// Measured now; saved to the path if it is `Some`.
+    Measured(Option<PathBuf>),
+}
+
+impl Machine {
+    /// Measures every input on `gpu` for `dtype` (seconds on a CPU adapter).
+    pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Self> {
+        if !dtype.supported(gpu) {
+            return Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
+                kernel: format!("dense model micro-benchmarks {dtype}"),
+                feature: "SHADER_F64",
+                adapter: gpu.adapter_name().into(),
+            }));
+        }
+        let m: Measured = measure(gpu, dtype, quick)?;
+        let probe = gpu.copy_bandwidth(&ProbeOptions {
+            bytes: if quick { 32 << 20 } else { 128 << 20 },
+            warmup: 1,
+            reps: 5,
+        })?;
+        Ok(Self {
+            version: MACHINE_VERSION,
+            adapter: gpu.adapter_name().to_string(),
+            dtype: dtype.wgsl().to_string(),
+            fma_by_accumulators: m.fma_by_accumulators,
+            fma_latency_ns: m.fma_latency_s * 1e9,
+            fma_by_groups: m.fma_by_groups,
+            smem_scalar_gwords: m.smem_scalar_words_per_s / 1e9,
+            smem_vec4_gwords: m.smem_vec4_words_per_s / 1e9,
+            copy_gbps: probe.gbps,
+            launch_us: m.launch_s * 1e6,
+            overlap_penalty: m.overlap_penalty,
+        })
+    }
+
+    /// The cache file for this adapter and precision, if there is a cache folder.
+    pub fn cache_path(gpu: &Gpu, dtype: DType) -> Option<PathBuf> {
+        Gpu::cache_dir().map(|d| {
+            d.join("dense-model").join(format!(
+                "{}-{dtype}-v{MACHINE_VERSION}.json",
+                gpu.adapter_key()
+            ))
+        })
+    }
+
+    /// The cached inputs for this adapter, or measures and caches them. `remeasure` ignores the cache.
+    pub fn load_or_measure(
+        gpu: &Gpu,
+        dtype: DType,
+        remeasure: bool,
+    ) -> Result<(Self, MachineSource)> {
+        let path = Self::cache_path(gpu, dtype);
+        if !remeasure
+            && let Some(p) = &path
+            && let Ok(text) = std::fs::read_to_string(p)
+            && let Ok(m) = serde_json::from_str::<Self>(&text)
+            && m.version == MACHINE_VERSION
+            && m.is_sane()
+        {
+            return Ok((m, MachineSource::Cache(p.clone())));
+        }
+        let m = Self::measure(gpu, dtype, false)?;
+        // A cache that cannot be written costs a re-measurement next time, nothing else.
+        let saved = path.filter(|p| {
+            p.parent()
+                .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+                && serde_json::to_string_pretty(&m)
+                    .ok()
+                    .is_some_and(|s| std::fs::write(p, s).is_ok())
+        });
+        Ok((m, MachineSource::Measured(saved)))
+    }
+
+    /// Every figure positive and finite (a corrupt or hand-edited cache is re-measured).
+    fn is_sane(&self) -> bool {
+        let pos = |v: f64| v.is_finite() && v > 0.0;
+        !self.fma_by_accumulators.is_empty()
+            && !self.fma_by_groups.is_empty()
+            && self.fma_by_accumulators.iter().all(|(_, g)| pos(*g))
+            && self.fma_by_groups.iter().all(|(_, _, g)| pos(*g))
+            && [
+                self.fma_latency_ns,
+                self.smem_scalar_gwords,
+                self.smem_vec4_gwords,
+                self.copy_gbps,
+                self.launch_us,
+            ]
+            .into_iter()
+            .all(pos)
+            && (0.0..=1.0).contains(&self.overlap_penalty)
+    }
+
+    /// The FMA peak: the best point of either curve, GFLOP/s.
+    pub fn peak_gflops(&self) -> f64 {
+        let acc = self.fma_by_accumulators.iter().map(|(_, g)| *g);
+        let inv = self.fma_by_groups.iter().map(|(_, _, g)| *g);
+        acc.chain(inv).fold(0.0, f64::max)
+    }
+
+    /// GFLOP/s with `acc` scalar accumulators per invocation on a full device, interpolated in log₂(acc).
+    pub fn gflops_at_accumulators(&self, acc: u32) -> f64 {
+        interpolate_log2(
+            self.fma_by_accumulators
+                .iter()
+                .map(|&(a, g)| (f64::from(a), g)),
+            f64::from(acc.max(1)),
+        )
+    }
+
+    /// Independent FMAs that must be in flight device-wide to hide latency (Little's law: rate × latency).
+    pub fn fmas_in_flight(&self) -> f64 {
+        self.peak_gflops() / 2.0 * self.fma_latency_ns
+    }
+
+    /// Fraction of the device's FMA rate that `groups` workgroups of `threads` invocations reach: the measured
+    /// curve for that workgroup size (the nearest measured size otherwise), interpolated in log₂ groups.
+    pub fn occupancy(&self, threads: u32, groups: f64) -> f64 {
+        let distance = |t: u32| (f64::from(t).log2() - f64::from(threads).log2()).abs();
+        let nearest = self
+            .fma_by_groups
+            .iter()
+            .map(|(t, _, _)| *t)
+            .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
+            .unwrap_or(threads);
+        let curve = self
+            .fma_by_groups
+            .iter()
+            .filter(|(t, _, _)| *t == nearest)
+            .map(|&(_, g, r)| (g as f64, r));
+        (interpolate_log2(curve, groups.max(1.0)) / self.peak_gflops()).clamp(1e-6, 1.0)
+    }
+
+    /// Workgroups of `threads` invocations the device needs before its FMA rate reaches 90 % of the peak.
+    pub fn groups_to_fill(&self, threads: u32) -> u64 {
+        self.fma_by_groups
+            .iter()
+            .filter(|(t, _, _)| *t == threads)
+            .find(|(_, _, g)| *g >= 0.9 * self.peak_gflops())
+            .map_or(0, |(_, n, _)| *n)
+    }
+
+    /// Predicted time of `p` on `shape` (β = 0 when `reads_c` is false).
+    pub fn predict(
+        &self,
+        p: &DenseParams,
+        dtype: DType,
+        shape: &GemmShape,
+        reads_c: bool,
+    ) -> Prediction {
+        let (m, n) = (shape.m as f64, shape.n as f64);
+        let size = dtype.size() as f64;
+        let (bm, bn, kc) = (f64::from(p.bm()), f64::from(p.bn()), p.kc as usize);
+        let split = f64::from(p.split_k);
+        let k_per_split = (shape.k.div_ceil(p.split_k as usize).div_ceil(kc) * kc) as f64;
+        let groups = (m / bm).ceil() * (n / bn).ceil() * split;
+        let invocations = groups * f64::from(p.threads());
+        let acc = f64::from(p.tm * p.tn);
+
+        // Parallelism: enough invocations to occupy the device, and enough independent FMAs to hide latency.
+        let occupancy = self.occupancy(p.threads(), groups);
+        let latency = (invocations * acc / self.fmas_in_flight()).min(1.0);
+        let fma_rate = self.gflops_at_accumulators(p.tm * p.tn) / 2.0 * 1e9;
+        let fmas = groups * bm * bn * k_per_split;
+        let fma_s = fmas / (fma_rate * occupancy.min(latency));
+
+        // Workgroup memory: per k step each invocation loads tm A words and tn B words (vec4 loads when vec = 4);
+        // each workgroup stores its bm + bn staged words.
+        let scalar = self.smem_scalar_gwords * 1e9;
+        let b_rate = if p.vec == 4 {
+            self.smem_vec4_gwords * 1e9
+        } else {
+            scalar
+        };
+        let per_step = invocations * (f64::from(p.tm) / scalar + f64::from(p.tn) / b_rate)
+            + groups * (bm / scalar + bn / b_rate);
+        let smem_s = per_step * k_per_split / occupancy;
+
+        // Device memory: every workgroup streams its A and B panels; C is written (and read when β ≠ 0);
+        // split-K writes and re-reads its partial slices.
+        let mut bytes =
+            size * (groups * k_per_split * (bm + bn) + m * n * if reads_c { 2.0 } else { 1.0 });
+        let mut launches = 1.0;
+        if p.split_k > 1 {
+            bytes += size * 2.0 * split * m * n;
+            launches = 2.0;
+        }
+        let global_s = bytes / (self.copy_gbps * 1e9);
+        let launch_s = launches * self.launch_us * 1e-6;
+
+        let (bound, body) = [
+            ("fma", fma_s),
+            ("workgroup memory", smem_s),
+            ("device memory", global_s),
+        ]
+        .into_iter()
+        .fold(
+            ("fma", 0.0),
+            |best, (b, t)| if t > best.1 { (b, t) } else { best },
+        );
+        Prediction {
+            seconds: body + launch_s,
+            fma_s,
+            smem_s,
+            global_s,
+            launch_s,
+            bound,
+        }
+    }
+
+    /// The configurations worth timing for `shape`: the legal space at the widest vector width the shape's
+    /// alignment allows, plus split-K variants when one K pass reaches less than 90 % of the device's rate.
+    pub fn shape_space(
+        &self,
+        dtype: DType,
+        limits: &TileLimits,
+        shape: &GemmShape,
+    ) -> Vec<DenseParams> {
+        let vec = widest_vec(shape);
+        let mut out = Vec::new();
+        for p in legal_space(dtype, limits)
+            .into_iter()
+            .filter(|p| p.vec == vec)
+        {
+            out.push(p);
+            let groups = shape.m.div_ceil(p.bm() as usize) * shape.n.div_ceil(p.bn() as usize);
+            if self.occupancy(p.threads(), groups as f64) < 0.9 {
+                for split_k in [2, 4, 8, 16] {
+                    if shape.k >= split_k as usize * 4 * p.kc as usize {
+                        out.push(DenseParams { split_k, ..p });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The model's pick for `shape`: the configuration with the least predicted time.
+    pub fn pick(
+        &self,
+        dtype: DType,
+        limits: &TileLimits,
+        shape: &GemmShape,
+        reads_c: bool,
+    ) -> Result<(DenseParams, Prediction)> {
+        self.shape_space(dtype, limits, shape)
+            .into_iter()
+            .map(|p| (p, self.predict(&p, dtype, shape, reads_c)))
+            .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds))
+            .ok_or_else(|| {
+                MmError::Shape(format!(
+                    "no legal {dtype} tiling for {shape:?} on this device"
+                ))
+            })
+    }
+}
+
+/// The model's breakdown for one configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prediction {
+    pub seconds: f64,
+    pub fma_s: f64,
+    pub smem_s: f64,
+    pub global_s: f64,
+    pub launch_s: f64,
+    /// Which of fma, workgroup memory, device memory bounds it.
+    pub bound: &'static str,
+}
+
+/// 4 when N, ldb and ldc allow vec4 loads, else 1.
+pub fn widest_vec(shape: &GemmShape) -> u32 {
+    if [shape.n, shape.ldb, shape.ldc]
+        .iter()
+        .all(|d| d.is_multiple_of(4))
+    {
+        4
+    } else {
+        1
+    }
+}
+
+/// Piecewise-linear in log₂ x through sorted points, flat past either end.
+fn interpolate_log2(points: impl IntoIterator<Item = (f64, f64)>, x: f64) -> f64 {
+    let pts: Vec<(f64, f64)> = points
+        .into_iter()
+        .filter(|(a, _)| *a > 0.0)
+        .map(|(a, g)| (a.log2(), g))
+        .collect();
+    let lx = x.log2();
+    match pts.iter().position(|(a, _)| *a >= lx) {
+        None => pts.last().map_or(0.0, |p| p.1),
+        Some(0) => pts[0].1,
+        Some(i) => {
+            let ((x0, y0), (x1, y1)) = (pts[i - 1], pts[i]);
+            y0 + (y1 - y0) * (lx - x0) / (x1 - x0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GPU-like machine: 20 TFLOP/s from 8 accumulators up, spill past 64, workgroup memory at 1/4 of the FMA
+    /// word rate, 1 TB/s.
+    fn gpu_like() -> Machine {
+        Machine {
+            version: MACHINE_VERSION,
+            adapter: "model".into(),
+            dtype: "f32".into(),
+            fma_by_accumulators: vec![
+                (1, 5000.0),
+                (2, 10000.0),
+                (4, 15000.0),
+                (8, 20000.0),
+                (16, 20000.0),
+                (32, 20000.0),
+                (64, 19000.0),
+                (128, 4000.0),
+            ],
+            fma_latency_ns: 2.0,
+            // Rate set by total invocations, whatever the workgroup size.
+            fma_by_groups: [32u32, 64, 128, 256, 512, 1024]
+                .into_iter()
+                .flat_map(|t| {
+                    [
+                        (256u64, 100.0),
+                        (4096, 2000.0),
+                        (65536, 15000.0),
+                        (262144, 20000.0),
+                    ]
+                    .map(|(inv, r)| (t, inv / u64::from(t), r))
+                })
+                .collect(),
+            smem_scalar_gwords: 2500.0,
+            smem_vec4_gwords: 5000.0,
+            copy_gbps: 1000.0,
+            launch_us: 5.0,
+            overlap_penalty: 0.0,
+        }
+    }
+
+    fn big_limits() -> TileLimits {
+        TileLimits {
+            max_invocations: 1024,
+            max_wg_x: 1024,
+            max_wg_y: 1024,
+            shared_bytes: 32768,
+        }
+    }
+
+    #[test]
+    fn interpolation_is_log_linear_and_flat_outside() {
+        let pts = [(1.0, 1.0), (4.0, 3.0)];
+        assert_eq!(interpolate_log2(pts, 0.5), 1.0);
+        assert!((interpolate_log2(pts, 2.0) - 2.0).abs() < 1e-12);
+        assert_eq!(interpolate_log2(pts, 64.0), 3.0);
+    }
+
+    #[test]
+    fn derived_inputs() {
+        let m = gpu_like();
+        assert_eq!(m.peak_gflops(), 20000.0);
+        assert_eq!(m.groups_to_fill(256), 1024);
+        assert_eq!(m.groups_to_fill(48), 0, "not measured");
+        assert!((m.occupancy(256, 16.0) - 0.1).abs() < 1e-12);
+        assert_eq!(m.groups_to_fill(64), 4096);
+        assert!(
+            (m.occupancy(256, 64.0) - 8500.0 / 20000.0).abs() < 1e-12,
+            "log-interpolated"
+        );
+        assert_eq!(
+            m.occupancy(200, 16.0),
+            m.occupancy(256, 16.0),
+            "nearest size"
+        );
+        assert!((m.fmas_in_flight() - 20000.0).abs() < 1e-9);
+    }
+
+    /// On a machine whose workgroup memory is 4× slower per word than its FMA rate, the pick for a big square
+    /// GEMM meets the BLIS bound m_t·n_t/(m_t+n_t) ≥ 2 and does not spill.
+    #[test]
+    fn pick_for_a_big_square_respects_the_blis_bounds() {
+        let m = gpu_like();
+        let shape = GemmShape::packed(4096, 4096, 4096);
+        let (p, pred) = m.pick(DType::F32, &big_limits(), &shape, false).unwrap();
+        let (tm, tn) = (f64::from(p.tm), f64::from(p.tn));
+        assert!(tm * tn / (tm + tn) >= 2.0, "{} {pred:?}", p.key());
+        assert!(p.tm * p.tn <= 64, "{}", p.key());
+        assert_eq!(p.split_k, 1);
+        // 8×8 tiles beat 1×1 tiles by the workgroup-memory ratio.
+        let small = DenseParams {
+            tm: 1,
+            tn: 1,
+            vec: 1,
+            ..p
+        };
+        assert!(m.predict(&small, DType::F32, &shape, false).seconds > 4.0 * pred.seconds);
+    }
+
+    /// A short, deep GEMM cannot fill the device with one K pass: the model splits K.
+    #[test]
+    fn short_deep_shapes_split_k() {
+        let m = gpu_like();
+        let shape = GemmShape::packed(64, 64, 65536);
+        let (p, _) = m.pick(DType::F32, &big_limits(), &shape, false).unwrap();
+        assert!(p.split_k > 1, "{}", p.key());
+    }
+
+    #[test]
+    fn space_uses_the_widest_vector_the_shape_allows() {
+        let m = gpu_like();
+        let lim = big_limits();
+        assert!(
+            m.shape_space(DType::F32, &lim, &GemmShape::packed(64, 100, 64))
+                .iter()
+                .all(|p| p.vec == 4)
+        );
+        assert!(
+            m.shape_space(DType::F32, &lim, &GemmShape::packed(64, 101, 64))
+                .iter()
+                .all(|p| p.vec == 1)
+        );
+    }
+
+    #[test]
+    fn corrupt_cache_is_not_sane() {
+        let mut m = gpu_like();
+        assert!(m.is_sane());
+        m.copy_gbps = f64::NAN;
+        assert!(!m.is_sane());
+    }
+}
