@@ -7,8 +7,11 @@ use bespoke::Error;
 use bespoke::gpu::Gpu;
 use bespoke::mm::DType;
 use bespoke::mm::dense::bench::time_dense;
+use bespoke::mm::dense::microbench::Op;
 use bespoke::mm::dense::sweep::sweep;
 use bespoke::mm::dense::{DenseParams, GemmShape, Machine, MachineSource, TileLimits};
+use bespoke::mm::ld::{SnpMatrix, ld, ld_ref};
+use bespoke::mm::popcount::PopShape;
 use bespoke::report::{adapter_json, machine_json, params_json};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -43,6 +46,8 @@ pub enum MmCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// Linkage disequilibrium r² between SNPs through the popcount GEMM.
+    Ld(LdArgs),
     /// The model's measured inputs for this adapter (cached on disk) and, with a shape, its pick.
     DenseModel {
         #[arg(long, default_value = "f32")]
@@ -58,6 +63,32 @@ pub enum MmCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct LdArgs {
+    /// SNP file: one SNP per line of 0/1 characters (one per sample); `#` lines and blank lines skipped.
+    #[arg(required_unless_present = "random", conflicts_with = "random")]
+    file: Option<PathBuf>,
+    /// Random data instead: M SNPs against N SNPs over SAMPLES samples, e.g. 2000,2000,10000.
+    #[arg(long, value_name = "M,N,SAMPLES")]
+    random: Option<String>,
+    /// Seed for --random.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Tiling key (default: the model's pick for popcount), e.g. t8x8v1-w16x16-k8-s1.
+    #[arg(long)]
+    params: Option<String>,
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Also compute every r² on the CPU and compare (slow for big inputs).
+    #[arg(long)]
+    check: bool,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// JSON report; holds the r² matrix when it has at most 65536 entries.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -110,8 +141,17 @@ fn write_json(out: Option<(std::fs::File, PathBuf)>, v: &Value) -> Result<(), Er
     Ok(())
 }
 
+fn parse_params(key: &str) -> Result<DenseParams, Error> {
+    DenseParams::parse(key)
+        .ok_or_else(|| format!("--params `{key}` is not like t8x8v4-w16x16-k8-s1").into())
+}
+
 fn load_machine(gpu: &Gpu, dtype: DType, args: &ModelArgs) -> Result<Machine, Error> {
-    let (m, src) = Machine::load_or_measure(gpu, dtype, args.remeasure)?;
+    load_machine_for(gpu, Op::Fma(dtype), args)
+}
+
+fn load_machine_for(gpu: &Gpu, op: Op, args: &ModelArgs) -> Result<Machine, Error> {
+    let (m, src) = Machine::load_or_measure(gpu, op, args.remeasure)?;
     match src {
         MachineSource::Cache(p) => eprintln!("model inputs: {}", p.display()),
         MachineSource::Measured(Some(p)) => {
@@ -122,8 +162,105 @@ fn load_machine(gpu: &Gpu, dtype: DType, args: &ModelArgs) -> Result<Machine, Er
     Ok(m)
 }
 
+fn run_ld(gpu: &Gpu, args: LdArgs) -> Result<(), Error> {
+    let out = open_json(args.json.as_deref())?;
+    let (a, b, source) = match (&args.file, &args.random) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let m = SnpMatrix::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            (m.clone(), m, path.display().to_string())
+        }
+        (None, Some(spec)) => {
+            let v: Vec<usize> = spec
+                .split(',')
+                .map(|x| x.trim().parse::<usize>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| format!("--random `{spec}` is not M,N,SAMPLES"))?;
+            let [m, n, samples] = v[..] else {
+                return Err(format!("--random `{spec}` is not M,N,SAMPLES").into());
+            };
+            (
+                SnpMatrix::random(m, samples, args.seed)?,
+                SnpMatrix::random(n, samples, args.seed ^ 0x5eed)?,
+                format!("random (seed {})", args.seed),
+            )
+        }
+        (None, None) => return Err("give a SNP file or --random M,N,SAMPLES".into()),
+    };
+    let params = args.params.as_deref().map(parse_params).transpose()?;
+    let machine = load_machine_for(gpu, Op::Popcount, &args.model)?;
+    let res = ld(gpu, &a, &b, params, Some(&machine), args.reps.max(1))?;
+    let shape = PopShape::packed(a.snps, b.snps, a.words);
+    let gops = shape.word_ops() / res.seconds / 1e9;
+    let peak = machine.peak_gflops() / 2.0;
+    println!(
+        "{} × {} SNPs over {} samples ({} words each) from {source}: {} in {:.3} ms, {:.2} G word-ops/s \
+         ({:.1} G bit-ops/s), {:.3} of the {:.2} G/s popcount peak",
+        a.snps,
+        b.snps,
+        a.samples,
+        a.words,
+        res.params.key(),
+        res.seconds * 1e3,
+        gops,
+        gops * 32.0,
+        gops / peak,
+        peak
+    );
+    let finite: Vec<f64> = res.r2.iter().copied().filter(|v| v.is_finite()).collect();
+    let mean = finite.iter().sum::<f64>() / finite.len().max(1) as f64;
+    let strong = finite.iter().filter(|v| **v >= 0.8).count();
+    println!(
+        "r²: mean {mean:.4} over {} defined pairs, {strong} pairs ≥ 0.8, {} undefined (monomorphic SNP)",
+        finite.len(),
+        res.r2.len() - finite.len()
+    );
+    let mut checked = Value::Null;
+    if args.check {
+        let want = ld_ref(&a, &b)?;
+        let worst = res
+            .r2
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| {
+                if g.is_nan() && w.is_nan() {
+                    0.0
+                } else {
+                    (g - w).abs()
+                }
+            })
+            .fold(0.0, f64::max);
+        println!("checked against the CPU: max |Δr²| = {worst:e}");
+        if worst.is_nan() || worst > 1e-6 {
+            return Err(format!("r² differs from the CPU reference by {worst}").into());
+        }
+        checked = json!(worst);
+    }
+    let r2_json = (res.r2.len() <= 65536).then(|| {
+        res.r2
+            .iter()
+            .map(|v| if v.is_finite() { json!(v) } else { Value::Null })
+            .collect::<Vec<_>>()
+    });
+    write_json(
+        out,
+        &json!({
+            "adapter": adapter_json(gpu),
+            "source": source, "m": a.snps, "n": b.snps, "samples": a.samples, "words": a.words,
+            "params": params_json(&res.params), "seconds": res.seconds,
+            "gword_ops": gops, "gbit_ops": gops * 32.0,
+            "popcount_peak_gops": peak, "peak_fraction": gops / peak,
+            "r2_mean": mean, "r2_pairs_ge_0_8": strong, "r2_undefined": res.r2.len() - finite.len(),
+            "max_abs_diff_vs_cpu": checked,
+            "r2": r2_json,
+        }),
+    )
+}
+
 pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
     match cmd {
+        MmCommand::Ld(args) => run_ld(gpu, args),
         MmCommand::DenseBench {
             shape,
             params,
@@ -135,12 +272,7 @@ pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
             let (shape, dtype) = shape.parse()?;
             let machine = load_machine(gpu, dtype, &model)?;
             let (p, source) = match params {
-                Some(key) => (
-                    DenseParams::parse(&key).ok_or_else(|| {
-                        format!("--params `{key}` is not like t8x8v4-w16x16-k8-s1")
-                    })?,
-                    "given",
-                ),
+                Some(key) => (parse_params(&key)?, "given"),
                 None => (
                     machine.pick(dtype, &TileLimits::of(gpu), &shape, false)?.0,
                     "model",

@@ -2,6 +2,7 @@
 //! the same process, and the results print as one table and one JSON object.
 
 mod copy;
+mod dense;
 
 use std::io::IsTerminal;
 
@@ -51,7 +52,7 @@ pub trait Section {
 
 /// Every registered section, in the order they run.
 pub fn sections() -> Vec<Box<dyn Section>> {
-    vec![Box::new(copy::CopySection)]
+    vec![Box::new(copy::CopySection), Box::new(dense::DenseSection)]
 }
 
 /// Probe settings for a run: the full 256 MiB (or the adapter's largest) unless `quick`.

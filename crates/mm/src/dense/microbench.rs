@@ -7,7 +7,64 @@ use std::fmt::Write;
 use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
 
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{MmError, Result};
+
+/// The inner-loop operation a model is measured for: an FMA (dense GEMM) or an AND-popcount-add (popcount GEMM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Fma(DType),
+    Popcount,
+}
+
+impl Op {
+    /// The WGSL element type.
+    pub fn ty(self) -> &'static str {
+        match self {
+            Self::Fma(d) => d.wgsl(),
+            Self::Popcount => "u32",
+        }
+    }
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Self::Fma(d) => d.size(),
+            Self::Popcount => 4,
+        }
+    }
+    /// Name used in cache files and reports: f32, f64, popcount.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fma(d) => d.wgsl(),
+            Self::Popcount => "popcount",
+        }
+    }
+    /// One dependent step of a chain on accumulator `a` with operands `m`, `c`.
+    fn step(self, a: &str) -> String {
+        match self {
+            Self::Fma(_) => format!("fma({a}, m, c)"),
+            Self::Popcount => format!("{a} + countOneBits({a} & m)"),
+        }
+    }
+    /// A value no run produces, compared against so that results count as used.
+    fn magic(self) -> &'static str {
+        match self {
+            Self::Fma(_) => "12345.678",
+            Self::Popcount => "12345u",
+        }
+    }
+    pub fn caps(self) -> bespoke_gpu::Capabilities {
+        match self {
+            Self::Fma(d) => d.caps(),
+            Self::Popcount => DType::F32.caps(),
+        }
+    }
+    pub fn supported(self, gpu: &Gpu) -> bool {
+        match self {
+            Self::Fma(d) => d.supported(gpu),
+            Self::Popcount => true,
+        }
+    }
+}
 
 const WG: u32 = 256;
 /// FMAs per invocation in the throughput kernels, whatever the number of accumulators.
@@ -25,11 +82,11 @@ const SMEM_WORDS: u32 = 2048;
 const SMEM_CHAINS: u32 = 8;
 const SMEM_ITERS: u32 = 256;
 
-/// WGSL of an FMA kernel: `chains` independent accumulators per invocation, `iters` rounds of `unroll` dependent
-/// FMAs each, one guarded store so nothing is optimised away. Operands come from the buffer so no compiler can
-/// fold them.
-pub fn fma_wgsl(dtype: DType, chains: u32, iters: u32, unroll: u32, wg: u32) -> String {
-    let t = dtype.wgsl();
+/// WGSL of a throughput kernel: `chains` independent accumulators per invocation, `iters` rounds of `unroll`
+/// dependent steps of `op` each, one guarded store so nothing is optimised away. Operands come from the buffer so
+/// no compiler can fold them.
+pub fn chain_wgsl(op: Op, chains: u32, iters: u32, unroll: u32, wg: u32) -> String {
+    let t = op.ty();
     let mut s = format!(
         "// bespoke micro-benchmark: {chains} FMA chains x {iters} x {unroll}, {t}
 @group(0) @binding(0) var<storage, read_write> x: array<{t}>;
@@ -46,21 +103,21 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     let _ = writeln!(s, "    for (var it = 0u; it < {iters}u; it++) {{");
     for _ in 0..unroll {
         for j in 0..chains {
-            let _ = writeln!(s, "        a{j} = fma(a{j}, m, c);");
+            let _ = writeln!(s, "        a{j} = {};", op.step(&format!("a{j}")));
         }
     }
     s += "    }\n    var sum = a0";
     for j in 1..chains {
         let _ = write!(s, " + a{j}");
     }
-    s += ";\n    if sum == 12345.678 { x[2] = sum; }\n}\n";
+    let _ = write!(s, ";\n    if sum == {} {{ x[2] = sum; }}\n}}\n", op.magic());
     s
 }
 
 /// WGSL of the workgroup-memory load-rate kernel: each invocation issues `SMEM_CHAINS` independent loads per
 /// iteration at consecutive addresses across the workgroup (no bank conflicts), `width` elements per load.
-pub fn smem_wgsl(dtype: DType, width: u32) -> String {
-    let t = dtype.wgsl();
+pub fn smem_wgsl(op: Op, width: u32) -> String {
+    let t = op.ty();
     let vt = if width == 1 {
         t.to_string()
     } else {
@@ -95,15 +152,19 @@ fn main(@builtin(local_invocation_index) lid: u32) {{
         let _ = write!(s, " + a{j}");
     }
     let any = if width == 1 { "sum" } else { "sum.x" };
-    let _ = write!(s, ";\n    if {any} == 12345.678 {{ x[2] = {any}; }}\n}}\n");
+    let _ = write!(
+        s,
+        ";\n    if {any} == {} {{ x[2] = {any}; }}\n}}\n",
+        op.magic()
+    );
     s
 }
 
 /// WGSL of the overlap kernel: per iteration `loads` workgroup-memory loads feeding one sum and `fmas` FMAs on
 /// independent accumulators (either may be 0). Comparing t(loads, 0), t(0, fmas) and t(loads, fmas) shows whether
 /// the device overlaps the two (a GPU's separate pipes) or runs them back to back (a CPU's one stream).
-pub fn mixed_wgsl(dtype: DType, loads: u32, fmas: u32) -> String {
-    let t = dtype.wgsl();
+pub fn mixed_wgsl(op: Op, loads: u32, fmas: u32) -> String {
+    let t = op.ty();
     let n = SMEM_WORDS;
     let mut s = format!(
         "// bespoke micro-benchmark: {loads} workgroup loads + {fmas} FMAs per iteration, {t}
@@ -133,24 +194,26 @@ fn main(@builtin(local_invocation_index) lid: u32) {{
         );
     }
     for j in 0..fmas {
-        let _ = writeln!(s, "        f{0} = fma(f{0}, m, c);", j % chains.max(1));
+        let f = format!("f{}", j % chains.max(1));
+        let _ = writeln!(s, "        {f} = {};", op.step(&f));
     }
     s += "        base += 1u;\n    }\n    var sum = acc";
     for j in 0..chains {
         let _ = write!(s, " + f{j}");
     }
-    s += ";\n    if sum == 12345.678 { x[2] = sum; }\n}\n";
+    let _ = write!(s, ";\n    if sum == {} {{ x[2] = sum; }}\n}}\n", op.magic());
     s
 }
 
 /// An empty kernel, for launch overhead.
-fn empty_wgsl(dtype: DType) -> String {
-    let t = dtype.wgsl();
+fn empty_wgsl(op: Op) -> String {
     format!(
-        "@group(0) @binding(0) var<storage, read_write> x: array<{t}>;
+        "@group(0) @binding(0) var<storage, read_write> x: array<{}>;
 @compute @workgroup_size(1)
-fn main() {{ if x[0] == 12345.678 {{ x[2] = x[1]; }} }}
-"
+fn main() {{ if x[0] == {} {{ x[2] = x[1]; }} }}
+",
+        op.ty(),
+        op.magic()
     )
 }
 
@@ -173,24 +236,28 @@ pub struct Measured {
     pub overlap_penalty: f64,
 }
 
-/// The scratch buffer every micro-benchmark reads its operands from: m = 1 − 1e-6, c = 1e-7 keep chains bounded.
+/// The scratch buffer every micro-benchmark reads its operands from: m = 1 − 1e-6, c = 1e-7 keep FMA chains
+/// bounded; popcount chains take m = 0x5555_5555.
 enum Scratch {
     F32(GpuBuffer<f32>),
     F64(GpuBuffer<f64>),
+    U32(GpuBuffer<u32>),
 }
 
 impl Scratch {
-    fn new(gpu: &Gpu, dtype: DType) -> Result<Self> {
+    fn new(gpu: &Gpu, op: Op) -> Result<Self> {
         let init = [0.999_999, 1e-7, 0.0, 0.0];
-        Ok(match dtype {
-            DType::F32 => Self::F32(gpu.upload(&init.map(|v| v as f32))?),
-            DType::F64 => Self::F64(gpu.upload(&init)?),
+        Ok(match op {
+            Op::Fma(DType::F32) => Self::F32(gpu.upload(&init.map(|v| v as f32))?),
+            Op::Fma(DType::F64) => Self::F64(gpu.upload(&init)?),
+            Op::Popcount => Self::U32(gpu.upload(&[0x5555_5555u32, 7, 0, 0])?),
         })
     }
     fn launch(&self, gpu: &Gpu, kernel: &Kernel, grid: Grid) -> Result<Launch> {
         let arg = match self {
             Self::F32(b) => b.arg(),
             Self::F64(b) => b.arg(),
+            Self::U32(b) => b.arg(),
         };
         Ok(gpu.prepare(kernel, &[arg], grid)?)
     }
@@ -201,12 +268,20 @@ fn seconds(gpu: &Gpu, launch: &Launch, reps: usize) -> Result<f64> {
     Ok(gpu.time(&[launch], 1, reps)?.median())
 }
 
-/// Runs every micro-benchmark for `dtype` (a few seconds on a CPU adapter; `quick` trims the grids).
-pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Measured> {
-    let scratch = Scratch::new(gpu, dtype)?;
+/// Runs every micro-benchmark for `op` (a minute or two on a CPU adapter; `quick` trims the grids).
+pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
+    if !op.supported(gpu) {
+        return Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
+            kernel: format!("{} micro-benchmarks", op.name()),
+            feature: "SHADER_F64",
+            adapter: gpu.adapter_name().into(),
+        }));
+    }
+    let dtype = op.name();
+    let scratch = Scratch::new(gpu, op)?;
     let reps = if quick { 3 } else { 5 };
     let full_groups: u32 = if quick { 256 } else { 1024 };
-    let empty = Kernel::new(format!("mb_empty_{dtype}"), empty_wgsl(dtype));
+    let empty = Kernel::new(format!("mb_empty_{dtype}"), empty_wgsl(op));
     let launch_s = seconds(gpu, &scratch.launch(gpu, &empty, Grid::d1(1))?, reps.max(5))?;
     // GFLOP/s of `groups` workgroups with `chains` accumulators each, launch overhead taken out (the model adds
     // it back once per dispatch), so small grids show only their lack of parallelism.
@@ -220,7 +295,7 @@ pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Measured> {
         let iters = per_invocation / (chains * unroll);
         let k = Kernel::new(
             format!("mb_fma_{dtype}_{chains}x{iters}x{unroll}_wg{wg}"),
-            fma_wgsl(dtype, chains, iters, unroll, wg),
+            chain_wgsl(op, chains, iters, unroll, wg),
         );
         let l = scratch.launch(gpu, &k, Grid::d1(groups))?;
         let s = seconds(gpu, &l, reps)?;
@@ -252,7 +327,7 @@ pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Measured> {
     let chain = |steps: u32| -> Result<f64> {
         let k = Kernel::new(
             format!("mb_latency_{dtype}_{steps}"),
-            fma_wgsl(dtype, 1, steps / 8, 8, 1),
+            chain_wgsl(op, 1, steps / 8, 8, 1),
         );
         seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(1))?, reps)
     };
@@ -260,7 +335,7 @@ pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Measured> {
     let fma_latency_s = ((t2 - t1) / f64::from(LATENCY_STEPS)).max(1e-12);
 
     let smem_rate = |width: u32| -> Result<f64> {
-        let k = Kernel::new(format!("mb_smem_{dtype}_x{width}"), smem_wgsl(dtype, width));
+        let k = Kernel::new(format!("mb_smem_{dtype}_x{width}"), smem_wgsl(op, width));
         let s = seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(full_groups))?, reps)?;
         let loads = f64::from(full_groups) * f64::from(WG * SMEM_ITERS * SMEM_CHAINS);
         Ok(loads * f64::from(width) / s)
@@ -281,7 +356,7 @@ pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Measured> {
     .round() as u32)
         .clamp(1, 512);
     let mixed = |l: u32, f: u32| -> Result<f64> {
-        let k = Kernel::new(format!("mb_mixed_{dtype}_{l}_{f}"), mixed_wgsl(dtype, l, f));
+        let k = Kernel::new(format!("mb_mixed_{dtype}_{l}_{f}"), mixed_wgsl(op, l, f));
         let s = seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(full_groups))?, reps)?;
         Ok((s - launch_s).max(0.5 * s))
     };
@@ -301,11 +376,11 @@ pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Measured> {
 
 /// Measured FMA throughput in GFLOP/s (2 flops per FMA): the best point of the accumulator curve.
 pub fn fma_peak(gpu: &Gpu, dtype: DType, quick: bool) -> Result<f64> {
-    let scratch = Scratch::new(gpu, dtype)?;
+    let scratch = Scratch::new(gpu, Op::Fma(dtype))?;
     let groups: u32 = if quick { 256 } else { 1024 };
     let k = Kernel::new(
         format!("mb_fma_{dtype}_16x64x8"),
-        fma_wgsl(dtype, 16, FMA_PER_INVOCATION / 128, 8, WG),
+        chain_wgsl(Op::Fma(dtype), 16, FMA_PER_INVOCATION / 128, 8, WG),
     );
     let s = seconds(
         gpu,
@@ -321,16 +396,21 @@ mod tests {
 
     #[test]
     fn micro_kernels_validate() {
-        for d in [DType::F32, DType::F64] {
+        for op in [Op::Fma(DType::F32), Op::Fma(DType::F64), Op::Popcount] {
+            let v = |src: String| {
+                if let Err(e) = bespoke_gpu::validate_wgsl(&src, op.caps()) {
+                    panic!("{op:?}: {e}\n{src}");
+                }
+            };
             for a in ACC_COUNTS {
-                bespoke_gpu::validate_wgsl(&fma_wgsl(d, a, 4, 8, WG), d.caps()).unwrap();
+                v(chain_wgsl(op, a, 4, 8, WG));
             }
             for w in [1, 4] {
-                bespoke_gpu::validate_wgsl(&smem_wgsl(d, w), d.caps()).unwrap();
+                v(smem_wgsl(op, w));
             }
-            bespoke_gpu::validate_wgsl(&empty_wgsl(d), d.caps()).unwrap();
+            v(empty_wgsl(op));
             for (l, f) in [(2, 0), (0, 7), (2, 300)] {
-                bespoke_gpu::validate_wgsl(&mixed_wgsl(d, l, f), d.caps()).unwrap();
+                v(mixed_wgsl(op, l, f));
             }
         }
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use bespoke_gpu::{Gpu, ProbeOptions};
 use serde::{Deserialize, Serialize};
 
-use super::microbench::{Measured, measure};
+use super::microbench::{Measured, Op, measure};
 use super::params::{DenseParams, TileLimits, legal_space};
 use super::run::GemmShape;
 use crate::dtype::DType;
@@ -52,16 +52,9 @@ pub enum MachineSource {
 }
 
 impl Machine {
-    /// Measures every input on `gpu` for `dtype` (seconds on a CPU adapter).
-    pub fn measure(gpu: &Gpu, dtype: DType, quick: bool) -> Result<Self> {
-        if !dtype.supported(gpu) {
-            return Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
-                kernel: format!("dense model micro-benchmarks {dtype}"),
-                feature: "SHADER_F64",
-                adapter: gpu.adapter_name().into(),
-            }));
-        }
-        let m: Measured = measure(gpu, dtype, quick)?;
+    /// Measures every input on `gpu` for `op` (a minute or two on a CPU adapter).
+    pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Self> {
+        let m: Measured = measure(gpu, op, quick)?;
         let probe = gpu.copy_bandwidth(&ProbeOptions {
             bytes: if quick { 32 << 20 } else { 128 << 20 },
             warmup: 1,
@@ -70,7 +63,7 @@ impl Machine {
         Ok(Self {
             version: MACHINE_VERSION,
             adapter: gpu.adapter_name().to_string(),
-            dtype: dtype.wgsl().to_string(),
+            dtype: op.name().to_string(),
             fma_by_accumulators: m.fma_by_accumulators,
             fma_latency_ns: m.fma_latency_s * 1e9,
             fma_by_groups: m.fma_by_groups,
@@ -82,33 +75,35 @@ impl Machine {
         })
     }
 
-    /// The cache file for this adapter and precision, if there is a cache folder.
-    pub fn cache_path(gpu: &Gpu, dtype: DType) -> Option<PathBuf> {
+    /// The cache file for this adapter and operation, if there is a cache folder.
+    pub fn cache_path(gpu: &Gpu, op: Op) -> Option<PathBuf> {
         Gpu::cache_dir().map(|d| {
             d.join("dense-model").join(format!(
-                "{}-{dtype}-v{MACHINE_VERSION}.json",
-                gpu.adapter_key()
+                "{}-{}-v{MACHINE_VERSION}.json",
+                gpu.adapter_key(),
+                op.name()
             ))
         })
     }
 
+    /// The cached inputs for this adapter and operation, if a sane, current cache exists.
+    pub fn load_cached(gpu: &Gpu, op: Op) -> Option<Self> {
+        let text = std::fs::read_to_string(Self::cache_path(gpu, op)?).ok()?;
+        serde_json::from_str::<Self>(&text)
+            .ok()
+            .filter(|m| m.version == MACHINE_VERSION && m.is_sane())
+    }
+
     /// The cached inputs for this adapter, or measures and caches them. `remeasure` ignores the cache.
-    pub fn load_or_measure(
-        gpu: &Gpu,
-        dtype: DType,
-        remeasure: bool,
-    ) -> Result<(Self, MachineSource)> {
-        let path = Self::cache_path(gpu, dtype);
+    pub fn load_or_measure(gpu: &Gpu, op: Op, remeasure: bool) -> Result<(Self, MachineSource)> {
+        let path = Self::cache_path(gpu, op);
         if !remeasure
             && let Some(p) = &path
-            && let Ok(text) = std::fs::read_to_string(p)
-            && let Ok(m) = serde_json::from_str::<Self>(&text)
-            && m.version == MACHINE_VERSION
-            && m.is_sane()
+            && let Some(m) = Self::load_cached(gpu, op)
         {
             return Ok((m, MachineSource::Cache(p.clone())));
         }
-        let m = Self::measure(gpu, dtype, false)?;
+        let m = Self::measure(gpu, op, false)?;
         // A cache that cannot be written costs a re-measurement next time, nothing else.
         let saved = path.filter(|p| {
             p.parent()
@@ -188,16 +183,16 @@ impl Machine {
             .map_or(0, |(_, n, _)| *n)
     }
 
-    /// Predicted time of `p` on `shape` (β = 0 when `reads_c` is false).
+    /// Predicted time of `p` on `shape` with `size`-byte elements (β = 0 when `reads_c` is false).
     pub fn predict(
         &self,
         p: &DenseParams,
-        dtype: DType,
+        size: usize,
         shape: &GemmShape,
         reads_c: bool,
     ) -> Prediction {
         let (m, n) = (shape.m as f64, shape.n as f64);
-        let size = dtype.size() as f64;
+        let size = size as f64;
         let (bm, bn, kc) = (f64::from(p.bm()), f64::from(p.bn()), p.kc as usize);
         let split = f64::from(p.split_k);
         let k_per_split = (shape.k.div_ceil(p.split_k as usize).div_ceil(kc) * kc) as f64;
@@ -293,7 +288,7 @@ impl Machine {
     ) -> Result<(DenseParams, Prediction)> {
         self.shape_space(dtype, limits, shape)
             .into_iter()
-            .map(|p| (p, self.predict(&p, dtype, shape, reads_c)))
+            .map(|p| (p, self.predict(&p, dtype.size(), shape, reads_c)))
             .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds))
             .ok_or_else(|| {
                 MmError::Shape(format!(
@@ -443,7 +438,7 @@ mod tests {
             vec: 1,
             ..p
         };
-        assert!(m.predict(&small, DType::F32, &shape, false).seconds > 4.0 * pred.seconds);
+        assert!(m.predict(&small, 4, &shape, false).seconds > 4.0 * pred.seconds);
     }
 
     /// A short, deep GEMM cannot fill the device with one K pass: the model splits K.

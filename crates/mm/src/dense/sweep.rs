@@ -78,7 +78,7 @@ pub fn sweep(
         };
         points.push(SweepPoint {
             params: *params,
-            predicted: machine.predict(params, dtype, &shape, false),
+            predicted: machine.predict(params, dtype.size(), &shape, false),
             measured,
         });
         progress(i + 1, space.len());
