@@ -189,14 +189,18 @@ fn run_ld(gpu: &Gpu, args: LdArgs) -> Result<(), Error> {
         (None, None) => return Err("give a SNP file or --random M,N,SAMPLES".into()),
     };
     let params = args.params.as_deref().map(parse_params).transpose()?;
-    let machine = load_machine_for(gpu, Op::Popcount, &args.model)?;
-    let res = ld(gpu, &a, &b, params, Some(&machine), args.reps.max(1))?;
+    // With --params the model (and its minute of micro-benchmarks on a CPU adapter) is not needed.
+    let machine = match params {
+        Some(_) => None,
+        None => Some(load_machine_for(gpu, Op::Popcount, &args.model)?),
+    };
+    let res = ld(gpu, &a, &b, params, machine.as_ref(), args.reps.max(1))?;
     let shape = PopShape::packed(a.snps, b.snps, a.words);
     let gops = shape.word_ops() / res.seconds / 1e9;
-    let peak = machine.peak_gflops() / 2.0;
+    let peak = machine.as_ref().map(|m| m.peak_gflops() / 2.0);
     println!(
         "{} × {} SNPs over {} samples ({} words each) from {source}: {} in {:.3} ms, {:.2} G word-ops/s \
-         ({:.1} G bit-ops/s), {:.3} of the {:.2} G/s popcount peak",
+         ({:.1} G bit-ops/s){}",
         a.snps,
         b.snps,
         a.samples,
@@ -205,8 +209,10 @@ fn run_ld(gpu: &Gpu, args: LdArgs) -> Result<(), Error> {
         res.seconds * 1e3,
         gops,
         gops * 32.0,
-        gops / peak,
-        peak
+        peak.map_or(String::new(), |p| format!(
+            ", {:.3} of the {p:.2} G/s popcount peak",
+            gops / p
+        ))
     );
     let finite: Vec<f64> = res.r2.iter().copied().filter(|v| v.is_finite()).collect();
     let mean = finite.iter().sum::<f64>() / finite.len().max(1) as f64;
@@ -250,7 +256,7 @@ fn run_ld(gpu: &Gpu, args: LdArgs) -> Result<(), Error> {
             "source": source, "m": a.snps, "n": b.snps, "samples": a.samples, "words": a.words,
             "params": params_json(&res.params), "seconds": res.seconds,
             "gword_ops": gops, "gbit_ops": gops * 32.0,
-            "popcount_peak_gops": peak, "peak_fraction": gops / peak,
+            "popcount_peak_gops": peak, "peak_fraction": peak.map(|p| gops / p),
             "r2_mean": mean, "r2_pairs_ge_0_8": strong, "r2_undefined": res.r2.len() - finite.len(),
             "max_abs_diff_vs_cpu": checked,
             "r2": r2_json,
@@ -270,9 +276,10 @@ pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
         } => {
             let out = open_json(json_path.as_deref())?;
             let (shape, dtype) = shape.parse()?;
+            let given = params.as_deref().map(parse_params).transpose()?;
             let machine = load_machine(gpu, dtype, &model)?;
-            let (p, source) = match params {
-                Some(key) => (parse_params(&key)?, "given"),
+            let (p, source) = match given {
+                Some(p) => (p, "given"),
                 None => (
                     machine.pick(dtype, &TileLimits::of(gpu), &shape, false)?.0,
                     "model",

@@ -1,4 +1,4 @@
-//! The CLI end to end: `bespoke info --json` and `bespoke bench --quick --json` on the adapter CI has.
+//! The CLI end to end on the adapter CI has: `info`, `bench --quick`, `mm dense-bench`, `mm ld`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -8,7 +8,12 @@ use bespoke::gpu::testing::test_gpu;
 use serde_json::Value;
 
 fn bespoke(args: &[&str]) -> std::process::Output {
+    // One model cache for every test, so the micro-benchmarks run once per adapter, not once per test.
     Command::new(env!("CARGO_BIN_EXE_bespoke"))
+        .env(
+            "BESPOKE_CACHE_DIR",
+            std::env::temp_dir().join("bespoke-cli-test-cache"),
+        )
         .args(args)
         .output()
         .expect("the bespoke binary runs")
@@ -130,8 +135,10 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
     assert!(v["gflops"].as_f64().unwrap() > 0.0);
     assert!(v["fma_peak_gflops"].as_f64().unwrap() > 0.0);
     assert!(v["peak_fraction"].as_f64().unwrap() > 0.0);
-    // N = 40 is a multiple of 4, so the default tiling uses vec4.
-    assert!(v["params"].as_str().unwrap().contains("v4"), "{v}");
+    // N = 40 is a multiple of 4, so the model's space uses vec4.
+    assert_eq!(v["params_source"], "model");
+    assert_eq!(v["params"]["vec"], 4, "{v}");
+    assert!(v["params"]["key"].as_str().unwrap().contains("v4"), "{v}");
 }
 
 #[test]
@@ -155,4 +162,92 @@ fn dense_bench_rejects_bad_input_clearly() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn ld_random_checks_against_the_cpu() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("bespoke-ld-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let out = bespoke(&[
+        "mm",
+        "ld",
+        "--random",
+        "40,30,100",
+        "--params",
+        "t4x4v1-w8x8-k8-s1",
+        "--check",
+        "--json",
+        p,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(
+        (v["m"].as_u64(), v["n"].as_u64(), v["samples"].as_u64()),
+        (Some(40), Some(30), Some(100))
+    );
+    assert_eq!(v["words"], 4);
+    assert_eq!(v["r2"].as_array().unwrap().len(), 1200);
+    assert!(v["max_abs_diff_vs_cpu"].as_f64().unwrap() <= 1e-6);
+    assert!(v["gword_ops"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn ld_file_gives_r2_and_names_bad_lines() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir();
+    let good = dir.join(format!("bespoke-snps-{}.txt", std::process::id()));
+    // SNP 2 equals SNP 1, SNP 3 is its complement (r² = 1 both), SNP 4 is independent of SNP 1 (r² = 0).
+    std::fs::write(
+        &good,
+        "# four SNPs, eight samples\n11001100\n11001100\n00110011\n10101010\n",
+    )
+    .unwrap();
+    let json = dir.join(format!("bespoke-snps-{}.json", std::process::id()));
+    let out = bespoke(&[
+        "mm",
+        "ld",
+        good.to_str().unwrap(),
+        "--params",
+        "t2x2v1-w8x8-k4-s1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r2: Vec<f64> = v["r2"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(r2.len(), 16);
+    for (i, want) in [(1, 1.0), (2, 1.0), (3, 0.0), (5, 1.0)] {
+        assert!((r2[i] - want).abs() < 1e-12, "r2[{i}] = {}", r2[i]);
+    }
+    std::fs::write(&good, "0101\n01a1\n").unwrap();
+    let out = bespoke(&[
+        "mm",
+        "ld",
+        good.to_str().unwrap(),
+        "--params",
+        "t2x2v1-w8x8-k4-s1",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 2") && err.contains("`a`"), "{err}");
+    let _ = (std::fs::remove_file(&good), std::fs::remove_file(&json));
 }

@@ -62,11 +62,31 @@ pub fn sweep(
     dtype: DType,
     shape: GemmShape,
     reps: usize,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<Sweep> {
     let limits = TileLimits::of(gpu);
-    let (pick_params, _) = machine.pick(dtype, &limits, &shape, false)?;
     let space = machine.shape_space(dtype, &limits, &shape);
+    sweep_space(gpu, machine, dtype, shape, &space, reps, progress)
+}
+
+/// [`sweep`] over a given space (the model picks within it).
+pub fn sweep_space(
+    gpu: &Gpu,
+    machine: &Machine,
+    dtype: DType,
+    shape: GemmShape,
+    space: &[DenseParams],
+    reps: usize,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Sweep> {
+    let pick_params = space
+        .iter()
+        .min_by(|a, b| {
+            let t = |p: &DenseParams| machine.predict(p, dtype.size(), &shape, false).seconds;
+            t(a).total_cmp(&t(b))
+        })
+        .copied()
+        .ok_or_else(|| MmError::Shape("empty configuration space".into()))?;
     let timer = DenseTimer::new(gpu, dtype, shape)?;
     let mut points = Vec::with_capacity(space.len());
     for (i, params) in space.iter().enumerate() {

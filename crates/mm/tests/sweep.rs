@@ -1,0 +1,78 @@
+//! The sweep's bookkeeping on the device: every configuration timed, the model's pick and the best found are
+//! the right points, E = pick ÷ best, and a configuration the device refuses is recorded, not fatal.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use bespoke_gpu::testing::test_gpu;
+use bespoke_mm::DType;
+use bespoke_mm::dense::sweep::sweep_space;
+use bespoke_mm::dense::{DenseParams, GemmShape, Machine};
+
+fn machine() -> Machine {
+    // Hand-made inputs: the sweep's logic, not the micro-benchmarks, is under test.
+    serde_json::from_str(
+        r#"{"version":6,"adapter":"test","dtype":"f32",
+            "fma_by_accumulators":[[1,10.0],[8,80.0],[64,80.0]],"fma_latency_ns":2.0,
+            "fma_by_groups":[[256,1,40.0],[256,4,80.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+            "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
+    let Some(gpu) = test_gpu() else { return };
+    let shape = GemmShape::packed(64, 64, 64);
+    let p = |tm, tn| DenseParams {
+        tm,
+        tn,
+        wgm: 8,
+        wgn: 8,
+        kc: 8,
+        vec: 4,
+        split_k: 1,
+    };
+    // The last point needs 4 invocations × 4096 — past every device's workgroup limit: recorded as an error.
+    let too_big = DenseParams {
+        wgm: 64,
+        wgn: 64,
+        ..p(4, 4)
+    };
+    let space = [p(1, 4), p(4, 4), p(8, 8), too_big];
+    let mut calls = 0;
+    let s = sweep_space(
+        gpu,
+        &machine(),
+        DType::F32,
+        shape,
+        &space,
+        2,
+        |done, total| {
+            calls += 1;
+            assert_eq!(total, 4);
+            assert_eq!(done, calls);
+        },
+    )
+    .unwrap();
+    assert_eq!(s.points.len(), 4);
+    assert_eq!(s.timed(), 3);
+    assert!(s.points[3].measured.is_err());
+    let best = s
+        .points
+        .iter()
+        .filter_map(|p| p.measured.clone().ok())
+        .fold(0.0, f64::max);
+    assert_eq!(s.best_gflops(), best);
+    // The model's pick is the point with the least predicted time.
+    let fastest_pred = (0..4)
+        .min_by(|&a, &b| {
+            s.points[a]
+                .predicted
+                .seconds
+                .total_cmp(&s.points[b].predicted.seconds)
+        })
+        .unwrap();
+    assert_eq!(s.pick, fastest_pred);
+    assert!((s.efficiency() - s.pick_gflops() / best).abs() < 1e-12);
+    assert!(s.efficiency() > 0.0 && s.efficiency() <= 1.0);
+}
