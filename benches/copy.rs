@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use bespoke::bench::device_time;
 use bespoke::gpu::{CopyVariant, Gpu, Launch};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
@@ -34,19 +35,7 @@ fn copy(c: &mut Criterion) {
             };
             let refs: Vec<&Launch> = launches.iter().collect();
             group.bench_function(format!("{}MiB/{}", mib, v.name()), |b| {
-                b.iter_custom(|iters| {
-                    let mut total = 0.0;
-                    let mut left = iters as usize;
-                    while left > 0 {
-                        let reps = left.min(1024);
-                        total += gpu
-                            .time(&refs, 0, reps)
-                            .map(|t| t.samples.iter().sum::<f64>())
-                            .unwrap_or(f64::NAN);
-                        left -= reps;
-                    }
-                    Duration::from_secs_f64(total)
-                })
+                b.iter_custom(|iters| device_time(&gpu, &refs, iters))
             });
         }
     }

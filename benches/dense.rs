@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use bespoke::bench::device_time;
 use bespoke::gpu::{Gpu, Launch};
 use bespoke::mm::DType;
 use bespoke::mm::dense::microbench::Op;
@@ -12,7 +13,6 @@ use criterion::{
     BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
 };
 
-/// Device time of `iters` repetitions of `launches`.
 fn bench_launches(
     group: &mut BenchmarkGroup<'_, WallTime>,
     gpu: &Gpu,
@@ -20,19 +20,7 @@ fn bench_launches(
     launches: &[&Launch],
 ) {
     group.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let mut total = 0.0;
-            let mut left = iters as usize;
-            while left > 0 {
-                let reps = left.min(1024);
-                total += gpu
-                    .time(launches, 0, reps)
-                    .map(|t| t.samples.iter().sum::<f64>())
-                    .unwrap_or(f64::NAN);
-                left -= reps;
-            }
-            Duration::from_secs_f64(total)
-        })
+        b.iter_custom(|iters| device_time(gpu, launches, iters))
     });
 }
 

@@ -1,9 +1,10 @@
 //! `bespoke mm …`: thin adapters over bespoke-mm.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bespoke::Error;
+use bespoke::bench::progress_bar;
 use bespoke::gpu::Gpu;
 use bespoke::mm::DType;
 use bespoke::mm::dense::bench::time_dense;
@@ -14,7 +15,6 @@ use bespoke::mm::ld::{SnpMatrix, ld, ld_ref};
 use bespoke::mm::popcount::PopShape;
 use bespoke::report::{adapter_json, machine_json, params_json};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 #[derive(Subcommand, Debug)]
@@ -318,15 +318,7 @@ pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
             let out = open_json(json_path.as_deref())?;
             let (shape, dtype) = shape.parse()?;
             let machine = load_machine(gpu, dtype, &model)?;
-            let bar = if std::io::stderr().is_terminal() {
-                ProgressBar::new(0)
-            } else {
-                ProgressBar::hidden()
-            };
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
+            let bar = progress_bar(0);
             let s = sweep(gpu, &machine, dtype, shape, reps, |done, total| {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);

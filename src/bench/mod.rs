@@ -6,7 +6,7 @@ mod dense;
 
 use std::io::IsTerminal;
 
-use bespoke_gpu::{CopyProbe, Gpu, ProbeOptions};
+use bespoke_gpu::{CopyProbe, Gpu, Launch, ProbeOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value, json};
 
@@ -68,11 +68,10 @@ pub fn probe_options(quick: bool) -> ProbeOptions {
     }
 }
 
-/// Runs the copy probe, then every section; returns the table rows and the report.
-pub fn run_all(gpu: &Gpu, quick: bool) -> Result<(Vec<Row>, Value), Error> {
-    let all = sections();
+/// A progress bar on stderr when it is a terminal, hidden otherwise (logs stay clean).
+pub fn progress_bar(len: u64) -> ProgressBar {
     let bar = if std::io::stderr().is_terminal() {
-        ProgressBar::new(all.len() as u64 + 1)
+        ProgressBar::new(len)
     } else {
         ProgressBar::hidden()
     };
@@ -80,6 +79,29 @@ pub fn run_all(gpu: &Gpu, quick: bool) -> Result<(Vec<Row>, Value), Error> {
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    bar
+}
+
+/// Device time of `iters` repetitions of `launches` (batches of up to 1024 timed runs): what criterion's
+/// `iter_custom` wants from every GPU bench; `Duration::MAX` if a batch fails, so a broken run cannot look fast.
+pub fn device_time(gpu: &Gpu, launches: &[&Launch], iters: u64) -> std::time::Duration {
+    let mut total = 0.0;
+    let mut left = iters as usize;
+    while left > 0 {
+        let reps = left.min(1024);
+        total += gpu
+            .time(launches, 0, reps)
+            .map(|t| t.samples.iter().sum::<f64>())
+            .unwrap_or(f64::NAN);
+        left -= reps;
+    }
+    std::time::Duration::try_from_secs_f64(total).unwrap_or(std::time::Duration::MAX)
+}
+
+/// Runs the copy probe, then every section; returns the table rows and the report.
+pub fn run_all(gpu: &Gpu, quick: bool) -> Result<(Vec<Row>, Value), Error> {
+    let all = sections();
+    let bar = progress_bar(all.len() as u64 + 1);
     bar.set_message("copy-bandwidth probe");
     let probe = gpu.copy_bandwidth(&probe_options(quick))?;
     bar.inc(1);

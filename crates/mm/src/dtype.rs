@@ -45,6 +45,17 @@ impl DType {
     pub fn supported(self, gpu: &Gpu) -> bool {
         self == Self::F32 || gpu.has_f64()
     }
+    /// Err(MissingFeature) naming `what` when `gpu` cannot run this type.
+    pub fn require(self, gpu: &Gpu, what: &str) -> Result<(), bespoke_gpu::GpuError> {
+        if self.supported(gpu) {
+            return Ok(());
+        }
+        Err(bespoke_gpu::GpuError::MissingFeature {
+            kernel: format!("{what} {self}"),
+            feature: "SHADER_F64",
+            adapter: gpu.adapter_name().into(),
+        })
+    }
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "f32" => Some(Self::F32),

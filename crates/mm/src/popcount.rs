@@ -95,12 +95,7 @@ pub fn popcount_pick(
     limits: &TileLimits,
     shape: &PopShape,
 ) -> Result<(DenseParams, Prediction)> {
-    let g = shape.as_gemm();
-    popcount_space(limits)
-        .into_iter()
-        .map(|p| (p, machine.predict(&p, 4, &g, false)))
-        .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds))
-        .ok_or_else(|| MmError::Shape("no legal popcount tiling on this device".into()))
+    machine.pick_in(&popcount_space(limits), 4, &shape.as_gemm(), false)
 }
 
 /// WGSL of the tiled popcount GEMM for `p` (vec must be 1).

@@ -2,36 +2,10 @@
 
 use bespoke_gpu::{Gpu, GpuBuffer};
 
-use super::params::{DenseParams, TileLimits};
+use super::params::DenseParams;
 use super::run::{DenseGemm, Element, GemmShape};
 use crate::dtype::DType;
-use crate::error::{MmError, Result};
-
-/// The tiling used when none is given, until the analytical model picks one: CUTLASS's SIMT SGEMM point
-/// (8×8 per invocation, 16×16 invocations, k-depth 8), narrowed where the device or the shape forbids it.
-pub fn default_params(dtype: DType, shape: &GemmShape, limits: &TileLimits) -> DenseParams {
-    let vec = if [shape.n, shape.ldb, shape.ldc]
-        .iter()
-        .all(|d| d.is_multiple_of(4))
-    {
-        4
-    } else {
-        1
-    };
-    let mut p = DenseParams {
-        tm: 8,
-        tn: 8,
-        wgm: 16,
-        wgn: 16,
-        kc: 8,
-        vec,
-        split_k: 1,
-    };
-    while p.check(dtype, limits).is_err() && p.tm > 1 {
-        p.tm /= 2;
-    }
-    p
-}
+use crate::error::Result;
 
 /// One timed GEMM.
 #[derive(Clone, Debug)]
@@ -116,7 +90,7 @@ impl DenseTimer {
         Ok(Self(match dtype {
             DType::F32 => Typed::F32(TypedTimer::new(gpu, shape)?),
             DType::F64 => {
-                require_f64(gpu)?;
+                DType::F64.require(gpu, "dense GEMM")?;
                 Typed::F64(TypedTimer::new(gpu, shape)?)
             }
         }))
@@ -127,17 +101,5 @@ impl DenseTimer {
             Typed::F32(t) => t.time(gpu, params, reps),
             Typed::F64(t) => t.time(gpu, params, reps),
         }
-    }
-}
-
-fn require_f64(gpu: &Gpu) -> Result<()> {
-    if DType::F64.supported(gpu) {
-        Ok(())
-    } else {
-        Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
-            kernel: "dense GEMM f64".into(),
-            feature: "SHADER_F64",
-            adapter: gpu.adapter_name().into(),
-        }))
     }
 }

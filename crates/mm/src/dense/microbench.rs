@@ -7,7 +7,7 @@ use std::fmt::Write;
 use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
 
 use crate::dtype::DType;
-use crate::error::{MmError, Result};
+use crate::error::Result;
 
 /// The inner-loop operation a model is measured for: an FMA (dense GEMM) or an AND-popcount-add (popcount GEMM).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,12 +56,6 @@ impl Op {
         match self {
             Self::Fma(d) => d.caps(),
             Self::Popcount => DType::F32.caps(),
-        }
-    }
-    pub fn supported(self, gpu: &Gpu) -> bool {
-        match self {
-            Self::Fma(d) => d.supported(gpu),
-            Self::Popcount => true,
         }
     }
 }
@@ -270,12 +264,8 @@ fn seconds(gpu: &Gpu, launch: &Launch, reps: usize) -> Result<f64> {
 
 /// Runs every micro-benchmark for `op` (a minute or two on a CPU adapter; `quick` trims the grids).
 pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
-    if !op.supported(gpu) {
-        return Err(MmError::Gpu(bespoke_gpu::GpuError::MissingFeature {
-            kernel: format!("{} micro-benchmarks", op.name()),
-            feature: "SHADER_F64",
-            adapter: gpu.adapter_name().into(),
-        }));
+    if let Op::Fma(d) = op {
+        d.require(gpu, "micro-benchmarks")?;
     }
     let dtype = op.name();
     let scratch = Scratch::new(gpu, op)?;
@@ -372,22 +362,6 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
         smem_vec4_words_per_s,
         launch_s,
     })
-}
-
-/// Measured FMA throughput in GFLOP/s (2 flops per FMA): the best point of the accumulator curve.
-pub fn fma_peak(gpu: &Gpu, dtype: DType, quick: bool) -> Result<f64> {
-    let scratch = Scratch::new(gpu, Op::Fma(dtype))?;
-    let groups: u32 = if quick { 256 } else { 1024 };
-    let k = Kernel::new(
-        format!("mb_fma_{dtype}_16x64x8"),
-        chain_wgsl(Op::Fma(dtype), 16, FMA_PER_INVOCATION / 128, 8, WG),
-    );
-    let s = seconds(
-        gpu,
-        &scratch.launch(gpu, &k, Grid::d1(groups))?,
-        if quick { 3 } else { 7 },
-    )?;
-    Ok(2.0 * f64::from(groups) * f64::from(WG) * f64::from(FMA_PER_INVOCATION) / s / 1e9)
 }
 
 #[cfg(test)]

@@ -286,15 +286,27 @@ impl Machine {
         shape: &GemmShape,
         reads_c: bool,
     ) -> Result<(DenseParams, Prediction)> {
-        self.shape_space(dtype, limits, shape)
-            .into_iter()
-            .map(|p| (p, self.predict(&p, dtype.size(), shape, reads_c)))
+        self.pick_in(
+            &self.shape_space(dtype, limits, shape),
+            dtype.size(),
+            shape,
+            reads_c,
+        )
+    }
+
+    /// The point of `space` with the least predicted time for `shape` with `size`-byte elements.
+    pub fn pick_in(
+        &self,
+        space: &[DenseParams],
+        size: usize,
+        shape: &GemmShape,
+        reads_c: bool,
+    ) -> Result<(DenseParams, Prediction)> {
+        space
+            .iter()
+            .map(|p| (*p, self.predict(p, size, shape, reads_c)))
             .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds))
-            .ok_or_else(|| {
-                MmError::Shape(format!(
-                    "no legal {dtype} tiling for {shape:?} on this device"
-                ))
-            })
+            .ok_or_else(|| MmError::Shape(format!("no legal tiling for {shape:?} on this device")))
     }
 }
 

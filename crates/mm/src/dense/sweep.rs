@@ -79,14 +79,7 @@ pub fn sweep_space(
     reps: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Sweep> {
-    let pick_params = space
-        .iter()
-        .min_by(|a, b| {
-            let t = |p: &DenseParams| machine.predict(p, dtype.size(), &shape, false).seconds;
-            t(a).total_cmp(&t(b))
-        })
-        .copied()
-        .ok_or_else(|| MmError::Shape("empty configuration space".into()))?;
+    let (pick_params, _) = machine.pick_in(space, dtype.size(), &shape, false)?;
     let timer = DenseTimer::new(gpu, dtype, shape)?;
     let mut points = Vec::with_capacity(space.len());
     for (i, params) in space.iter().enumerate() {
