@@ -12,6 +12,16 @@ pub enum MmError {
     /// Kernel parameters outside the legal space (with the reason).
     #[error("illegal kernel parameters {params}: {reason}")]
     Params { params: String, reason: String },
+    /// A malformed or unsupported matrix input (file, line when known, what is wrong).
+    #[error("{source_name}{}: {reason}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    Matrix {
+        source_name: String,
+        line: Option<usize>,
+        reason: String,
+    },
+    /// Reading an input file failed.
+    #[error("{path}: {err}")]
+    Io { path: String, err: std::io::Error },
     /// A scalar that must be finite is not.
     #[error("{what} must be finite, got {value}")]
     NonFinite { what: &'static str, value: f64 },

@@ -1,0 +1,13 @@
+//! One generator per kernel family; each writes the body of one launch's kernel into an [`Emit`].
+//!
+//! [`Emit`]: crate::spec::emit::Emit
+
+mod bstream;
+mod cstream;
+mod ksplit;
+mod msplit;
+
+pub(crate) use bstream::{bstream, bstream_live};
+pub(crate) use cstream::cstream;
+pub(crate) use ksplit::ksplit;
+pub(crate) use msplit::msplit;

@@ -1,0 +1,78 @@
+//! bstream-msplit: B staged through workgroup memory in chunks of its used rows; rows of A dealt across the
+//! workgroup's invocation rows (balanced by non-zeros), each keeping its rows' accumulators in registers.
+
+use std::fmt::Write;
+
+use crate::spec::emit::{Acc, Emit, REG_BUDGET_BYTES, SHARED_BYTES, Work, deal};
+
+pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
+    let (x, s) = e.variant.workgroup();
+    let (x, s) = (x as usize, s as usize);
+    let vtb = e.variant.elem_bytes(e.dtype);
+    let mut used: Vec<usize> = work.iter().flat_map(|(_, t)| t.iter().map(|(p, _)| *p)).collect();
+    used.sort_unstable();
+    used.dedup();
+    let groups = deal(&work.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(), s);
+    let rmax = groups.iter().map(Vec::len).max().unwrap_or(0);
+    if rmax * vtb > REG_BUDGET_BYTES {
+        return Err(format!(
+            "{rmax} accumulators of {vtb} bytes per invocation exceed the {REG_BUDGET_BYTES}-byte register budget"
+        ));
+    }
+    let kc = (SHARED_BYTES / (x * vtb)).clamp(1, used.len().max(1));
+    e.header("bstream-msplit: B staged through workgroup memory, rows of A dealt across invocation rows");
+    let vt = e.vt();
+    let _ = writeln!(e.out, "var<workgroup> sb: array<{vt}, {}>;", kc * x);
+    e.open_main();
+    e.out += "    let live = col < NV;\n    let cc = min(col, NV - 1u);\n";
+    for j in 0..rmax {
+        let _ = writeln!(e.out, "    var acc_{j}: {vt};");
+    }
+    let chunks: Vec<&[usize]> = used.chunks(kc).collect();
+    for (ci, chunk) in chunks.iter().enumerate() {
+        let _ = writeln!(e.out, "    // chunk {ci}: rows {:?}.. of B", chunk.first());
+        e.out += "    switch lid.y {\n";
+        for g in 0..s {
+            let _ = writeln!(e.out, "        case {g}u: {{");
+            for (t, p) in chunk.iter().enumerate().filter(|(t, _)| t % s == g) {
+                let _ = writeln!(e.out, "            sb[{}u + lid.x] = {};", t * x, e.b_at(*p, "cc"));
+            }
+            e.out += "        }\n";
+        }
+        e.out += "        default: {}\n    }\n    workgroupBarrier();\n    switch lid.y {\n";
+        for (g, rows) in groups.iter().enumerate() {
+            let _ = writeln!(e.out, "        case {g}u: {{");
+            for (j, &w) in rows.iter().enumerate() {
+                let (_, terms) = &work[w];
+                let here: Vec<(usize, f64)> = terms.iter().filter(|(p, _)| chunk.contains(p)).copied().collect();
+                if here.is_empty() {
+                    continue;
+                }
+                let mode = if terms[0] == here[0] { Acc::Assign } else { Acc::Add };
+                let slot = |p: usize| {
+                    let t = chunk.iter().position(|q| *q == p).unwrap_or_default();
+                    format!("sb[{}u + lid.x]", t * x)
+                };
+                e.out += &e.dot("            ", &format!("acc_{j}"), mode, &here, &slot);
+            }
+            e.out += "        }\n";
+        }
+        e.out += "        default: {}\n    }\n";
+        if ci + 1 < chunks.len() {
+            e.out += "    workgroupBarrier();\n";
+        }
+    }
+    e.out += "    if (live) {\n        switch lid.y {\n";
+    for (g, rows) in groups.iter().enumerate() {
+        let _ = writeln!(e.out, "            case {g}u: {{");
+        for (j, &w) in rows.iter().enumerate() {
+            let (i, terms) = &work[w];
+            let acc = format!("acc_{j}");
+            let value = (!terms.is_empty()).then_some(acc.as_str());
+            e.out += &e.store("                ", *i, "col", value);
+        }
+        e.out += "            }\n";
+    }
+    e.out += "            default: {}\n        }\n    }\n}\n";
+    Ok(())
+}

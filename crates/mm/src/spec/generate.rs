@@ -1,0 +1,90 @@
+//! The generator's front door: one variant, one launch layout → WGSL text, or the reason the variant does not
+//! apply.
+
+use super::emit::{Emit, REG_BUDGET_BYTES, Work};
+use super::families;
+use super::layout::{Layout, RowTerms};
+use super::variant::{Family, Variant};
+use crate::dtype::DType;
+
+/// Unrolled terms past which a kernel is not generated: driver compile time grows with the source, and a
+/// matrix this dense is the dense GEMM's anyway (measured in docs/perf.md).
+pub const MAX_TERMS: usize = 20_000;
+
+/// Why a variant was not generated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skip(pub String);
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The rows `layout` writes with their terms inside its K slice.
+pub(crate) fn work(a_rows: &[RowTerms], layout: &Layout) -> Work {
+    layout
+        .rows
+        .clone()
+        .filter(|&i| layout.writes(a_rows, i))
+        .map(|i| (i, layout.terms(a_rows, i)))
+        .collect()
+}
+
+/// Whether folding changes anything: some row has two terms of equal magnitude.
+fn folds_anything(work: &Work) -> bool {
+    work.iter().any(|(_, t)| {
+        let mut m: Vec<u64> = t.iter().map(|(_, a)| a.abs().to_bits()).collect();
+        m.sort_unstable();
+        m.windows(2).any(|w| w[0] == w[1])
+    })
+}
+
+/// WGSL for `variant` computing `layout`'s part of C = A·B + β·C with A's non-zeros `a_rows` inlined.
+pub fn generate(
+    a_rows: &[RowTerms],
+    layout: &Layout,
+    variant: Variant,
+    dtype: DType,
+) -> Result<String, Skip> {
+    let v = variant.vec as usize;
+    if ![1, 2, 4].contains(&v) {
+        return Err(Skip(format!("vector width {v} is not 1, 2 or 4")));
+    }
+    if [layout.n, layout.ldb, layout.ldc].iter().any(|d| !d.is_multiple_of(v)) {
+        return Err(Skip(format!(
+            "vec{v} needs N, ldb and ldc to be multiples of {v} (N = {}, ldb = {}, ldc = {})",
+            layout.n, layout.ldb, layout.ldc
+        )));
+    }
+    if v > 1 && layout.n < v {
+        return Err(Skip(format!("N = {} is narrower than vec{v}", layout.n)));
+    }
+    let w = work(a_rows, layout);
+    let terms: usize = w.iter().map(|(_, t)| t.len()).sum();
+    if terms > MAX_TERMS {
+        return Err(Skip(format!(
+            "{terms} non-zeros would unroll past the {MAX_TERMS}-term cap on generated source"
+        )));
+    }
+    if variant.fold && !folds_anything(&w) {
+        return Err(Skip("no row repeats a coefficient magnitude: nothing to fold".into()));
+    }
+    let mut e = Emit::new(dtype, variant, layout);
+    match variant.family {
+        Family::CStream => families::cstream(&mut e, &w),
+        Family::BStream => {
+            let live = families::bstream_live(&w);
+            let bytes = live * variant.elem_bytes(dtype);
+            if bytes > REG_BUDGET_BYTES {
+                return Err(Skip(format!(
+                    "{live} live accumulators ({bytes} bytes) exceed the {REG_BUDGET_BYTES}-byte register budget"
+                )));
+            }
+            families::bstream(&mut e, &w)
+        }
+        Family::BStreamMsplit => families::msplit(&mut e, &w).map_err(Skip)?,
+        Family::CStreamKsplit => families::ksplit(&mut e, &w),
+    }
+    Ok(e.out)
+}

@@ -1,0 +1,156 @@
+//! What one specialised launch computes and how it binds B and C: rows of C, the slice of K, and the row blocks
+//! of B and C that each fit one binding. Large problems become several launches; callers never see the limits.
+
+use std::ops::Range;
+
+use super::variant::Beta;
+
+/// The non-zeros of one row of A as (column, value).
+pub type RowTerms = Vec<(usize, f64)>;
+
+/// One launch of a specialised kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    /// Rows of A and C this launch computes.
+    pub rows: Range<usize>,
+    /// Columns of A (rows of B) it sums over.
+    pub ks: Range<usize>,
+    /// β for this launch: the caller's for the first K slice, 1 for later ones.
+    pub beta: Beta,
+    /// Row blocks of B bound as `b0, b1, ...` (only blocks with a used row).
+    pub b_blocks: Vec<Range<usize>>,
+    /// Row blocks of C bound as `c0, c1, ...` after B (only blocks the launch writes).
+    pub c_blocks: Vec<Range<usize>>,
+    pub n: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+}
+
+impl Layout {
+    /// The launch over `rows` × `ks`, keeping the blocks it touches; `None` when it has nothing to do
+    /// (β = 1 and no non-zeros in the slice).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        a_rows: &[RowTerms],
+        rows: Range<usize>,
+        ks: Range<usize>,
+        beta: Beta,
+        b_blocks: &[Range<usize>],
+        c_blocks: &[Range<usize>],
+        (n, ldb, ldc): (usize, usize, usize),
+    ) -> Option<Self> {
+        let terms = |i: usize| a_rows[i].iter().filter(|(p, _)| ks.contains(p));
+        let writes = |i: usize| beta != Beta::One || terms(i).next().is_some();
+        let b_used: Vec<Range<usize>> = b_blocks
+            .iter()
+            .filter(|blk| rows.clone().any(|i| terms(i).any(|(p, _)| blk.contains(p))))
+            .cloned()
+            .collect();
+        let c_used: Vec<Range<usize>> = c_blocks
+            .iter()
+            .filter(|blk| (blk.start..blk.end).any(|i| rows.contains(&i) && writes(i)))
+            .cloned()
+            .collect();
+        if c_used.is_empty() {
+            return None;
+        }
+        Some(Self {
+            rows,
+            ks,
+            beta,
+            b_blocks: b_used,
+            c_blocks: c_used,
+            n,
+            ldb,
+            ldc,
+        })
+    }
+
+    /// The whole problem in one launch with one binding each for B and C (what `bespoke mm gen` prints).
+    pub fn single(a_rows: &[RowTerms], k: usize, beta: Beta, n: usize, ldb: usize, ldc: usize) -> Option<Self> {
+        let m = a_rows.len();
+        Self::new(a_rows, 0..m, 0..k, beta, &[0..k], &[0..m], (n, ldb, ldc))
+    }
+
+    /// The row's terms inside this launch's K slice.
+    pub fn terms<'a>(&self, a_rows: &'a [RowTerms], i: usize) -> Vec<(usize, f64)> {
+        a_rows[i]
+            .iter()
+            .filter(|(p, _)| self.ks.contains(p))
+            .copied()
+            .collect()
+    }
+
+    /// Whether the launch must store row `i` (β = 1 rows without terms keep their value untouched).
+    pub fn writes(&self, a_rows: &[RowTerms], i: usize) -> bool {
+        self.beta != Beta::One || a_rows[i].iter().any(|(p, _)| self.ks.contains(p))
+    }
+
+    /// Storage bindings the launch declares.
+    pub fn bindings(&self) -> usize {
+        self.b_blocks.len() + self.c_blocks.len()
+    }
+}
+
+/// Splits the problem into launches whose bindings fit `max_bindings`: C's row blocks in groups, and for each
+/// group B's row blocks in groups (later K groups accumulate with β = 1).
+pub fn plan_layouts(
+    a_rows: &[RowTerms],
+    beta: Beta,
+    b_blocks: &[Range<usize>],
+    c_blocks: &[Range<usize>],
+    (n, ldb, ldc): (usize, usize, usize),
+    max_bindings: usize,
+) -> Result<Vec<Layout>, String> {
+    if max_bindings < 2 {
+        return Err(format!("{max_bindings} storage bindings per stage: need at least 2"));
+    }
+    let c_group = c_blocks.len().min(max_bindings / 2).max(1);
+    let b_group = (max_bindings - c_group.min(c_blocks.len())).max(1);
+    let mut out = Vec::new();
+    for cg in c_blocks.chunks(c_group) {
+        let rows = cg[0].start..cg[cg.len() - 1].end;
+        for (g, bg) in b_blocks.chunks(b_group).enumerate() {
+            let ks = bg[0].start..bg[bg.len() - 1].end;
+            let beta = if g == 0 { beta } else { Beta::One };
+            if let Some(l) = Layout::new(a_rows, rows.clone(), ks, beta, bg, cg, (n, ldb, ldc)) {
+                out.push(l);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows() -> Vec<RowTerms> {
+        // 3×6: row 0 uses columns 0 and 5, row 1 is empty, row 2 uses column 3.
+        vec![vec![(0, 1.0), (5, 2.0)], vec![], vec![(3, -1.0)]]
+    }
+
+    #[test]
+    fn one_launch_when_everything_fits() {
+        let l = plan_layouts(&rows(), Beta::Zero, &[0..6], &[0..3], (8, 8, 8), 8).unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].bindings(), 2);
+    }
+
+    #[test]
+    fn k_groups_accumulate_and_skip_idle_blocks() {
+        // B in three blocks of two rows, at most 2 bindings: one C block + one B block per launch.
+        let b = [0..2, 2..4, 4..6];
+        let l = plan_layouts(&rows(), Beta::Other(0.5), &b, &[0..3], (8, 8, 8), 2).unwrap();
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[0].beta, Beta::Other(0.5));
+        assert_eq!((l[1].beta, l[2].beta), (Beta::One, Beta::One));
+        // β = 1 launches touch only blocks with terms.
+        assert_eq!(l[1].b_blocks, vec![2..4]);
+        assert!(!l[1].writes(&rows(), 0) && l[1].writes(&rows(), 2));
+        // With β = 1 from the start, an all-empty slice is no launch at all.
+        let empty: Vec<RowTerms> = vec![vec![(0, 1.0)], vec![]];
+        let l = plan_layouts(&empty, Beta::One, &[0..1, 1..2], &[0..2], (4, 4, 4), 2).unwrap();
+        assert_eq!(l.len(), 1);
+    }
+}

@@ -1,0 +1,187 @@
+//! The kernel variants of the specialising generator and the β cases they are specialised for.
+
+use crate::dtype::DType;
+
+/// How a kernel walks A's non-zeros (names as in GiMMiK).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// Per row of C, an unrolled dot product over the row's non-zeros, reading B directly; one store.
+    CStream,
+    /// Each used row of B loaded once and scattered into per-row accumulators; a row is stored after its last
+    /// contribution.
+    BStream,
+    /// B staged through workgroup memory in chunks; rows of A dealt across `split` invocation rows.
+    BStreamMsplit,
+    /// K split across `split` invocation rows; partial sums combined in workgroup memory.
+    CStreamKsplit,
+}
+
+impl Family {
+    pub const ALL: [Family; 4] = [
+        Family::CStream,
+        Family::BStream,
+        Family::BStreamMsplit,
+        Family::CStreamKsplit,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::CStream => "cstream",
+            Self::BStream => "bstream",
+            Self::BStreamMsplit => "bstream-msplit",
+            Self::CStreamKsplit => "cstream-ksplit",
+        }
+    }
+    /// Whether the family uses invocation rows (a `split`).
+    pub fn splits(self) -> bool {
+        matches!(self, Self::BStreamMsplit | Self::CStreamKsplit)
+    }
+    /// Whether each row is a dot product that coefficient folding can shorten.
+    pub fn folds(self) -> bool {
+        self != Self::BStream
+    }
+}
+
+/// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`, 1 where the
+/// family has none) and whether repeated coefficients are folded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Variant {
+    pub family: Family,
+    pub vec: u32,
+    pub split: u32,
+    pub fold: bool,
+}
+
+/// Invocations along N per workgroup.
+pub const WG_X: u32 = 64;
+
+impl Variant {
+    pub fn new(family: Family, vec: u32, split: u32, fold: bool) -> Self {
+        Self {
+            family,
+            vec,
+            split: if family.splits() { split } else { 1 },
+            fold: fold && family.folds(),
+        }
+    }
+
+    /// `cstream`, `cstream-v4-fold`, `bstream-msplit-s4-v2`, ...
+    pub fn name(&self) -> String {
+        let mut s = self.family.name().to_owned();
+        if self.family.splits() {
+            s += &format!("-s{}", self.split);
+        }
+        if self.vec > 1 {
+            s += &format!("-v{}", self.vec);
+        }
+        if self.fold {
+            s += "-fold";
+        }
+        s
+    }
+
+    /// Parses a [`name`](Self::name); `None` for anything else.
+    pub fn parse(name: &str) -> Option<Self> {
+        let (family, rest) = Family::ALL
+            .iter()
+            .rev() // longest names first: `cstream-ksplit` before `cstream`
+            .find_map(|f| name.strip_prefix(f.name()).map(|r| (*f, r)))?;
+        let (mut vec, mut split, mut fold) = (1, 1, false);
+        for part in rest.split('-').filter(|p| !p.is_empty()) {
+            if part == "fold" && family.folds() {
+                fold = true;
+            } else if let Some(v) = part.strip_prefix('v') {
+                vec = v.parse().ok().filter(|v| [2, 4].contains(v))?;
+            } else if let Some(v) = part.strip_prefix('s') {
+                split = v.parse().ok().filter(|_| family.splits())?;
+            } else {
+                return None;
+            }
+        }
+        if family.splits() && ![2, 4].contains(&split) {
+            return None;
+        }
+        let v = Self::new(family, vec, split, fold);
+        (v.name() == name).then_some(v)
+    }
+
+    /// Workgroup size (x along N, y the invocation rows).
+    pub fn workgroup(&self) -> (u32, u32) {
+        (WG_X, self.split)
+    }
+
+    /// Every variant the generator has, for one precision.
+    pub fn all() -> Vec<Self> {
+        let mut out = Vec::new();
+        for family in Family::ALL {
+            for vec in [1, 2, 4] {
+                for split in if family.splits() { vec![2, 4] } else { vec![1] } {
+                    for fold in if family.folds() { vec![false, true] } else { vec![false] } {
+                        out.push(Self::new(family, vec, split, fold));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Bytes of one column group an invocation owns (`vec` elements).
+    pub fn elem_bytes(&self, dtype: DType) -> usize {
+        dtype.size() * self.vec as usize
+    }
+}
+
+impl std::fmt::Display for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// β as the kernels specialise it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Beta {
+    /// C is never read.
+    Zero,
+    /// C += A·B.
+    One,
+    /// C = A·B + β·C.
+    Other(f64),
+}
+
+impl Beta {
+    pub fn of(beta: f64) -> Self {
+        if beta == 0.0 {
+            Self::Zero
+        } else if beta == 1.0 {
+            Self::One
+        } else {
+            Self::Other(beta)
+        }
+    }
+    pub fn value(self) -> f64 {
+        match self {
+            Self::Zero => 0.0,
+            Self::One => 1.0,
+            Self::Other(b) => b,
+        }
+    }
+    pub fn reads_c(self) -> bool {
+        self != Self::Zero
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        let all = Variant::all();
+        assert_eq!(all.len(), 6 + 3 + 12 + 12);
+        for v in all {
+            assert_eq!(Variant::parse(&v.name()), Some(v), "{}", v.name());
+        }
+        for bad in ["", "cstream-s2", "bstream-fold", "cstream-v3", "bstream-msplit", "cstream-fold-v4", "dense"] {
+            assert_eq!(Variant::parse(bad), None, "{bad}");
+        }
+    }
+}
