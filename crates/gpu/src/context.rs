@@ -270,6 +270,10 @@ impl Gpu {
     pub fn binding_limit(&self) -> u64 {
         self.binding_limit
     }
+    /// A software rasteriser on the host CPU (llvmpipe, WARP, SwiftShader): one workgroup runs on one thread.
+    pub fn is_cpu(&self) -> bool {
+        self.adapter_info.device_type == wgpu::DeviceType::Cpu
+    }
     pub fn adapter_name(&self) -> &str {
         &self.adapter_info.name
     }

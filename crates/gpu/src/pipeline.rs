@@ -58,13 +58,23 @@ impl Gpu {
         let pipeline = self.scoped(
             &format!("creating the pipeline for kernel `{}`", kernel.name()),
             || {
-                let module = self
-                    .device
-                    .create_shader_module(wgpu::ShaderModuleDescriptor {
-                        label: Some(kernel.name()),
-                        // Hand over the module we already validated instead of making wgpu parse the text again.
-                        source: wgpu::ShaderSource::Naga(Cow::Owned(module)),
-                    });
+                let desc = wgpu::ShaderModuleDescriptor {
+                    label: Some(kernel.name()),
+                    // Hand over the module we already validated instead of making wgpu parse the text again.
+                    source: wgpu::ShaderSource::Naga(Cow::Owned(module)),
+                };
+                let module = if kernel.bounds_checked() {
+                    self.device.create_shader_module(desc)
+                } else {
+                    // SAFETY: `Kernel::without_bounds_checks` is unsafe; whoever called it promised that every
+                    // access is in bounds for the arguments the kernel is bound to.
+                    unsafe {
+                        self.device.create_shader_module_trusted(
+                            desc,
+                            wgpu::ShaderRuntimeChecks::unchecked(),
+                        )
+                    }
+                };
                 self.device
                     .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                         label: Some(kernel.name()),

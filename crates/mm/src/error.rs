@@ -22,6 +22,9 @@ pub enum MmError {
     /// Reading an input file failed.
     #[error("{path}: {err}")]
     Io { path: String, err: std::io::Error },
+    /// A kernel variant that does not apply to this operator or shape (with the reason).
+    #[error("variant {variant} does not apply: {reason}")]
+    NotApplicable { variant: String, reason: String },
     /// A scalar that must be finite is not.
     #[error("{what} must be finite, got {value}")]
     NonFinite { what: &'static str, value: f64 },

@@ -27,7 +27,7 @@ pub fn time_dense(
 }
 
 /// Deterministic values in [-1, 1): the data does not change the timing, so no RNG dependency.
-fn fill<T: Element>(n: usize, salt: u64) -> Vec<T> {
+pub(crate) fn fill<T: Element>(n: usize, salt: u64) -> Vec<T> {
     (0..n as u64)
         .map(|i| {
             let h = (i ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 11;

@@ -11,6 +11,14 @@ use crate::dtype::DType;
 /// matrix this dense is the dense GEMM's anyway (measured in docs/perf.md).
 pub const MAX_TERMS: usize = 20_000;
 
+/// Non-zeros one launch unrolls at most on `gpu`; more rows become more launches. Driver compile time grows
+/// faster than linearly with a kernel's length: on llvmpipe a launch of 192 terms compiles in 0.6 s, 384 in
+/// 1.9 s, 1008 in 8.8 s, and all 7056 terms of hex p6 m132 in one kernel in 685 s (docs/perf.md). GPU compilers
+/// cope with longer kernels, and each extra launch re-reads the rows of B it shares with its neighbours.
+pub fn terms_per_launch(gpu: &bespoke_gpu::Gpu) -> usize {
+    if gpu.is_cpu() { 256 } else { 2048 }
+}
+
 /// Why a variant was not generated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skip(pub String);
@@ -51,7 +59,10 @@ pub fn generate(
     if ![1, 2, 4].contains(&v) {
         return Err(Skip(format!("vector width {v} is not 1, 2 or 4")));
     }
-    if [layout.n, layout.ldb, layout.ldc].iter().any(|d| !d.is_multiple_of(v)) {
+    if [layout.n, layout.ldb, layout.ldc]
+        .iter()
+        .any(|d| !d.is_multiple_of(v))
+    {
         return Err(Skip(format!(
             "vec{v} needs N, ldb and ldc to be multiples of {v} (N = {}, ldb = {}, ldc = {})",
             layout.n, layout.ldb, layout.ldc
@@ -68,7 +79,9 @@ pub fn generate(
         )));
     }
     if variant.fold && !folds_anything(&w) {
-        return Err(Skip("no row repeats a coefficient magnitude: nothing to fold".into()));
+        return Err(Skip(
+            "no row repeats a coefficient magnitude: nothing to fold".into(),
+        ));
     }
     let mut e = Emit::new(dtype, variant, layout);
     match variant.family {

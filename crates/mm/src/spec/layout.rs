@@ -67,7 +67,14 @@ impl Layout {
     }
 
     /// The whole problem in one launch with one binding each for B and C (what `bespoke mm gen` prints).
-    pub fn single(a_rows: &[RowTerms], k: usize, beta: Beta, n: usize, ldb: usize, ldc: usize) -> Option<Self> {
+    pub fn single(
+        a_rows: &[RowTerms],
+        k: usize,
+        beta: Beta,
+        n: usize,
+        ldb: usize,
+        ldc: usize,
+    ) -> Option<Self> {
         let m = a_rows.len();
         Self::new(a_rows, 0..m, 0..k, beta, &[0..k], &[0..m], (n, ldb, ldc))
     }
@@ -92,8 +99,32 @@ impl Layout {
     }
 }
 
+/// Consecutive rows in groups of at most `cap` terms inside `ks` (a row longer than `cap` stands alone).
+fn row_groups(
+    a_rows: &[RowTerms],
+    rows: Range<usize>,
+    ks: &Range<usize>,
+    cap: usize,
+) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut terms) = (rows.start, 0);
+    for i in rows.clone() {
+        let t = a_rows[i].iter().filter(|(p, _)| ks.contains(p)).count();
+        if terms > 0 && terms + t > cap {
+            out.push(start..i);
+            (start, terms) = (i, 0);
+        }
+        terms += t;
+    }
+    if start < rows.end {
+        out.push(start..rows.end);
+    }
+    out
+}
+
 /// Splits the problem into launches whose bindings fit `max_bindings`: C's row blocks in groups, and for each
-/// group B's row blocks in groups (later K groups accumulate with β = 1).
+/// group B's row blocks in groups (later K groups accumulate with β = 1); rows are further grouped so that no
+/// launch unrolls more than `terms_per_launch` non-zeros.
 pub fn plan_layouts(
     a_rows: &[RowTerms],
     beta: Beta,
@@ -101,9 +132,12 @@ pub fn plan_layouts(
     c_blocks: &[Range<usize>],
     (n, ldb, ldc): (usize, usize, usize),
     max_bindings: usize,
+    terms_per_launch: usize,
 ) -> Result<Vec<Layout>, String> {
     if max_bindings < 2 {
-        return Err(format!("{max_bindings} storage bindings per stage: need at least 2"));
+        return Err(format!(
+            "{max_bindings} storage bindings per stage: need at least 2"
+        ));
     }
     let c_group = c_blocks.len().min(max_bindings / 2).max(1);
     let b_group = (max_bindings - c_group.min(c_blocks.len())).max(1);
@@ -113,8 +147,11 @@ pub fn plan_layouts(
         for (g, bg) in b_blocks.chunks(b_group).enumerate() {
             let ks = bg[0].start..bg[bg.len() - 1].end;
             let beta = if g == 0 { beta } else { Beta::One };
-            if let Some(l) = Layout::new(a_rows, rows.clone(), ks, beta, bg, cg, (n, ldb, ldc)) {
-                out.push(l);
+            for rows in row_groups(a_rows, rows.clone(), &ks, terms_per_launch) {
+                if let Some(l) = Layout::new(a_rows, rows, ks.clone(), beta, bg, cg, (n, ldb, ldc))
+                {
+                    out.push(l);
+                }
             }
         }
     }
@@ -132,7 +169,7 @@ mod tests {
 
     #[test]
     fn one_launch_when_everything_fits() {
-        let l = plan_layouts(&rows(), Beta::Zero, &[0..6], &[0..3], (8, 8, 8), 8).unwrap();
+        let l = plan_layouts(&rows(), Beta::Zero, &[0..6], &[0..3], (8, 8, 8), 8, 100).unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].bindings(), 2);
     }
@@ -141,7 +178,7 @@ mod tests {
     fn k_groups_accumulate_and_skip_idle_blocks() {
         // B in three blocks of two rows, at most 2 bindings: one C block + one B block per launch.
         let b = [0..2, 2..4, 4..6];
-        let l = plan_layouts(&rows(), Beta::Other(0.5), &b, &[0..3], (8, 8, 8), 2).unwrap();
+        let l = plan_layouts(&rows(), Beta::Other(0.5), &b, &[0..3], (8, 8, 8), 2, 100).unwrap();
         assert_eq!(l.len(), 3);
         assert_eq!(l[0].beta, Beta::Other(0.5));
         assert_eq!((l[1].beta, l[2].beta), (Beta::One, Beta::One));
@@ -150,7 +187,17 @@ mod tests {
         assert!(!l[1].writes(&rows(), 0) && l[1].writes(&rows(), 2));
         // With β = 1 from the start, an all-empty slice is no launch at all.
         let empty: Vec<RowTerms> = vec![vec![(0, 1.0)], vec![]];
-        let l = plan_layouts(&empty, Beta::One, &[0..1, 1..2], &[0..2], (4, 4, 4), 2).unwrap();
+        let l = plan_layouts(&empty, Beta::One, &[0..1, 1..2], &[0..2], (4, 4, 4), 2, 100).unwrap();
         assert_eq!(l.len(), 1);
+    }
+
+    #[test]
+    fn rows_group_under_the_term_cap() {
+        // Rows of 2, 0, 1 terms with a cap of 2: rows 0..2, then row 2.
+        let l = plan_layouts(&rows(), Beta::Zero, &[0..6], &[0..3], (8, 8, 8), 8, 2).unwrap();
+        assert_eq!(
+            l.iter().map(|l| l.rows.clone()).collect::<Vec<_>>(),
+            vec![0..2, 2..3]
+        );
     }
 }

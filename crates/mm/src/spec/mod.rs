@@ -4,17 +4,24 @@
 
 pub mod generate;
 pub mod layout;
+pub mod matmul;
 pub mod mtx;
 pub mod operator;
+pub mod run;
+pub mod tune_cache;
 pub mod variant;
 
 mod emit;
 mod families;
 
-pub use generate::{MAX_TERMS, Skip, generate};
+pub use generate::{MAX_TERMS, Skip, generate, terms_per_launch};
 pub use layout::{Layout, RowTerms, plan_layouts};
+pub use matmul::{
+    Candidate, Choice, DenseSource, MatMul, MatMulPlan, TuneOptions, TuneReport, default_variants,
+};
 pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;
+pub use run::{CompileTime, Panel, SpecKernel};
 pub use variant::{Beta, Family, Variant, WG_X};
 
 #[cfg(test)]

@@ -60,7 +60,9 @@ pub fn parse_mtx(text: &str, source: &str) -> Result<Operator> {
     if words.first().map(String::as_str) != Some("%%matrixmarket") || words.len() != 5 {
         return Err(err(
             1,
-            format!("expected `%%MatrixMarket matrix <format> <field> <symmetry>`, found `{banner}`"),
+            format!(
+                "expected `%%MatrixMarket matrix <format> <field> <symmetry>`, found `{banner}`"
+            ),
         ));
     }
     if words[1] != "matrix" {
@@ -69,7 +71,12 @@ pub fn parse_mtx(text: &str, source: &str) -> Result<Operator> {
     let format = match words[2].as_str() {
         "coordinate" => Format::Coordinate,
         "array" => Format::Array,
-        f => return Err(err(1, format!("unknown format `{f}` (coordinate or array)"))),
+        f => {
+            return Err(err(
+                1,
+                format!("unknown format `{f}` (coordinate or array)"),
+            ));
+        }
     };
     let field = match words[3].as_str() {
         "real" | "double" => Field::Real,
@@ -160,7 +167,12 @@ pub fn parse_mtx(text: &str, source: &str) -> Result<Operator> {
         if symmetry != Symmetry::General && j > i {
             return Err(err(
                 n,
-                format!("entry ({}, {}) lies above the diagonal of a {} matrix", i + 1, j + 1, words[4]),
+                format!(
+                    "entry ({}, {}) lies above the diagonal of a {} matrix",
+                    i + 1,
+                    j + 1,
+                    words[4]
+                ),
             ));
         }
         if symmetry == Symmetry::Skew && i == j {
@@ -187,7 +199,10 @@ pub fn parse_mtx(text: &str, source: &str) -> Result<Operator> {
                 if w.len() != need {
                     return Err(err(
                         n,
-                        format!("`{line}`: expected {need} fields (row, column{})", if need == 3 { ", value" } else { "" }),
+                        format!(
+                            "`{line}`: expected {need} fields (row, column{})",
+                            if need == 3 { ", value" } else { "" }
+                        ),
                     ));
                 }
                 let idx = |s: &str, dim: usize, what: &str| -> Result<usize> {
@@ -200,10 +215,17 @@ pub fn parse_mtx(text: &str, source: &str) -> Result<Operator> {
                     Ok(v - 1)
                 };
                 let (i, j) = (idx(w[0], m, "row")?, idx(w[1], k, "column")?);
-                let v = if field == Field::Pattern { 1.0 } else { value(n, w[2])? };
+                let v = if field == Field::Pattern {
+                    1.0
+                } else {
+                    value(n, w[2])?
+                };
                 count += 1;
                 if count > nnz {
-                    return Err(err(n, format!("more entries than the {nnz} the size line declares")));
+                    return Err(err(
+                        n,
+                        format!("more entries than the {nnz} the size line declares"),
+                    ));
                 }
                 put(n, i, j, v)?;
             }
@@ -216,11 +238,14 @@ pub fn parse_mtx(text: &str, source: &str) -> Result<Operator> {
         }
         Format::Array => {
             // Column-major; symmetric storage lists only the lower triangle (skew: strictly lower).
-            let mut cells_iter = (0..k).flat_map(|j| (0..m).map(move |i| (i, j))).filter(|&(i, j)| match symmetry {
-                Symmetry::General => true,
-                Symmetry::Symmetric => i >= j,
-                Symmetry::Skew => i > j,
-            });
+            let mut cells_iter =
+                (0..k)
+                    .flat_map(|j| (0..m).map(move |i| (i, j)))
+                    .filter(|&(i, j)| match symmetry {
+                        Symmetry::General => true,
+                        Symmetry::Symmetric => i >= j,
+                        Symmetry::Skew => i > j,
+                    });
             for (n, line) in data.by_ref() {
                 for w in line.split_whitespace() {
                     let (i, j) = cells_iter
@@ -233,7 +258,10 @@ pub fn parse_mtx(text: &str, source: &str) -> Result<Operator> {
             if cells_iter.next().is_some() {
                 return Err(err(
                     text.lines().count(),
-                    format!("truncated: only {count} values for a {m}×{k} {} array", words[4]),
+                    format!(
+                        "truncated: only {count} values for a {m}×{k} {} array",
+                        words[4]
+                    ),
                 ));
             }
         }
@@ -274,18 +302,54 @@ mod tests {
     fn malformed_files_name_the_problem() {
         let cases = [
             ("", "banner"),
-            ("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n", "complex"),
-            ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n", "truncated"),
-            ("%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n", "row index 3"),
-            ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 nan\n", "not finite"),
-            ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 x\n", "value `x`"),
-            ("%%MatrixMarket matrix coordinate real general\n2 2\n", "3 integers"),
-            ("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n2 2 2\n", "more entries"),
-            ("%%MatrixMarket matrix array real general\n2 2\n1 2 3\n", "truncated"),
-            ("%%MatrixMarket matrix array real general\n1 1\n1 2\n", "more values"),
-            ("%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n1 2 1\n", "above the diagonal"),
-            ("%%MatrixMarket matrix coordinate real symmetric\n2 3 1\n1 1 1\n", "square"),
-            ("%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 1e999\n", "not finite"),
+            (
+                "%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n",
+                "complex",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n",
+                "truncated",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1\n",
+                "row index 3",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 nan\n",
+                "not finite",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 x\n",
+                "value `x`",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\n2 2\n",
+                "3 integers",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 1 1\n2 2 2\n",
+                "more entries",
+            ),
+            (
+                "%%MatrixMarket matrix array real general\n2 2\n1 2 3\n",
+                "truncated",
+            ),
+            (
+                "%%MatrixMarket matrix array real general\n1 1\n1 2\n",
+                "more values",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real symmetric\n2 2 1\n1 2 1\n",
+                "above the diagonal",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real symmetric\n2 3 1\n1 1 1\n",
+                "square",
+            ),
+            (
+                "%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 1e999\n",
+                "not finite",
+            ),
         ];
         for (text, want) in cases {
             let e = parse_mtx(text, "f.mtx").unwrap_err().to_string();

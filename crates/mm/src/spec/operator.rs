@@ -110,7 +110,11 @@ impl Operator {
 
     /// A stable hash of the shape and the exact bits of every entry: keys the tuner's on-disk decisions.
     pub fn hash(&self) -> u64 {
-        let bits: Vec<u8> = self.a.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+        let bits: Vec<u8> = self
+            .a
+            .iter()
+            .flat_map(|v| v.to_bits().to_le_bytes())
+            .collect();
         stable_hash(&[
             &(self.m as u64).to_le_bytes(),
             &(self.k as u64).to_le_bytes(),
@@ -125,13 +129,8 @@ mod tests {
 
     #[test]
     fn analysis_of_a_small_operator() {
-        let op = Operator::from_dense(
-            "t",
-            2,
-            4,
-            vec![0.5, 0.0, -0.5, 0.0, 0.0, 0.0, 2.0, 0.0],
-        )
-        .unwrap();
+        let op =
+            Operator::from_dense("t", 2, 4, vec![0.5, 0.0, -0.5, 0.0, 0.0, 0.0, 2.0, 0.0]).unwrap();
         assert_eq!(op.nnz(), 3);
         assert_eq!(op.rows()[0], vec![(0, 0.5), (2, -0.5)]);
         assert_eq!(op.distinct_magnitudes(), 2);

@@ -37,9 +37,11 @@ fn validate_all(op: &Operator, n: usize, ldb: usize, ldc: usize, blocks: bool) -
             // B and C split into blocks of 5 and 3 rows, at most 6 bindings per launch.
             let b: Vec<_> = (0..op.k).step_by(5).map(|s| s..(s + 5).min(op.k)).collect();
             let c: Vec<_> = (0..op.m).step_by(3).map(|s| s..(s + 3).min(op.m)).collect();
-            plan_layouts(&rows, beta, &b, &c, (n, ldb, ldc), 6).unwrap()
+            plan_layouts(&rows, beta, &b, &c, (n, ldb, ldc), 6, 40).unwrap()
         } else {
-            Layout::single(&rows, op.k, beta, n, ldb, ldc).into_iter().collect()
+            Layout::single(&rows, op.k, beta, n, ldb, ldc)
+                .into_iter()
+                .collect()
         };
         for layout in &layouts {
             for dtype in [DType::F32, DType::F64] {
@@ -100,7 +102,15 @@ fn shipped_pyfr_matrices_validate() {
             let op = read_mtx(&path).unwrap();
             assert!(op.beta_hint.is_some(), "{}", path.display());
             let rows = op.rows();
-            let l = Layout::single(&rows, op.k, Beta::of(op.beta_hint.unwrap()), 1024, 1024, 1024).unwrap();
+            let l = Layout::single(
+                &rows,
+                op.k,
+                Beta::of(op.beta_hint.unwrap()),
+                1024,
+                1024,
+                1024,
+            )
+            .unwrap();
             for v in Variant::all().into_iter().filter(|v| v.vec != 2) {
                 if let Ok(src) = generate(&rows, &l, v, DType::F64) {
                     validate_wgsl(&src, DType::F64.caps())
@@ -126,7 +136,10 @@ fn literals_are_exact_and_zero_rows_follow_beta() {
     let s = src(Beta::Zero, DType::F64);
     assert!(s.contains("1.0000000000000001e-1lf"), "{s}");
     assert!(s.contains("-3.3333333333333331e-1lf"), "{s}");
-    assert!(s.contains("c0[col + 8u] = 0.0lf") || s.contains("c0[col + 8u] = 0.0000000000000000e0lf"), "{s}");
+    assert!(
+        s.contains("c0[col + 8u] = 0.0lf") || s.contains("c0[col + 8u] = 0.0000000000000000e0lf"),
+        "{s}"
+    );
     let s = src(Beta::Zero, DType::F32);
     assert!(s.contains("0.1 ") || s.contains("0.1;"), "{s}");
     assert!(!src(Beta::One, DType::F32).contains("c0[col + 8u]"));
@@ -138,13 +151,24 @@ fn folding_multiplies_once_per_magnitude() {
     let op = Operator::from_dense("f", 1, 4, vec![0.5, -0.5, 0.5, 0.25]).unwrap();
     let rows = op.rows();
     let l = Layout::single(&rows, 4, Beta::Zero, 4, 4, 4).unwrap();
-    let s = generate(&rows, &l, Variant::new(Family::CStream, 1, 1, true), DType::F32).unwrap();
+    let s = generate(
+        &rows,
+        &l,
+        Variant::new(Family::CStream, 1, 1, true),
+        DType::F32,
+    )
+    .unwrap();
     assert_eq!(s.matches("* 0.5").count(), 1, "{s}");
     assert!(s.contains(" - b0[col + 4u]"), "{s}");
     assert_eq!(s.matches("fma(").count(), 1, "{s}");
     let plain = Operator::from_dense("p", 1, 2, vec![0.5, 0.25]).unwrap();
     let rows = plain.rows();
     let l = Layout::single(&rows, 2, Beta::Zero, 4, 4, 4).unwrap();
-    let r = generate(&rows, &l, Variant::new(Family::CStream, 1, 1, true), DType::F32);
+    let r = generate(
+        &rows,
+        &l,
+        Variant::new(Family::CStream, 1, 1, true),
+        DType::F32,
+    );
     assert!(r.unwrap_err().0.contains("nothing to fold"));
 }

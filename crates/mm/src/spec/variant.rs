@@ -115,7 +115,11 @@ impl Variant {
         for family in Family::ALL {
             for vec in [1, 2, 4] {
                 for split in if family.splits() { vec![2, 4] } else { vec![1] } {
-                    for fold in if family.folds() { vec![false, true] } else { vec![false] } {
+                    for fold in if family.folds() {
+                        vec![false, true]
+                    } else {
+                        vec![false]
+                    } {
                         out.push(Self::new(family, vec, split, fold));
                     }
                 }
@@ -180,7 +184,15 @@ mod tests {
         for v in all {
             assert_eq!(Variant::parse(&v.name()), Some(v), "{}", v.name());
         }
-        for bad in ["", "cstream-s2", "bstream-fold", "cstream-v3", "bstream-msplit", "cstream-fold-v4", "dense"] {
+        for bad in [
+            "",
+            "cstream-s2",
+            "bstream-fold",
+            "cstream-v3",
+            "bstream-msplit",
+            "cstream-fold-v4",
+            "dense",
+        ] {
             assert_eq!(Variant::parse(bad), None, "{bad}");
         }
     }

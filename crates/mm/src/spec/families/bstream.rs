@@ -35,10 +35,13 @@ pub(crate) fn bstream(e: &mut Emit<'_>, work: &Work) {
         }
     }
     // Per row of B: which rows of C it feeds, and where each row of C ends.
-    let mut by_p: std::collections::BTreeMap<usize, Vec<(usize, f64, bool, bool)>> = Default::default();
+    let mut by_p: std::collections::BTreeMap<usize, Vec<(usize, f64, bool, bool)>> =
+        Default::default();
     for (i, t) in terms {
         for (n, &(p, a)) in t.iter().enumerate() {
-            by_p.entry(p).or_default().push((*i, a, n == 0, n + 1 == t.len()));
+            by_p.entry(p)
+                .or_default()
+                .push((*i, a, n == 0, n + 1 == t.len()));
         }
     }
     for (p, uses) in by_p {

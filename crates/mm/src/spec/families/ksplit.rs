@@ -10,7 +10,10 @@ pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
     let (x, s) = e.variant.workgroup();
     let (x, s) = (x as usize, s as usize);
     let vtb = e.variant.elem_bytes(e.dtype);
-    let mut used: Vec<usize> = work.iter().flat_map(|(_, t)| t.iter().map(|(p, _)| *p)).collect();
+    let mut used: Vec<usize> = work
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(|(p, _)| *p))
+        .collect();
     used.sort_unstable();
     let weights: Vec<usize> = {
         let mut w: Vec<(usize, usize)> = Vec::new();
@@ -29,7 +32,9 @@ pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
         .map(|r| used[r.start]..used[r.end - 1] + 1)
         .collect();
     let batch = (SHARED_BYTES / (s * x * vtb)).clamp(1, work.len().max(1));
-    e.header("cstream-ksplit: K split across invocation rows, partial sums combined in workgroup memory");
+    e.header(
+        "cstream-ksplit: K split across invocation rows, partial sums combined in workgroup memory",
+    );
     let vt = e.vt();
     let _ = writeln!(e.out, "var<workgroup> sp: array<{vt}, {}>;", s * batch * x);
     e.open_main();
@@ -41,12 +46,18 @@ pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
         for (g, kr) in ks.iter().enumerate() {
             let _ = writeln!(e.out, "        case {g}u: {{");
             for (r, (i, terms)) in rows.iter().enumerate() {
-                let part: Vec<(usize, f64)> = terms.iter().filter(|(p, _)| kr.contains(p)).copied().collect();
+                let part: Vec<(usize, f64)> = terms
+                    .iter()
+                    .filter(|(p, _)| kr.contains(p))
+                    .copied()
+                    .collect();
                 if part.is_empty() {
                     continue;
                 }
                 let _ = writeln!(e.out, "            {{ // row {i}");
-                e.out += &e.dot("                ", "t", Acc::Declare, &part, &|p| e.b_at(p, "cc"));
+                e.out += &e.dot("                ", "t", Acc::Declare, &part, &|p| {
+                    e.b_at(p, "cc")
+                });
                 let _ = writeln!(e.out, "                {} = t;\n            }}", slot(g, r));
             }
             e.out += "        }\n";
@@ -64,7 +75,11 @@ pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
                 if parts.is_empty() {
                     e.out += &e.store("                ", *i, "col", None);
                 } else {
-                    let _ = writeln!(e.out, "                {{\n                    let v = {};", parts.join(" + "));
+                    let _ = writeln!(
+                        e.out,
+                        "                {{\n                    let v = {};",
+                        parts.join(" + ")
+                    );
                     e.out += &e.store("                    ", *i, "col", Some("v"));
                     e.out += "                }\n";
                 }

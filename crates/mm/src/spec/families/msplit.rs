@@ -9,7 +9,10 @@ pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
     let (x, s) = e.variant.workgroup();
     let (x, s) = (x as usize, s as usize);
     let vtb = e.variant.elem_bytes(e.dtype);
-    let mut used: Vec<usize> = work.iter().flat_map(|(_, t)| t.iter().map(|(p, _)| *p)).collect();
+    let mut used: Vec<usize> = work
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(|(p, _)| *p))
+        .collect();
     used.sort_unstable();
     used.dedup();
     let groups = deal(&work.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(), s);
@@ -20,7 +23,9 @@ pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
         ));
     }
     let kc = (SHARED_BYTES / (x * vtb)).clamp(1, used.len().max(1));
-    e.header("bstream-msplit: B staged through workgroup memory, rows of A dealt across invocation rows");
+    e.header(
+        "bstream-msplit: B staged through workgroup memory, rows of A dealt across invocation rows",
+    );
     let vt = e.vt();
     let _ = writeln!(e.out, "var<workgroup> sb: array<{vt}, {}>;", kc * x);
     e.open_main();
@@ -35,7 +40,12 @@ pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
         for g in 0..s {
             let _ = writeln!(e.out, "        case {g}u: {{");
             for (t, p) in chunk.iter().enumerate().filter(|(t, _)| t % s == g) {
-                let _ = writeln!(e.out, "            sb[{}u + lid.x] = {};", t * x, e.b_at(*p, "cc"));
+                let _ = writeln!(
+                    e.out,
+                    "            sb[{}u + lid.x] = {};",
+                    t * x,
+                    e.b_at(*p, "cc")
+                );
             }
             e.out += "        }\n";
         }
@@ -44,11 +54,19 @@ pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
             let _ = writeln!(e.out, "        case {g}u: {{");
             for (j, &w) in rows.iter().enumerate() {
                 let (_, terms) = &work[w];
-                let here: Vec<(usize, f64)> = terms.iter().filter(|(p, _)| chunk.contains(p)).copied().collect();
+                let here: Vec<(usize, f64)> = terms
+                    .iter()
+                    .filter(|(p, _)| chunk.contains(p))
+                    .copied()
+                    .collect();
                 if here.is_empty() {
                     continue;
                 }
-                let mode = if terms[0] == here[0] { Acc::Assign } else { Acc::Add };
+                let mode = if terms[0] == here[0] {
+                    Acc::Assign
+                } else {
+                    Acc::Add
+                };
                 let slot = |p: usize| {
                     let t = chunk.iter().position(|q| *q == p).unwrap_or_default();
                     format!("sb[{}u + lid.x]", t * x)

@@ -1,0 +1,394 @@
+//! `MatMul`: C = A·B + β·C for a constant A, with the kernel chosen by timing every applicable specialised
+//! variant and the dense GEMM on the device. Decisions are cached on disk, so the next run does not re-tune.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bespoke_gpu::{Gpu, GpuBuffer, Launch};
+
+use super::operator::Operator;
+use super::run::{Panel, SpecKernel, check_panels};
+use super::tune_cache::{self, Decision};
+use super::variant::Variant;
+use crate::dense::bench::fill;
+use crate::dense::{DenseGemm, DenseParams, Element, GemmPlan, GemmShape};
+use crate::dtype::DType;
+use crate::error::{MmError, Result};
+
+/// Which kernel computes the product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    Spec(Variant),
+    Dense(DenseParams),
+}
+
+impl Choice {
+    /// A variant name, or `dense:<params key>`.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Spec(v) => v.name(),
+            Self::Dense(p) => format!("dense:{}", p.key()),
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.strip_prefix("dense:") {
+            Some(k) => DenseParams::parse(k).map(Self::Dense),
+            None => Variant::parse(s).map(Self::Spec),
+        }
+    }
+    pub fn is_dense(&self) -> bool {
+        matches!(self, Self::Dense(_))
+    }
+}
+
+/// Where the dense candidate's tiling comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DenseSource {
+    /// The analytical model's pick (its inputs are measured once per adapter and cached).
+    Model,
+    /// A given tiling (tests use this to avoid measuring the model's inputs).
+    Fixed(DenseParams),
+    /// No dense candidate.
+    Off,
+}
+
+/// How to tune.
+#[derive(Clone, Debug)]
+pub struct TuneOptions {
+    /// Specialised variants to try; `None`: [`default_variants`] for the adapter.
+    pub variants: Option<Vec<Variant>>,
+    pub dense: DenseSource,
+    /// Timed repetitions of each finalist (median kept).
+    pub reps: usize,
+    /// Candidates re-timed with `reps` after one screening run each.
+    pub finalists: usize,
+    /// Read and write decisions in the cache.
+    pub use_cache: bool,
+    /// Cache folder; `None`: [`Gpu::cache_dir`].
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for TuneOptions {
+    fn default() -> Self {
+        Self {
+            variants: None,
+            dense: DenseSource::Model,
+            reps: 5,
+            finalists: 3,
+            use_cache: true,
+            cache_dir: None,
+        }
+    }
+}
+
+/// Variants worth timing on `gpu`. On a CPU adapter one workgroup runs on one thread, so the families that split
+/// rows or K across invocation rows add barriers without parallelism, and llvmpipe compiles each barrier as a
+/// coroutine split (a 384-term cstream-ksplit-s4-v4 took 36.7 s to compile against 0.05 s for cstream-v4):
+/// they are left to GPUs.
+pub fn default_variants(gpu: &Gpu) -> Vec<Variant> {
+    Variant::all()
+        .into_iter()
+        .filter(|v| !gpu.is_cpu() || !v.family.splits())
+        .collect()
+}
+
+/// One candidate as the tuner saw it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Candidate {
+    pub name: String,
+    /// Median of the finalist timing, else the screening run.
+    pub seconds: Option<f64>,
+    /// First run minus a warm run: the driver's compile time where it compiles lazily, plus generation.
+    pub compile_seconds: Option<f64>,
+    /// `finalist`, `screened`, or `skipped: <reason>`.
+    pub status: String,
+}
+
+/// What tuning did (or that the decision came from the cache).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct TuneReport {
+    pub from_cache: bool,
+    pub tune_seconds: f64,
+    pub candidates: Vec<Candidate>,
+    /// The chosen kernel's median time when tuned.
+    pub seconds: Option<f64>,
+    /// The dense kernel's median time when tuned.
+    pub dense_seconds: Option<f64>,
+}
+
+enum Imp<T: Element> {
+    Spec(SpecKernel),
+    Dense(DenseGemm, GpuBuffer<T>),
+}
+
+/// C = A·B + β·C for one operator, precision, β and panel, with its kernel chosen.
+pub struct MatMul<T: Element> {
+    pub op: Operator,
+    pub beta: f64,
+    pub panel: Panel,
+    pub choice: Choice,
+    pub report: TuneReport,
+    imp: Imp<T>,
+}
+
+impl<T: Element> std::fmt::Debug for MatMul<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "MatMul({} {}×{} {} β={} {:?})",
+            self.op.name,
+            self.op.m,
+            self.op.k,
+            self.choice.name(),
+            self.beta,
+            self.panel
+        )
+    }
+}
+
+/// Launches bound to buffers, plus what they keep alive.
+#[derive(Debug)]
+pub struct MatMulPlan<T: Element> {
+    spec: Vec<Launch>,
+    dense: Option<GemmPlan<T>>,
+}
+
+impl<T: Element> MatMulPlan<T> {
+    pub fn launches(&self) -> Vec<&Launch> {
+        match &self.dense {
+            Some(p) => p.launches(),
+            None => self.spec.iter().collect(),
+        }
+    }
+}
+
+impl<T: Element> MatMul<T> {
+    /// The product with a given kernel (no tuning).
+    pub fn with_choice(
+        gpu: &Gpu,
+        op: &Operator,
+        beta: f64,
+        panel: Panel,
+        choice: Choice,
+    ) -> Result<Self> {
+        panel.check()?;
+        T::DTYPE.require(gpu, "specialised matmul")?;
+        let imp = match choice {
+            Choice::Spec(v) => Imp::Spec(SpecKernel::new(gpu, op, v, T::DTYPE, beta, panel)?),
+            Choice::Dense(p) => {
+                let shape = dense_shape(op, panel);
+                let a: Vec<T> = op.values().iter().map(|&v| T::from_f64(v)).collect();
+                Imp::Dense(
+                    DenseGemm::new(shape, T::DTYPE, p, 1.0, beta)?,
+                    gpu.upload(&a)?,
+                )
+            }
+        };
+        Ok(Self {
+            op: op.clone(),
+            beta,
+            panel,
+            choice,
+            report: TuneReport::default(),
+            imp,
+        })
+    }
+
+    /// The fastest of the candidates, from the cache when this (A, precision, β, N bucket, alignment, adapter)
+    /// was tuned before, else by timing them now (and caching the decision).
+    pub fn tuned(
+        gpu: &Gpu,
+        op: &Operator,
+        beta: f64,
+        panel: Panel,
+        opts: &TuneOptions,
+    ) -> Result<Self> {
+        panel.check()?;
+        T::DTYPE.require(gpu, "specialised matmul")?;
+        let key = tune_cache::key(op, T::DTYPE, beta, panel);
+        let path = opts
+            .cache_dir
+            .clone()
+            .or_else(Gpu::cache_dir)
+            .map(|d| tune_cache::path(&d, &gpu.adapter_key()))
+            .filter(|_| opts.use_cache);
+        if let Some(d) = path.as_ref().and_then(|p| tune_cache::load(p, &key))
+            && let Some(choice) = Choice::parse(&d.choice)
+            && let Ok(mut mm) = Self::with_choice(gpu, op, beta, panel, choice)
+        {
+            mm.report = TuneReport {
+                from_cache: true,
+                ..Default::default()
+            };
+            return Ok(mm);
+        }
+        let mut mm = Self::tune(gpu, op, beta, panel, opts)?;
+        if let Some(p) = &path {
+            tune_cache::store(
+                p,
+                &key,
+                Decision {
+                    choice: mm.choice.name(),
+                    seconds: mm.report.seconds.unwrap_or(f64::NAN),
+                    dense_seconds: mm.report.dense_seconds,
+                    n: panel.n,
+                },
+            );
+        }
+        mm.report.from_cache = false;
+        Ok(mm)
+    }
+
+    fn tune(gpu: &Gpu, op: &Operator, beta: f64, panel: Panel, opts: &TuneOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        let b = gpu.upload(&fill::<T>(op.k * panel.ldb, 3))?;
+        let c = gpu.upload(&fill::<T>(op.m * panel.ldc, 4))?;
+        let mut cands: Vec<(Self, Candidate)> = Vec::new();
+        let mut skipped = Vec::new();
+        let variants = opts
+            .variants
+            .clone()
+            .unwrap_or_else(|| default_variants(gpu));
+        let mut choices: Vec<Choice> = variants.into_iter().map(Choice::Spec).collect();
+        match opts.dense {
+            DenseSource::Model => {
+                let g = DenseGemm::picked(gpu, dense_shape(op, panel), T::DTYPE, 1.0, beta)?;
+                choices.push(Choice::Dense(g.params));
+            }
+            DenseSource::Fixed(p) => choices.push(Choice::Dense(p)),
+            DenseSource::Off => {}
+        }
+        for choice in choices {
+            let t = Instant::now();
+            match Self::with_choice(gpu, op, beta, panel, choice) {
+                Ok(mm) => {
+                    let plan = mm.plan(gpu, &b, &c)?;
+                    gpu.run(&plan.launches())?;
+                    let first = t.elapsed().as_secs_f64();
+                    let screen = gpu.time(&plan.launches(), 0, 1)?.median();
+                    let cand = Candidate {
+                        name: choice.name(),
+                        seconds: Some(screen),
+                        compile_seconds: Some((first - screen).max(0.0)),
+                        status: "screened".into(),
+                    };
+                    cands.push((mm, cand));
+                }
+                Err(MmError::NotApplicable { reason, .. }) => skipped.push(Candidate {
+                    name: choice.name(),
+                    seconds: None,
+                    compile_seconds: None,
+                    status: format!("skipped: {reason}"),
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        if cands.is_empty() {
+            return Err(MmError::NotApplicable {
+                variant: "every candidate".into(),
+                reason: skipped
+                    .iter()
+                    .map(|c| format!("{} ({})", c.name, c.status))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+        // Finalists: the best screened, and dense always (the baseline the choice must not lose to).
+        cands.sort_by(|a, b| {
+            a.1.seconds
+                .partial_cmp(&b.1.seconds)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let mut dense_seconds = None;
+        for (i, (mm, cand)) in cands.iter_mut().enumerate() {
+            if i < opts.finalists.max(1) || mm.choice.is_dense() {
+                let plan = mm.plan(gpu, &b, &c)?;
+                let s = gpu.time(&plan.launches(), 1, opts.reps.max(1))?.median();
+                cand.seconds = Some(s);
+                cand.status = "finalist".into();
+                if mm.choice.is_dense() {
+                    dense_seconds = Some(s);
+                }
+            }
+        }
+        let best = cands
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, c))| c.status == "finalist")
+            .min_by(|a, b| {
+                a.1.1
+                    .seconds
+                    .partial_cmp(&b.1.1.seconds)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        let mut report = TuneReport {
+            from_cache: false,
+            tune_seconds: 0.0,
+            candidates: cands
+                .iter()
+                .map(|(_, c)| c.clone())
+                .chain(skipped)
+                .collect(),
+            seconds: cands[best].1.seconds,
+            dense_seconds,
+        };
+        let mut mm = cands.swap_remove(best).0;
+        report.tune_seconds = t0.elapsed().as_secs_f64();
+        mm.report = report;
+        Ok(mm)
+    }
+
+    /// Binds the product to `b` (K×N, ldb) and `c` (M×N, ldc).
+    pub fn plan(&self, gpu: &Gpu, b: &GpuBuffer<T>, c: &GpuBuffer<T>) -> Result<MatMulPlan<T>> {
+        check_panels(self.op.m, self.op.k, self.panel, b.len(), c.len())?;
+        Ok(match &self.imp {
+            Imp::Spec(k) => MatMulPlan {
+                spec: k.plan(gpu, b, c)?,
+                dense: None,
+            },
+            Imp::Dense(g, a) => MatMulPlan {
+                spec: Vec::new(),
+                dense: Some(g.plan(gpu, a, b, c)?),
+            },
+        })
+    }
+
+    /// Runs C = A·B + β·C once.
+    pub fn run(&self, gpu: &Gpu, b: &GpuBuffer<T>, c: &GpuBuffer<T>) -> Result<()> {
+        let plan = self.plan(gpu, b, c)?;
+        Ok(gpu.run(&plan.launches())?)
+    }
+
+    /// The generated sources (empty for the dense kernel).
+    pub fn sources(&self) -> Vec<&str> {
+        match &self.imp {
+            Imp::Spec(k) => k.sources(),
+            Imp::Dense(..) => Vec::new(),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        T::DTYPE
+    }
+
+    /// The specialised kernel, if that is the choice.
+    pub fn spec_kernel(&self) -> Option<&SpecKernel> {
+        match &self.imp {
+            Imp::Spec(k) => Some(k),
+            Imp::Dense(..) => None,
+        }
+    }
+}
+
+fn dense_shape(op: &Operator, p: Panel) -> GemmShape {
+    GemmShape {
+        m: op.m,
+        n: p.n,
+        k: op.k,
+        lda: op.k,
+        ldb: p.ldb,
+        ldc: p.ldc,
+    }
+}

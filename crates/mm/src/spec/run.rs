@@ -1,0 +1,253 @@
+//! A specialised kernel for one problem: its launches' layouts and generated sources, compiled on demand and
+//! bound to device buffers.
+
+use std::time::Instant;
+
+use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
+
+use super::generate::{MAX_TERMS, generate, terms_per_launch};
+use super::layout::{Layout, RowTerms, plan_layouts};
+use super::operator::Operator;
+use super::variant::{Beta, Variant, WG_X};
+use crate::dense::Element;
+use crate::dtype::DType;
+use crate::error::{MmError, Result};
+use crate::reference::Shape;
+
+/// N and the leading dimensions of B (K×N) and C (M×N).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Panel {
+    pub n: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+}
+
+impl Panel {
+    /// ldb = ldc = N, as PyFR lays its panels out.
+    pub fn packed(n: usize) -> Self {
+        Self { n, ldb: n, ldc: n }
+    }
+    pub fn check(&self) -> Result<()> {
+        if self.n == 0 {
+            return Err(MmError::Shape("N = 0: nothing to multiply".into()));
+        }
+        for (name, ld) in [("ldb", self.ldb), ("ldc", self.ldc)] {
+            if ld < self.n {
+                return Err(MmError::Shape(format!(
+                    "{name} = {ld} is less than N = {}",
+                    self.n
+                )));
+            }
+            if ld > u32::MAX as usize / 2 {
+                return Err(MmError::Shape(format!(
+                    "{name} = {ld} exceeds 32-bit indexing"
+                )));
+            }
+        }
+        Ok(())
+    }
+    /// Widest vector width (4, 2, 1) dividing N, ldb and ldc.
+    pub fn alignment(&self) -> usize {
+        [4, 2, 1]
+            .into_iter()
+            .find(|v| {
+                [self.n, self.ldb, self.ldc]
+                    .iter()
+                    .all(|d| d.is_multiple_of(*v))
+            })
+            .unwrap_or(1)
+    }
+}
+
+/// Time spent turning one variant into pipelines.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CompileTime {
+    /// Writing the WGSL text.
+    pub generate_seconds: f64,
+    /// naga parse and validation.
+    pub validate_seconds: f64,
+    /// Driver shader-module and pipeline creation.
+    pub pipeline_seconds: f64,
+    /// Total bytes of WGSL.
+    pub source_bytes: usize,
+}
+
+/// One variant generated for one operator, precision, β and panel: a kernel per launch layout.
+#[derive(Clone, Debug)]
+pub struct SpecKernel {
+    pub variant: Variant,
+    pub dtype: DType,
+    pub beta: f64,
+    pub m: usize,
+    pub k: usize,
+    pub panel: Panel,
+    launches: Vec<(Layout, Kernel)>,
+    pub compile: CompileTime,
+}
+
+/// Row blocks of a row-major array of `dtype` that each fit one binding.
+fn blocks(gpu: &Gpu, dtype: DType, rows: usize, ld: usize) -> Result<Vec<std::ops::Range<usize>>> {
+    Ok(match dtype {
+        DType::F32 => gpu.row_blocks::<f32>(rows, &[ld], &[1])?,
+        DType::F64 => gpu.row_blocks::<f64>(rows, &[ld], &[1])?,
+    })
+}
+
+impl SpecKernel {
+    /// Generates `variant` for `op` (zeros dropped, entries inlined), splitting the problem into launches that
+    /// fit `gpu`'s binding limits. `NotApplicable` says why a variant does not fit this operator or panel.
+    pub fn new(
+        gpu: &Gpu,
+        op: &Operator,
+        variant: Variant,
+        dtype: DType,
+        beta: f64,
+        panel: Panel,
+    ) -> Result<Self> {
+        panel.check()?;
+        dtype.require(gpu, "specialised matmul")?;
+        if !beta.is_finite() {
+            return Err(MmError::NonFinite {
+                what: "beta",
+                value: beta,
+            });
+        }
+        let nnz = op.nnz();
+        if nnz > MAX_TERMS {
+            return Err(MmError::NotApplicable {
+                variant: variant.name(),
+                reason: format!(
+                    "{nnz} non-zeros exceed the {MAX_TERMS}-term cap on unrolled source"
+                ),
+            });
+        }
+        let t0 = Instant::now();
+        let rows = op.rows();
+        let b = blocks(gpu, dtype, op.k, panel.ldb)?;
+        let c = blocks(gpu, dtype, op.m, panel.ldc)?;
+        let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
+        let layouts = plan_layouts(
+            &rows,
+            Beta::of(beta),
+            &b,
+            &c,
+            (panel.n, panel.ldb, panel.ldc),
+            max,
+            terms_per_launch(gpu),
+        )
+        .map_err(MmError::Shape)?;
+        let launches = Self::generate_all(&rows, &layouts, variant, dtype, &op.name)?;
+        let compile = CompileTime {
+            generate_seconds: t0.elapsed().as_secs_f64(),
+            source_bytes: launches.iter().map(|(_, k)| k.source().len()).sum(),
+            ..Default::default()
+        };
+        Ok(Self {
+            variant,
+            dtype,
+            beta,
+            m: op.m,
+            k: op.k,
+            panel,
+            launches,
+            compile,
+        })
+    }
+
+    fn generate_all(
+        rows: &[RowTerms],
+        layouts: &[Layout],
+        variant: Variant,
+        dtype: DType,
+        name: &str,
+    ) -> Result<Vec<(Layout, Kernel)>> {
+        layouts
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let src =
+                    generate(rows, l, variant, dtype).map_err(|s| MmError::NotApplicable {
+                        variant: variant.name(),
+                        reason: s.0,
+                    })?;
+                let kname = format!("mm_{name}_{}_{dtype}_{i}", variant.name());
+                // SAFETY: B and C are addressed as `col + offset` with `col < N / vec` (early return or clamp)
+                // and offsets inside the row blocks this layout binds; `plan` refuses buffers shorter than the
+                // panels, so every window holds the rows it is bound for. Workgroup arrays are indexed by
+                // constants below their size plus `lid.x < WG_X`.
+                let kernel = unsafe { Kernel::new(kname, src).without_bounds_checks() };
+                Ok((l.clone(), kernel))
+            })
+            .collect()
+    }
+
+    /// The generated sources, one per launch.
+    pub fn sources(&self) -> Vec<&str> {
+        self.launches.iter().map(|(_, k)| k.source()).collect()
+    }
+
+    /// Compiles every launch's pipeline (cached by the device layer) and records validation and driver time.
+    pub fn compile(&mut self, gpu: &Gpu) -> Result<CompileTime> {
+        let (mut v, mut p) = (0.0, 0.0);
+        for (_, k) in &self.launches {
+            let before = gpu.cached_pipelines();
+            let c = gpu.pipeline(k)?;
+            if gpu.cached_pipelines() > before {
+                v += c.validate_seconds;
+                p += c.create_seconds;
+            }
+        }
+        self.compile.validate_seconds += v;
+        self.compile.pipeline_seconds += p;
+        Ok(self.compile)
+    }
+
+    /// Binds the launches to `b` (K×N, ldb) and `c` (M×N, ldc).
+    pub fn plan<T: Element>(
+        &self,
+        gpu: &Gpu,
+        b: &GpuBuffer<T>,
+        c: &GpuBuffer<T>,
+    ) -> Result<Vec<Launch>> {
+        if T::DTYPE != self.dtype {
+            return Err(MmError::Shape(format!(
+                "buffers hold {} but the kernel is {}",
+                T::DTYPE,
+                self.dtype
+            )));
+        }
+        check_panels(self.m, self.k, self.panel, b.len(), c.len())?;
+        let nv = (self.panel.n / self.variant.vec as usize) as u64;
+        let grid = Grid::cover(nv, WG_X)?;
+        let mut out = Vec::with_capacity(self.launches.len());
+        for (l, k) in &self.launches {
+            let mut args: Vec<_> = l
+                .b_blocks
+                .iter()
+                .map(|r| b.rows_arg(r.clone(), l.ldb))
+                .collect();
+            args.extend(l.c_blocks.iter().map(|r| c.rows_arg(r.clone(), l.ldc)));
+            out.push(gpu.prepare(k, &args, grid)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Buffer lengths against the panel: B must hold K rows of ldb, C M rows of ldc (last rows unpadded).
+pub(crate) fn check_panels(m: usize, k: usize, p: Panel, b_len: usize, c_len: usize) -> Result<()> {
+    for (name, len, sh) in [
+        ("B", b_len, Shape::new(k, p.n, p.ldb)),
+        ("C", c_len, Shape::new(m, p.n, p.ldc)),
+    ] {
+        if len < sh.min_len() {
+            return Err(MmError::Shape(format!(
+                "{name} holds {len} elements, a {}×{} panel with leading dimension {} needs {}",
+                sh.rows,
+                sh.cols,
+                sh.ld,
+                sh.min_len()
+            )));
+        }
+    }
+    Ok(())
+}

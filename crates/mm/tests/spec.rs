@@ -1,0 +1,329 @@
+//! Specialised kernels on the device against the f64 CPU reference: every variant × f32/f64 × β ∈ {0, 1, 0.5},
+//! N not a multiple of the workgroup or the vector width, ldb/ldc > N, random operators at 0–99 % zeros and the
+//! shipped PyFR matrices, outputs and padding poisoned, and launches split past a small binding limit.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::{Gpu, GpuOptions};
+use bespoke_mm::dense::Element;
+use bespoke_mm::reference::{Shape, gemm_ref, rel_err};
+use bespoke_mm::spec::{Operator, Panel, SpecKernel, Variant, read_mtx};
+use bespoke_mm::{DType, MmError};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+fn rng() -> StdRng {
+    StdRng::seed_from_u64(fresh_seed())
+}
+
+/// A random operator with about `zeros` of its entries zero, drawn from few magnitudes of both signs (so
+/// folding has work) plus some unique values.
+fn random_operator(r: &mut StdRng, m: usize, k: usize, zeros: f64) -> Operator {
+    let pool: Vec<f64> = (0..5).map(|_| r.random_range(0.1..2.0)).collect();
+    let a = (0..m * k)
+        .map(|_| {
+            if r.random_bool(zeros) {
+                0.0
+            } else if r.random_bool(0.7) {
+                pool[r.random_range(0..pool.len())] * if r.random_bool(0.5) { 1.0 } else { -1.0 }
+            } else {
+                r.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    Operator::from_dense(format!("random{m}x{k}"), m, k, a).unwrap()
+}
+
+/// Runs `kernel` on fresh random B and C (NaN where C must be overwritten, NaN padding) and returns the
+/// relative error against the f64 reference computed on the same rounded inputs.
+fn check<T: Element>(gpu: &Gpu, r: &mut StdRng, op: &Operator, kernel: &SpecKernel) -> f64 {
+    let p = kernel.panel;
+    let (sb, sc) = (Shape::new(op.k, p.n, p.ldb), Shape::new(op.m, p.n, p.ldc));
+    let mut b = vec![f64::NAN; op.k * p.ldb];
+    let mut c = vec![f64::NAN; op.m * p.ldc];
+    for i in 0..op.k {
+        for j in 0..p.n {
+            b[i * p.ldb + j] = r.random_range(-1.0..1.0);
+        }
+    }
+    if kernel.beta != 0.0 {
+        for i in 0..op.m {
+            for j in 0..p.n {
+                c[i * p.ldc + j] = r.random_range(-1.0..1.0);
+            }
+        }
+    }
+    let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+    let back = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    let (bt, ct) = (to_t(&b), to_t(&c));
+    let a = back(&to_t(op.values()));
+    let mut want = back(&ct);
+    gemm_ref(
+        1.0,
+        &a,
+        Shape::new(op.m, op.k, op.k),
+        &back(&bt),
+        sb,
+        kernel.beta,
+        &mut want,
+        sc,
+    );
+    let (bb, cb) = (gpu.upload(&bt).unwrap(), gpu.upload(&ct).unwrap());
+    let launches = kernel.plan(gpu, &bb, &cb).unwrap();
+    gpu.run(&launches.iter().collect::<Vec<_>>()).unwrap();
+    let got = back(&gpu.read(&cb).unwrap());
+    for i in 0..op.m {
+        for j in p.n..p.ldc {
+            assert!(
+                got[i * p.ldc + j].is_nan(),
+                "{}: padding C[{i}][{j}] written",
+                kernel.variant
+            );
+        }
+    }
+    let e = rel_err(&got, &want, sc);
+    assert!(
+        e.is_finite(),
+        "{} on {}: unwritten or non-finite output",
+        kernel.variant,
+        op.name
+    );
+    e
+}
+
+/// Every applicable variant of `op` for one precision, β and panel; returns how many ran.
+fn all_variants<T: Element>(
+    gpu: &Gpu,
+    r: &mut StdRng,
+    op: &Operator,
+    beta: f64,
+    panel: Panel,
+) -> usize {
+    let tol = if T::DTYPE == DType::F32 { 1e-5 } else { 1e-12 };
+    let mut ran = 0;
+    for v in Variant::all() {
+        let kernel = match SpecKernel::new(gpu, op, v, T::DTYPE, beta, panel) {
+            Ok(k) => k,
+            Err(MmError::NotApplicable { .. }) => continue,
+            Err(e) => panic!("{v}: {e}"),
+        };
+        let e = check::<T>(gpu, r, op, &kernel);
+        assert!(
+            e <= tol,
+            "{v} {} β={beta} {panel:?}: rel err {e:e}",
+            op.name
+        );
+        ran += 1;
+    }
+    ran
+}
+
+// Operators are small: llvmpipe compiles an unrolled kernel in ~3 ms per term, and the split families' barriers
+// cost far more (docs/perf.md).
+
+#[test]
+fn every_variant_f32_at_every_sparsity_and_beta() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    for (s, zeros) in [0.0, 0.5, 0.9, 0.99].into_iter().enumerate() {
+        let op = random_operator(&mut r, 9, 8, zeros);
+        // Every β at 50 % zeros, one β per other sparsity.
+        let betas: Vec<f64> = if zeros == 0.5 {
+            vec![0.0, 1.0, 0.5]
+        } else {
+            vec![[0.0, 1.0, 0.5][s % 3]]
+        };
+        for beta in betas {
+            // N = 100 is a multiple of 4 but not of the 64-wide workgroup; padded ldb/ldc.
+            let ran = all_variants::<f32>(
+                gpu,
+                &mut r,
+                &op,
+                beta,
+                Panel {
+                    n: 100,
+                    ldb: 104,
+                    ldc: 108,
+                },
+            );
+            assert!(ran >= 9, "{zeros} {beta}: {ran}");
+            // N = 37: only scalar columns apply.
+            let ran = all_variants::<f32>(
+                gpu,
+                &mut r,
+                &op,
+                beta,
+                Panel {
+                    n: 37,
+                    ldb: 40,
+                    ldc: 39,
+                },
+            );
+            assert!(ran >= 3, "{zeros} {beta}: {ran}");
+        }
+    }
+}
+
+#[test]
+fn every_variant_f64_where_the_adapter_has_it() {
+    let Some(gpu) = test_gpu() else { return };
+    if !gpu.has_f64() {
+        let op = Operator::from_dense("x", 1, 1, vec![1.0]).unwrap();
+        let e = SpecKernel::new(
+            gpu,
+            &op,
+            Variant::all()[0],
+            DType::F64,
+            0.0,
+            Panel::packed(4),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("SHADER_F64"), "{e}");
+        return;
+    }
+    let mut r = rng();
+    let op = random_operator(&mut r, 7, 11, 0.5);
+    for beta in [0.0, 1.0, 0.5] {
+        let ran = all_variants::<f64>(
+            gpu,
+            &mut r,
+            &op,
+            beta,
+            Panel {
+                n: 70,
+                ldb: 72,
+                ldc: 76,
+            },
+        );
+        assert!(ran >= 10, "{beta}: {ran}");
+    }
+}
+
+#[test]
+fn shipped_pyfr_matrices_with_their_beta() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/pyfr");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "mtx") {
+            continue;
+        }
+        let op = read_mtx(&path).unwrap();
+        let beta = op.beta_hint.unwrap();
+        for name in [
+            "cstream",
+            "cstream-v4-fold",
+            "bstream-v2",
+            "bstream-msplit-s4",
+            "cstream-ksplit-s2-v4",
+        ] {
+            let v = Variant::parse(name).unwrap();
+            match SpecKernel::new(
+                gpu,
+                &op,
+                v,
+                DType::F32,
+                beta,
+                Panel {
+                    n: 520,
+                    ldb: 520,
+                    ldc: 524,
+                },
+            ) {
+                Ok(k) => {
+                    let e = check::<f32>(gpu, &mut r, &op, &k);
+                    assert!(e <= 1e-5, "{name} on {}: {e:e}", op.name);
+                    seen += 1;
+                }
+                Err(MmError::NotApplicable { .. }) => {}
+                Err(e) => panic!("{name} on {}: {e}", op.name),
+            }
+        }
+    }
+    assert!(seen >= 20, "{seen}");
+}
+
+#[test]
+fn launches_split_past_a_small_binding_limit() {
+    let Some(shared) = test_gpu() else { return };
+    // 4 KiB bindings: B (29 rows × 256 f32 = 1 KiB each) and C split into several blocks and launches.
+    let gpu = Gpu::with_options(GpuOptions {
+        adapter_name: Some(shared.adapter_name().to_owned()),
+        max_binding_bytes: Some(4096),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut r = rng();
+    let op = random_operator(&mut r, 31, 29, 0.5);
+    for beta in [0.0, 1.0, 0.5] {
+        let ran = all_variants::<f32>(
+            &gpu,
+            &mut r,
+            &op,
+            beta,
+            Panel {
+                n: 250,
+                ldb: 256,
+                ldc: 260,
+            },
+        );
+        assert!(ran >= 15, "{beta}: {ran}");
+    }
+    let k = SpecKernel::new(
+        &gpu,
+        &op,
+        Variant::all()[0],
+        DType::F32,
+        0.0,
+        Panel::packed(1000),
+    )
+    .unwrap();
+    assert!(k.sources().len() > 1, "expected several launches");
+}
+
+#[test]
+fn wrong_buffer_sizes_are_refused() {
+    let Some(gpu) = test_gpu() else { return };
+    let op = Operator::from_dense("x", 3, 2, vec![1.0; 6]).unwrap();
+    let k = SpecKernel::new(
+        gpu,
+        &op,
+        Variant::all()[0],
+        DType::F32,
+        0.0,
+        Panel::packed(64),
+    )
+    .unwrap();
+    let b = gpu.alloc::<f32>(2 * 64 - 1).unwrap();
+    let c = gpu.alloc::<f32>(3 * 64).unwrap();
+    let e = k.plan(gpu, &b, &c).unwrap_err().to_string();
+    assert!(e.contains("B holds 127 elements"), "{e}");
+    assert!(
+        SpecKernel::new(
+            gpu,
+            &op,
+            Variant::all()[0],
+            DType::F32,
+            f64::NAN,
+            Panel::packed(4)
+        )
+        .is_err()
+    );
+    let e = SpecKernel::new(
+        gpu,
+        &op,
+        Variant::all()[0],
+        DType::F32,
+        0.0,
+        Panel {
+            n: 8,
+            ldb: 4,
+            ldc: 8,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("ldb = 4"), "{e}");
+}
