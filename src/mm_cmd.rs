@@ -13,6 +13,7 @@ use bespoke::mm::dense::sweep::sweep;
 use bespoke::mm::dense::{DenseParams, GemmShape, Machine, MachineSource, TileLimits};
 use bespoke::mm::ld::{SnpMatrix, ld, ld_ref};
 use bespoke::mm::popcount::PopShape;
+use bespoke::mm::spec::{Panel, SpecKernel, TuneOptions, Variant, bench_operator, read_mtx};
 use bespoke::report::{adapter_json, machine_json, params_json};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -46,6 +47,10 @@ pub enum MmCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// Print the WGSL of a kernel specialised to the operator in a Matrix Market file (one kernel per launch).
+    Gen(GenArgs),
+    /// Tune, check and time specialised kernels against the dense GEMM for .mtx files or folders of them.
+    Bench(BenchArgs),
     /// Linkage disequilibrium r² between SNPs through the popcount GEMM.
     Ld(LdArgs),
     /// The model's measured inputs for this adapter (cached on disk) and, with a shape, its pick.
@@ -63,6 +68,53 @@ pub enum MmCommand {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Matrix Market file holding A.
+    file: PathBuf,
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// β (default: the file's `% PyFR beta for this op:` line, else 0).
+    #[arg(long)]
+    beta: Option<f64>,
+    /// Variant name, e.g. cstream, cstream-v4-fold, bstream-v2, bstream-msplit-s4, cstream-ksplit-s2-v4.
+    #[arg(long, default_value = "cstream")]
+    variant: String,
+    #[arg(long, default_value_t = 32768)]
+    n: usize,
+    /// Leading dimension of B (default N).
+    #[arg(long)]
+    ldb: Option<usize>,
+    /// Leading dimension of C (default N).
+    #[arg(long)]
+    ldc: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// .mtx files or folders of them.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    #[arg(long, default_value_t = 32800)]
+    n: usize,
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// β for files without a `% PyFR beta for this op:` line.
+    #[arg(long, default_value_t = 0.0)]
+    beta: f64,
+    /// Timed repetitions (median) of the finalists and of the final timings.
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Re-tune instead of reading earlier decisions from the cache.
+    #[arg(long)]
+    retune: bool,
+    /// Only these variants (comma-separated names; default: every variant worth timing on this adapter).
+    #[arg(long, value_delimiter = ',')]
+    variants: Option<Vec<String>>,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -264,8 +316,180 @@ fn run_ld(gpu: &Gpu, args: LdArgs) -> Result<(), Error> {
     )
 }
 
+fn run_gen(gpu: &Gpu, a: GenArgs) -> Result<(), Error> {
+    let op = read_mtx(&a.file)?;
+    let dtype = parse_dtype(&a.dtype)?;
+    let beta = a.beta.or(op.beta_hint).unwrap_or(0.0);
+    let variant = Variant::parse(&a.variant).ok_or_else(|| {
+        format!(
+            "--variant `{}` is not one of: {}",
+            a.variant,
+            Variant::all()
+                .iter()
+                .map(|v| v.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })?;
+    let panel = Panel {
+        n: a.n,
+        ldb: a.ldb.unwrap_or(a.n),
+        ldc: a.ldc.unwrap_or(a.n),
+    };
+    let k = SpecKernel::new(gpu, &op, variant, dtype, beta, panel)?;
+    for src in k.sources() {
+        println!("{src}");
+    }
+    eprintln!(
+        "{}: {}×{} with {} non-zeros, {} launch(es), {} bytes of WGSL generated in {:.1} ms",
+        op.name,
+        op.m,
+        op.k,
+        op.nnz(),
+        k.sources().len(),
+        k.compile.source_bytes,
+        k.compile.generate_seconds * 1e3
+    );
+    Ok(())
+}
+
+/// The .mtx files named, folders expanded (sorted).
+fn mtx_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| format!("reading {}: {e}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "mtx"))
+                .collect();
+            v.sort();
+            if v.is_empty() {
+                return Err(format!("{} holds no .mtx files", p.display()).into());
+            }
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn run_bench(gpu: &Gpu, a: BenchArgs) -> Result<(), Error> {
+    let out = open_json(a.json.as_deref())?;
+    let dtype = parse_dtype(&a.dtype)?;
+    dtype.require(gpu, "mm bench")?;
+    if !a.beta.is_finite() {
+        return Err(format!("--beta must be finite, got {}", a.beta).into());
+    }
+    let files = mtx_files(&a.paths)?;
+    let variants = a
+        .variants
+        .as_ref()
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| {
+                    Variant::parse(n)
+                        .ok_or_else(|| format!("--variants: `{n}` is not a variant name"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
+    let opts = TuneOptions {
+        variants,
+        reps: a.reps,
+        use_cache: true,
+        ..Default::default()
+    };
+    let opts = if a.retune {
+        // Re-tune, and store the new decision: a cache folder that is written but never read.
+        TuneOptions {
+            cache_dir: Some(
+                std::env::temp_dir().join(format!("bespoke-retune-{}", std::process::id())),
+            ),
+            ..opts
+        }
+    } else {
+        opts
+    };
+    let probe = gpu.copy_bandwidth(&bespoke::bench::probe_options(false))?;
+    let copy = probe.gbps;
+    println!(
+        "adapter: {}, copy bandwidth {copy:.2} GB/s, {dtype}, N = {}",
+        gpu.adapter_name(),
+        a.n
+    );
+    let bar = progress_bar(files.len() as u64);
+    let mut rows = Vec::new();
+    let mut failed = Vec::new();
+    for f in &files {
+        let op = read_mtx(f)?;
+        let beta = op.beta_hint.unwrap_or(a.beta);
+        bar.set_message(op.name.clone());
+        let r = match dtype {
+            DType::F32 => bench_operator::<f32>(gpu, &op, beta, Panel::packed(a.n), &opts, 1)?,
+            DType::F64 => bench_operator::<f64>(gpu, &op, beta, Panel::packed(a.n), &opts, 1)?,
+        };
+        let tol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+        if r.rel_err.is_nan() || r.rel_err > tol {
+            failed.push(format!("{}: rel_err {:e}", r.name, r.rel_err));
+        }
+        bar.suspend(|| {
+            println!(
+                "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
+                r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy,
+                r.dense_seconds.unwrap_or(f64::NAN) * 1e3, r.speedup_vs_dense.unwrap_or(f64::NAN), r.rel_err,
+                if r.tune.from_cache { " (cached decision)".to_owned() } else { format!(" (tuned in {:.1} s)", r.tune.tune_seconds) }
+            )
+        });
+        rows.push(r);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let speedups: Vec<f64> = rows.iter().filter_map(|r| r.speedup_vs_dense).collect();
+    let geomean =
+        (speedups.iter().map(|s| s.ln()).sum::<f64>() / speedups.len().max(1) as f64).exp();
+    let min = speedups.iter().copied().fold(f64::INFINITY, f64::min);
+    println!(
+        "{} matrices: geomean speedup over dense ×{geomean:.2}, min ×{min:.2}, {} below 1.0",
+        rows.len(),
+        speedups.iter().filter(|s| **s < 1.0).count()
+    );
+    let matrices: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "variant": r.variant,
+                "seconds": r.seconds, "gbps": r.gbps, "copy_fraction": r.gbps / copy,
+                "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
+                "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
+                "candidates": r.tune.candidates,
+            })
+        })
+        .collect();
+    write_json(
+        out,
+        &json!({
+            "adapter": adapter_json(gpu), "copy_gbps": copy, "dtype": dtype.wgsl(), "n": a.n,
+            "matrices": matrices, "geomean_speedup_vs_dense": geomean, "min_speedup_vs_dense": min,
+        }),
+    )?;
+    if !failed.is_empty() {
+        return Err(format!(
+            "{} matrices exceed the tolerance: {}",
+            failed.len(),
+            failed.join("; ")
+        )
+        .into());
+    }
+    Ok(())
+}
+
 pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
     match cmd {
+        MmCommand::Gen(a) => run_gen(gpu, a),
+        MmCommand::Bench(a) => run_bench(gpu, a),
         MmCommand::Ld(args) => run_ld(gpu, args),
         MmCommand::DenseBench {
             shape,

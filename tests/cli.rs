@@ -1,4 +1,5 @@
-//! The CLI end to end on the adapter CI has: `info`, `bench --quick`, `mm dense-bench`, `mm ld`.
+//! The CLI end to end on the adapter CI has: `info`, `bench --quick`, `mm dense-bench`, `mm ld`, `mm gen`,
+//! `mm bench`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -250,4 +251,112 @@ fn ld_file_gives_r2_and_names_bad_lines() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 2") && err.contains("`a`"), "{err}");
     let _ = (std::fs::remove_file(&good), std::fs::remove_file(&json));
+}
+
+#[test]
+fn mm_gen_prints_validated_wgsl_and_names_bad_input() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let out = bespoke(&[
+        "mm",
+        "gen",
+        "tests/data/pyfr/quad-p4-m3-dflt.mtx",
+        "--variant",
+        "cstream-v4-fold",
+        "--n",
+        "64",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let src = String::from_utf8_lossy(&out.stdout);
+    assert!(src.contains("@compute") && src.contains("fma("), "{src}");
+    // β comes from the file's PyFR header (1 for M3): C is read back.
+    assert!(src.contains("beta = 1"), "{src}");
+    let out = bespoke(&[
+        "mm",
+        "gen",
+        "tests/data/pyfr/quad-p4-m3-dflt.mtx",
+        "--variant",
+        "nope",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("bstream-msplit-s4"),
+        "{err}"
+    );
+    let bad = std::env::temp_dir().join(format!("bespoke-bad-{}.mtx", std::process::id()));
+    std::fs::write(
+        &bad,
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 0.5\n3 1 1\n",
+    )
+    .unwrap();
+    let out = bespoke(&["mm", "gen", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("line 4") && err.contains("row index 3"),
+        "{err}"
+    );
+    let _ = std::fs::remove_file(bad);
+}
+
+#[test]
+fn mm_bench_checks_times_and_reports_json() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("bespoke-mm-bench-{}.json", std::process::id()));
+    let out = bespoke(&[
+        "mm",
+        "bench",
+        "tests/data/pyfr/tri-p2-m0-dflt.mtx",
+        "tests/data/pyfr/quad-p4-m3-dflt.mtx",
+        "--n",
+        "2000",
+        "--reps",
+        "1",
+        "--variants",
+        "cstream,bstream-v4",
+        "--retune",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    check_adapter(&v);
+    assert_eq!(v["n"].as_u64(), Some(2000));
+    let ms = v["matrices"].as_array().unwrap();
+    assert_eq!(ms.len(), 2);
+    for m in ms {
+        for key in [
+            "name",
+            "m",
+            "k",
+            "nnz",
+            "beta",
+            "variant",
+            "seconds",
+            "gbps",
+            "copy_fraction",
+            "dense_seconds",
+            "speedup_vs_dense",
+            "rel_err",
+        ] {
+            assert!(!m[key].is_null(), "{key} missing in {m}");
+        }
+        assert!(m["rel_err"].as_f64().unwrap() <= 1e-5, "{m}");
+        assert!(m["seconds"].as_f64().unwrap() > 0.0);
+    }
+    // β from the files' PyFR headers: 0 for tri p2 M0, 1 for quad p4 M3.
+    assert_eq!(ms[0]["beta"].as_f64(), Some(0.0), "{}", ms[0]["name"]);
+    assert_eq!(ms[1]["beta"].as_f64(), Some(1.0), "{}", ms[1]["name"]);
+    assert!(v["geomean_speedup_vs_dense"].as_f64().unwrap() > 0.0);
+    let _ = std::fs::remove_file(path);
 }

@@ -3,6 +3,7 @@
 
 mod copy;
 mod dense;
+mod mm;
 
 use std::io::IsTerminal;
 
@@ -52,7 +53,11 @@ pub trait Section {
 
 /// Every registered section, in the order they run.
 pub fn sections() -> Vec<Box<dyn Section>> {
-    vec![Box::new(copy::CopySection), Box::new(dense::DenseSection)]
+    vec![
+        Box::new(copy::CopySection),
+        Box::new(dense::DenseSection),
+        Box::new(mm::MmSection),
+    ]
 }
 
 /// Probe settings for a run: the full 256 MiB (or the adapter's largest) unless `quick`.

@@ -327,3 +327,116 @@ fn wrong_buffer_sizes_are_refused() {
     .to_string();
     assert!(e.contains("ldb = 4"), "{e}");
 }
+
+#[test]
+fn tuner_decides_caches_and_never_loses_to_dense() {
+    use bespoke_mm::dense::DenseParams;
+    use bespoke_mm::spec::{DenseSource, MatMul, TuneOptions};
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let dir = std::env::temp_dir().join(format!("bespoke-tune-test-{}", fresh_seed()));
+    let dense = DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap();
+    let opts = TuneOptions {
+        variants: Some(
+            ["cstream", "cstream-v4", "bstream-v4"]
+                .iter()
+                .map(|n| Variant::parse(n).unwrap())
+                .collect(),
+        ),
+        dense: DenseSource::Fixed(dense),
+        reps: 2,
+        cache_dir: Some(dir.clone()),
+        ..Default::default()
+    };
+    let op = random_operator(&mut r, 12, 10, 0.8);
+    let panel = Panel {
+        n: 1000,
+        ldb: 1000,
+        ldc: 1004,
+    };
+    let first = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
+    assert!(!first.report.from_cache);
+    assert_eq!(
+        first.report.candidates.len(),
+        4,
+        "{:?}",
+        first.report.candidates
+    );
+    let best = first.report.seconds.unwrap();
+    let dense_s = first.report.dense_seconds.unwrap();
+    assert!(
+        best <= dense_s,
+        "chose {} at {best} s over dense at {dense_s} s",
+        first.choice.name()
+    );
+    // The decision is correct on fresh data.
+    let e = check_matmul(gpu, &mut r, &op, &first);
+    assert!(e <= 1e-5, "{e:e}");
+
+    // Same operator, N in the same power-of-two bucket: a cache hit with the same choice.
+    let again = MatMul::<f32>::tuned(
+        gpu,
+        &op,
+        0.5,
+        Panel {
+            n: 1020,
+            ldb: 1020,
+            ldc: 1024,
+        },
+        &opts,
+    )
+    .unwrap();
+    assert!(again.report.from_cache);
+    assert_eq!(again.choice, first.choice);
+    // One entry of A changed by one ulp: a miss. So is another β.
+    let mut vals = op.values().to_vec();
+    let i = vals.iter().position(|v| *v != 0.0).unwrap();
+    vals[i] = f64::from_bits(vals[i].to_bits() + 1);
+    let op2 = Operator::from_dense("changed", op.m, op.k, vals).unwrap();
+    assert!(
+        !MatMul::<f32>::tuned(gpu, &op2, 0.5, panel, &opts)
+            .unwrap()
+            .report
+            .from_cache
+    );
+    assert!(
+        !MatMul::<f32>::tuned(gpu, &op, 1.0, panel, &opts)
+            .unwrap()
+            .report
+            .from_cache
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs a tuned product on random B and C and returns its error against the reference.
+fn check_matmul(
+    gpu: &Gpu,
+    r: &mut StdRng,
+    op: &Operator,
+    mm: &bespoke_mm::spec::MatMul<f32>,
+) -> f64 {
+    let p = mm.panel;
+    let (sb, sc) = (Shape::new(op.k, p.n, p.ldb), Shape::new(op.m, p.n, p.ldc));
+    let b: Vec<f32> = (0..sb.min_len())
+        .map(|_| r.random_range(-1.0..1.0))
+        .collect();
+    let c: Vec<f32> = (0..sc.min_len())
+        .map(|_| r.random_range(-1.0..1.0))
+        .collect();
+    let back = |v: &[f32]| v.iter().map(|x| f64::from(*x)).collect::<Vec<f64>>();
+    let a = back(&op.values().iter().map(|v| *v as f32).collect::<Vec<_>>());
+    let mut want = back(&c);
+    gemm_ref(
+        1.0,
+        &a,
+        Shape::new(op.m, op.k, op.k),
+        &back(&b),
+        sb,
+        mm.beta,
+        &mut want,
+        sc,
+    );
+    let (bb, cb) = (gpu.upload(&b).unwrap(), gpu.upload(&c).unwrap());
+    mm.run(gpu, &bb, &cb).unwrap();
+    rel_err(&back(&gpu.read(&cb).unwrap()), &want, sc)
+}

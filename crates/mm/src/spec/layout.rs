@@ -76,11 +76,20 @@ impl Layout {
         ldc: usize,
     ) -> Option<Self> {
         let m = a_rows.len();
-        Self::new(a_rows, 0..m, 0..k, beta, &[0..k], &[0..m], (n, ldb, ldc))
+        let (b, c) = (0..k, 0..m);
+        Self::new(
+            a_rows,
+            0..m,
+            0..k,
+            beta,
+            std::slice::from_ref(&b),
+            std::slice::from_ref(&c),
+            (n, ldb, ldc),
+        )
     }
 
     /// The row's terms inside this launch's K slice.
-    pub fn terms<'a>(&self, a_rows: &'a [RowTerms], i: usize) -> Vec<(usize, f64)> {
+    pub fn terms(&self, a_rows: &[RowTerms], i: usize) -> Vec<(usize, f64)> {
         a_rows[i]
             .iter()
             .filter(|(p, _)| self.ks.contains(p))

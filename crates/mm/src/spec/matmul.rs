@@ -382,7 +382,8 @@ impl<T: Element> MatMul<T> {
     }
 }
 
-fn dense_shape(op: &Operator, p: Panel) -> GemmShape {
+/// The dense GEMM's shape for A (lda = K) against a panel.
+pub(crate) fn dense_shape(op: &Operator, p: Panel) -> GemmShape {
     GemmShape {
         m: op.m,
         n: p.n,

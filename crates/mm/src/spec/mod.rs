@@ -2,6 +2,7 @@
 //! C = A·B + β·C with A's non-zeros inlined as exact literals, in four families × vector widths × folding,
 //! plans launches past the binding limits, and picks the fastest candidate (dense GEMM included) by timing.
 
+pub mod bench;
 pub mod generate;
 pub mod layout;
 pub mod matmul;
@@ -14,6 +15,7 @@ pub mod variant;
 mod emit;
 mod families;
 
+pub use bench::{MatrixBench, bench_operator};
 pub use generate::{MAX_TERMS, Skip, generate, terms_per_launch};
 pub use layout::{Layout, RowTerms, plan_layouts};
 pub use matmul::{

@@ -40,7 +40,7 @@ pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
     e.open_main();
     e.out += "    let live = col < NV;\n    let cc = min(col, NV - 1u);\n";
     let slot = |g: usize, r: usize| format!("sp[{}u + lid.x]", (g * batch + r) * x);
-    let batches: Vec<&[(usize, Vec<(usize, f64)>)]> = work.chunks(batch).collect();
+    let batches: Vec<_> = work.chunks(batch).collect();
     for (bi, rows) in batches.iter().enumerate() {
         e.out += "    switch lid.y {\n";
         for (g, kr) in ks.iter().enumerate() {

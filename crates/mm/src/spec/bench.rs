@@ -1,0 +1,126 @@
+//! Benchmarking one operator the way `bespoke mm bench` reports it: tune (or read the decision), check the
+//! result against the f64 CPU reference on random data, time the choice and the dense kernel.
+
+use bespoke_gpu::Gpu;
+
+use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport, dense_shape};
+use super::operator::Operator;
+use super::run::Panel;
+use crate::dense::{DenseGemm, Element};
+use crate::error::Result;
+use crate::reference::{Shape, gemm_ref, rel_err};
+
+/// One operator's line of the report.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MatrixBench {
+    pub name: String,
+    pub m: usize,
+    pub k: usize,
+    pub nnz: usize,
+    pub beta: f64,
+    pub variant: String,
+    pub seconds: f64,
+    /// Minimum bytes: B read once, C written once, C read once more when β ≠ 0.
+    pub bytes: f64,
+    pub gbps: f64,
+    pub dense_seconds: Option<f64>,
+    pub speedup_vs_dense: Option<f64>,
+    pub rel_err: f64,
+    pub tune: TuneReport,
+}
+
+/// Deterministic values in [-1, 1) from a seed (xorshift; the data only has to be non-trivial).
+fn random(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+/// Tunes `op` for (β, panel), checks it on random B and C against the CPU, times the choice and dense.
+pub fn bench_operator<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    beta: f64,
+    panel: Panel,
+    opts: &TuneOptions,
+    seed: u64,
+) -> Result<MatrixBench> {
+    let mm = MatMul::<T>::tuned(gpu, op, beta, panel, opts)?;
+    let (sb, sc) = (
+        Shape::new(op.k, panel.n, panel.ldb),
+        Shape::new(op.m, panel.n, panel.ldc),
+    );
+    let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
+    let back = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    let b = to_t(&random(sb.min_len(), seed));
+    let c0 = if beta == 0.0 {
+        vec![T::from_f64(f64::NAN); sc.min_len()]
+    } else {
+        to_t(&random(sc.min_len(), seed ^ 0xc0ffee))
+    };
+    let (bb, cb) = (gpu.upload(&b)?, gpu.upload(&c0)?);
+    mm.run(gpu, &bb, &cb)?;
+    let got = back(&gpu.read(&cb)?);
+    let mut want = back(&c0);
+    let a = back(&to_t(op.values()));
+    gemm_ref(
+        1.0,
+        &a,
+        Shape::new(op.m, op.k, op.k),
+        &back(&b),
+        sb,
+        beta,
+        &mut want,
+        sc,
+    );
+    let err = rel_err(&got, &want, sc);
+
+    let reps = opts.reps.max(1);
+    let plan = mm.plan(gpu, &bb, &cb)?;
+    let seconds = gpu.time(&plan.launches(), 1, reps)?.median();
+    drop(plan);
+    let dense_seconds = match (mm.report.dense_seconds, mm.choice) {
+        (Some(d), _) if !mm.report.from_cache => Some(d),
+        (_, Choice::Dense(_)) => Some(seconds),
+        _ => {
+            let params = match opts.dense {
+                DenseSource::Off => None,
+                DenseSource::Fixed(p) => Some(p),
+                DenseSource::Model => Some(
+                    DenseGemm::picked(gpu, dense_shape(op, panel), T::DTYPE, 1.0, beta)?.params,
+                ),
+            };
+            match params {
+                Some(p) => {
+                    let d = MatMul::<T>::with_choice(gpu, op, beta, panel, Choice::Dense(p))?;
+                    let plan = d.plan(gpu, &bb, &cb)?;
+                    Some(gpu.time(&plan.launches(), 1, reps)?.median())
+                }
+                None => None,
+            }
+        }
+    };
+    let c_passes = if beta == 0.0 { 1.0 } else { 2.0 };
+    let bytes = (T::DTYPE.size() * panel.n) as f64 * (op.k as f64 + c_passes * op.m as f64);
+    Ok(MatrixBench {
+        name: op.name.clone(),
+        m: op.m,
+        k: op.k,
+        nnz: op.nnz(),
+        beta,
+        variant: mm.choice.name(),
+        seconds,
+        bytes,
+        gbps: bytes / seconds / 1e9,
+        dense_seconds,
+        speedup_vs_dense: dense_seconds.map(|d| d / seconds),
+        rel_err: err,
+        tune: mm.report,
+    })
+}
