@@ -168,6 +168,7 @@ pub fn plan_layouts(
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // one-block lists of ranges are what these tests pass
 mod tests {
     use super::*;
 
