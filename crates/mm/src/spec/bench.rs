@@ -6,6 +6,7 @@ use bespoke_gpu::Gpu;
 use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport, dense_shape};
 use super::operator::Operator;
 use super::run::Panel;
+use crate::dense::bench::fill;
 use crate::dense::{DenseGemm, Element};
 use crate::error::Result;
 use crate::reference::{Shape, gemm_ref, rel_err};
@@ -29,19 +30,6 @@ pub struct MatrixBench {
     pub tune: TuneReport,
 }
 
-/// Deterministic values in [-1, 1) from a seed (xorshift; the data only has to be non-trivial).
-fn random(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        })
-        .collect()
-}
-
 /// Tunes `op` for (β, panel), checks it on random B and C against the CPU, times the choice and dense.
 pub fn bench_operator<T: Element>(
     gpu: &Gpu,
@@ -58,11 +46,11 @@ pub fn bench_operator<T: Element>(
     );
     let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
     let back = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
-    let b = to_t(&random(sb.min_len(), seed));
+    let b = to_t(&fill::<f64>(sb.min_len(), seed));
     let c0 = if beta == 0.0 {
         vec![T::from_f64(f64::NAN); sc.min_len()]
     } else {
-        to_t(&random(sc.min_len(), seed ^ 0xc0ffee))
+        to_t(&fill::<f64>(sc.min_len(), seed ^ 0xc0ffee))
     };
     let (bb, cb) = (gpu.upload(&b)?, gpu.upload(&c0)?);
     mm.run(gpu, &bb, &cb)?;

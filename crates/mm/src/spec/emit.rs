@@ -211,6 +211,23 @@ impl<'a> Emit<'a> {
     }
 }
 
+/// The rows of B the work reads, ascending, each with how many terms use it.
+pub(crate) fn used_rows(work: &Work) -> Vec<(usize, usize)> {
+    let mut ps: Vec<usize> = work
+        .iter()
+        .flat_map(|(_, t)| t.iter().map(|(p, _)| *p))
+        .collect();
+    ps.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for p in ps {
+        match out.last_mut() {
+            Some((q, n)) if *q == p => *n += 1,
+            _ => out.push((p, 1)),
+        }
+    }
+    out
+}
+
 /// Balanced partition of `weights` into `parts` bins by longest-processing-time: bins of item indices, each in
 /// ascending order.
 pub(crate) fn deal(weights: &[usize], parts: usize) -> Vec<Vec<usize>> {

@@ -4,28 +4,15 @@
 
 use std::fmt::Write;
 
-use crate::spec::emit::{Acc, Emit, SHARED_BYTES, Work, slices};
+use crate::spec::emit::{Acc, Emit, SHARED_BYTES, Work, slices, used_rows};
 
 pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
     let (x, s) = e.variant.workgroup();
     let (x, s) = (x as usize, s as usize);
     let vtb = e.variant.elem_bytes(e.dtype);
-    let mut used: Vec<usize> = work
-        .iter()
-        .flat_map(|(_, t)| t.iter().map(|(p, _)| *p))
-        .collect();
-    used.sort_unstable();
-    let weights: Vec<usize> = {
-        let mut w: Vec<(usize, usize)> = Vec::new();
-        for p in &used {
-            match w.last_mut() {
-                Some((q, n)) if q == p => *n += 1,
-                _ => w.push((*p, 1)),
-            }
-        }
-        used = w.iter().map(|(p, _)| *p).collect();
-        w.iter().map(|(_, n)| *n).collect()
-    };
+    let rows = used_rows(work);
+    let used: Vec<usize> = rows.iter().map(|(p, _)| *p).collect();
+    let weights: Vec<usize> = rows.iter().map(|(_, n)| *n).collect();
     // K slices as ranges of column indices.
     let ks: Vec<std::ops::Range<usize>> = slices(&weights, s)
         .into_iter()

@@ -3,18 +3,13 @@
 
 use std::fmt::Write;
 
-use crate::spec::emit::{Acc, Emit, REG_BUDGET_BYTES, SHARED_BYTES, Work, deal};
+use crate::spec::emit::{Acc, Emit, REG_BUDGET_BYTES, SHARED_BYTES, Work, deal, used_rows};
 
 pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
     let (x, s) = e.variant.workgroup();
     let (x, s) = (x as usize, s as usize);
     let vtb = e.variant.elem_bytes(e.dtype);
-    let mut used: Vec<usize> = work
-        .iter()
-        .flat_map(|(_, t)| t.iter().map(|(p, _)| *p))
-        .collect();
-    used.sort_unstable();
-    used.dedup();
+    let used: Vec<usize> = used_rows(work).into_iter().map(|(p, _)| p).collect();
     let groups = deal(&work.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(), s);
     let rmax = groups.iter().map(Vec::len).max().unwrap_or(0);
     if rmax * vtb > REG_BUDGET_BYTES {
