@@ -1,0 +1,269 @@
+//! What a lattice is: size, storage, streaming pattern, collision operator, body force; and the checks that run
+//! before anything is allocated.
+
+use crate::d2q9;
+use crate::error::{LbmError, Result};
+
+/// How populations are stored between steps (arithmetic is f32 either way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Storage {
+    F32,
+    /// IEEE half precision (needs `SHADER_F16`), storing (f − w)·2¹⁴ so rest-state deviations keep their bits.
+    F16,
+}
+
+impl Storage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(Self::F32),
+            "f16" => Ok(Self::F16),
+            _ => Err(LbmError::param("storage", s, "expected f32 or f16")),
+        }
+    }
+    /// Bytes per stored population.
+    pub fn bytes(self) -> usize {
+        match self {
+            Self::F32 => 4,
+            Self::F16 => 2,
+        }
+    }
+}
+
+/// The streaming pattern.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Streaming {
+    /// Two lattices, fused pull stream-collide: read neighbours from one, write the cell in the other.
+    Ab,
+    /// One lattice, AA pattern (Bailey et al. 2009): even steps read and write the cell's own slots swapped,
+    /// odd steps read and write the neighbours' slots. Half the memory, the same traffic.
+    InPlace,
+}
+
+impl Streaming {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ab => "ab",
+            Self::InPlace => "inplace",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "ab" => Ok(Self::Ab),
+            "inplace" | "aa" => Ok(Self::InPlace),
+            _ => Err(LbmError::param("streaming", s, "expected ab or inplace")),
+        }
+    }
+}
+
+/// The collision operator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Collision {
+    /// Single relaxation rate ω.
+    Bgk { omega: f64 },
+    /// Two relaxation rates: ω for the symmetric part, ω⁻ from Λ = (1/ω − ½)(1/ω⁻ − ½) for the antisymmetric.
+    Trt { omega: f64, lambda: f64 },
+}
+
+impl Collision {
+    /// TRT with Λ = 3/16, which puts half-way bounce-back walls exactly half-way for any ω.
+    pub fn trt(omega: f64) -> Self {
+        Self::Trt {
+            omega,
+            lambda: 3.0 / 16.0,
+        }
+    }
+    pub fn omega(&self) -> f64 {
+        match *self {
+            Self::Bgk { omega } | Self::Trt { omega, .. } => omega,
+        }
+    }
+    /// (ω⁺, ω⁻); equal for BGK.
+    pub fn rates(&self) -> (f64, f64) {
+        match *self {
+            Self::Bgk { omega } => (omega, omega),
+            Self::Trt { omega, lambda } => (omega, d2q9::trt_omega_minus(omega, lambda)),
+        }
+    }
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Bgk { .. } => "bgk",
+            Self::Trt { .. } => "trt",
+        }
+    }
+    pub fn viscosity(&self) -> f64 {
+        d2q9::viscosity(self.omega())
+    }
+}
+
+/// Everything that fixes a lattice's kernels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub nx: usize,
+    pub ny: usize,
+    pub storage: Storage,
+    pub streaming: Streaming,
+    pub collision: Collision,
+    /// Uniform body force density (Guo forcing), lattice units.
+    pub force: [f64; 2],
+}
+
+/// Largest lattice Mach number |u|/c_s accepted; beyond it the second-order equilibrium is neither accurate nor
+/// stable.
+pub const MAX_MACH: f64 = 0.3;
+/// Speed of sound c_s = 1/√3.
+pub const CS: f64 = 0.577_350_269_189_625_8;
+
+impl Config {
+    pub fn new(nx: usize, ny: usize, collision: Collision) -> Self {
+        Self {
+            nx,
+            ny,
+            storage: Storage::F32,
+            streaming: Streaming::Ab,
+            collision,
+            force: [0.0, 0.0],
+        }
+    }
+    pub fn cells(&self) -> usize {
+        self.nx * self.ny
+    }
+
+    /// Checks the parameters; returns warnings (things that run but may not mean what the user hopes).
+    pub fn check(&self) -> Result<Vec<String>> {
+        let mut warnings = Vec::new();
+        if self.nx < 2 || self.ny < 2 {
+            return Err(LbmError::param(
+                "size",
+                format!("{}x{}", self.nx, self.ny),
+                "a lattice needs at least 2 cells in each direction",
+            ));
+        }
+        if self
+            .nx
+            .checked_mul(self.ny)
+            .is_none_or(|n| n > (u32::MAX as usize) / 2)
+        {
+            return Err(LbmError::param(
+                "size",
+                format!("{}x{}", self.nx, self.ny),
+                "more cells than 32-bit cell indices can address",
+            ));
+        }
+        let omega = self.collision.omega();
+        if !(omega > 0.0 && omega < 2.0) {
+            return Err(LbmError::param(
+                "omega",
+                omega,
+                "the relaxation rate must lie in (0, 2) for a positive viscosity ν = (1/ω − ½)/3",
+            ));
+        }
+        if let Collision::Trt { lambda, .. } = self.collision {
+            if !(lambda > 0.0 && lambda.is_finite()) {
+                return Err(LbmError::param(
+                    "lambda",
+                    lambda,
+                    "TRT's magic parameter must be positive",
+                ));
+            }
+            let om = self.collision.rates().1;
+            if !(om > 0.0 && om < 2.0) {
+                return Err(LbmError::param(
+                    "lambda",
+                    lambda,
+                    format!("gives ω⁻ = {om}, outside (0, 2)"),
+                ));
+            }
+        }
+        if omega > 1.98 {
+            warnings.push(format!(
+                "ω = {omega} is close to 2 (ν = {:.2e}): BGK is likely to go unstable; TRT is more robust",
+                self.collision.viscosity()
+            ));
+        }
+        if !(self.force[0].is_finite() && self.force[1].is_finite()) {
+            return Err(LbmError::param(
+                "force",
+                format!("{:?}", self.force),
+                "the body force must be finite",
+            ));
+        }
+        if self.force[0].hypot(self.force[1]) > 1e-2 {
+            warnings.push(format!(
+                "body force {:?} is large for lattice units; velocities may exceed Mach {MAX_MACH}",
+                self.force
+            ));
+        }
+        Ok(warnings)
+    }
+}
+
+/// Errors when a lattice velocity is beyond [`MAX_MACH`] (what names where it came from).
+pub fn check_mach(what: &'static str, u: [f64; 2]) -> Result<()> {
+    let speed = u[0].hypot(u[1]);
+    if !speed.is_finite() {
+        return Err(LbmError::param(
+            what,
+            format!("{u:?}"),
+            "velocity must be finite",
+        ));
+    }
+    if speed / CS > MAX_MACH {
+        return Err(LbmError::param(
+            what,
+            format!("{u:?}"),
+            format!(
+                "lattice Mach number {:.3} exceeds {MAX_MACH}: lower the velocity (|u| ≤ {:.3}) and raise the \
+                 resolution or the viscosity instead",
+                speed / CS,
+                MAX_MACH * CS
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_parameters() {
+        let ok = Config::new(16, 16, Collision::Bgk { omega: 1.0 });
+        assert!(ok.check().is_ok());
+        for omega in [0.0, 2.0, -1.0, f64::NAN, 2.5] {
+            let c = Config::new(16, 16, Collision::Bgk { omega });
+            let e = c.check().expect_err("bad ω accepted").to_string();
+            assert!(e.contains("omega"), "{e}");
+        }
+        assert!(
+            Config::new(1, 16, Collision::Bgk { omega: 1.0 })
+                .check()
+                .is_err()
+        );
+        let c = Config {
+            force: [f64::NAN, 0.0],
+            ..ok.clone()
+        };
+        assert!(c.check().is_err());
+        let c = Config::new(
+            16,
+            16,
+            Collision::Trt {
+                omega: 1.0,
+                lambda: -1.0,
+            },
+        );
+        assert!(c.check().is_err());
+        assert!(check_mach("lid", [0.1, 0.0]).is_ok());
+        let e = check_mach("lid", [0.2, 0.0])
+            .expect_err("Mach 0.35 accepted")
+            .to_string();
+        assert!(e.contains("Mach"), "{e}");
+    }
+}

@@ -1,0 +1,61 @@
+//! Errors of the lattice Boltzmann crate.
+
+use bespoke_gpu::GpuError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LbmError {
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// A physical or numerical parameter outside its legal range (name, value, why).
+    #[error("{what} = {value}: {why}")]
+    Param {
+        what: &'static str,
+        value: String,
+        why: String,
+    },
+    /// Sizes or arrays that do not fit together.
+    #[error("{0}")]
+    Shape(String),
+    /// Cell flags that cannot be used (e.g. an inlet that is not on the domain's edge).
+    #[error("cell ({x}, {y}): {why}")]
+    Flag { x: usize, y: usize, why: String },
+    /// The adapter lacks something the configuration needs.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Operations that do not apply to the lattice's current state.
+    #[error("{0}")]
+    State(String),
+    /// A malformed input or checkpoint file.
+    #[error("{path}: {why}")]
+    File { path: String, why: String },
+    #[error("{path}: {err}")]
+    Io { path: String, err: std::io::Error },
+}
+
+pub type Result<T, E = LbmError> = std::result::Result<T, E>;
+
+impl LbmError {
+    pub(crate) fn param(
+        what: &'static str,
+        value: impl std::fmt::Display,
+        why: impl Into<String>,
+    ) -> Self {
+        Self::Param {
+            what,
+            value: value.to_string(),
+            why: why.into(),
+        }
+    }
+    pub(crate) fn io(path: &std::path::Path, err: std::io::Error) -> Self {
+        Self::Io {
+            path: path.display().to_string(),
+            err,
+        }
+    }
+    pub(crate) fn file(path: &std::path::Path, why: impl Into<String>) -> Self {
+        Self::File {
+            path: path.display().to_string(),
+            why: why.into(),
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Cell types and their encoding for the kernels.
+//!
+//! One u32 per cell: bits 0–3 the type, bits 4–12 a mask with bit 4+i set when the cell's pull source x − c_i
+//! is solid (so a fluid cell reads one flag, not nine), bits 13–31 an index into a table of boundary values
+//! (wall or inlet velocity, outlet density). Domain edges are periodic unless cells there say otherwise.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::config::check_mach;
+use crate::d2q9::C;
+use crate::error::{LbmError, Result};
+
+/// What a cell is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cell {
+    Fluid,
+    /// Half-way bounce-back wall (velocity zero).
+    Wall,
+    /// Half-way bounce-back wall moving tangentially with this velocity (Ladd's correction, wall density 1).
+    MovingWall([f64; 2]),
+    /// Velocity inlet on a domain edge: density from Zou/He's moment balance, populations set to equilibrium.
+    Inlet([f64; 2]),
+    /// Density (pressure) outlet on a domain edge: normal velocity from Zou/He's balance, populations set to
+    /// equilibrium.
+    Outlet(f64),
+}
+
+impl Cell {
+    pub fn is_solid(self) -> bool {
+        matches!(self, Self::Wall | Self::MovingWall(_))
+    }
+    fn code(self) -> u32 {
+        match self {
+            Self::Fluid => TYPE_FLUID,
+            Self::Wall | Self::MovingWall(_) => TYPE_SOLID,
+            Self::Inlet(_) => TYPE_INLET,
+            Self::Outlet(_) => TYPE_OUTLET,
+        }
+    }
+    /// The boundary value stored in the table (velocity, or density in `.0`).
+    fn value(self) -> [f64; 2] {
+        match self {
+            Self::Fluid | Self::Wall => [0.0, 0.0],
+            Self::MovingWall(u) | Self::Inlet(u) => u,
+            Self::Outlet(rho) => [rho, 0.0],
+        }
+    }
+}
+
+pub(crate) const TYPE_FLUID: u32 = 0;
+pub(crate) const TYPE_SOLID: u32 = 1;
+pub(crate) const TYPE_INLET: u32 = 2;
+pub(crate) const TYPE_OUTLET: u32 = 3;
+pub(crate) const MASK_SHIFT: u32 = 4;
+pub(crate) const INDEX_SHIFT: u32 = 13;
+const MAX_TABLE: usize = 1 << (32 - INDEX_SHIFT);
+
+/// The cell types of an nx × ny lattice (row-major, y up).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flags {
+    nx: usize,
+    ny: usize,
+    cells: Vec<Cell>,
+}
+
+/// Flags as the kernels read them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedFlags {
+    pub codes: Vec<u32>,
+    /// Boundary values; entry 0 is (0, 0).
+    pub table: Vec<[f32; 2]>,
+}
+
+impl Flags {
+    /// All fluid: periodic in both directions.
+    pub fn fluid(nx: usize, ny: usize) -> Self {
+        Self {
+            nx,
+            ny,
+            cells: vec![Cell::Fluid; nx * ny],
+        }
+    }
+    pub fn nx(&self) -> usize {
+        self.nx
+    }
+    pub fn ny(&self) -> usize {
+        self.ny
+    }
+    pub fn get(&self, x: usize, y: usize) -> Cell {
+        self.cells[y * self.nx + x]
+    }
+    pub fn set(&mut self, x: usize, y: usize, cell: Cell) {
+        self.cells[y * self.nx + x] = cell;
+    }
+    pub fn cells(&self) -> &[Cell] {
+        &self.cells
+    }
+    /// True when no cell is anything but fluid (the kernels then skip the flag field: 4 B per cell less).
+    pub fn all_fluid(&self) -> bool {
+        self.cells.iter().all(|c| *c == Cell::Fluid)
+    }
+    pub fn fluid_cells(&self) -> usize {
+        self.cells.iter().filter(|c| !c.is_solid()).count()
+    }
+    /// Walls along the bottom and top rows (a channel periodic in x).
+    pub fn channel_walls(&mut self) {
+        for x in 0..self.nx {
+            self.set(x, 0, Cell::Wall);
+            self.set(x, self.ny - 1, Cell::Wall);
+        }
+    }
+    /// Walls on all four edges.
+    pub fn box_walls(&mut self) {
+        self.channel_walls();
+        for y in 0..self.ny {
+            self.set(0, y, Cell::Wall);
+            self.set(self.nx - 1, y, Cell::Wall);
+        }
+    }
+
+    /// Solid cells from a PNG mask scaled to nx × ny (nearest pixel): dark pixels (luma < 50 %) are walls.
+    /// The image's top row is the lattice's top (y = ny − 1).
+    pub fn add_png_mask(&mut self, path: &Path) -> Result<usize> {
+        let img = read_mask(path)?;
+        let mut walls = 0;
+        for y in 0..self.ny {
+            let py = ((self.ny - 1 - y) * img.height / self.ny).min(img.height - 1);
+            for x in 0..self.nx {
+                let px = (x * img.width / self.nx).min(img.width - 1);
+                if img.dark[py * img.width + px] {
+                    self.set(x, y, Cell::Wall);
+                    walls += 1;
+                }
+            }
+        }
+        Ok(walls)
+    }
+
+    /// The outward normal of an open-boundary cell, from its position on the domain edge (x edges first).
+    pub fn edge_normal(nx: usize, ny: usize, x: usize, y: usize) -> Option<[i32; 2]> {
+        if x == 0 {
+            Some([-1, 0])
+        } else if x == nx - 1 {
+            Some([1, 0])
+        } else if y == 0 {
+            Some([0, -1])
+        } else if y == ny - 1 {
+            Some([0, 1])
+        } else {
+            None
+        }
+    }
+
+    /// Checks the cells and packs them for the kernels.
+    pub fn encode(&self) -> Result<EncodedFlags> {
+        let (nx, ny) = (self.nx, self.ny);
+        let mut table: Vec<[f32; 2]> = vec![[0.0, 0.0]];
+        let mut index: HashMap<[u32; 2], u32> = HashMap::from([([0, 0], 0)]);
+        let mut codes = Vec::with_capacity(self.cells.len());
+        for y in 0..ny {
+            for x in 0..nx {
+                let cell = self.get(x, y);
+                match cell {
+                    Cell::MovingWall(u) => check_mach("moving wall velocity", u)?,
+                    Cell::Inlet(u) => {
+                        check_mach("inlet velocity", u)?;
+                    }
+                    Cell::Outlet(rho) if !(rho > 0.0 && rho.is_finite()) => {
+                        return Err(LbmError::Flag {
+                            x,
+                            y,
+                            why: format!("outlet density {rho} must be positive and finite"),
+                        });
+                    }
+                    _ => {}
+                }
+                if matches!(cell, Cell::Inlet(_) | Cell::Outlet(_))
+                    && Self::edge_normal(nx, ny, x, y).is_none()
+                {
+                    return Err(LbmError::Flag {
+                        x,
+                        y,
+                        why: "inlets and outlets must lie on the domain's edge (their normal comes from it)".into(),
+                    });
+                }
+                let v = cell.value().map(|c| c as f32);
+                let key = v.map(f32::to_bits);
+                let next = table.len() as u32;
+                let slot = *index.entry(key).or_insert_with(|| {
+                    table.push(v);
+                    next
+                });
+                if table.len() > MAX_TABLE {
+                    return Err(LbmError::Flag {
+                        x,
+                        y,
+                        why: format!("more than {MAX_TABLE} distinct boundary values"),
+                    });
+                }
+                let mut mask = 0u32;
+                for (i, c) in C.iter().enumerate().skip(1) {
+                    let sx = (x as i64 - i64::from(c[0])).rem_euclid(nx as i64) as usize;
+                    let sy = (y as i64 - i64::from(c[1])).rem_euclid(ny as i64) as usize;
+                    if self.get(sx, sy).is_solid() {
+                        mask |= 1 << i;
+                    }
+                }
+                codes.push(cell.code() | (mask << MASK_SHIFT) | (slot << INDEX_SHIFT));
+            }
+        }
+        Ok(EncodedFlags { codes, table })
+    }
+
+    /// Rebuilds flags from their encoding (for checkpoints).
+    pub fn decode(nx: usize, ny: usize, enc: &EncodedFlags) -> Result<Self> {
+        if enc.codes.len() != nx * ny || enc.table.is_empty() {
+            return Err(LbmError::Shape(format!(
+                "{} flag codes for a {nx}x{ny} lattice",
+                enc.codes.len()
+            )));
+        }
+        let cells = enc
+            .codes
+            .iter()
+            .enumerate()
+            .map(|(i, &code)| {
+                let slot = (code >> INDEX_SHIFT) as usize;
+                let v = enc.table.get(slot).ok_or_else(|| {
+                    LbmError::Shape(format!("cell {i}: boundary value {slot} missing"))
+                })?;
+                let v = [f64::from(v[0]), f64::from(v[1])];
+                Ok(match code & 15 {
+                    TYPE_FLUID => Cell::Fluid,
+                    TYPE_SOLID if v == [0.0, 0.0] => Cell::Wall,
+                    TYPE_SOLID => Cell::MovingWall(v),
+                    TYPE_INLET => Cell::Inlet(v),
+                    TYPE_OUTLET => Cell::Outlet(v[0]),
+                    t => return Err(LbmError::Shape(format!("cell {i}: unknown cell type {t}"))),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { nx, ny, cells })
+    }
+}
+
+struct Mask {
+    width: usize,
+    height: usize,
+    dark: Vec<bool>,
+}
+
+fn read_mask(path: &Path) -> Result<Mask> {
+    let file = std::fs::File::open(path).map_err(|e| LbmError::io(path, e))?;
+    let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = decoder
+        .read_info()
+        .map_err(|e| LbmError::file(path, format!("not a readable PNG: {e}")))?;
+    let mut buf = vec![
+        0;
+        reader
+            .output_buffer_size()
+            .ok_or_else(|| LbmError::file(path, "PNG too large"))?
+    ];
+    let info = reader
+        .next_frame(&mut buf)
+        .map_err(|e| LbmError::file(path, format!("PNG data: {e}")))?;
+    let (width, height) = (info.width as usize, info.height as usize);
+    if width == 0 || height == 0 {
+        return Err(LbmError::file(path, "empty image"));
+    }
+    let channels = info.color_type.samples();
+    let dark = buf[..info.buffer_size()]
+        .chunks(channels)
+        .take(width * height)
+        .map(|px| {
+            let luma = if channels >= 3 {
+                0.299 * f64::from(px[0]) + 0.587 * f64::from(px[1]) + 0.114 * f64::from(px[2])
+            } else {
+                f64::from(px[0])
+            };
+            // Transparent pixels count as open.
+            let alpha = match channels {
+                2 => px[1],
+                4 => px[3],
+                _ => 255,
+            };
+            alpha >= 128 && luma < 128.0
+        })
+        .collect();
+    Ok(Mask {
+        width,
+        height,
+        dark,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_mark_solid_pull_sources() {
+        let mut f = Flags::fluid(4, 5);
+        f.channel_walls();
+        let e = f.encode().expect("encodes");
+        // Cell (1, 1) pulls from y = 0 for directions with c_y = +1: 2, 5, 6.
+        let code = e.codes[5 + 1];
+        assert_eq!(code & 15, TYPE_FLUID);
+        let mask = (code >> MASK_SHIFT) & 0x1ff;
+        assert_eq!(mask, (1 << 2) | (1 << 5) | (1 << 6));
+        // Periodic in x: (0, 2) has no solid sources.
+        assert_eq!((e.codes[2 * 4] >> MASK_SHIFT) & 0x1ff, 0);
+        assert_eq!(Flags::decode(4, 5, &e).expect("decodes"), f);
+    }
+
+    #[test]
+    fn rejects_bad_boundaries() {
+        let mut f = Flags::fluid(8, 8);
+        f.set(3, 3, Cell::Inlet([0.05, 0.0]));
+        let e = f.encode().expect_err("interior inlet accepted").to_string();
+        assert!(e.contains("edge"), "{e}");
+        let mut f = Flags::fluid(8, 8);
+        f.set(0, 3, Cell::MovingWall([0.5, 0.0]));
+        assert!(
+            f.encode()
+                .expect_err("Mach 0.87 lid accepted")
+                .to_string()
+                .contains("Mach")
+        );
+        let mut f = Flags::fluid(8, 8);
+        f.set(7, 3, Cell::Outlet(-1.0));
+        assert!(f.encode().is_err());
+    }
+}

@@ -1,0 +1,484 @@
+//! A lattice on the device: population buffers (one per direction, so a domain can be 9× larger than one
+//! binding), the flag field, prepared launches for both parities, and host-side access that reads back only
+//! when asked.
+
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
+use half::f16;
+
+use crate::config::{Config, Storage, Streaming, check_mach};
+use crate::d2q9::{OPP, W, equilibrium};
+use crate::error::{LbmError, Result};
+use crate::fields::Fields;
+use crate::flags::{EncodedFlags, Flags};
+use crate::kernel::{F16_SCALE, KernelSpec, Mode, Phase, WG};
+
+const NAN_F32: u32 = 0x7fc0_0000;
+const NAN_F16X2: u32 = 0x7e00_7e00;
+
+/// A D2Q9 lattice on one device.
+#[derive(Debug)]
+pub struct Lattice<'g> {
+    gpu: &'g Gpu,
+    cfg: Config,
+    flags: Flags,
+    encoded: Option<EncodedFlags>,
+    /// The populations: `a` always, `b` for two-lattice streaming.
+    a: Vec<GpuBuffer<u32>>,
+    b: Vec<GpuBuffer<u32>>,
+    flag_bufs: Option<(GpuBuffer<u32>, GpuBuffer<[f32; 2]>)>,
+    /// Step launches by parity: two-lattice a→b, b→a; in-place odd, even.
+    steps: [Launch; 2],
+    /// Macroscopic pass per parity and its outputs, made on first use.
+    macros: Option<([Launch; 2], [GpuBuffer<f32>; 3])>,
+    /// 0: `a` holds the post-collision state S (in-place: next kernel odd); 1: the other.
+    parity: usize,
+    steps_done: u64,
+    warnings: Vec<String>,
+}
+
+impl<'g> Lattice<'g> {
+    /// Allocates a lattice at rest (ρ = 1, u = 0) after checking the configuration against the device.
+    pub fn new(gpu: &'g Gpu, cfg: Config, flags: Flags) -> Result<Self> {
+        let warnings = cfg.check()?;
+        if flags.nx() != cfg.nx || flags.ny() != cfg.ny {
+            return Err(LbmError::Shape(format!(
+                "flags are {}x{} but the lattice is {}x{}",
+                flags.nx(),
+                flags.ny(),
+                cfg.nx,
+                cfg.ny
+            )));
+        }
+        if cfg.storage == Storage::F16 && !gpu.has_f16() {
+            return Err(LbmError::Unsupported(format!(
+                "f16 storage needs the SHADER_F16 feature, which adapter `{}` lacks; use f32 storage",
+                gpu.adapter_name()
+            )));
+        }
+        let encoded = if flags.all_fluid() {
+            None
+        } else {
+            Some(flags.encode()?)
+        };
+        let n = cfg.cells();
+        let words = words_per_direction(cfg.storage, n);
+        let dir_bytes = words as u64 * 4;
+        if dir_bytes > gpu.binding_limit() {
+            return Err(LbmError::Unsupported(format!(
+                "a {}x{} lattice needs {dir_bytes} bytes per direction, past the adapter's binding limit of {} \
+                 bytes; use f16 storage or a smaller domain",
+                cfg.nx,
+                cfg.ny,
+                gpu.binding_limit()
+            )));
+        }
+        let max_bindings = gpu.limits().max_storage_buffers_per_shader_stage as usize;
+        let spec = |phase, mode| KernelSpec {
+            nx: cfg.nx,
+            ny: cfg.ny,
+            storage: cfg.storage,
+            collision: cfg.collision,
+            force: cfg.force,
+            flags: encoded.is_some(),
+            phase,
+            mode,
+        };
+        for mode in [Mode::Step, Mode::Macro] {
+            let phase = match cfg.streaming {
+                Streaming::Ab => Phase::Ab,
+                Streaming::InPlace => Phase::AaOdd,
+            };
+            let need = spec(phase, mode).storage_bindings();
+            if need > max_bindings {
+                return Err(LbmError::Unsupported(format!(
+                    "{} streaming with {} needs {need} storage buffers per kernel; adapter `{}` allows {max_bindings} \
+                     (in-place streaming needs fewer)",
+                    cfg.streaming.name(),
+                    if encoded.is_some() {
+                        "flags"
+                    } else {
+                        "no flags"
+                    },
+                    gpu.adapter_name()
+                )));
+            }
+        }
+
+        let alloc = || -> Result<Vec<GpuBuffer<u32>>> {
+            (0..9)
+                .map(|_| gpu.alloc_filled::<u32>(words, 0).map_err(LbmError::from))
+                .collect()
+        };
+        let a = alloc()?;
+        let b = if cfg.streaming == Streaming::Ab {
+            alloc()?
+        } else {
+            Vec::new()
+        };
+        let flag_bufs = match &encoded {
+            Some(e) => Some((gpu.upload(&e.codes)?, gpu.upload(&e.table)?)),
+            None => None,
+        };
+        let grid = grid(n)?;
+        let prepare = |spec: KernelSpec,
+                       pops: Vec<&GpuBuffer<u32>>,
+                       extra: &[&GpuBuffer<f32>]|
+         -> Result<Launch> {
+            let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
+            if let Some((codes, table)) = &flag_bufs {
+                args.push(codes.arg());
+                args.push(table.arg());
+            }
+            args.extend(extra.iter().map(|b| b.arg()));
+            // SAFETY: every index the kernel forms is a cell index below N (neighbours wrap), every population
+            // buffer holds at least N elements of its type, and boundary-table indices come from `encode`,
+            // which only emits indices of entries it stored.
+            let kernel =
+                unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
+            Ok(gpu.prepare(&kernel, &args, grid)?)
+        };
+        let steps = match cfg.streaming {
+            Streaming::Ab => [
+                prepare(spec(Phase::Ab, Mode::Step), pops(&a, &b), &[])?,
+                prepare(spec(Phase::Ab, Mode::Step), pops(&b, &a), &[])?,
+            ],
+            Streaming::InPlace => [
+                prepare(spec(Phase::AaOdd, Mode::Step), pops(&a, &[]), &[])?,
+                prepare(spec(Phase::AaEven, Mode::Step), pops(&a, &[]), &[])?,
+            ],
+        };
+        Ok(Self {
+            gpu,
+            cfg,
+            flags,
+            encoded,
+            a,
+            b,
+            flag_bufs,
+            steps,
+            macros: None,
+            parity: 0,
+            steps_done: 0,
+            warnings,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    pub fn flags(&self) -> &Flags {
+        &self.flags
+    }
+    pub fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+    /// Warnings from the parameter checks.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+    pub fn steps_done(&self) -> u64 {
+        self.steps_done
+    }
+    /// Bytes each cell moves per step: 9 populations read and written, plus the flag when there is one.
+    pub fn bytes_per_cell(&self) -> usize {
+        18 * self.cfg.storage.bytes() + if self.encoded.is_some() { 4 } else { 0 }
+    }
+
+    /// Sets every non-solid cell to equilibrium at the density and velocity `init(x, y)` gives.
+    pub fn init_equilibrium(
+        &mut self,
+        init: impl Fn(usize, usize) -> (f64, [f64; 2]),
+    ) -> Result<()> {
+        let (nx, ny) = (self.cfg.nx, self.cfg.ny);
+        let n = nx * ny;
+        let mut s = vec![0.0; 9 * n];
+        for y in 0..ny {
+            for x in 0..nx {
+                let idx = y * nx + x;
+                let (rho, u) = if self.flags.get(x, y).is_solid() {
+                    (1.0, [0.0, 0.0])
+                } else {
+                    init(x, y)
+                };
+                if !(rho > 0.0 && rho.is_finite()) {
+                    return Err(LbmError::param(
+                        "initial density",
+                        rho,
+                        format!("at cell ({x}, {y}) it must be positive and finite"),
+                    ));
+                }
+                check_mach("initial velocity", u)?;
+                let e = equilibrium(rho, u);
+                for i in 0..9 {
+                    s[i * n + idx] = e[i];
+                }
+            }
+        }
+        self.set_populations(&s)
+    }
+
+    /// Sets the post-collision populations S_i(x), direction-major (`s[i * nx * ny + y * nx + x]`).
+    pub fn set_populations(&mut self, s: &[f64]) -> Result<()> {
+        let n = self.cfg.cells();
+        if s.len() != 9 * n {
+            return Err(LbmError::Shape(format!(
+                "{} populations given for {n} cells (need 9 per cell)",
+                s.len()
+            )));
+        }
+        if let Some(p) = s.iter().position(|v| !v.is_finite()) {
+            return Err(LbmError::param(
+                "population",
+                s[p],
+                format!("direction {}, cell {} is not finite", p / n, p % n),
+            ));
+        }
+        for i in 0..9 {
+            // The in-place layout keeps S_i(x) in slot ī of x between an even and an odd step.
+            let slot = match self.cfg.streaming {
+                Streaming::Ab => i,
+                Streaming::InPlace => OPP[i],
+            };
+            let words = encode(self.cfg.storage, &s[i * n..(i + 1) * n], W[i]);
+            self.gpu.write(&self.a[slot], 0, &words)?;
+        }
+        self.parity = 0;
+        Ok(())
+    }
+
+    /// The post-collision populations S_i(x) (direction-major). For in-place streaming they exist only after an
+    /// even number of steps since the state was set.
+    pub fn populations(&self) -> Result<Vec<f64>> {
+        if self.parity == 1 && self.cfg.streaming == Streaming::InPlace {
+            return Err(LbmError::State(
+                "the in-place lattice holds pre-collision populations after an odd number of steps; \
+                 step once more to read the post-collision state"
+                    .into(),
+            ));
+        }
+        let n = self.cfg.cells();
+        let src = if self.parity == 0 { &self.a } else { &self.b };
+        let mut s = vec![0.0; 9 * n];
+        for i in 0..9 {
+            let slot = match self.cfg.streaming {
+                Streaming::Ab => i,
+                Streaming::InPlace => OPP[i],
+            };
+            let words = self.gpu.read(&src[slot])?;
+            decode(self.cfg.storage, &words, W[i], &mut s[i * n..(i + 1) * n]);
+        }
+        Ok(s)
+    }
+
+    /// Runs `n` steps without reading anything back.
+    pub fn step(&mut self, n: u64) -> Result<()> {
+        let p = self.parity;
+        let pairs = (n / 2) as usize;
+        if pairs > 0 {
+            self.gpu
+                .run_n(&[&self.steps[p], &self.steps[1 - p]], pairs)?;
+        }
+        if n % 2 == 1 {
+            self.gpu.run(&[&self.steps[p]])?;
+            self.parity = 1 - p;
+        }
+        self.steps_done += n;
+        Ok(())
+    }
+
+    /// Times `reps` pairs of steps after `warmup` pairs (the state advances by 2·(warmup + reps) steps).
+    /// Samples are seconds per pair.
+    pub fn time_pairs(&mut self, warmup: usize, reps: usize) -> Result<Timing> {
+        let p = self.parity;
+        let t = self
+            .gpu
+            .time(&[&self.steps[p], &self.steps[1 - p]], warmup, reps)?;
+        self.steps_done += 2 * (warmup + t.samples.len()) as u64;
+        Ok(t)
+    }
+
+    /// ρ and u of every cell, computed on the device from the current state and read back.
+    pub fn macroscopic(&mut self) -> Result<Fields> {
+        if self.macros.is_none() {
+            self.macros = Some(self.prepare_macros()?);
+        }
+        let Some((launches, out)) = &self.macros else {
+            unreachable!("just prepared")
+        };
+        for o in out {
+            // Poisoned so that a cell the pass skips shows as NaN, not as a stale value.
+            self.gpu.fill(o, f32::from_bits(NAN_F32))?;
+        }
+        self.gpu.run(&[&launches[self.parity]])?;
+        Ok(Fields {
+            nx: self.cfg.nx,
+            ny: self.cfg.ny,
+            rho: self.gpu.read(&out[0])?,
+            ux: self.gpu.read(&out[1])?,
+            uy: self.gpu.read(&out[2])?,
+        })
+    }
+
+    fn prepare_macros(&self) -> Result<([Launch; 2], [GpuBuffer<f32>; 3])> {
+        let n = self.cfg.cells();
+        let out = [
+            self.gpu.alloc::<f32>(n)?,
+            self.gpu.alloc::<f32>(n)?,
+            self.gpu.alloc::<f32>(n)?,
+        ];
+        let spec = |phase| KernelSpec {
+            nx: self.cfg.nx,
+            ny: self.cfg.ny,
+            storage: self.cfg.storage,
+            collision: self.cfg.collision,
+            force: self.cfg.force,
+            flags: self.encoded.is_some(),
+            phase,
+            mode: Mode::Macro,
+        };
+        let grid = grid(n)?;
+        let prepare = |spec: KernelSpec, pops: &[GpuBuffer<u32>]| -> Result<Launch> {
+            let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
+            if let Some((codes, table)) = &self.flag_bufs {
+                args.push(codes.arg());
+                args.push(table.arg());
+            }
+            args.extend(out.iter().map(|b| b.arg()));
+            // SAFETY: as for the step kernels (indices below N, table indices from `encode`).
+            let kernel =
+                unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
+            Ok(self.gpu.prepare(&kernel, &args, grid)?)
+        };
+        let launches = match self.cfg.streaming {
+            Streaming::Ab => [
+                prepare(spec(Phase::Ab), &self.a)?,
+                prepare(spec(Phase::Ab), &self.b)?,
+            ],
+            Streaming::InPlace => [
+                prepare(spec(Phase::AaOdd), &self.a)?,
+                prepare(spec(Phase::AaEven), &self.a)?,
+            ],
+        };
+        Ok((launches, out))
+    }
+
+    /// Fills the spare lattice of two-lattice streaming with NaN, so a population a step fails to write shows.
+    #[doc(hidden)]
+    pub fn poison_spare(&self) -> Result<()> {
+        let spare = if self.parity == 0 { &self.b } else { &self.a };
+        if self.cfg.streaming == Streaming::Ab {
+            let nan = match self.cfg.storage {
+                Storage::F32 => NAN_F32,
+                Storage::F16 => NAN_F16X2,
+            };
+            for buf in spare {
+                self.gpu.fill(buf, nan)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The raw words of the buffers holding the current state, for checkpoints.
+    pub(crate) fn raw_state(&self) -> Result<Vec<Vec<u32>>> {
+        let src = if self.parity == 0 || self.cfg.streaming == Streaming::InPlace {
+            &self.a
+        } else {
+            &self.b
+        };
+        src.iter().map(|b| Ok(self.gpu.read(b)?)).collect()
+    }
+
+    /// In-place: which kernel runs next (0 odd, 1 even); two-lattice: always 0 after a restore.
+    pub(crate) fn layout_parity(&self) -> usize {
+        match self.cfg.streaming {
+            Streaming::Ab => 0,
+            Streaming::InPlace => self.parity,
+        }
+    }
+
+    pub(crate) fn restore_raw(
+        &mut self,
+        words: &[Vec<u32>],
+        parity: usize,
+        steps_done: u64,
+    ) -> Result<()> {
+        let expect = words_per_direction(self.cfg.storage, self.cfg.cells());
+        if words.len() != 9 || words.iter().any(|w| w.len() != expect) {
+            return Err(LbmError::Shape(format!(
+                "checkpoint holds {} direction arrays, expected 9 of {expect} words",
+                words.len()
+            )));
+        }
+        for (buf, w) in self.a.iter().zip(words) {
+            self.gpu.write(buf, 0, w)?;
+        }
+        self.parity = parity;
+        self.steps_done = steps_done;
+        Ok(())
+    }
+
+    pub(crate) fn encoded_flags(&self) -> Option<&EncodedFlags> {
+        self.encoded.as_ref()
+    }
+}
+
+/// Both lattices' buffers in binding order.
+fn pops<'a>(first: &'a [GpuBuffer<u32>], second: &'a [GpuBuffer<u32>]) -> Vec<&'a GpuBuffer<u32>> {
+    first.iter().chain(second).collect()
+}
+
+/// u32 words per direction for `n` cells.
+fn words_per_direction(storage: Storage, n: usize) -> usize {
+    match storage {
+        Storage::F32 => n,
+        Storage::F16 => n.div_ceil(2),
+    }
+    .max(1)
+}
+
+/// A 2-D grid of 64-wide workgroups covering `n` cells (the kernel linearises it).
+fn grid(n: usize) -> Result<Grid> {
+    let groups = (n as u64).div_ceil(u64::from(WG));
+    let gx = groups.min(32768);
+    let gy = groups.div_ceil(gx.max(1));
+    let gy = u32::try_from(gy)
+        .map_err(|_| LbmError::Shape(format!("{n} cells is too many for one grid")))?;
+    Ok(Grid::d2(gx as u32, gy))
+}
+
+/// Stored words of populations `f` of one direction with weight `w`.
+fn encode(storage: Storage, f: &[f64], w: f64) -> Vec<u32> {
+    match storage {
+        Storage::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
+        Storage::F16 => {
+            let h: Vec<u16> = f
+                .iter()
+                .map(|v| f16::from_f64((v - w) * F16_SCALE).to_bits())
+                .collect();
+            h.chunks(2)
+                .map(|p| u32::from(p[0]) | (u32::from(*p.get(1).unwrap_or(&0)) << 16))
+                .collect()
+        }
+    }
+}
+
+fn decode(storage: Storage, words: &[u32], w: f64, out: &mut [f64]) {
+    match storage {
+        Storage::F32 => {
+            for (o, &word) in out.iter_mut().zip(words) {
+                *o = f64::from(f32::from_bits(word)) + w;
+            }
+        }
+        Storage::F16 => {
+            for (k, o) in out.iter_mut().enumerate() {
+                let word = words[k / 2];
+                let bits = if k % 2 == 0 {
+                    word & 0xffff
+                } else {
+                    word >> 16
+                } as u16;
+                *o = f16::from_bits(bits).to_f64() / F16_SCALE + w;
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! bespoke-lbm: a D2Q9 lattice Boltzmann stepper on wgpu.
+//!
+//! One fused stream-collide kernel per step, generated as WGSL for the lattice's storage (f32, or f16 holding
+//! (f − w)·2¹⁴), streaming pattern (two-lattice pull, or in-place AA), collision (BGK, TRT) and Guo body force;
+//! cells are fluid, walls (half-way bounce-back, optionally moving), velocity inlets or density outlets. Fields
+//! are read back only when asked. [`reference`] holds the f64 CPU step the tests compare against.
+
+mod config;
+pub mod d2q9;
+mod error;
+mod fields;
+mod flags;
+pub mod kernel;
+mod lattice;
+pub mod reference;
+
+pub use config::{CS, Collision, Config, MAX_MACH, Storage, Streaming, check_mach};
+pub use error::{LbmError, Result};
+pub use fields::Fields;
+pub use flags::{Cell, EncodedFlags, Flags};
+pub use lattice::Lattice;
