@@ -5,6 +5,8 @@
 //! cells are fluid, walls (half-way bounce-back, optionally moving), velocity inlets or density outlets. Fields
 //! are read back only when asked. [`reference`] holds the f64 CPU step the tests compare against.
 
+pub mod cases;
+mod checkpoint;
 mod config;
 pub mod d2q9;
 mod error;
@@ -12,6 +14,7 @@ mod fields;
 mod flags;
 pub mod kernel;
 mod lattice;
+pub mod output;
 pub mod reference;
 
 pub use config::{CS, Collision, Config, MAX_MACH, Storage, Streaming, check_mach};

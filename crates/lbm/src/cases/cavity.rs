@@ -1,0 +1,113 @@
+//! Lid-driven square cavity, compared with Ghia, Ghia & Shin (1982) along the centrelines.
+
+use std::collections::BTreeMap;
+
+use bespoke_gpu::Gpu;
+
+use super::{
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, max_change, omega_from, size_or,
+    start,
+};
+use crate::error::{LbmError, Result};
+use crate::fields::Fields;
+use crate::flags::{Cell, Flags};
+
+/// The reference table (copied from the paper's Tables I and II).
+pub const GHIA_CSV: &str = include_str!("../../data/ghia1982.csv");
+/// Lid speed in lattice units.
+const LID: f64 = 0.1;
+/// Steady when 1000 steps change u by less than this fraction of the lid speed.
+const STEADY: f64 = 1e-6;
+const INTERVAL: u64 = 1000;
+
+/// Ghia's points for `re` (100, 400 or 1000): (u along x = ½ at y, v along y = ½ at x).
+pub fn ghia_table(re: f64) -> Option<(Vec<(f64, f64)>, Vec<(f64, f64)>)> {
+    let col = match re {
+        r if r == 100.0 => 2,
+        r if r == 400.0 => 3,
+        r if r == 1000.0 => 4,
+        _ => return None,
+    };
+    let (mut u, mut v) = (Vec::new(), Vec::new());
+    for line in GHIA_CSV.lines().filter(|l| l.starts_with("u,") || l.starts_with("v,")) {
+        let parts: Vec<&str> = line.split(',').collect();
+        let (Some(c), Some(val)) = (
+            parts.get(1).and_then(|s| s.parse::<f64>().ok()),
+            parts.get(col).and_then(|s| s.parse::<f64>().ok()),
+        ) else {
+            continue;
+        };
+        if parts[0] == "u" { u.push((c, val)) } else { v.push((c, val)) }
+    }
+    Some((u, v))
+}
+
+/// RMS of (sampled − reference) at the interior reference points (wall values are imposed, not computed).
+fn rms(points: &[(f64, f64)], sample: impl Fn(f64) -> f64) -> f64 {
+    let inner: Vec<_> = points.iter().filter(|(c, _)| *c > 0.0 && *c < 1.0).collect();
+    (inner.iter().map(|(c, want)| (sample(*c) - want).powi(2)).sum::<f64>() / inner.len() as f64).sqrt()
+}
+
+pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+    let (nx, ny) = size_or(opts, (128, 128));
+    if nx != ny {
+        return Err(LbmError::param("size", format!("{nx}x{ny}"), "the cavity case needs a square box"));
+    }
+    let l = nx as f64 - 2.0;
+    let omega = omega_from(opts, LID, l, Some(100.0), 1.0)?;
+    let (lat, resumed) = start(
+        gpu,
+        case,
+        opts,
+        || {
+            let c = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
+            let mut flags = Flags::fluid(nx, ny);
+            flags.box_walls();
+            for x in 1..nx - 1 {
+                flags.set(x, ny - 1, Cell::MovingWall([LID, 0.0]));
+            }
+            Ok((base_config(opts, nx, ny, c), flags))
+        },
+        |_, _| (1.0, [0.0, 0.0]),
+    )?;
+    let cfg = lat.config().clone();
+    let l = cfg.nx as f64 - 2.0;
+    let nu = cfg.collision.viscosity();
+    let re = LID * l / nu;
+    let max_steps = opts.steps.unwrap_or(200_000);
+    let mut r = Runner::new(lat, max_steps, progress);
+    let mut prev = r.lat.macroscopic()?.ux;
+    let mut converged = false;
+    while r.done < max_steps {
+        r.run(INTERVAL.min(max_steps - r.done))?;
+        let now = r.lat.macroscopic()?.ux;
+        if max_change(&now, &prev, LID) < STEADY {
+            converged = true;
+            break;
+        }
+        prev = now;
+    }
+    let f: Fields = r.lat.macroscopic()?;
+    let mut m = BTreeMap::new();
+    m.insert("re".into(), re);
+    m.insert("converged".into(), f64::from(u8::from(converged)));
+    let mut notes = vec![format!(
+        "steady when {INTERVAL} steps change u by < {STEADY:e}·U ({}){}",
+        if converged { "reached" } else { "NOT reached within the step limit" },
+        if resumed { "; resumed from a checkpoint" } else { "" }
+    )];
+    // Unit-square coordinate c ↦ cell coordinate: walls half-way at 0.5 and l + 0.5.
+    let cell = |c: f64| 0.5 + c * l;
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.max(1.0);
+    match [100.0, 400.0, 1000.0].into_iter().find(|&g| near(re, g)).and_then(ghia_table) {
+        Some((u_ref, v_ref)) => {
+            let ru = rms(&u_ref, |y| Fields::sample(&f.ux, f.nx, f.ny, cell(0.5), cell(y)) / LID);
+            let rv = rms(&v_ref, |x| Fields::sample(&f.uy, f.nx, f.ny, cell(x), cell(0.5)) / LID);
+            m.insert("ghia_rms_u".into(), ru);
+            m.insert("ghia_rms_v".into(), rv);
+            notes.push("RMS of u/U and v/U against Ghia et al. at their interior centreline points".into());
+        }
+        None => notes.push(format!("Re = {re} has no Ghia table (100, 400, 1000): no comparison")),
+    }
+    r.finish("cavity", m, notes)
+}

@@ -1,0 +1,65 @@
+//! Shear-wave decay: u_x = u₀ sin(k y) decays as exp(−ν k² t); the fitted ν is compared with (1/ω − ½)/3.
+
+use std::collections::BTreeMap;
+use std::f64::consts::PI;
+
+use bespoke_gpu::Gpu;
+
+use super::{Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start};
+use crate::error::Result;
+use crate::fields::Fields;
+use crate::flags::Flags;
+
+const U0: f64 = 0.01;
+
+/// Projection of the x-averaged u_x onto sin(k y).
+fn amplitude(f: &Fields, k: f64) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for y in 0..f.ny {
+        let mean: f64 = (0..f.nx).map(|x| f64::from(f.ux[y * f.nx + x])).sum::<f64>() / f.nx as f64;
+        let s = (k * y as f64).sin();
+        num += mean * s;
+        den += s * s;
+    }
+    num / den
+}
+
+pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+    let (nx, ny) = size_or(opts, (16, 64));
+    let omega = opts.omega.unwrap_or(1.0);
+    let k = 2.0 * PI / ny as f64;
+    let (lat, _) = start(
+        gpu,
+        case,
+        opts,
+        || {
+            let c = opts.collision.unwrap_or(CollisionKind::Bgk).with(omega);
+            Ok((base_config(opts, nx, ny, c), Flags::fluid(nx, ny)))
+        },
+        |_, y| (1.0, [U0 * (k * y as f64).sin(), 0.0]),
+    )?;
+    let cfg = lat.config().clone();
+    let k = 2.0 * PI / cfg.ny as f64;
+    let nu = cfg.collision.viscosity();
+    // Default: long enough for the amplitude to fall by e (at most 20 000 steps).
+    let steps = opts
+        .steps
+        .unwrap_or_else(|| ((1.0 / (nu * k * k)).round() as u64).clamp(200, 20_000))
+        .max(10);
+    let mut r = Runner::new(lat, steps, progress);
+    // Skip the first fifth: an equilibrium start lacks the non-equilibrium part and rings briefly.
+    let t1 = steps / 5;
+    r.run(t1)?;
+    let a1 = amplitude(&r.lat.macroscopic()?, k);
+    r.run(steps - t1)?;
+    let a2 = amplitude(&r.lat.macroscopic()?, k);
+    let measured = (a1 / a2).ln() / (k * k * (steps - t1) as f64);
+    let mut m = BTreeMap::new();
+    m.insert("nu_measured".into(), measured);
+    m.insert("nu_expected".into(), nu);
+    m.insert("nu_rel_err".into(), (measured - nu).abs() / nu);
+    let notes = vec![format!(
+        "ν fitted from the sin(2πy/ny) amplitude of the x-averaged u_x between steps {t1} and {steps}"
+    )];
+    r.finish("shear-wave", m, notes)
+}

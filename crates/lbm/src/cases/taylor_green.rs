@@ -1,0 +1,67 @@
+//! Taylor–Green vortex: kinetic energy decays as exp(−4νk²t), k = 2π/L on a periodic L × L box.
+
+use std::collections::BTreeMap;
+use std::f64::consts::PI;
+
+use bespoke_gpu::Gpu;
+
+use super::{Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start};
+use crate::error::{LbmError, Result};
+use crate::fields::Fields;
+use crate::flags::Flags;
+
+const U0: f64 = 0.03;
+
+fn energy(f: &Fields) -> f64 {
+    (0..f.nx * f.ny)
+        .map(|i| 0.5 * f64::from(f.rho[i]) * f64::from(f.ux[i] * f.ux[i] + f.uy[i] * f.uy[i]))
+        .sum()
+}
+
+pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+    let (nx, ny) = size_or(opts, (64, 64));
+    if nx != ny {
+        return Err(LbmError::param(
+            "size",
+            format!("{nx}x{ny}"),
+            "the Taylor–Green case needs a square box",
+        ));
+    }
+    let omega = opts.omega.unwrap_or(1.0);
+    let k = 2.0 * PI / nx as f64;
+    let (lat, _) = start(
+        gpu,
+        case,
+        opts,
+        || {
+            let c = opts.collision.unwrap_or(CollisionKind::Bgk).with(omega);
+            Ok((base_config(opts, nx, ny, c), Flags::fluid(nx, ny)))
+        },
+        |x, y| {
+            let (x, y) = (k * x as f64, k * y as f64);
+            let rho = 1.0 - 0.75 * U0 * U0 * ((2.0 * x).cos() + (2.0 * y).cos());
+            (rho, [-U0 * x.cos() * y.sin(), U0 * x.sin() * y.cos()])
+        },
+    )?;
+    let cfg = lat.config().clone();
+    let k = 2.0 * PI / cfg.nx as f64;
+    let nu = cfg.collision.viscosity();
+    let rate = 4.0 * nu * k * k;
+    let steps = opts
+        .steps
+        .unwrap_or_else(|| ((1.0 / rate).round() as u64).clamp(200, 20_000))
+        .max(10);
+    let mut r = Runner::new(lat, steps, progress);
+    let t1 = steps / 5;
+    r.run(t1)?;
+    let e1 = energy(&r.lat.macroscopic()?);
+    r.run(steps - t1)?;
+    let e2 = energy(&r.lat.macroscopic()?);
+    let measured = (e1 / e2).ln() / (steps - t1) as f64;
+    let mut m = BTreeMap::new();
+    m.insert("decay_rate_measured".into(), measured);
+    m.insert("decay_rate_expected".into(), rate);
+    m.insert("decay_rate_rel_err".into(), (measured - rate).abs() / rate);
+    let notes = vec![format!("kinetic-energy decay rate fitted between steps {t1} and {steps}; expected 4νk²")];
+    r.finish("taylor-green", m, notes)
+}

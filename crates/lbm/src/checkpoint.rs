@@ -1,0 +1,189 @@
+//! Checkpoints: configuration, flags, step count, layout parity and the raw population words, so a restarted run
+//! continues bit for bit like one that never stopped.
+//!
+//! Layout (little-endian): magic `BSPKLBM1`; u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
+//! streaming, collision; f64 ω, Λ, F_x, F_y; u64 steps done; u8 parity; u64 flag-code count (0: all fluid) and
+//! the codes; u64 table length and its f32 pairs; 9 × (u64 word count, words).
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use bespoke_gpu::Gpu;
+
+use crate::config::{Collision, Config, Storage, Streaming};
+use crate::error::{LbmError, Result};
+use crate::flags::{EncodedFlags, Flags};
+use crate::lattice::Lattice;
+
+const MAGIC: &[u8; 8] = b"BSPKLBM1";
+
+impl Lattice<'_> {
+    /// Writes the lattice's full state to `path`, with `meta` (free text, e.g. the case's parameters).
+    pub fn checkpoint(&self, path: &Path, meta: &str) -> Result<()> {
+        let cfg = self.config();
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        put_bytes(&mut out, meta.as_bytes());
+        put_u64(&mut out, cfg.nx as u64);
+        put_u64(&mut out, cfg.ny as u64);
+        out.push(match cfg.storage {
+            Storage::F32 => 0,
+            Storage::F16 => 1,
+        });
+        out.push(match cfg.streaming {
+            Streaming::Ab => 0,
+            Streaming::InPlace => 1,
+        });
+        let (kind, omega, lambda) = match cfg.collision {
+            Collision::Bgk { omega } => (0, omega, 0.0),
+            Collision::Trt { omega, lambda } => (1, omega, lambda),
+        };
+        out.push(kind);
+        for v in [omega, lambda, cfg.force[0], cfg.force[1]] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        put_u64(&mut out, self.steps_done());
+        out.push(self.layout_parity() as u8);
+        match self.encoded_flags() {
+            Some(e) => {
+                put_words(&mut out, &e.codes);
+                let table: Vec<u32> = e.table.iter().flat_map(|v| v.map(f32::to_bits)).collect();
+                put_words(&mut out, &table);
+            }
+            None => {
+                put_u64(&mut out, 0);
+                put_u64(&mut out, 0);
+            }
+        }
+        for words in self.raw_state()? {
+            put_words(&mut out, &words);
+        }
+        let mut file = std::fs::File::create(path).map_err(|e| LbmError::io(path, e))?;
+        file.write_all(&out).map_err(|e| LbmError::io(path, e))
+    }
+
+    /// Rebuilds a lattice from a checkpoint; returns it with the metadata it was saved with.
+    pub fn resume<'g>(gpu: &'g Gpu, path: &Path) -> Result<(Lattice<'g>, String)> {
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut bytes))
+            .map_err(|e| LbmError::io(path, e))?;
+        let mut r = Reader { bytes: &bytes, at: 0, path };
+        if r.take(8)? != MAGIC {
+            return Err(LbmError::file(path, "not a bespoke-lbm checkpoint (bad magic)"));
+        }
+        let meta = String::from_utf8(r.bytes()?.to_vec())
+            .map_err(|_| LbmError::file(path, "metadata is not UTF-8"))?;
+        let nx = r.usize()?;
+        let ny = r.usize()?;
+        let storage = match r.u8()? {
+            0 => Storage::F32,
+            1 => Storage::F16,
+            v => return Err(LbmError::file(path, format!("unknown storage code {v}"))),
+        };
+        let streaming = match r.u8()? {
+            0 => Streaming::Ab,
+            1 => Streaming::InPlace,
+            v => return Err(LbmError::file(path, format!("unknown streaming code {v}"))),
+        };
+        let kind = r.u8()?;
+        let [omega, lambda, fx, fy] = [r.f64()?, r.f64()?, r.f64()?, r.f64()?];
+        let collision = match kind {
+            0 => Collision::Bgk { omega },
+            1 => Collision::Trt { omega, lambda },
+            v => return Err(LbmError::file(path, format!("unknown collision code {v}"))),
+        };
+        let steps = r.u64()?;
+        let parity = usize::from(r.u8()?);
+        if parity > 1 {
+            return Err(LbmError::file(path, format!("bad parity {parity}")));
+        }
+        let codes = r.words()?;
+        let table_words = r.words()?;
+        let flags = if codes.is_empty() {
+            Flags::fluid(nx, ny)
+        } else {
+            let table = table_words
+                .chunks_exact(2)
+                .map(|p| [f32::from_bits(p[0]), f32::from_bits(p[1])])
+                .collect();
+            Flags::decode(nx, ny, &EncodedFlags { codes, table })
+                .map_err(|e| LbmError::file(path, format!("flags: {e}")))?
+        };
+        let words: Vec<Vec<u32>> = (0..9).map(|_| r.words()).collect::<Result<_>>()?;
+        if r.at != bytes.len() {
+            return Err(LbmError::file(path, "trailing bytes after the populations"));
+        }
+        let cfg = Config {
+            nx,
+            ny,
+            storage,
+            streaming,
+            collision,
+            force: [fx, fy],
+        };
+        let mut lattice = Lattice::new(gpu, cfg, flags).map_err(|e| LbmError::file(path, e.to_string()))?;
+        lattice
+            .restore_raw(&words, parity, steps)
+            .map_err(|e| LbmError::file(path, e.to_string()))?;
+        Ok((lattice, meta))
+    }
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u64(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+fn put_words(out: &mut Vec<u8>, w: &[u32]) {
+    put_u64(out, w.len() as u64);
+    for v in w {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    path: &'a Path,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| LbmError::file(self.path, format!("truncated at byte {}", self.at)))?;
+        let s = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u64(&mut self) -> Result<u64> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    }
+    fn usize(&mut self) -> Result<usize> {
+        let v = self.u64()?;
+        usize::try_from(v).map_err(|_| LbmError::file(self.path, format!("size {v} too large")))
+    }
+    fn f64(&mut self) -> Result<f64> {
+        Ok(f64::from_bits(self.u64()?))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8]> {
+        let n = self.usize()?;
+        self.take(n)
+    }
+    fn words(&mut self) -> Result<Vec<u32>> {
+        let n = self.usize()?;
+        let b = self.take(n.checked_mul(4).ok_or_else(|| LbmError::file(self.path, "word count overflows"))?)?;
+        Ok(b.chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+}

@@ -1,0 +1,126 @@
+//! The validation cases at lavapipe-sized resolutions, against the accuracy the literature gives.
+
+use bespoke_gpu::testing::test_gpu;
+use bespoke_lbm::cases::{Case, CaseOptions, CaseRun, CollisionKind, run_case};
+use bespoke_lbm::{Storage, Streaming};
+
+fn run<'g>(gpu: &'g bespoke_gpu::Gpu, case: Case, opts: CaseOptions) -> CaseRun<'g> {
+    let t = std::time::Instant::now();
+    let r = run_case(gpu, &case, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", case.name()));
+    eprintln!(
+        "{} {:?}: {} steps in {:.2} s ({:.1} MLUPS, {:.2} s total): {:?} {:?}",
+        case.name(),
+        opts.size,
+        r.steps,
+        r.seconds,
+        r.mlups(),
+        t.elapsed().as_secs_f64(),
+        r.metrics,
+        r.notes
+    );
+    r
+}
+
+#[test]
+fn shear_wave_viscosity_within_half_a_percent() {
+    let Some(gpu) = test_gpu() else { return };
+    // BGK's dispersion error grows as k²ν²: the most viscous wave needs the finest lattice.
+    for (omega, ny) in [(0.2, 512), (0.6, 128), (1.0, 64), (1.6, 64)] {
+        let r = run(
+            gpu,
+            Case::ShearWave,
+            CaseOptions {
+                size: Some((4, ny)),
+                omega: Some(omega),
+                ..Default::default()
+            },
+        );
+        let err = r.metrics["nu_rel_err"];
+        assert!(err < 5e-3, "ω = {omega}: ν off by {:.3} %", 100.0 * err);
+    }
+}
+
+#[test]
+fn taylor_green_decay_rate_within_one_percent() {
+    let Some(gpu) = test_gpu() else { return };
+    for streaming in [Streaming::Ab, Streaming::InPlace] {
+        let r = run(
+            gpu,
+            Case::TaylorGreen,
+            CaseOptions {
+                size: Some((48, 48)),
+                omega: Some(1.2),
+                streaming,
+                ..Default::default()
+            },
+        );
+        let err = r.metrics["decay_rate_rel_err"];
+        assert!(err < 1e-2, "{}: rate off by {:.3} %", streaming.name(), 100.0 * err);
+    }
+}
+
+#[test]
+fn poiseuille_trt_is_exact_and_bgk_converges_at_second_order() {
+    let Some(gpu) = test_gpu() else { return };
+    for (omega, streaming, storage) in [
+        (1.0, Streaming::Ab, Storage::F32),
+        (1.7, Streaming::InPlace, Storage::F32),
+        (0.7, Streaming::Ab, Storage::F32),
+    ] {
+        let r = run(
+            gpu,
+            Case::Poiseuille,
+            CaseOptions {
+                size: Some((2, 18)),
+                omega: Some(omega),
+                storage,
+                streaming,
+                ..Default::default()
+            },
+        );
+        assert_eq!(r.metrics["converged"], 1.0, "ω = {omega}: not steady");
+        let err = r.metrics["profile_rel_err"];
+        assert!(err < 1e-4, "TRT ω = {omega}: profile off by {err:e}");
+    }
+    // BGK at ω = 0.8 misplaces the wall by O(1) lattice units² / H²: error ~ 1/H².
+    let errs: Vec<f64> = [6usize, 12, 24]
+        .iter()
+        .map(|&h| {
+            let r = run(
+                gpu,
+                Case::Poiseuille,
+                CaseOptions {
+                    size: Some((2, h + 2)),
+                    omega: Some(0.8),
+                    collision: Some(CollisionKind::Bgk),
+                    ..Default::default()
+                },
+            );
+            assert_eq!(r.metrics["converged"], 1.0, "BGK H = {h}: not steady");
+            r.metrics["profile_rel_err"]
+        })
+        .collect();
+    let orders: Vec<f64> = errs.windows(2).map(|w| (w[0] / w[1]).log2()).collect();
+    eprintln!("BGK errors {errs:?}, observed orders {orders:?}");
+    for p in orders {
+        assert!((1.8..2.3).contains(&p), "BGK order {p} (errors {errs:?})");
+    }
+}
+
+#[test]
+fn cavity_re100_matches_ghia() {
+    let Some(gpu) = test_gpu() else { return };
+    let r = run(
+        gpu,
+        Case::Cavity,
+        CaseOptions {
+            size: Some((128, 128)),
+            re: Some(100.0),
+            streaming: Streaming::InPlace,
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.metrics["converged"], 1.0);
+    let (u, v) = (r.metrics["ghia_rms_u"], r.metrics["ghia_rms_v"]);
+    assert!(u <= 0.01 && v <= 0.01, "RMS against Ghia: u {u}, v {v}");
+}
