@@ -4,6 +4,7 @@
 //! of `bespoke bench` sections and the JSON reports.
 
 pub use bespoke_gpu as gpu;
+pub use bespoke_lbm as lbm;
 pub use bespoke_mm as mm;
 
 pub mod bench;

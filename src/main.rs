@@ -1,5 +1,7 @@
 //! The `bespoke` command line: thin adapters over the crates' public APIs.
 
+mod json_out;
+mod lbm_cmd;
 mod mm_cmd;
 
 use std::path::PathBuf;
@@ -36,6 +38,8 @@ enum Command {
         #[command(subcommand)]
         cmd: mm_cmd::MmCommand,
     },
+    /// D2Q9 lattice Boltzmann cases: validation against analytic and published results, and throughput.
+    Lbm(lbm_cmd::LbmArgs),
     /// List every adapter wgpu can see (honours WGPU_BACKEND), best first.
     Adapters,
     /// Run every benchmark section and print one table.
@@ -138,6 +142,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info { json } => info(json),
         Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
+        Command::Lbm(args) => open_gpu().and_then(|gpu| lbm_cmd::run(&gpu, args)),
         Command::Adapters => {
             for a in bespoke::gpu::list_adapters() {
                 println!(

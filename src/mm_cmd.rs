@@ -1,7 +1,6 @@
 //! `bespoke mm …`: thin adapters over bespoke-mm.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use bespoke::Error;
 use bespoke::bench::progress_bar;
@@ -16,6 +15,8 @@ use bespoke::mm::popcount::PopShape;
 use bespoke::mm::spec::{Panel, SpecKernel, TuneOptions, Variant, bench_operator, read_mtx};
 use bespoke::report::{adapter_json, machine_json, params_json};
 use clap::{Args, Subcommand};
+
+use crate::json_out::{open_json, write_json};
 use serde_json::{Value, json};
 
 #[derive(Subcommand, Debug)]
@@ -173,24 +174,6 @@ impl ShapeArgs {
         shape.check()?;
         Ok((shape, parse_dtype(&self.dtype)?))
     }
-}
-
-/// Creates the JSON output now, so a bad path fails before minutes of timing.
-fn open_json(path: Option<&Path>) -> Result<Option<(std::fs::File, PathBuf)>, Error> {
-    path.map(|p| {
-        std::fs::File::create(p)
-            .map(|f| (f, p.to_path_buf()))
-            .map_err(|e| format!("cannot write the JSON report to {}: {e}", p.display()).into())
-    })
-    .transpose()
-}
-
-fn write_json(out: Option<(std::fs::File, PathBuf)>, v: &Value) -> Result<(), Error> {
-    if let Some((mut f, p)) = out {
-        writeln!(f, "{}", serde_json::to_string_pretty(v)?)
-            .map_err(|e| format!("writing {}: {e}", p.display()))?;
-    }
-    Ok(())
 }
 
 fn parse_params(key: &str) -> Result<DenseParams, Error> {

@@ -1,6 +1,6 @@
 //! Runs one case with size/omega from the command line and prints its metrics (for exploring resolutions).
-use bespoke_lbm::cases::{Case, CaseOptions, CollisionKind, run_case};
 use bespoke_lbm::Streaming;
+use bespoke_lbm::cases::{Case, CaseOptions, CollisionKind, run_case};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a: Vec<String> = std::env::args().collect();
@@ -20,6 +20,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     let r = run_case(&gpu, &case, &opts, &mut |_, _| {})?;
-    println!("{} {}x{} ω={omega:?}: {} steps {:.2}s {:.1} MLUPS {:?} {:?}", case.name(), nx, ny, r.steps, r.seconds, r.mlups(), r.metrics, r.notes);
+    println!(
+        "{} {}x{} ω={omega:?}: {} steps {:.2}s {:.1} MLUPS {:?} {:?}",
+        case.name(),
+        nx,
+        ny,
+        r.steps,
+        r.seconds,
+        r.mlups(),
+        r.metrics,
+        r.notes
+    );
     Ok(())
 }

@@ -68,9 +68,16 @@ impl Lattice<'_> {
         std::fs::File::open(path)
             .and_then(|mut f| f.read_to_end(&mut bytes))
             .map_err(|e| LbmError::io(path, e))?;
-        let mut r = Reader { bytes: &bytes, at: 0, path };
+        let mut r = Reader {
+            bytes: &bytes,
+            at: 0,
+            path,
+        };
         if r.take(8)? != MAGIC {
-            return Err(LbmError::file(path, "not a bespoke-lbm checkpoint (bad magic)"));
+            return Err(LbmError::file(
+                path,
+                "not a bespoke-lbm checkpoint (bad magic)",
+            ));
         }
         let meta = String::from_utf8(r.bytes()?.to_vec())
             .map_err(|_| LbmError::file(path, "metadata is not UTF-8"))?;
@@ -122,7 +129,8 @@ impl Lattice<'_> {
             collision,
             force: [fx, fy],
         };
-        let mut lattice = Lattice::new(gpu, cfg, flags).map_err(|e| LbmError::file(path, e.to_string()))?;
+        let mut lattice =
+            Lattice::new(gpu, cfg, flags).map_err(|e| LbmError::file(path, e.to_string()))?;
         lattice
             .restore_raw(&words, parity, steps)
             .map_err(|e| LbmError::file(path, e.to_string()))?;
@@ -181,7 +189,10 @@ impl<'a> Reader<'a> {
     }
     fn words(&mut self) -> Result<Vec<u32>> {
         let n = self.usize()?;
-        let b = self.take(n.checked_mul(4).ok_or_else(|| LbmError::file(self.path, "word count overflows"))?)?;
+        let b = self.take(
+            n.checked_mul(4)
+                .ok_or_else(|| LbmError::file(self.path, "word count overflows"))?,
+        )?;
         Ok(b.chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())

@@ -21,7 +21,11 @@ impl Quantity {
         match s {
             "speed" | "velocity" => Ok(Self::Speed),
             "vorticity" => Ok(Self::Vorticity),
-            _ => Err(LbmError::param("quantity", s, "expected speed or vorticity")),
+            _ => Err(LbmError::param(
+                "quantity",
+                s,
+                "expected speed or vorticity",
+            )),
         }
     }
 }
@@ -35,11 +39,19 @@ const SEQUENTIAL: [[f64; 3]; 5] = [
     [253.0, 231.0, 37.0],
 ];
 /// Blue → white → red.
-const DIVERGING: [[f64; 3]; 3] = [[33.0, 102.0, 172.0], [247.0, 247.0, 247.0], [178.0, 24.0, 43.0]];
+const DIVERGING: [[f64; 3]; 3] = [
+    [33.0, 102.0, 172.0],
+    [247.0, 247.0, 247.0],
+    [178.0, 24.0, 43.0],
+];
 const WALL: [u8; 3] = [96, 96, 96];
 
 fn ramp(map: &[[f64; 3]], t: f64) -> [u8; 3] {
-    let t = if t.is_finite() { t.clamp(0.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let pos = t * (map.len() - 1) as f64;
     let i = (pos.floor() as usize).min(map.len() - 2);
     let f = pos - i as f64;

@@ -6,7 +6,8 @@ use bespoke_lbm::{Storage, Streaming};
 
 fn run<'g>(gpu: &'g bespoke_gpu::Gpu, case: Case, opts: CaseOptions) -> CaseRun<'g> {
     let t = std::time::Instant::now();
-    let r = run_case(gpu, &case, &opts, &mut |_, _| {}).unwrap_or_else(|e| panic!("{}: {e}", case.name()));
+    let r = run_case(gpu, &case, &opts, &mut |_, _| {})
+        .unwrap_or_else(|e| panic!("{}: {e}", case.name()));
     eprintln!(
         "{} {:?}: {} steps in {:.2} s ({:.1} MLUPS, {:.2} s total): {:?} {:?}",
         case.name(),
@@ -55,7 +56,12 @@ fn taylor_green_decay_rate_within_one_percent() {
             },
         );
         let err = r.metrics["decay_rate_rel_err"];
-        assert!(err < 1e-2, "{}: rate off by {:.3} %", streaming.name(), 100.0 * err);
+        assert!(
+            err < 1e-2,
+            "{}: rate off by {:.3} %",
+            streaming.name(),
+            100.0 * err
+        );
     }
 }
 

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, max_change, omega_from, size_or,
-    start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, max_change,
+    omega_from, size_or, start,
 };
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
@@ -29,7 +29,10 @@ pub fn ghia_table(re: f64) -> Option<(Vec<(f64, f64)>, Vec<(f64, f64)>)> {
         _ => return None,
     };
     let (mut u, mut v) = (Vec::new(), Vec::new());
-    for line in GHIA_CSV.lines().filter(|l| l.starts_with("u,") || l.starts_with("v,")) {
+    for line in GHIA_CSV
+        .lines()
+        .filter(|l| l.starts_with("u,") || l.starts_with("v,"))
+    {
         let parts: Vec<&str> = line.split(',').collect();
         let (Some(c), Some(val)) = (
             parts.get(1).and_then(|s| s.parse::<f64>().ok()),
@@ -37,21 +40,42 @@ pub fn ghia_table(re: f64) -> Option<(Vec<(f64, f64)>, Vec<(f64, f64)>)> {
         ) else {
             continue;
         };
-        if parts[0] == "u" { u.push((c, val)) } else { v.push((c, val)) }
+        if parts[0] == "u" {
+            u.push((c, val))
+        } else {
+            v.push((c, val))
+        }
     }
     Some((u, v))
 }
 
 /// RMS of (sampled − reference) at the interior reference points (wall values are imposed, not computed).
 fn rms(points: &[(f64, f64)], sample: impl Fn(f64) -> f64) -> f64 {
-    let inner: Vec<_> = points.iter().filter(|(c, _)| *c > 0.0 && *c < 1.0).collect();
-    (inner.iter().map(|(c, want)| (sample(*c) - want).powi(2)).sum::<f64>() / inner.len() as f64).sqrt()
+    let inner: Vec<_> = points
+        .iter()
+        .filter(|(c, _)| *c > 0.0 && *c < 1.0)
+        .collect();
+    (inner
+        .iter()
+        .map(|(c, want)| (sample(*c) - want).powi(2))
+        .sum::<f64>()
+        / inner.len() as f64)
+        .sqrt()
 }
 
-pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+pub(super) fn run<'g>(
+    gpu: &'g Gpu,
+    case: &Case,
+    opts: &CaseOptions,
+    progress: Progress<'_>,
+) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_or(opts, (128, 128));
     if nx != ny {
-        return Err(LbmError::param("size", format!("{nx}x{ny}"), "the cavity case needs a square box"));
+        return Err(LbmError::param(
+            "size",
+            format!("{nx}x{ny}"),
+            "the cavity case needs a square box",
+        ));
     }
     let l = nx as f64 - 2.0;
     let omega = omega_from(opts, LID, l, Some(100.0), 1.0)?;
@@ -93,21 +117,41 @@ pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: P
     m.insert("converged".into(), f64::from(u8::from(converged)));
     let mut notes = vec![format!(
         "steady when {INTERVAL} steps change u by < {STEADY:e}·U ({}){}",
-        if converged { "reached" } else { "NOT reached within the step limit" },
-        if resumed { "; resumed from a checkpoint" } else { "" }
+        if converged {
+            "reached"
+        } else {
+            "NOT reached within the step limit"
+        },
+        if resumed {
+            "; resumed from a checkpoint"
+        } else {
+            ""
+        }
     )];
     // Unit-square coordinate c ↦ cell coordinate: walls half-way at 0.5 and l + 0.5.
     let cell = |c: f64| 0.5 + c * l;
     let near = |a: f64, b: f64| (a - b).abs() < 1e-9 * b.max(1.0);
-    match [100.0, 400.0, 1000.0].into_iter().find(|&g| near(re, g)).and_then(ghia_table) {
+    match [100.0, 400.0, 1000.0]
+        .into_iter()
+        .find(|&g| near(re, g))
+        .and_then(ghia_table)
+    {
         Some((u_ref, v_ref)) => {
-            let ru = rms(&u_ref, |y| Fields::sample(&f.ux, f.nx, f.ny, cell(0.5), cell(y)) / LID);
-            let rv = rms(&v_ref, |x| Fields::sample(&f.uy, f.nx, f.ny, cell(x), cell(0.5)) / LID);
+            let ru = rms(&u_ref, |y| {
+                Fields::sample(&f.ux, f.nx, f.ny, cell(0.5), cell(y)) / LID
+            });
+            let rv = rms(&v_ref, |x| {
+                Fields::sample(&f.uy, f.nx, f.ny, cell(x), cell(0.5)) / LID
+            });
             m.insert("ghia_rms_u".into(), ru);
             m.insert("ghia_rms_v".into(), rv);
-            notes.push("RMS of u/U and v/U against Ghia et al. at their interior centreline points".into());
+            notes.push(
+                "RMS of u/U and v/U against Ghia et al. at their interior centreline points".into(),
+            );
         }
-        None => notes.push(format!("Re = {re} has no Ghia table (100, 400, 1000): no comparison")),
+        None => notes.push(format!(
+            "Re = {re} has no Ghia table (100, 400, 1000): no comparison"
+        )),
     }
     r.finish("cavity", m, notes)
 }

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use bespoke_gpu::Gpu;
 
-use super::{Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, start};
+use super::{
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, start,
+};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::{Cell, Flags};
@@ -34,7 +36,12 @@ fn cell_of(ny: usize, p: [f64; 2]) -> [f64; 2] {
     [p[0] / h, p[1] / h + 0.5]
 }
 
-pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+pub(super) fn run<'g>(
+    gpu: &'g Gpu,
+    case: &Case,
+    opts: &CaseOptions,
+    progress: Progress<'_>,
+) -> Result<CaseRun<'g>> {
     let (nx, ny) = match opts.size {
         Some(s) => s,
         None => {
@@ -87,7 +94,10 @@ pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: P
     let re = U_MEAN * d_cells / nu;
     // One convective time D/U is d_cells/U_MEAN steps; shedding period ≈ 3.3 of them.
     let t_conv = d_cells / U_MEAN;
-    let steps = opts.steps.unwrap_or((150.0 * t_conv).round() as u64).max(100);
+    let steps = opts
+        .steps
+        .unwrap_or((150.0 * t_conv).round() as u64)
+        .max(100);
     let sample_every = ((t_conv / 40.0).round() as u64).max(1);
     let mut r = Runner::new(lat, steps, progress);
     // Let the wake develop for the first half, sample the second.
@@ -100,7 +110,10 @@ pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: P
     while r.done < steps {
         r.run(sample_every.min(steps - r.done))?;
         let f: Fields = r.lat.macroscopic()?;
-        vs.push((r.done as f64, Fields::sample(&f.uy, f.nx, f.ny, probe[0], probe[1])));
+        vs.push((
+            r.done as f64,
+            Fields::sample(&f.uy, f.nx, f.ny, probe[0], probe[1]),
+        ));
         let rf = Fields::sample(&f.rho, f.nx, f.ny, front[0], front[1]);
         let rb = Fields::sample(&f.rho, f.nx, f.ny, back[0], back[1]);
         dps.push((rf - rb) / 3.0);

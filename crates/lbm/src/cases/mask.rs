@@ -6,7 +6,10 @@ use std::path::Path;
 
 use bespoke_gpu::Gpu;
 
-use super::{Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, size_or, start};
+use super::{
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, size_or,
+    start,
+};
 use crate::error::Result;
 use crate::flags::{Cell, Flags};
 
@@ -53,7 +56,10 @@ pub(super) fn run<'g>(
     let mut m = BTreeMap::new();
     m.insert("max_speed".into(), max_speed);
     m.insert("mask_wall_cells".into(), walls as f64);
-    m.insert("re".into(), U_IN * (f.ny as f64 - 2.0) / r.lat.config().collision.viscosity());
+    m.insert(
+        "re".into(),
+        U_IN * (f.ny as f64 - 2.0) / r.lat.config().collision.viscosity(),
+    );
     let notes = vec!["Re on the channel height; obstacles from the mask's dark pixels".into()];
     r.finish("mask", m, notes)
 }

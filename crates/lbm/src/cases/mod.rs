@@ -54,8 +54,10 @@ impl Case {
             "cavity" => Self::Cavity,
             "cylinder" => Self::Cylinder,
             "mask" => Self::Mask(
-                mask.ok_or_else(|| LbmError::param("case", "mask", "needs a PNG file (--mask FILE)"))?
-                    .to_path_buf(),
+                mask.ok_or_else(|| {
+                    LbmError::param("case", "mask", "needs a PNG file (--mask FILE)")
+                })?
+                .to_path_buf(),
             ),
             _ => {
                 return Err(LbmError::param(
@@ -244,7 +246,12 @@ fn base_config(opts: &CaseOptions, nx: usize, ny: usize, collision: Collision) -
 }
 
 /// Runs `case` on `gpu`.
-pub fn run_case<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+pub fn run_case<'g>(
+    gpu: &'g Gpu,
+    case: &Case,
+    opts: &CaseOptions,
+    progress: Progress<'_>,
+) -> Result<CaseRun<'g>> {
     match case {
         Case::ShearWave => shear_wave::run(gpu, case, opts, progress),
         Case::TaylorGreen => taylor_green::run(gpu, case, opts, progress),
@@ -256,13 +263,23 @@ pub fn run_case<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Pro
 }
 
 /// ω from `--omega`, or from `--re` with velocity `u` over length `l`, or the default.
-fn omega_from(opts: &CaseOptions, u: f64, l: f64, default_re: Option<f64>, default_omega: f64) -> Result<f64> {
+fn omega_from(
+    opts: &CaseOptions,
+    u: f64,
+    l: f64,
+    default_re: Option<f64>,
+    default_omega: f64,
+) -> Result<f64> {
     if let Some(w) = opts.omega {
         return Ok(w);
     }
     match opts.re.or(default_re) {
         Some(re) if re > 0.0 && re.is_finite() => Ok(crate::d2q9::omega_for(u * l / re)),
-        Some(re) => Err(LbmError::param("re", re, "the Reynolds number must be positive")),
+        Some(re) => Err(LbmError::param(
+            "re",
+            re,
+            "the Reynolds number must be positive",
+        )),
         None => Ok(default_omega),
     }
 }

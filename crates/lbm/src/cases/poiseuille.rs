@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 
 use bespoke_gpu::Gpu;
 
-use super::{Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, max_change, size_or, start};
+use super::{
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, max_change, size_or,
+    start,
+};
 use crate::error::Result;
 use crate::fields::Fields;
 use crate::flags::Flags;
@@ -16,11 +19,21 @@ const STEADY: f64 = 1e-7;
 /// x-averaged u_x of fluid row y.
 fn profile(f: &Fields) -> Vec<f64> {
     (0..f.ny)
-        .map(|y| (0..f.nx).map(|x| f64::from(f.ux[y * f.nx + x])).sum::<f64>() / f.nx as f64)
+        .map(|y| {
+            (0..f.nx)
+                .map(|x| f64::from(f.ux[y * f.nx + x]))
+                .sum::<f64>()
+                / f.nx as f64
+        })
         .collect()
 }
 
-pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+pub(super) fn run<'g>(
+    gpu: &'g Gpu,
+    case: &Case,
+    opts: &CaseOptions,
+    progress: Progress<'_>,
+) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_or(opts, (4, 34));
     let omega = opts.omega.unwrap_or(1.0);
     let (lat, _) = start(
@@ -74,7 +87,11 @@ pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: P
     let notes = vec![format!(
         "steady when {interval} steps change u by < {STEADY:e}·u_max ({}); error = max |u − u_exact| / u_max over \
          fluid rows, walls half-way",
-        if converged { "reached" } else { "NOT reached within the step limit" }
+        if converged {
+            "reached"
+        } else {
+            "NOT reached within the step limit"
+        }
     )];
     r.finish("poiseuille", m, notes)
 }

@@ -5,7 +5,9 @@ use std::f64::consts::PI;
 
 use bespoke_gpu::Gpu;
 
-use super::{Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start};
+use super::{
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start,
+};
 use crate::error::Result;
 use crate::fields::Fields;
 use crate::flags::Flags;
@@ -16,7 +18,10 @@ const U0: f64 = 0.01;
 fn amplitude(f: &Fields, k: f64) -> f64 {
     let (mut num, mut den) = (0.0, 0.0);
     for y in 0..f.ny {
-        let mean: f64 = (0..f.nx).map(|x| f64::from(f.ux[y * f.nx + x])).sum::<f64>() / f.nx as f64;
+        let mean: f64 = (0..f.nx)
+            .map(|x| f64::from(f.ux[y * f.nx + x]))
+            .sum::<f64>()
+            / f.nx as f64;
         let s = (k * y as f64).sin();
         num += mean * s;
         den += s * s;
@@ -24,7 +29,12 @@ fn amplitude(f: &Fields, k: f64) -> f64 {
     num / den
 }
 
-pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+pub(super) fn run<'g>(
+    gpu: &'g Gpu,
+    case: &Case,
+    opts: &CaseOptions,
+    progress: Progress<'_>,
+) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_or(opts, (16, 64));
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / ny as f64;

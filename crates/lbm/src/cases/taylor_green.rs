@@ -5,7 +5,9 @@ use std::f64::consts::PI;
 
 use bespoke_gpu::Gpu;
 
-use super::{Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start};
+use super::{
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start,
+};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::Flags;
@@ -18,7 +20,12 @@ fn energy(f: &Fields) -> f64 {
         .sum()
 }
 
-pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: Progress<'_>) -> Result<CaseRun<'g>> {
+pub(super) fn run<'g>(
+    gpu: &'g Gpu,
+    case: &Case,
+    opts: &CaseOptions,
+    progress: Progress<'_>,
+) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_or(opts, (64, 64));
     if nx != ny {
         return Err(LbmError::param(
@@ -62,6 +69,8 @@ pub(super) fn run<'g>(gpu: &'g Gpu, case: &Case, opts: &CaseOptions, progress: P
     m.insert("decay_rate_measured".into(), measured);
     m.insert("decay_rate_expected".into(), rate);
     m.insert("decay_rate_rel_err".into(), (measured - rate).abs() / rate);
-    let notes = vec![format!("kinetic-energy decay rate fitted between steps {t1} and {steps}; expected 4νk²")];
+    let notes = vec![format!(
+        "kinetic-energy decay rate fitted between steps {t1} and {steps}; expected 4νk²"
+    )];
     r.finish("taylor-green", m, notes)
 }

@@ -1,0 +1,157 @@
+//! `bespoke lbm CASE …`: a thin adapter over bespoke-lbm's cases.
+
+use std::path::PathBuf;
+
+use bespoke::Error;
+use bespoke::bench::{probe_options, progress_bar};
+use bespoke::gpu::Gpu;
+use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, checkpoint_meta, run_case};
+use bespoke::lbm::output::{Quantity, write_png, write_vtk};
+use bespoke::lbm::{Storage, Streaming};
+use bespoke::report::adapter_json;
+use clap::Args;
+use serde_json::json;
+
+use crate::json_out::{open_json, write_json};
+
+#[derive(Args, Debug)]
+pub struct LbmArgs {
+    /// shear-wave, taylor-green, poiseuille, cavity, cylinder or mask.
+    case: String,
+    /// Lattice size, e.g. 256x256 (each case has a default).
+    #[arg(long, value_name = "NXxNY")]
+    size: Option<String>,
+    /// Steps to run (steady-state cases: the most to run).
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Relaxation rate ω ∈ (0, 2).
+    #[arg(long, conflicts_with = "re")]
+    omega: Option<f64>,
+    /// Reynolds number (cavity, cylinder, mask): sets ω from the case's velocity and length.
+    #[arg(long)]
+    re: Option<f64>,
+    /// bgk or trt (default per case).
+    #[arg(long)]
+    collision: Option<String>,
+    #[arg(long, default_value = "f32")]
+    storage: String,
+    /// ab (two lattices) or inplace (AA pattern, half the memory).
+    #[arg(long, default_value = "ab")]
+    streaming: String,
+    /// Obstacle mask for the `mask` case (dark pixels are walls).
+    #[arg(long, value_name = "PNG")]
+    mask: Option<PathBuf>,
+    /// Write the final velocity magnitude (or --png-quantity vorticity) as a PNG.
+    #[arg(long, value_name = "FILE")]
+    png: Option<PathBuf>,
+    #[arg(long, default_value = "speed")]
+    png_quantity: String,
+    /// Write the final fields as VTK image data for ParaView.
+    #[arg(long, value_name = "FILE")]
+    vtk: Option<PathBuf>,
+    /// Save the final state here.
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<PathBuf>,
+    /// Continue from a checkpoint of the same case.
+    #[arg(long, value_name = "FILE")]
+    resume: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<(usize, usize), Error> {
+    let bad = || format!("--size `{s}` is not like 256x128");
+    let (a, b) = s.split_once(['x', 'X']).ok_or_else(bad)?;
+    Ok((
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
+pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
+    let case = Case::parse(&a.case, a.mask.as_deref())?;
+    let quantity = Quantity::parse(&a.png_quantity)?;
+    let opts = CaseOptions {
+        size: a.size.as_deref().map(parse_size).transpose()?,
+        steps: a.steps,
+        omega: a.omega,
+        re: a.re,
+        collision: a
+            .collision
+            .as_deref()
+            .map(CollisionKind::parse)
+            .transpose()?,
+        storage: Storage::parse(&a.storage)?,
+        streaming: Streaming::parse(&a.streaming)?,
+        resume: a.resume.clone(),
+    };
+    let json_file = open_json(a.json.as_deref())?;
+    let probe = gpu.copy_bandwidth(&probe_options(true))?;
+    let bar = progress_bar(1);
+    bar.set_message(case.name());
+    let r = run_case(gpu, &case, &opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+
+    let cfg = r.lattice.config().clone();
+    let bytes_per_cell = r.lattice.bytes_per_cell();
+    let mlups = r.mlups();
+    let gbps = mlups * 1e6 * bytes_per_cell as f64 / 1e9;
+    println!(
+        "{} {}x{} {} {} {} (ω = {}): {} steps in {:.2} s, {:.1} MLUPS, {:.2} GB/s at {} B/cell ({:.2} of copy {:.2} GB/s)",
+        r.case,
+        cfg.nx,
+        cfg.ny,
+        cfg.storage.name(),
+        cfg.streaming.name(),
+        cfg.collision.name(),
+        cfg.collision.omega(),
+        r.steps,
+        r.seconds,
+        mlups,
+        gbps,
+        bytes_per_cell,
+        gbps / probe.gbps,
+        probe.gbps
+    );
+    for (k, v) in &r.metrics {
+        println!("  {k} = {v}");
+    }
+    for n in &r.notes {
+        println!("  note: {n}");
+    }
+    if let Some(p) = &a.png {
+        write_png(p, &r.fields, r.lattice.flags(), quantity)?;
+    }
+    if let Some(p) = &a.vtk {
+        write_vtk(p, &r.fields, r.lattice.flags())?;
+    }
+    if let Some(p) = &a.checkpoint {
+        r.lattice.checkpoint(p, &checkpoint_meta(&case))?;
+    }
+    write_json(
+        json_file,
+        &json!({
+            "case": r.case,
+            "nx": cfg.nx,
+            "ny": cfg.ny,
+            "steps": r.steps,
+            "steps_total": r.lattice.steps_done(),
+            "storage": cfg.storage.name(),
+            "streaming": cfg.streaming.name(),
+            "collision": cfg.collision.name(),
+            "omega": cfg.collision.omega(),
+            "seconds": r.seconds,
+            "mlups": mlups,
+            "bytes_per_cell": bytes_per_cell,
+            "gbps": gbps,
+            "copy_gbps": probe.gbps,
+            "copy_fraction": gbps / probe.gbps,
+            "metrics": r.metrics,
+            "notes": r.notes,
+            "adapter": adapter_json(gpu),
+        }),
+    )
+}
