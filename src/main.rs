@@ -50,6 +50,9 @@ enum Command {
         /// Also write the results as JSON to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Run only this section (repeatable; default: all).
+        #[arg(long, value_name = "NAME")]
+        section: Vec<String>,
     },
 }
 
@@ -110,7 +113,7 @@ fn info(json_out: bool) -> Result<(), Error> {
     Ok(())
 }
 
-fn bench(quick: bool, json_path: Option<PathBuf>) -> Result<(), Error> {
+fn bench(quick: bool, json_path: Option<PathBuf>, only: &[String]) -> Result<(), Error> {
     // Open the output first: a bad path should fail now, not after minutes of benchmarking.
     let json_file = json_path
         .as_ref()
@@ -120,7 +123,7 @@ fn bench(quick: bool, json_path: Option<PathBuf>) -> Result<(), Error> {
         })
         .transpose()?;
     let gpu = open_gpu()?;
-    let (rows, report) = run_all(&gpu, quick)?;
+    let (rows, report) = run_all(&gpu, quick, only)?;
     println!(
         "adapter: {} ({}), copy bandwidth {:.2} GB/s",
         gpu.adapter_name(),
@@ -152,7 +155,11 @@ fn main() -> ExitCode {
             }
             Ok(())
         }
-        Command::Bench { quick, json } => bench(quick, json),
+        Command::Bench {
+            quick,
+            json,
+            section,
+        } => bench(quick, json, &section),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

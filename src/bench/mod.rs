@@ -3,6 +3,7 @@
 
 mod copy;
 mod dense;
+mod lbm;
 mod mm;
 
 use std::io::IsTerminal;
@@ -57,6 +58,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(copy::CopySection),
         Box::new(dense::DenseSection),
         Box::new(mm::MmSection),
+        Box::new(lbm::LbmSection),
     ]
 }
 
@@ -103,9 +105,19 @@ pub fn device_time(gpu: &Gpu, launches: &[&Launch], iters: u64) -> std::time::Du
     std::time::Duration::try_from_secs_f64(total).unwrap_or(std::time::Duration::MAX)
 }
 
-/// Runs the copy probe, then every section; returns the table rows and the report.
-pub fn run_all(gpu: &Gpu, quick: bool) -> Result<(Vec<Row>, Value), Error> {
-    let all = sections();
+/// Runs the copy probe, then every section (or those named in `only`); returns the table rows and the report.
+pub fn run_all(gpu: &Gpu, quick: bool, only: &[String]) -> Result<(Vec<Row>, Value), Error> {
+    let mut all = sections();
+    if let Some(bad) = only
+        .iter()
+        .find(|n| !all.iter().any(|s| s.name() == n.as_str()))
+    {
+        let names: Vec<&str> = all.iter().map(|s| s.name()).collect();
+        return Err(format!("no bench section `{bad}` (sections: {})", names.join(", ")).into());
+    }
+    if !only.is_empty() {
+        all.retain(|s| only.iter().any(|n| n == s.name()));
+    }
     let bar = progress_bar(all.len() as u64 + 1);
     bar.set_message("copy-bandwidth probe");
     let probe = gpu.copy_bandwidth(&probe_options(quick))?;

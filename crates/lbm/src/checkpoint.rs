@@ -2,8 +2,8 @@
 //! continues bit for bit like one that never stopped.
 //!
 //! Layout (little-endian): magic `BSPKLBM1`; u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
-//! streaming, collision; f64 ω, Λ, F_x, F_y; u64 steps done; u8 parity; u64 flag-code count (0: all fluid) and
-//! the codes; u64 table length and its f32 pairs; 9 × (u64 word count, words).
+//! streaming, collision; f64 ω, Λ, F_x, F_y; u64 steps done; u8 parity; u64 cell count and per cell
+//! kind | value index << 3; u64 value count and the f64 pairs; 9 × (u64 word count, words).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -12,7 +12,7 @@ use bespoke_gpu::Gpu;
 
 use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
-use crate::flags::{EncodedFlags, Flags};
+use crate::flags::{Cell, Flags};
 use crate::lattice::Lattice;
 
 const MAGIC: &[u8; 8] = b"BSPKLBM1";
@@ -44,16 +44,11 @@ impl Lattice<'_> {
         }
         put_u64(&mut out, self.steps_done());
         out.push(self.layout_parity() as u8);
-        match self.encoded_flags() {
-            Some(e) => {
-                put_words(&mut out, &e.codes);
-                let table: Vec<u32> = e.table.iter().flat_map(|v| v.map(f32::to_bits)).collect();
-                put_words(&mut out, &table);
-            }
-            None => {
-                put_u64(&mut out, 0);
-                put_u64(&mut out, 0);
-            }
+        let (codes, table) = cells_of(self.flags());
+        put_words(&mut out, &codes);
+        put_u64(&mut out, table.len() as u64);
+        for v in table.iter().flatten() {
+            out.extend_from_slice(&v.to_le_bytes());
         }
         for words in self.raw_state()? {
             put_words(&mut out, &words);
@@ -106,17 +101,12 @@ impl Lattice<'_> {
             return Err(LbmError::file(path, format!("bad parity {parity}")));
         }
         let codes = r.words()?;
-        let table_words = r.words()?;
-        let flags = if codes.is_empty() {
-            Flags::fluid(nx, ny)
-        } else {
-            let table = table_words
-                .chunks_exact(2)
-                .map(|p| [f32::from_bits(p[0]), f32::from_bits(p[1])])
-                .collect();
-            Flags::decode(nx, ny, &EncodedFlags { codes, table })
-                .map_err(|e| LbmError::file(path, format!("flags: {e}")))?
-        };
+        let table_len = r.usize()?;
+        let table: Vec<[f64; 2]> = (0..table_len)
+            .map(|_| Ok([r.f64()?, r.f64()?]))
+            .collect::<Result<_>>()?;
+        let flags = flags_of(nx, ny, &codes, &table)
+            .map_err(|why| LbmError::file(path, format!("flags: {why}")))?;
         let words: Vec<Vec<u32>> = (0..9).map(|_| r.words()).collect::<Result<_>>()?;
         if r.at != bytes.len() {
             return Err(LbmError::file(path, "trailing bytes after the populations"));
@@ -136,6 +126,58 @@ impl Lattice<'_> {
             .map_err(|e| LbmError::file(path, e.to_string()))?;
         Ok((lattice, meta))
     }
+}
+
+/// Cells as kind | (index of their exact f64 value) << 3, and the value table.
+fn cells_of(flags: &Flags) -> (Vec<u32>, Vec<[f64; 2]>) {
+    let mut table: Vec<[f64; 2]> = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    let codes = flags
+        .cells()
+        .iter()
+        .map(|c| {
+            let (kind, v) = match *c {
+                Cell::Fluid => (0, [0.0, 0.0]),
+                Cell::Wall => (1, [0.0, 0.0]),
+                Cell::MovingWall(u) => (2, u),
+                Cell::Inlet(u) => (3, u),
+                Cell::Outlet(rho) => (4, [rho, 0.0]),
+            };
+            let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
+                table.push(v);
+                table.len() - 1
+            });
+            kind | ((slot as u32) << 3)
+        })
+        .collect();
+    (codes, table)
+}
+
+fn flags_of(
+    nx: usize,
+    ny: usize,
+    codes: &[u32],
+    table: &[[f64; 2]],
+) -> std::result::Result<Flags, String> {
+    if codes.len() != nx.saturating_mul(ny) {
+        return Err(format!("{} cells for a {nx}x{ny} lattice", codes.len()));
+    }
+    let mut flags = Flags::fluid(nx, ny);
+    for (i, &code) in codes.iter().enumerate() {
+        let v = *table
+            .get((code >> 3) as usize)
+            .ok_or_else(|| format!("cell {i}: value {} missing", code >> 3))?;
+        let cell = match code & 7 {
+            0 => Cell::Fluid,
+            1 => Cell::Wall,
+            2 => Cell::MovingWall(v),
+            3 => Cell::Inlet(v),
+            4 => Cell::Outlet(v[0]),
+            k => return Err(format!("cell {i}: unknown kind {k}")),
+        };
+        flags.set(i % nx, i / nx, cell);
+    }
+    Ok(flags)
 }
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {

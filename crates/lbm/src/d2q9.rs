@@ -1,4 +1,6 @@
 //! The D2Q9 velocity set and its equilibrium, shared by the WGSL generator and the CPU reference.
+// Direction indices address several tables (C, W, OPP) at once.
+#![allow(clippy::needless_range_loop)]
 
 /// Lattice velocities: rest, the four axis directions, then the four diagonals.
 pub const C: [[i32; 2]; 9] = [

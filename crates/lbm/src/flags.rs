@@ -211,37 +211,6 @@ impl Flags {
         }
         Ok(EncodedFlags { codes, table })
     }
-
-    /// Rebuilds flags from their encoding (for checkpoints).
-    pub fn decode(nx: usize, ny: usize, enc: &EncodedFlags) -> Result<Self> {
-        if enc.codes.len() != nx * ny || enc.table.is_empty() {
-            return Err(LbmError::Shape(format!(
-                "{} flag codes for a {nx}x{ny} lattice",
-                enc.codes.len()
-            )));
-        }
-        let cells = enc
-            .codes
-            .iter()
-            .enumerate()
-            .map(|(i, &code)| {
-                let slot = (code >> INDEX_SHIFT) as usize;
-                let v = enc.table.get(slot).ok_or_else(|| {
-                    LbmError::Shape(format!("cell {i}: boundary value {slot} missing"))
-                })?;
-                let v = [f64::from(v[0]), f64::from(v[1])];
-                Ok(match code & 15 {
-                    TYPE_FLUID => Cell::Fluid,
-                    TYPE_SOLID if v == [0.0, 0.0] => Cell::Wall,
-                    TYPE_SOLID => Cell::MovingWall(v),
-                    TYPE_INLET => Cell::Inlet(v),
-                    TYPE_OUTLET => Cell::Outlet(v[0]),
-                    t => return Err(LbmError::Shape(format!("cell {i}: unknown cell type {t}"))),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Self { nx, ny, cells })
-    }
 }
 
 struct Mask {
@@ -312,7 +281,6 @@ mod tests {
         assert_eq!(mask, (1 << 2) | (1 << 5) | (1 << 6));
         // Periodic in x: (0, 2) has no solid sources.
         assert_eq!((e.codes[2 * 4] >> MASK_SHIFT) & 0x1ff, 0);
-        assert_eq!(Flags::decode(4, 5, &e).expect("decodes"), f);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The WGSL generator: one fused stream-collide kernel per (storage, streaming phase, collision, force, flags),
 //! and a matching kernel that only gathers and writes ρ and u. Sizes and rates are baked in as literals.
+// Direction indices address several tables (C, W, OPP) at once.
+#![allow(clippy::needless_range_loop)]
 
 use std::fmt::Write as _;
 
@@ -206,7 +208,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         if self.flags {
             let _ = writeln!(s, "    let fl = flags[idx];\n    let ty = fl & 15u;");
-            let _ = write!(s, "    if ty == {TYPE_SOLID}u {{\n");
+            let _ = writeln!(s, "    if ty == {TYPE_SOLID}u {{");
             if self.mode == Mode::Macro {
                 s.push_str(
                     "        let uw = bval[fl >> 13u];\n        rho_out[idx] = 1.0;\n        ux_out[idx] = uw.x;\n        uy_out[idx] = uw.y;\n",

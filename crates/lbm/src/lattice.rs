@@ -416,10 +416,6 @@ impl<'g> Lattice<'g> {
         self.steps_done = steps_done;
         Ok(())
     }
-
-    pub(crate) fn encoded_flags(&self) -> Option<&EncodedFlags> {
-        self.encoded.as_ref()
-    }
 }
 
 /// Both lattices' buffers in binding order.

@@ -5,6 +5,7 @@
 //! cells are fluid, walls (half-way bounce-back, optionally moving), velocity inlets or density outlets. Fields
 //! are read back only when asked. [`reference`] holds the f64 CPU step the tests compare against.
 
+pub mod bench;
 pub mod cases;
 mod checkpoint;
 mod config;

@@ -20,14 +20,12 @@ const LID: f64 = 0.1;
 const STEADY: f64 = 1e-6;
 const INTERVAL: u64 = 1000;
 
+/// (coordinate, value) pairs along a centreline.
+pub type Profile = Vec<(f64, f64)>;
+
 /// Ghia's points for `re` (100, 400 or 1000): (u along x = ½ at y, v along y = ½ at x).
-pub fn ghia_table(re: f64) -> Option<(Vec<(f64, f64)>, Vec<(f64, f64)>)> {
-    let col = match re {
-        r if r == 100.0 => 2,
-        r if r == 400.0 => 3,
-        r if r == 1000.0 => 4,
-        _ => return None,
-    };
+pub fn ghia_table(re: f64) -> Option<(Profile, Profile)> {
+    let col = [100.0, 400.0, 1000.0].iter().position(|&r| r == re)? + 2;
     let (mut u, mut v) = (Vec::new(), Vec::new());
     for line in GHIA_CSV
         .lines()

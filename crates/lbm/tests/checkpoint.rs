@@ -1,0 +1,91 @@
+//! A run restarted from a checkpoint continues bit for bit like one that never stopped; bad files are errors.
+
+use bespoke_gpu::testing::test_gpu;
+use bespoke_lbm::{Cell, Collision, Config, Flags, Lattice, LbmError, Storage, Streaming};
+
+#[test]
+fn restart_is_bit_identical() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = std::env::temp_dir().join(format!("bespoke-lbm-ckpt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (nx, ny) = (20, 11);
+    let mut flags = Flags::fluid(nx, ny);
+    flags.channel_walls();
+    for x in 1..nx - 1 {
+        flags.set(x, ny - 1, Cell::MovingWall([0.04, 0.0]));
+    }
+    flags.set(7, 5, Cell::Wall);
+    for storage in [Storage::F32, Storage::F16] {
+        if storage == Storage::F16 && !gpu.has_f16() {
+            continue;
+        }
+        for streaming in [Streaming::Ab, Streaming::InPlace] {
+            let cfg = Config {
+                storage,
+                streaming,
+                force: [1e-5, 0.0],
+                ..Config::new(nx, ny, Collision::trt(1.3))
+            };
+            let path = dir.join(format!("{}-{}.ckpt", storage.name(), streaming.name()));
+            let mut straight = Lattice::new(gpu, cfg.clone(), flags.clone()).expect("lattice");
+            straight
+                .init_equilibrium(|x, y| (1.0 + 0.01 * ((x * y) as f64).sin(), [0.02, 0.01]))
+                .expect("init");
+            // An odd step count, so the in-place lattice is saved mid-pair.
+            straight.step(7).expect("steps");
+            straight.checkpoint(&path, "test").expect("save");
+            straight.step(5).expect("steps");
+
+            let (mut resumed, meta) = Lattice::resume(gpu, &path).expect("resume");
+            assert_eq!(meta, "test");
+            assert_eq!(resumed.steps_done(), 7);
+            assert_eq!(resumed.config(), &cfg);
+            assert_eq!(resumed.flags(), &flags);
+            resumed.step(5).expect("steps");
+            let (a, b) = (
+                straight.populations().expect("read"),
+                resumed.populations().expect("read"),
+            );
+            let differ = a
+                .iter()
+                .zip(&b)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{} {}: {differ} populations differ",
+                storage.name(),
+                streaming.name()
+            );
+            let (ma, mb) = (
+                straight.macroscopic().expect("m"),
+                resumed.macroscopic().expect("m"),
+            );
+            assert_eq!(
+                ma.ux.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                mb.ux.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+
+            // Truncated and foreign files are errors naming the file.
+            let bytes = std::fs::read(&path).expect("read back");
+            let cut = dir.join("cut.ckpt");
+            std::fs::write(&cut, &bytes[..bytes.len() - 3]).expect("write");
+            match Lattice::resume(gpu, &cut) {
+                Err(LbmError::File { path, why }) => {
+                    assert!(
+                        path.contains("cut.ckpt") && why.contains("truncated"),
+                        "{path}: {why}"
+                    )
+                }
+                other => panic!("truncated checkpoint: {other:?}"),
+            }
+            std::fs::write(&cut, b"not a checkpoint at all").expect("write");
+            assert!(matches!(
+                Lattice::resume(gpu, &cut),
+                Err(LbmError::File { .. })
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
