@@ -1,5 +1,5 @@
 //! The CLI end to end on the adapter CI has: `info`, `bench --quick`, `mm dense-bench`, `mm ld`, `mm gen`,
-//! `mm bench`.
+//! `mm bench`, `lbm`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -359,4 +359,112 @@ fn mm_bench_checks_times_and_reports_json() {
     assert_eq!(ms[1]["beta"].as_f64(), Some(1.0), "{}", ms[1]["name"]);
     assert!(v["geomean_speedup_vs_dense"].as_f64().unwrap() > 0.0);
     let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn lbm_case_reports_json_and_writes_outputs() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("bespoke-lbm-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let out = bespoke(&[
+        "lbm",
+        "shear-wave",
+        "--size",
+        "4x64",
+        "--omega",
+        "1.0",
+        "--streaming",
+        "inplace",
+        "--json",
+        &p("a.json"),
+        "--png",
+        &p("a.png"),
+        "--vtk",
+        &p("a.vtk"),
+        "--checkpoint",
+        &p("a.ckpt"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p("a.json")).unwrap()).unwrap();
+    for key in [
+        "case",
+        "nx",
+        "ny",
+        "steps",
+        "storage",
+        "streaming",
+        "collision",
+        "mlups",
+        "bytes_per_cell",
+        "copy_gbps",
+        "copy_fraction",
+        "metrics",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+    assert_eq!(v["case"], "shear-wave");
+    assert_eq!((v["nx"].as_u64(), v["ny"].as_u64()), (Some(4), Some(64)));
+    assert_eq!(v["bytes_per_cell"].as_u64(), Some(72));
+    let err = v["metrics"]["nu_rel_err"].as_f64().unwrap();
+    assert!(err < 5e-3, "ν error {err}");
+    assert!(v["mlups"].as_f64().unwrap() > 0.0);
+    let png = std::fs::read(p("a.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    let vtk = std::fs::read(p("a.vtk")).unwrap();
+    assert!(
+        vtk.starts_with(b"# vtk DataFile") && vtk.windows(16).any(|w| w == b"DIMENSIONS 4 64 ")
+    );
+
+    // Resume continues the same case; a checkpoint of another case is refused.
+    let out = bespoke(&[
+        "lbm",
+        "shear-wave",
+        "--resume",
+        &p("a.ckpt"),
+        "--steps",
+        "100",
+        "--json",
+        &p("b.json"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p("b.json")).unwrap()).unwrap();
+    assert_eq!(v["steps"].as_u64(), Some(100));
+    assert!(v["steps_total"].as_u64().unwrap() > 100);
+    let out = bespoke(&["lbm", "taylor-green", "--resume", &p("a.ckpt")]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shear-wave"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lbm_rejects_bad_parameters_clearly() {
+    if test_gpu().is_none() {
+        return;
+    }
+    for (args, needle) in [
+        (&["lbm", "shear-wave", "--omega", "2.5"][..], "omega"),
+        (&["lbm", "shear-wave", "--size", "1x64"][..], "size"),
+        (&["lbm", "shear-wave", "--size", "64"][..], "--size"),
+        (&["lbm", "vortex-street"][..], "expected shear-wave"),
+        (&["lbm", "mask"][..], "PNG"),
+        (&["lbm", "cavity", "--re=-5"][..], "Reynolds"),
+        (&["lbm", "shear-wave", "--storage", "f8"][..], "storage"),
+    ] {
+        let out = bespoke(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
 }

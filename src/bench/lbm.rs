@@ -65,7 +65,7 @@ impl Section for LbmSection {
                 });
                 runs.push(json!({
                     "nx": b.nx, "ny": b.ny, "storage": storage.name(), "streaming": streaming.name(),
-                    "collision": "trt", "seconds_per_step": b.seconds_per_step, "mlups": b.mlups,
+                    "collision": "bgk", "seconds_per_step": b.seconds_per_step, "mlups": b.mlups,
                     "bytes_per_cell": b.bytes_per_cell, "gbps": b.gbps, "copy_fraction": fraction,
                     "timing": b.timing_source,
                 }));

@@ -22,6 +22,17 @@ pub enum LbmError {
     /// The adapter lacks something the configuration needs.
     #[error("{0}")]
     Unsupported(String),
+    /// The run produced non-finite values: it went unstable.
+    #[error(
+        "the simulation diverged by step {step} ({what} is not finite at cell ({x}, {y})): lower the Reynolds \
+             number or the velocity, raise the resolution, or use TRT"
+    )]
+    Diverged {
+        step: u64,
+        what: &'static str,
+        x: usize,
+        y: usize,
+    },
     /// Operations that do not apply to the lattice's current state.
     #[error("{0}")]
     State(String),

@@ -19,6 +19,16 @@ impl Fields {
         )
     }
 
+    /// The first non-finite ρ or u, as (which, x, y).
+    pub fn first_non_finite(&self) -> Option<(&'static str, usize, usize)> {
+        for (name, v) in [("rho", &self.rho), ("ux", &self.ux), ("uy", &self.uy)] {
+            if let Some(k) = v.iter().position(|x| !x.is_finite()) {
+                return Some((name, k % self.nx, k / self.nx));
+            }
+        }
+        None
+    }
+
     /// |u| per cell.
     pub fn speed(&self) -> Vec<f32> {
         self.ux

@@ -130,3 +130,75 @@ fn cavity_re100_matches_ghia() {
     let (u, v) = (r.metrics["ghia_rms_u"], r.metrics["ghia_rms_v"]);
     assert!(u <= 0.01 && v <= 0.01, "RMS against Ghia: u {u}, v {v}");
 }
+
+/// Writes a grey-scale PNG of `w` × `h` with a black rectangle `[x0, x1) × [y0, y1)` (image rows from the top).
+fn write_mask(path: &std::path::Path, w: u32, h: u32, rect: [u32; 4]) {
+    let mut px = vec![255u8; (w * h) as usize];
+    for y in rect[2]..rect[3] {
+        for x in rect[0]..rect[1] {
+            px[(y * w + x) as usize] = 0;
+        }
+    }
+    let file = std::fs::File::create(path).expect("create png");
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+    enc.set_color(png::ColorType::Grayscale);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut wr = enc.write_header().expect("png header");
+    wr.write_image_data(&px).expect("png data");
+}
+
+#[test]
+fn mask_obstacles_come_from_the_png() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = std::env::temp_dir().join(format!("bespoke-lbm-mask-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let png = dir.join("mask.png");
+    // Image 80 × 20 onto a 40 × 10 lattice: the 8 × 4 pixel block becomes 4 × 2 cells.
+    write_mask(&png, 80, 20, [20, 28, 8, 12]);
+    let mut flags = bespoke_lbm::Flags::fluid(40, 10);
+    assert_eq!(flags.add_png_mask(&png).expect("mask"), 8);
+    // Image row 8..12 from the top is lattice rows 10 − 1 − (4, 5) = 5, 4.
+    assert!(flags.get(10, 4).is_solid() && flags.get(13, 5).is_solid());
+    assert!(!flags.get(14, 5).is_solid() && !flags.get(10, 6).is_solid());
+    let r = run(
+        gpu,
+        Case::Mask(png.clone()),
+        CaseOptions {
+            size: Some((40, 10)),
+            steps: Some(400),
+            omega: Some(1.0),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.metrics["mask_wall_cells"], 8.0);
+    // The block narrows the 8-row channel to 6 rows: the flow must speed up past the inflow's 0.05.
+    let speed = r.metrics["max_speed"];
+    assert!(speed > 0.055 && speed < 0.2, "max speed {speed}");
+    // Far too little viscosity for this lattice: the run must fail loudly, not report NaN as a result.
+    let e = run_case(
+        gpu,
+        &Case::Mask(png.clone()),
+        &CaseOptions {
+            size: Some((40, 10)),
+            steps: Some(2000),
+            omega: Some(1.999),
+            collision: Some(CollisionKind::Bgk),
+            ..Default::default()
+        },
+        &mut |_, _| {},
+    )
+    .expect_err("an unstable run passed")
+    .to_string();
+    assert!(e.contains("diverged"), "{e}");
+    std::fs::write(&png, b"not a png").expect("write");
+    let e = run_case(
+        gpu,
+        &Case::Mask(png.clone()),
+        &CaseOptions::default(),
+        &mut |_, _| {},
+    )
+    .expect_err("garbage PNG accepted")
+    .to_string();
+    assert!(e.contains("mask.png") && e.contains("PNG"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -98,18 +98,18 @@ pub(super) fn run<'g>(
     let re = LID * l / nu;
     let max_steps = opts.steps.unwrap_or(200_000);
     let mut r = Runner::new(lat, max_steps, progress);
-    let mut prev = r.lat.macroscopic()?.ux;
+    let mut prev = r.fields()?.ux;
     let mut converged = false;
     while r.done < max_steps {
         r.run(INTERVAL.min(max_steps - r.done))?;
-        let now = r.lat.macroscopic()?.ux;
+        let now = r.fields()?.ux;
         if max_change(&now, &prev, LID) < STEADY {
             converged = true;
             break;
         }
         prev = now;
     }
-    let f: Fields = r.lat.macroscopic()?;
+    let f: Fields = r.fields()?;
     let mut m = BTreeMap::new();
     m.insert("re".into(), re);
     m.insert("converged".into(), f64::from(u8::from(converged)));

@@ -109,7 +109,7 @@ pub(super) fn run<'g>(
     let (mut vs, mut dps) = (Vec::new(), Vec::new());
     while r.done < steps {
         r.run(sample_every.min(steps - r.done))?;
-        let f: Fields = r.lat.macroscopic()?;
+        let f: Fields = r.fields()?;
         vs.push((
             r.done as f64,
             Fields::sample(&f.uy, f.nx, f.ny, probe[0], probe[1]),

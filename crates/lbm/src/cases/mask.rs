@@ -46,13 +46,13 @@ pub(super) fn run<'g>(
     let steps = opts.steps.unwrap_or(5 * lat.config().nx as u64 * 4);
     let mut r = Runner::new(lat, steps, progress);
     r.run(steps)?;
-    let f = r.lat.macroscopic()?;
+    let f = r.fields()?;
     let flags = r.lat.flags();
     let speed = f.speed();
     let max_speed = (0..f.nx * f.ny)
         .filter(|&k| !flags.cells()[k].is_solid())
         .map(|k| f64::from(speed[k]))
-        .fold(0.0, f64::max);
+        .fold(0.0, f64::max); // finite: `fields()` rejected NaN
     let mut m = BTreeMap::new();
     m.insert("max_speed".into(), max_speed);
     m.insert("mask_wall_cells".into(), walls as f64);

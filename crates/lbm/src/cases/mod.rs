@@ -186,13 +186,27 @@ impl<'a, 'g> Runner<'a, 'g> {
         }
         Ok(())
     }
+    /// Reads ρ and u back, failing if the run has diverged.
+    fn fields(&mut self) -> Result<Fields> {
+        let f = self.lat.macroscopic()?;
+        if let Some((what, x, y)) = f.first_non_finite() {
+            return Err(LbmError::Diverged {
+                step: self.lat.steps_done(),
+                what,
+                x,
+                y,
+            });
+        }
+        Ok(f)
+    }
+
     fn finish(
         mut self,
         case: &'static str,
         metrics: BTreeMap<String, f64>,
         notes: Vec<String>,
     ) -> Result<CaseRun<'g>> {
-        let fields = self.lat.macroscopic()?;
+        let fields = self.fields()?;
         let mut notes = notes;
         notes.extend(self.lat.warnings().iter().cloned());
         Ok(CaseRun {

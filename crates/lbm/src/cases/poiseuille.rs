@@ -64,18 +64,18 @@ pub(super) fn run<'g>(
     let max_steps = opts.steps.unwrap_or(((40.0 * h * h / nu) as u64).max(2000));
     let interval = ((h * h / (20.0 * nu)) as u64).clamp(50, 5000);
     let mut r = Runner::new(lat, max_steps, progress);
-    let mut prev = r.lat.macroscopic()?.ux;
+    let mut prev = r.fields()?.ux;
     let mut converged = false;
     while r.done < max_steps {
         r.run(interval.min(max_steps - r.done))?;
-        let now = r.lat.macroscopic()?.ux;
+        let now = r.fields()?.ux;
         if max_change(&now, &prev, umax) < STEADY {
             converged = true;
             break;
         }
         prev = now;
     }
-    let p = profile(&r.lat.macroscopic()?);
+    let p = profile(&r.fields()?);
     let err = (1..cfg.ny - 1)
         .map(|y| (p[y] - exact(y)).abs())
         .fold(0.0, f64::max)

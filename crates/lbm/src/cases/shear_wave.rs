@@ -60,9 +60,9 @@ pub(super) fn run<'g>(
     // Skip the first fifth: an equilibrium start lacks the non-equilibrium part and rings briefly.
     let t1 = steps / 5;
     r.run(t1)?;
-    let a1 = amplitude(&r.lat.macroscopic()?, k);
+    let a1 = amplitude(&r.fields()?, k);
     r.run(steps - t1)?;
-    let a2 = amplitude(&r.lat.macroscopic()?, k);
+    let a2 = amplitude(&r.fields()?, k);
     let measured = (a1 / a2).ln() / (k * k * (steps - t1) as f64);
     let mut m = BTreeMap::new();
     m.insert("nu_measured".into(), measured);

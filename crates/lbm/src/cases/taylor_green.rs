@@ -61,9 +61,9 @@ pub(super) fn run<'g>(
     let mut r = Runner::new(lat, steps, progress);
     let t1 = steps / 5;
     r.run(t1)?;
-    let e1 = energy(&r.lat.macroscopic()?);
+    let e1 = energy(&r.fields()?);
     r.run(steps - t1)?;
-    let e2 = energy(&r.lat.macroscopic()?);
+    let e2 = energy(&r.fields()?);
     let measured = (e1 / e2).ln() / (steps - t1) as f64;
     let mut m = BTreeMap::new();
     m.insert("decay_rate_measured".into(), measured);
