@@ -1,8 +1,20 @@
-//! bespoke-fv: cell-centred finite volume on tetrahedral meshes (ELLPACK operators, orderings, WGSL kernels).
+//! bespoke-fv: cell-centred finite volume on tetrahedral meshes.
+//!
+//! Gmsh meshes ([`gmsh`]) or generated boxes ([`generate`]) → face adjacency and the diffusion operator in ELLPACK
+//! form ([`operator`]) → an ordering ([`ordering`]: as read, random, RCM, Hilbert, METIS blocks, METIS nested
+//! dissection) → WGSL step kernels ([`kernel`]: gather, block-cached) run by [`Diffusion`]. The CPU reference
+//! of a step is [`Operator::step_reference`].
 
+pub mod diffusion;
 mod error;
+pub mod generate;
 pub mod gmsh;
+pub mod kernel;
 pub mod mesh;
+pub mod operator;
+pub mod ordering;
 
+pub use diffusion::{Diffusion, Real};
 pub use error::{FvError, Result};
 pub use mesh::TetMesh;
+pub use operator::{Boundary, Operator};

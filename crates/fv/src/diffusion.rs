@@ -1,0 +1,220 @@
+//! The device driver: k explicit Euler steps x ← x + Δt·L·x without reading back in between.
+
+use bespoke_gpu::bytemuck::Pod;
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
+
+use crate::error::{FvError, Result};
+use crate::kernel::{Dtype, KernelKind, WG, step_wgsl};
+use crate::operator::Operator;
+
+/// f32 or f64 on the device.
+pub trait Real: Pod + Copy + Send + Sync + 'static {
+    const DTYPE: Dtype;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+    fn nan() -> Self;
+}
+
+impl Real for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn nan() -> Self {
+        f32::NAN
+    }
+}
+
+impl Real for f64 {
+    const DTYPE: Dtype = Dtype::F64;
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn nan() -> Self {
+        f64::NAN
+    }
+}
+
+/// An operator on the device with two x buffers.
+#[derive(Debug)]
+pub struct Diffusion<'g, T: Real> {
+    gpu: &'g Gpu,
+    n: usize,
+    ghost: f64,
+    x: [GpuBuffer<T>; 2],
+    launches: [Launch; 2],
+    parity: usize,
+    _keep: (Vec<GpuBuffer<T>>, Vec<GpuBuffer<u32>>),
+}
+
+impl<'g, T: Real> Diffusion<'g, T> {
+    /// Uploads `op` (slot-major) and prepares both step directions. Δt must lie in (0, 1 / max row sum).
+    pub fn new(gpu: &'g Gpu, op: &Operator, kind: KernelKind, dt: f64) -> Result<Self> {
+        let n = op.n();
+        if n == 0 {
+            return Err(FvError::Shape("the operator has no tets".into()));
+        }
+        if T::DTYPE == Dtype::F64 && !gpu.has_f64() {
+            return Err(FvError::Unsupported(format!(
+                "f64 needs SHADER_F64, which adapter `{}` lacks",
+                gpu.adapter_name()
+            )));
+        }
+        let bound = 1.0 / op.max_row_sum();
+        if !(dt > 0.0 && dt < bound) {
+            return Err(FvError::param(
+                "dt",
+                dt,
+                format!("explicit Euler needs 0 < Δt < 1 / max row sum = {bound:e}"),
+            ));
+        }
+        if let Some((t, j)) = op
+            .indices
+            .iter()
+            .enumerate()
+            .flat_map(|(t, r)| r.iter().map(move |&j| (t, j)))
+            .find(|&(_, j)| j as usize > n)
+        {
+            return Err(FvError::Shape(format!(
+                "tet {t} refers to tet {j}, past {n} (+ ghost)"
+            )));
+        }
+        let per_group = match kind {
+            KernelKind::Gather => WG,
+            KernelKind::BlockCached { block } => {
+                let bytes = u64::from(block) * T::DTYPE.size() as u64;
+                let limit = u64::from(gpu.limits().max_compute_workgroup_storage_size);
+                if block == 0 || block % WG != 0 || bytes > limit {
+                    return Err(FvError::param(
+                        "block-size",
+                        block,
+                        format!(
+                            "the block-cached kernel needs a multiple of {WG} whose x fits the adapter's {limit} \
+                             bytes of workgroup memory"
+                        ),
+                    ));
+                }
+                block
+            }
+        };
+        let mut vals = Vec::with_capacity(4);
+        let mut idx = Vec::with_capacity(4);
+        for s in 0..4 {
+            let v: Vec<T> = op.values.iter().map(|r| T::from_f64(r[s])).collect();
+            let i: Vec<u32> = op.indices.iter().map(|r| r[s]).collect();
+            vals.push(gpu.upload(&v)?);
+            idx.push(gpu.upload(&i)?);
+        }
+        let ghost = op.ghost();
+        let x = [
+            gpu.alloc_filled(n + 1, T::from_f64(ghost))?,
+            gpu.alloc_filled(n + 1, T::from_f64(ghost))?,
+        ];
+        // SAFETY: every index was checked above to be ≤ n, the x buffers hold n + 1 entries, the kernel reads
+        // slot arrays and writes y only at i < N, and workgroup indices stay below B by construction.
+        let kernel = unsafe {
+            Kernel::new(
+                format!("fv-{}-{}", kind.name(), T::DTYPE.wgsl()),
+                step_wgsl(kind, T::DTYPE, n, dt),
+            )
+            .without_bounds_checks()
+        };
+        let grid = grid(n, per_group)?;
+        let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
+            let mut args: Vec<Arg<'_>> = vals.iter().map(|b| b.arg()).collect();
+            args.extend(idx.iter().map(|b| b.arg()));
+            args.push(from.arg());
+            args.push(to.arg());
+            Ok(gpu.prepare(&kernel, &args, grid)?)
+        };
+        let launches = [prepare(&x[0], &x[1])?, prepare(&x[1], &x[0])?];
+        Ok(Self {
+            gpu,
+            n,
+            ghost,
+            x,
+            launches,
+            parity: 0,
+            _keep: (vals, idx),
+        })
+    }
+
+    /// Sets x (n entries; the ghost keeps the boundary value).
+    pub fn set_x(&mut self, x: &[f64]) -> Result<()> {
+        if x.len() != self.n {
+            return Err(FvError::Shape(format!(
+                "{} values for {} tets",
+                x.len(),
+                self.n
+            )));
+        }
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(FvError::param(
+                "x",
+                x[i],
+                format!("entry {i} is not finite"),
+            ));
+        }
+        let mut v: Vec<T> = x.iter().map(|&a| T::from_f64(a)).collect();
+        v.push(T::from_f64(self.ghost));
+        self.gpu.write(&self.x[self.parity], 0, &v)?;
+        Ok(())
+    }
+
+    /// Reads x back (n entries).
+    pub fn x(&self) -> Result<Vec<f64>> {
+        let mut v: Vec<f64> = self
+            .gpu
+            .read(&self.x[self.parity])?
+            .into_iter()
+            .map(T::to_f64)
+            .collect();
+        v.truncate(self.n);
+        Ok(v)
+    }
+
+    /// Runs `k` steps.
+    pub fn step(&mut self, k: usize) -> Result<()> {
+        let p = self.parity;
+        if k / 2 > 0 {
+            self.gpu
+                .run_n(&[&self.launches[p], &self.launches[1 - p]], k / 2)?;
+        }
+        if k % 2 == 1 {
+            self.gpu.run(&[&self.launches[p]])?;
+            self.parity = 1 - p;
+        }
+        Ok(())
+    }
+
+    /// Times `reps` pairs of steps after `warmup` pairs; samples are seconds per pair.
+    pub fn time_pairs(&mut self, warmup: usize, reps: usize) -> Result<Timing> {
+        let p = self.parity;
+        Ok(self
+            .gpu
+            .time(&[&self.launches[p], &self.launches[1 - p]], warmup, reps)?)
+    }
+
+    /// Fills the buffer the next step writes with NaN (ghost kept), so an unwritten entry shows.
+    #[doc(hidden)]
+    pub fn poison_spare(&self) -> Result<()> {
+        let spare = &self.x[1 - self.parity];
+        self.gpu.fill(spare, T::nan())?;
+        self.gpu.write(spare, self.n, &[T::from_f64(self.ghost)])?;
+        Ok(())
+    }
+}
+
+fn grid(n: usize, per_group: u32) -> Result<Grid> {
+    let groups = (n as u64).div_ceil(u64::from(per_group));
+    let gx = groups.clamp(1, 32768);
+    let gy = u32::try_from(groups.div_ceil(gx))
+        .map_err(|_| FvError::Shape(format!("{n} tets is too many")))?;
+    Ok(Grid::d2(gx as u32, gy))
+}

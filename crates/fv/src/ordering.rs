@@ -1,0 +1,438 @@
+//! Orderings of the tets: as read, random, reverse Cuthill–McKee, Hilbert curve on centroids, METIS k-way blocks
+//! with METIS's cache-friendly order inside each block, and METIS nested dissection. An ordering is a
+//! [`Permutation`] applied to the operator and fields and undone on output.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crate::error::{FvError, Result};
+use crate::generate::SplitMix;
+use crate::operator::Operator;
+
+/// new index → old index and its inverse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Permutation {
+    new_to_old: Vec<u32>,
+    old_to_new: Vec<u32>,
+}
+
+impl Permutation {
+    pub fn identity(n: usize) -> Self {
+        let v: Vec<u32> = (0..n as u32).collect();
+        Self {
+            new_to_old: v.clone(),
+            old_to_new: v,
+        }
+    }
+
+    /// Checks that `new_to_old` is a permutation of 0..n.
+    pub fn from_new_to_old(new_to_old: Vec<u32>) -> Result<Self> {
+        let n = new_to_old.len();
+        let mut old_to_new = vec![u32::MAX; n];
+        for (new, &old) in new_to_old.iter().enumerate() {
+            let slot = old_to_new.get_mut(old as usize).ok_or_else(|| {
+                FvError::Shape(format!("ordering maps {new} to {old}, past {n} tets"))
+            })?;
+            if *slot != u32::MAX {
+                return Err(FvError::Shape(format!("ordering uses tet {old} twice")));
+            }
+            *slot = new as u32;
+        }
+        Ok(Self {
+            new_to_old,
+            old_to_new,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.new_to_old.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.new_to_old.is_empty()
+    }
+    pub fn new_to_old(&self) -> &[u32] {
+        &self.new_to_old
+    }
+    pub fn old_to_new(&self) -> &[u32] {
+        &self.old_to_new
+    }
+
+    /// A field in the new order (entries past n, like the Dirichlet ghost, keep their place).
+    pub fn apply<T: Copy>(&self, old: &[T]) -> Vec<T> {
+        let n = self.len();
+        let mut out: Vec<T> = self.new_to_old.iter().map(|&o| old[o as usize]).collect();
+        out.extend_from_slice(&old[n..]);
+        out
+    }
+
+    /// A field back in the original order.
+    pub fn undo<T: Copy>(&self, new: &[T]) -> Vec<T> {
+        let n = self.len();
+        let mut out: Vec<T> = self.old_to_new.iter().map(|&i| new[i as usize]).collect();
+        out.extend_from_slice(&new[n..]);
+        out
+    }
+
+    /// The operator with rows and neighbour indices renumbered (the ghost index n stays n).
+    pub fn apply_operator(&self, op: &Operator) -> Operator {
+        let n = self.len() as u32;
+        let map = |j: u32| {
+            if j < n {
+                self.old_to_new[j as usize]
+            } else {
+                j
+            }
+        };
+        Operator {
+            values: self.apply(&op.values),
+            indices: self
+                .new_to_old
+                .iter()
+                .map(|&o| op.indices[o as usize].map(map))
+                .collect(),
+            volumes: self.apply(&op.volumes),
+            centroids: self.apply(&op.centroids),
+            boundary: op.boundary,
+        }
+    }
+}
+
+/// The orderings, by the names the CLI and JSON use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderingKind {
+    AsRead,
+    Random,
+    Rcm,
+    Hilbert,
+    /// METIS k-way blocks of about `block` tets, METIS's cache-friendly order inside each.
+    Metis {
+        block: usize,
+    },
+    MetisNd,
+}
+
+impl OrderingKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::AsRead => "as-read",
+            Self::Random => "random",
+            Self::Rcm => "rcm",
+            Self::Hilbert => "hilbert",
+            Self::Metis { .. } => "metis",
+            Self::MetisNd => "metis-nd",
+        }
+    }
+    pub fn parse(s: &str, block: usize) -> Result<Self> {
+        Ok(match s {
+            "as-read" => Self::AsRead,
+            "random" => Self::Random,
+            "rcm" => Self::Rcm,
+            "hilbert" => Self::Hilbert,
+            "metis" => Self::Metis { block },
+            "metis-nd" => Self::MetisNd,
+            _ => {
+                return Err(FvError::param(
+                    "ordering",
+                    s,
+                    "expected as-read, random, rcm, hilbert, metis or metis-nd",
+                ));
+            }
+        })
+    }
+    pub fn all(block: usize) -> [Self; 6] {
+        [
+            Self::AsRead,
+            Self::Random,
+            Self::Rcm,
+            Self::Hilbert,
+            Self::Metis { block },
+            Self::MetisNd,
+        ]
+    }
+}
+
+/// Computes an ordering of `op`'s tets; returns it and the seconds it took.
+pub fn order(op: &Operator, kind: OrderingKind) -> Result<(Permutation, f64)> {
+    let t = Instant::now();
+    let n = op.n();
+    let p = match kind {
+        OrderingKind::AsRead => Permutation::identity(n),
+        OrderingKind::Random => {
+            let mut v: Vec<u32> = (0..n as u32).collect();
+            SplitMix(0x5eed).shuffle(&mut v);
+            Permutation::from_new_to_old(v)?
+        }
+        OrderingKind::Rcm => {
+            let (xadj, adjncy) = op.graph();
+            Permutation::from_new_to_old(rcm(&xadj, &adjncy))?
+        }
+        OrderingKind::Hilbert => Permutation::from_new_to_old(hilbert(&op.centroids))?,
+        OrderingKind::Metis { block } => metis_blocks(op, block)?,
+        OrderingKind::MetisNd => metis_nd(op)?,
+    };
+    Ok((p, t.elapsed().as_secs_f64()))
+}
+
+/// Reverse Cuthill–McKee: BFS from a pseudo-peripheral vertex of each component, neighbours by ascending
+/// degree, the whole order reversed.
+pub fn rcm(xadj: &[u32], adjncy: &[u32]) -> Vec<u32> {
+    let n = xadj.len() - 1;
+    let deg = |v: usize| (xadj[v + 1] - xadj[v]) as usize;
+    let nbrs = |v: usize| &adjncy[xadj[v] as usize..xadj[v + 1] as usize];
+    let mut visited = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    // Farthest vertex (and eccentricity) from `s` within its component, by BFS.
+    let bfs_far = |s: usize, seen: &mut Vec<u32>, stamp: u32| -> (usize, usize) {
+        let mut q = VecDeque::from([(s, 0usize)]);
+        seen[s] = stamp;
+        let mut last = (s, 0);
+        while let Some((v, d)) = q.pop_front() {
+            if d > last.1 || (d == last.1 && deg(v) < deg(last.0)) {
+                last = (v, d);
+            }
+            for &w in nbrs(v) {
+                if seen[w as usize] != stamp {
+                    seen[w as usize] = stamp;
+                    q.push_back((w as usize, d + 1));
+                }
+            }
+        }
+        last
+    };
+    let mut seen = vec![0u32; n];
+    let mut stamp = 0;
+    let mut by_degree: Vec<usize> = (0..n).collect();
+    by_degree.sort_by_key(|&v| deg(v));
+    for &seed in &by_degree {
+        if visited[seed] {
+            continue;
+        }
+        // A few sweeps towards the far end give a pseudo-peripheral start.
+        let mut start = seed;
+        let mut ecc = 0;
+        for _ in 0..4 {
+            stamp += 1;
+            let (far, d) = bfs_far(start, &mut seen, stamp);
+            if d <= ecc {
+                break;
+            }
+            start = far;
+            ecc = d;
+        }
+        let mut q = VecDeque::from([start]);
+        visited[start] = true;
+        while let Some(v) = q.pop_front() {
+            order.push(v as u32);
+            let mut next: Vec<usize> = nbrs(v)
+                .iter()
+                .map(|&w| w as usize)
+                .filter(|&w| !visited[w])
+                .collect();
+            next.sort_by_key(|&w| deg(w));
+            for w in next {
+                if !visited[w] {
+                    visited[w] = true;
+                    q.push_back(w);
+                }
+            }
+        }
+    }
+    order.reverse();
+    order
+}
+
+/// Hilbert index of a point with 21-bit coordinates per axis (Skilling, "Programming the Hilbert curve", 2004:
+/// axes → transposed index, then bit interleaving).
+fn hilbert_index(mut x: [u32; 3], bits: u32) -> u64 {
+    let m = 1u32 << (bits - 1);
+    let mut q = m;
+    while q > 1 {
+        let p = q - 1;
+        for i in 0..3 {
+            if x[i] & q != 0 {
+                x[0] ^= p;
+            } else {
+                let t = (x[0] ^ x[i]) & p;
+                x[0] ^= t;
+                x[i] ^= t;
+            }
+        }
+        q >>= 1;
+    }
+    for i in 1..3 {
+        x[i] ^= x[i - 1];
+    }
+    let mut t = 0;
+    let mut q = m;
+    while q > 1 {
+        if x[2] & q != 0 {
+            t ^= q - 1;
+        }
+        q >>= 1;
+    }
+    for v in &mut x {
+        *v ^= t;
+    }
+    let mut h = 0u64;
+    for b in (0..bits).rev() {
+        for v in x {
+            h = (h << 1) | u64::from((v >> b) & 1);
+        }
+    }
+    h
+}
+
+/// Tets sorted by the Hilbert index of their centroids in the bounding box.
+pub fn hilbert(centroids: &[[f64; 3]]) -> Vec<u32> {
+    const BITS: u32 = 21;
+    let mut lo = [f64::INFINITY; 3];
+    let mut hi = [f64::NEG_INFINITY; 3];
+    for c in centroids {
+        for d in 0..3 {
+            lo[d] = lo[d].min(c[d]);
+            hi[d] = hi[d].max(c[d]);
+        }
+    }
+    let span = (0..3)
+        .map(|d| hi[d] - lo[d])
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let scale = ((1u64 << BITS) - 1) as f64 / span;
+    let mut keyed: Vec<(u64, u32)> = centroids
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let q = std::array::from_fn(|d| {
+                ((c[d] - lo[d]) * scale)
+                    .round()
+                    .clamp(0.0, ((1u64 << BITS) - 1) as f64) as u32
+            });
+            (hilbert_index(q, BITS), i as u32)
+        })
+        .collect();
+    keyed.sort_unstable();
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
+
+fn metis_graph(op: &Operator) -> Result<(Vec<metis::Idx>, Vec<metis::Idx>)> {
+    let (xadj, adjncy) = op.graph();
+    let conv = |v: Vec<u32>| -> Result<Vec<metis::Idx>> {
+        v.into_iter()
+            .map(|x| {
+                metis::Idx::try_from(x)
+                    .map_err(|_| FvError::Metis("graph too large for METIS indices".into()))
+            })
+            .collect()
+    };
+    Ok((conv(xadj)?, conv(adjncy)?))
+}
+
+/// METIS k-way partition into ⌈n / block⌉ parts, then `METIS_CacheFriendlyReordering`: parts contiguous, a
+/// BFS/RCM-like order inside each.
+pub fn metis_blocks(op: &Operator, block: usize) -> Result<Permutation> {
+    let n = op.n();
+    if block == 0 {
+        return Err(FvError::param("block-size", block, "must be at least 1"));
+    }
+    let parts = metis_partition(op, n.div_ceil(block))?;
+    let (mut xadj, mut adjncy) = metis_graph(op)?;
+    let mut part: Vec<metis::Idx> = parts.iter().map(|&p| p as metis::Idx).collect();
+    let mut old2new = vec![0 as metis::Idx; n];
+    // SAFETY: xadj has n + 1 entries and adjncy xadj[n]; part and old2new have n entries; METIS only reads the
+    // graph and partition and writes old2new.
+    let rc = unsafe {
+        metis_sys::METIS_CacheFriendlyReordering(
+            n as metis::Idx,
+            xadj.as_mut_ptr(),
+            adjncy.as_mut_ptr(),
+            part.as_mut_ptr(),
+            old2new.as_mut_ptr(),
+        )
+    };
+    if rc != metis_sys::rstatus_et_METIS_OK {
+        return Err(FvError::Metis(format!(
+            "cache-friendly reordering failed (status {rc})"
+        )));
+    }
+    let mut new_to_old = vec![0u32; n];
+    for (old, &new) in old2new.iter().enumerate() {
+        let new = usize::try_from(new)
+            .ok()
+            .filter(|&v| v < n)
+            .ok_or_else(|| FvError::Metis(format!("reordering returned index {new}")))?;
+        new_to_old[new] = old as u32;
+    }
+    Permutation::from_new_to_old(new_to_old)
+}
+
+/// METIS k-way part of every tet (`parts` ≥ 1).
+pub fn metis_partition(op: &Operator, parts: usize) -> Result<Vec<u32>> {
+    let n = op.n();
+    if parts <= 1 || n <= 1 {
+        return Ok(vec![0; n]);
+    }
+    let (xadj, adjncy) = metis_graph(op)?;
+    let mut part = vec![0 as metis::Idx; n];
+    let nparts =
+        metis::Idx::try_from(parts).map_err(|_| FvError::Metis(format!("{parts} parts")))?;
+    metis::Graph::new(1, nparts, &xadj, &adjncy)
+        .map_err(|e| FvError::Metis(format!("graph rejected: {e:?}")))?
+        .part_kway(&mut part)
+        .map_err(|e| FvError::Metis(format!("k-way partition failed: {e:?}")))?;
+    Ok(part.into_iter().map(|p| p as u32).collect())
+}
+
+/// METIS nested dissection (fill-reducing) order.
+pub fn metis_nd(op: &Operator) -> Result<Permutation> {
+    let n = op.n();
+    if n <= 1 {
+        return Ok(Permutation::identity(n));
+    }
+    let (mut xadj, mut adjncy) = metis_graph(op)?;
+    let mut nv = n as metis::Idx;
+    let mut perm = vec![0 as metis::Idx; n];
+    let mut iperm = vec![0 as metis::Idx; n];
+    // SAFETY: sizes as METIS documents (xadj n + 1, adjncy xadj[n], perm and iperm n); null weights and options
+    // select METIS's defaults.
+    let rc = unsafe {
+        metis_sys::METIS_NodeND(
+            &mut nv,
+            xadj.as_mut_ptr(),
+            adjncy.as_mut_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            perm.as_mut_ptr(),
+            iperm.as_mut_ptr(),
+        )
+    };
+    if rc != metis_sys::rstatus_et_METIS_OK {
+        return Err(FvError::Metis(format!(
+            "nested dissection failed (status {rc})"
+        )));
+    }
+    // Row i of the reordered matrix is row perm[i] of the original: perm is new → old.
+    Permutation::from_new_to_old(perm.into_iter().map(|v| v as u32).collect())
+}
+
+/// Fraction of interior neighbour references whose neighbour lies in the same block of `block` consecutive
+/// tets (in the operator's current numbering).
+pub fn in_block_fraction(op: &Operator, block: usize) -> f64 {
+    let n = op.n();
+    let (mut inside, mut total) = (0usize, 0usize);
+    for (i, row) in op.indices.iter().enumerate() {
+        for &j in row {
+            let j = j as usize;
+            if j < n && j != i {
+                total += 1;
+                if j / block == i / block {
+                    inside += 1;
+                }
+            }
+        }
+    }
+    if total == 0 {
+        1.0
+    } else {
+        inside as f64 / total as f64
+    }
+}

@@ -1,0 +1,266 @@
+//! Meshes, adjacency, orderings and the device kernels against the CPU reference.
+
+use std::path::PathBuf;
+
+use bespoke_fv::generate::{BoxMesh, SplitMix};
+use bespoke_fv::gmsh::read_msh;
+use bespoke_fv::kernel::KernelKind;
+use bespoke_fv::operator::{BOUNDARY, adjacency};
+use bespoke_fv::ordering::{OrderingKind, in_block_fraction, metis_partition, order};
+use bespoke_fv::{Boundary, Diffusion, FvError, Operator, Real, TetMesh};
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(name)
+}
+
+fn sphere() -> TetMesh {
+    read_msh(&data("sphere_h0.2_v2.2.msh")).expect("sphere reads")
+}
+
+fn jittered_box() -> TetMesh {
+    BoxMesh {
+        cells: [7, 5, 6],
+        jitter: 0.2,
+        shuffle: Some(3),
+        seed: 11,
+    }
+    .build()
+    .expect("box builds")
+}
+
+fn check_adjacency(adj: &[[u32; 4]]) -> usize {
+    let mut boundary = 0;
+    for (t, row) in adj.iter().enumerate() {
+        for &nb in row {
+            if nb == BOUNDARY {
+                boundary += 1;
+            } else {
+                assert_ne!(nb as usize, t, "tet {t} is its own neighbour");
+                assert!(
+                    adj[nb as usize].contains(&(t as u32)),
+                    "{t} → {nb} is not symmetric"
+                );
+            }
+        }
+    }
+    boundary
+}
+
+#[test]
+fn gmsh_variants_agree_and_adjacency_is_symmetric() {
+    let a = sphere();
+    let b = read_msh(&data("sphere_h0.2_v4.1_bin.msh")).expect("binary 4.1 reads");
+    // ASCII prints 16 significant digits, binary keeps all 17: the same nodes up to rounding.
+    assert_eq!(a.nodes.len(), b.nodes.len());
+    let worst = a
+        .nodes
+        .iter()
+        .zip(&b.nodes)
+        .flat_map(|(p, q)| (0..3).map(move |d| (p[d] - q[d]).abs()))
+        .fold(0.0, f64::max);
+    assert!(
+        worst < 1e-14,
+        "2.2 ASCII and 4.1 binary nodes differ by {worst}"
+    );
+    assert!(
+        a.tets == b.tets,
+        "2.2 ASCII and 4.1 binary disagree on tets"
+    );
+    assert_eq!(a.physical, b.physical);
+    assert!(
+        a.physical.iter().all(|&p| p == 1),
+        "tets are in the `domain` group"
+    );
+    let (adj_a, adj_b) = (
+        adjacency(&a).expect("adjacency"),
+        adjacency(&b).expect("adjacency"),
+    );
+    assert_eq!(adj_a, adj_b);
+    let boundary = check_adjacency(&adj_a);
+    assert!(boundary > 0 && boundary < 4 * a.tets.len());
+    let c = read_msh(&data("boxcyl_h0.1_v4.1.msh")).expect("ASCII 4.1 reads");
+    check_adjacency(&adjacency(&c).expect("adjacency"));
+}
+
+#[test]
+fn generated_boxes_are_closed_and_fill_the_box() {
+    let m = jittered_box();
+    assert_eq!(m.tets.len(), 6 * 7 * 5 * 6);
+    let adj = adjacency(&m).expect("adjacency");
+    let boundary = check_adjacency(&adj);
+    assert_eq!(
+        boundary,
+        4 * (7 * 5 + 5 * 6 + 7 * 6),
+        "two boundary triangles per boundary square"
+    );
+    let op = Operator::diffusion(&m, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+    let volume: f64 = op.volumes.iter().sum();
+    assert!((volume - 1.0).abs() < 1e-12, "volume {volume}");
+    assert!(
+        BoxMesh {
+            jitter: 0.5,
+            ..BoxMesh::cube(2)
+        }
+        .build()
+        .is_err()
+    );
+}
+
+#[test]
+fn orderings_are_permutations_and_metis_blocks_have_the_requested_size() {
+    for mesh in [sphere(), jittered_box()] {
+        let adj = adjacency(&mesh).expect("adjacency");
+        let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+        let n = op.n();
+        let mut fractions = Vec::new();
+        for kind in OrderingKind::all(128) {
+            let (p, _) = order(&op, kind).unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            let mut seen = vec![false; n];
+            for &o in p.new_to_old() {
+                assert!(!seen[o as usize], "{}: {o} twice", kind.name());
+                seen[o as usize] = true;
+            }
+            let permuted = p.apply_operator(&op);
+            fractions.push((kind.name(), in_block_fraction(&permuted, 128)));
+            // Undo restores the field.
+            let f: Vec<f64> = (0..n).map(|i| i as f64).collect();
+            assert_eq!(p.undo(&p.apply(&f)), f);
+        }
+        let frac = |name: &str| {
+            fractions
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|f| f.1)
+                .unwrap_or(0.0)
+        };
+        eprintln!("in-block fractions (block 128): {fractions:?}");
+        assert!(frac("metis") > frac("random") + 0.3, "{fractions:?}");
+        // METIS's default imbalance is 1.03; allow one tet of rounding.
+        let parts = n.div_ceil(128);
+        let part = metis_partition(&op, parts).expect("partition");
+        let mut sizes = vec![0usize; parts];
+        for p in part {
+            sizes[p as usize] += 1;
+        }
+        let max = *sizes.iter().max().unwrap_or(&0) as f64;
+        assert!(
+            max <= 1.03 * (n as f64 / parts as f64) + 1.0,
+            "largest block {max} for {n} tets in {parts}"
+        );
+    }
+}
+
+fn check_device<T: Real>(
+    gpu: &bespoke_gpu::Gpu,
+    mesh: &TetMesh,
+    boundary: Boundary,
+    seed: u64,
+    tol: f64,
+) {
+    let adj = adjacency(mesh).expect("adjacency");
+    let op = Operator::diffusion(mesh, &adj, 1.0, boundary).expect("operator");
+    let n = op.n();
+    let dt = 0.9 / op.max_row_sum();
+    let mut rng = SplitMix(seed);
+    let x0: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 0.5).collect();
+    let mut want = x0.clone();
+    want.push(op.ghost());
+    for _ in 0..3 {
+        want = op.step_reference(&want, dt);
+    }
+    want.truncate(n);
+    for kind in OrderingKind::all(256) {
+        let (p, _) = order(&op, kind).expect("ordering");
+        let permuted = p.apply_operator(&op);
+        for kernel in [KernelKind::Gather, KernelKind::BlockCached { block: 256 }] {
+            let label = format!(
+                "{} {} {:?} {:?}",
+                kind.name(),
+                kernel.name(),
+                T::DTYPE,
+                boundary
+            );
+            let mut d = match Diffusion::<T>::new(gpu, &permuted, kernel, dt) {
+                Ok(d) => d,
+                Err(FvError::Unsupported(why)) => {
+                    eprintln!("{label}: expected failure on this adapter: {why}");
+                    return;
+                }
+                Err(e) => panic!("{label}: {e}"),
+            };
+            d.set_x(&p.apply(&x0)).expect("set x");
+            for _ in 0..3 {
+                d.poison_spare().expect("poison");
+                d.step(1).expect("step");
+            }
+            let got = p.undo(&d.x().expect("read"));
+            let err = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(
+                    0.0,
+                    |m: f64, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
+                );
+            assert!(err <= tol, "{label}: max error {err:e}");
+        }
+    }
+}
+
+#[test]
+fn device_matches_cpu_under_every_ordering() {
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    let (s, b) = (sphere(), jittered_box());
+    for mesh in [&s, &b] {
+        check_device::<f32>(gpu, mesh, Boundary::ZeroFlux, seed, 1e-5);
+        check_device::<f32>(gpu, mesh, Boundary::Dirichlet(0.7), seed, 1e-5);
+        check_device::<f64>(gpu, mesh, Boundary::ZeroFlux, seed, 1e-12);
+    }
+}
+
+fn weighted_mass(op: &Operator, x: &[f64]) -> f64 {
+    op.volumes.iter().zip(x).map(|(v, x)| v * x).sum()
+}
+
+#[test]
+fn zero_flux_conserves_and_dirichlet_converges() {
+    let Some(gpu) = test_gpu() else { return };
+    let mesh = sphere();
+    let adj = adjacency(&mesh).expect("adjacency");
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+    let dt = 0.9 / op.max_row_sum();
+    let mut rng = SplitMix(fresh_seed());
+    let x0: Vec<f64> = (0..op.n()).map(|_| rng.unit()).collect();
+    let m0 = weighted_mass(&op, &x0);
+    let mut d = Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, dt).expect("f32");
+    d.set_x(&x0).expect("set");
+    d.step(1000).expect("steps");
+    let drift = ((weighted_mass(&op, &d.x().expect("read")) - m0) / m0).abs();
+    assert!(drift < 1e-6, "f32 mass drift {drift:e}");
+    if gpu.has_f64() {
+        let mut d = Diffusion::<f64>::new(gpu, &op, KernelKind::BlockCached { block: 512 }, dt)
+            .expect("f64");
+        d.set_x(&x0).expect("set");
+        d.step(1000).expect("steps");
+        let drift = ((weighted_mass(&op, &d.x().expect("read")) - m0) / m0).abs();
+        assert!(drift < 1e-12, "f64 mass drift {drift:e}");
+    }
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::Dirichlet(2.5)).expect("operator");
+    let dt = 0.9 / op.max_row_sum();
+    let mut d = Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, dt).expect("f32");
+    d.set_x(&x0).expect("set");
+    d.step(4000).expect("steps");
+    let worst = d
+        .x()
+        .expect("read")
+        .iter()
+        .map(|v| (v - 2.5).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 1e-3, "Dirichlet: still {worst} from 2.5");
+    assert!(Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, 2.0 / op.max_row_sum()).is_err());
+    assert!(Diffusion::<f32>::new(gpu, &op, KernelKind::BlockCached { block: 100 }, dt).is_err());
+}
