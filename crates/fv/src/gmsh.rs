@@ -386,8 +386,8 @@ fn read_elements_v2(c: &mut Cursor<'_>, raw: &mut Raw) -> Result<()> {
             let mut nodes = [0u64; 4];
             for k in 0..nn {
                 let v: u64 = c.parse("node reference")?;
-                if k < 4 {
-                    nodes[k] = v;
+                if let Some(slot) = nodes.get_mut(k) {
+                    *slot = v;
                 }
             }
             if kind == 4 {
@@ -423,8 +423,8 @@ fn read_elements_v2(c: &mut Cursor<'_>, raw: &mut Raw) -> Result<()> {
             let mut nodes = [0u64; 4];
             for k in 0..nn {
                 let v = c.bin_i32()?;
-                if k < 4 {
-                    nodes[k] = v as u64;
+                if let Some(slot) = nodes.get_mut(k) {
+                    *slot = v as u64;
                 }
             }
             if kind == 4 {
@@ -509,8 +509,8 @@ fn read_elements_v4(
             let mut nodes = [0u64; 4];
             for k in 0..nn {
                 let v = c.size("node reference")? as u64;
-                if k < 4 {
-                    nodes[k] = v;
+                if let Some(slot) = nodes.get_mut(k) {
+                    *slot = v;
                 }
             }
             if kind == 4 {
