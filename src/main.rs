@@ -1,5 +1,6 @@
 //! The `bespoke` command line: thin adapters over the crates' public APIs.
 
+mod fv_cmd;
 mod json_out;
 mod lbm_cmd;
 mod mm_cmd;
@@ -37,6 +38,11 @@ enum Command {
     Mm {
         #[command(subcommand)]
         cmd: mm_cmd::MmCommand,
+    },
+    /// Finite volume on tetrahedral meshes: diffusion runs and ordering × kernel benchmarks.
+    Fv {
+        #[command(subcommand)]
+        cmd: fv_cmd::FvCommand,
     },
     /// D2Q9 lattice Boltzmann cases: validation against analytic and published results, and throughput.
     Lbm(lbm_cmd::LbmArgs),
@@ -145,6 +151,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info { json } => info(json),
         Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
+        Command::Fv { cmd } => open_gpu().and_then(|gpu| fv_cmd::run(&gpu, cmd)),
         Command::Lbm(args) => open_gpu().and_then(|gpu| lbm_cmd::run(&gpu, args)),
         Command::Adapters => {
             for a in bespoke::gpu::list_adapters() {

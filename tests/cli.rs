@@ -1,5 +1,5 @@
 //! The CLI end to end on the adapter CI has: `info`, `bench --quick`, `mm dense-bench`, `mm ld`, `mm gen`,
-//! `mm bench`, `lbm`.
+//! `mm bench`, `lbm`, `fv`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -467,4 +467,155 @@ fn lbm_rejects_bad_parameters_clearly() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+}
+
+fn fv_mesh(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/fv/data")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn fv_run_conserves_mass_and_writes_vtu() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("bespoke-fv-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, vtu) = (dir.join("run.json"), dir.join("run.vtu"));
+    let out = bespoke(&[
+        "fv",
+        "run",
+        &fv_mesh("sphere_h0.2_v4.1_bin.msh"),
+        "--steps",
+        "50",
+        "--ordering",
+        "rcm",
+        "--json",
+        json.to_str().unwrap(),
+        "--vtu",
+        vtu.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for key in [
+        "mesh",
+        "tets",
+        "steps",
+        "ordering",
+        "mass_initial",
+        "mass_final",
+        "mass_rel_drift",
+        "seconds",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+    assert_eq!(v["tets"].as_u64(), Some(2694));
+    assert_eq!(v["ordering"], "rcm");
+    assert!(v["mass_rel_drift"].as_f64().unwrap() < 1e-5, "{v}");
+    let text = std::fs::read_to_string(&vtu).unwrap();
+    assert!(text.starts_with("<?xml") && text.contains(r#"NumberOfCells="2694""#));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn fv_bench_times_every_ordering_and_kernel() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let json = std::env::temp_dir().join(format!("bespoke-fv-bench-{}.json", std::process::id()));
+    let out = bespoke(&[
+        "fv",
+        "bench",
+        "--box",
+        "5",
+        "--reps",
+        "1",
+        "--block-size",
+        "256",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    check_adapter(&v);
+    assert_eq!(v["tets"].as_u64(), Some(750));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.len(),
+        6 * 4,
+        "every ordering × (gather: slot-major, tet-major, x4; block-cached)"
+    );
+    for r in runs {
+        for key in [
+            "ordering",
+            "kernel",
+            "seconds_per_step",
+            "gbps",
+            "copy_fraction",
+            "in_block_fraction",
+            "ordering_seconds",
+        ] {
+            assert!(r.get(key).is_some(), "{key} missing from {r}");
+        }
+        assert!(r["gbps"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn fv_rejects_bad_input_clearly() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("bespoke-fv-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("cut.msh");
+    let full = std::fs::read(fv_mesh("sphere_h0.2_v2.2.msh")).unwrap();
+    std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
+    let cut = cut.to_str().unwrap().to_owned();
+    for (args, needle) in [
+        (
+            vec!["fv", "run", "/nonexistent/mesh.msh"],
+            "/nonexistent/mesh.msh",
+        ),
+        (vec!["fv", "run", cut.as_str()], "cut.msh"),
+        (
+            vec!["fv", "run", "--box", "3", "--ordering", "zigzag"],
+            "ordering",
+        ),
+        (
+            vec![
+                "fv",
+                "run",
+                "--box",
+                "3",
+                "--kernel",
+                "block-cached",
+                "--block-size",
+                "100",
+            ],
+            "block-size",
+        ),
+        (vec!["fv", "run", "--box", "3", "--dtype", "f16"], "dtype"),
+        (vec!["fv", "run"], "--box"),
+    ] {
+        let out = bespoke(&args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

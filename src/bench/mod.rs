@@ -3,6 +3,7 @@
 
 mod copy;
 mod dense;
+mod fv;
 mod lbm;
 mod mm;
 
@@ -59,6 +60,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(dense::DenseSection),
         Box::new(mm::MmSection),
         Box::new(lbm::LbmSection),
+        Box::new(fv::FvSection),
     ]
 }
 

@@ -4,7 +4,7 @@ use bespoke_gpu::bytemuck::Pod;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
-use crate::kernel::{Dtype, KernelKind, WG, step_wgsl};
+use crate::kernel::{Dtype, KernelKind, Layout, WG, padded4, step_wgsl};
 use crate::operator::Operator;
 
 /// f32 or f64 on the device.
@@ -47,6 +47,8 @@ pub struct Diffusion<'g, T: Real> {
     gpu: &'g Gpu,
     n: usize,
     ghost: f64,
+    /// Where the ghost sits in x: n, or padded4(n) for the four-tets-per-invocation layout.
+    ghost_at: usize,
     x: [GpuBuffer<T>; 2],
     launches: [Launch; 2],
     parity: usize,
@@ -54,8 +56,14 @@ pub struct Diffusion<'g, T: Real> {
 }
 
 impl<'g, T: Real> Diffusion<'g, T> {
-    /// Uploads `op` (slot-major) and prepares both step directions. Δt must lie in (0, 1 / max row sum).
-    pub fn new(gpu: &'g Gpu, op: &Operator, kind: KernelKind, dt: f64) -> Result<Self> {
+    /// Uploads `op` in `layout` and prepares both step directions. Δt must lie in (0, 1 / max row sum).
+    pub fn new(
+        gpu: &'g Gpu,
+        op: &Operator,
+        kind: KernelKind,
+        layout: Layout,
+        dt: f64,
+    ) -> Result<Self> {
         let n = op.n();
         if n == 0 {
             return Err(FvError::Shape("the operator has no tets".into()));
@@ -85,7 +93,15 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 "tet {t} refers to tet {j}, past {n} (+ ghost)"
             )));
         }
+        if layout == Layout::SlotMajorX4 && kind != KernelKind::Gather {
+            return Err(FvError::param(
+                "layout",
+                layout.name(),
+                "four tets per invocation is built for the gather kernel only",
+            ));
+        }
         let per_group = match kind {
+            KernelKind::Gather if layout == Layout::SlotMajorX4 => 4 * WG,
             KernelKind::Gather => WG,
             KernelKind::BlockCached { block } => {
                 let bytes = u64::from(block) * T::DTYPE.size() as u64;
@@ -103,25 +119,67 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 block
             }
         };
-        let mut vals = Vec::with_capacity(4);
-        let mut idx = Vec::with_capacity(4);
-        for s in 0..4 {
-            let v: Vec<T> = op.values.iter().map(|r| T::from_f64(r[s])).collect();
-            let i: Vec<u32> = op.indices.iter().map(|r| r[s]).collect();
-            vals.push(gpu.upload(&v)?);
-            idx.push(gpu.upload(&i)?);
-        }
+        let (vals, idx) = match layout {
+            Layout::SlotMajor => {
+                let mut vals = Vec::with_capacity(4);
+                let mut idx = Vec::with_capacity(4);
+                for s in 0..4 {
+                    let v: Vec<T> = op.values.iter().map(|r| T::from_f64(r[s])).collect();
+                    let i: Vec<u32> = op.indices.iter().map(|r| r[s]).collect();
+                    vals.push(gpu.upload(&v)?);
+                    idx.push(gpu.upload(&i)?);
+                }
+                (vals, idx)
+            }
+            Layout::TetMajor => {
+                let v: Vec<T> = op
+                    .values
+                    .iter()
+                    .flatten()
+                    .map(|&a| T::from_f64(a))
+                    .collect();
+                let i: Vec<u32> = op.indices.iter().flatten().copied().collect();
+                (vec![gpu.upload(&v)?], vec![gpu.upload(&i)?])
+            }
+            Layout::SlotMajorX4 => {
+                // Pads: value 0, neighbour 0; the ghost moves to padded4(n), past the pads.
+                let (np, ghost_at) = (padded4(n), padded4(n) as u32);
+                let mut vals = Vec::with_capacity(4);
+                let mut idx = Vec::with_capacity(4);
+                for s in 0..4 {
+                    let mut v: Vec<T> = op.values.iter().map(|r| T::from_f64(r[s])).collect();
+                    let mut i: Vec<u32> = op
+                        .indices
+                        .iter()
+                        .map(|r| if r[s] as usize == n { ghost_at } else { r[s] })
+                        .collect();
+                    v.resize(np, T::from_f64(0.0));
+                    i.resize(np, 0);
+                    vals.push(gpu.upload(&v)?);
+                    idx.push(gpu.upload(&i)?);
+                }
+                (vals, idx)
+            }
+        };
         let ghost = op.ghost();
+        let (len, ghost_at) = match layout {
+            Layout::SlotMajorX4 => (padded4(n) + 4, padded4(n)),
+            _ => (n + 1, n),
+        };
         let x = [
-            gpu.alloc_filled(n + 1, T::from_f64(ghost))?,
-            gpu.alloc_filled(n + 1, T::from_f64(ghost))?,
+            gpu.alloc_filled(len, T::from_f64(0.0))?,
+            gpu.alloc_filled(len, T::from_f64(0.0))?,
         ];
-        // SAFETY: every index was checked above to be ≤ n, the x buffers hold n + 1 entries, the kernel reads
-        // slot arrays and writes y only at i < N, and workgroup indices stay below B by construction.
+        for b in &x {
+            gpu.write(b, ghost_at, &[T::from_f64(ghost)])?;
+        }
+        // SAFETY: every index was checked above to be ≤ n (remapped to the ghost at padded4(n) ≤ len − 4 for the x4
+        // layout, whose pads point at 0); the x buffers hold n + 1 (x4: padded4(n) + 4) entries; slot arrays hold
+        // n (x4: padded4(n)) entries and are read below N (x4: G groups); workgroup indices stay below B.
         let kernel = unsafe {
             Kernel::new(
-                format!("fv-{}-{}", kind.name(), T::DTYPE.wgsl()),
-                step_wgsl(kind, T::DTYPE, n, dt),
+                format!("fv-{}-{}-{}", kind.name(), layout.name(), T::DTYPE.wgsl()),
+                step_wgsl(kind, layout, T::DTYPE, n, dt),
             )
             .without_bounds_checks()
         };
@@ -130,6 +188,9 @@ impl<'g, T: Real> Diffusion<'g, T> {
             let mut args: Vec<Arg<'_>> = vals.iter().map(|b| b.arg()).collect();
             args.extend(idx.iter().map(|b| b.arg()));
             args.push(from.arg());
+            if layout == Layout::SlotMajorX4 {
+                args.push(from.arg());
+            }
             args.push(to.arg());
             Ok(gpu.prepare(&kernel, &args, grid)?)
         };
@@ -138,6 +199,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             gpu,
             n,
             ghost,
+            ghost_at,
             x,
             launches,
             parity: 0,
@@ -162,6 +224,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             ));
         }
         let mut v: Vec<T> = x.iter().map(|&a| T::from_f64(a)).collect();
+        v.resize(self.ghost_at, T::from_f64(0.0));
         v.push(T::from_f64(self.ghost));
         self.gpu.write(&self.x[self.parity], 0, &v)?;
         Ok(())
@@ -206,7 +269,8 @@ impl<'g, T: Real> Diffusion<'g, T> {
     pub fn poison_spare(&self) -> Result<()> {
         let spare = &self.x[1 - self.parity];
         self.gpu.fill(spare, T::nan())?;
-        self.gpu.write(spare, self.n, &[T::from_f64(self.ghost)])?;
+        self.gpu
+            .write(spare, self.ghost_at, &[T::from_f64(self.ghost)])?;
         Ok(())
     }
 }

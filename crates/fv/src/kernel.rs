@@ -66,41 +66,103 @@ impl KernelKind {
     }
 }
 
+/// How the four slots are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// value[s·n + i]: neighbouring invocations read neighbouring words (coalesced); one binding per slot.
+    SlotMajor,
+    /// value[4i + s] as one vec4 per tet: one 16-byte load per tet, strided across invocations.
+    TetMajor,
+    /// Slot-major with four consecutive tets per invocation: vec4 loads of values, indices, x and a vec4 store
+    /// (tets padded to a multiple of 4; gather kernel only).
+    SlotMajorX4,
+}
+
+impl Layout {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::SlotMajor => "slot-major",
+            Self::TetMajor => "tet-major",
+            Self::SlotMajorX4 => "slot-major-x4",
+        }
+    }
+}
+
 /// Invocations per workgroup.
 pub const WG: u32 = 256;
 
-/// Bindings: 0–3 values of slots 0–3, 4–7 indices of slots 0–3, 8 x (n + 1 entries, ghost last), 9 y.
-pub fn step_wgsl(kind: KernelKind, dtype: Dtype, n: usize, dt: f64) -> String {
+/// Bindings, slot-major: 0–3 values of slots 0–3, 4–7 indices, 8 x (n + 1 entries, ghost last), 9 y.
+/// Tet-major: 0 values (vec4 per tet), 1 indices (vec4<u32>), 2 x, 3 y.
+pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: Dtype, n: usize, dt: f64) -> String {
+    if layout == Layout::SlotMajorX4 {
+        return gather_x4_wgsl(dtype, n, dt);
+    }
     let t = dtype.wgsl();
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "// bespoke-fv {} step, {t}, {n} tets, slot-major ELLPACK.",
-        kind.name()
+        "// bespoke-fv {} step, {t}, {n} tets, {} ELLPACK.",
+        kind.name(),
+        layout.name()
     );
     let _ = writeln!(
         s,
         "const N: u32 = {n}u;\nconst DT: {t} = {};",
         dtype.lit(dt)
     );
-    for k in 0..4 {
-        let _ = writeln!(
-            s,
-            "@group(0) @binding({k}) var<storage, read> v{k}: array<{t}>;"
-        );
-    }
-    for k in 0..4 {
-        let _ = writeln!(
-            s,
-            "@group(0) @binding({}) var<storage, read> i{k}: array<u32>;",
-            k + 4
-        );
-    }
-    let _ = writeln!(s, "@group(0) @binding(8) var<storage, read> x: array<{t}>;");
+    let (xb, yb) = match layout {
+        // (SlotMajorX4 returned above.)
+        Layout::SlotMajor | Layout::SlotMajorX4 => {
+            for k in 0..4 {
+                let _ = writeln!(
+                    s,
+                    "@group(0) @binding({k}) var<storage, read> v{k}: array<{t}>;"
+                );
+            }
+            for k in 0..4 {
+                let _ = writeln!(
+                    s,
+                    "@group(0) @binding({}) var<storage, read> i{k}: array<u32>;",
+                    k + 4
+                );
+            }
+            (8, 9)
+        }
+        Layout::TetMajor => {
+            let _ = writeln!(
+                s,
+                "@group(0) @binding(0) var<storage, read> vv: array<vec4<{t}>>;"
+            );
+            let _ = writeln!(
+                s,
+                "@group(0) @binding(1) var<storage, read> iv: array<vec4<u32>>;"
+            );
+            (2, 3)
+        }
+    };
     let _ = writeln!(
         s,
-        "@group(0) @binding(9) var<storage, read_write> y: array<{t}>;"
+        "@group(0) @binding({xb}) var<storage, read> x: array<{t}>;"
     );
+    let _ = writeln!(
+        s,
+        "@group(0) @binding({yb}) var<storage, read_write> y: array<{t}>;"
+    );
+    // The four (value, neighbour) pairs of tet i.
+    let (fetch, v, j) = match layout {
+        Layout::SlotMajor | Layout::SlotMajorX4 => (
+            String::new(),
+            ["v0[i]", "v1[i]", "v2[i]", "v3[i]"],
+            ["i0[i]", "i1[i]", "i2[i]", "i3[i]"],
+        ),
+        Layout::TetMajor => (
+            "let vi = vv[i];\n    let ji = iv[i];\n".into(),
+            ["vi.x", "vi.y", "vi.z", "vi.w"],
+            ["ji.x", "ji.y", "ji.z", "ji.w"],
+        ),
+    };
+    let [v0, v1, v2, v3] = v;
+    let [j0, j1, j2, j3] = j;
     match kind {
         KernelKind::Gather => {
             let _ = write!(
@@ -112,7 +174,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let i = (wid.x + wid.y * nwg.x) * {WG}u + lid;
     if i >= N {{ return; }}
     let xi = x[i];
-    let acc = v0[i] * (x[i0[i]] - xi) + v1[i] * (x[i1[i]] - xi) + v2[i] * (x[i2[i]] - xi) + v3[i] * (x[i3[i]] - xi);
+    {fetch}let acc = {v0} * (x[{j0}] - xi) + {v1} * (x[{j1}] - xi) + {v2} * (x[{j2}] - xi) + {v3} * (x[{j3}] - xi);
     y[i] = xi + DT * acc;
 }}
 "
@@ -145,8 +207,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let i = start + k * {WG}u + lid;
         if i < N {{
             let xi = xs[k * {WG}u + lid];
-            let acc = v0[i] * (nb(i0[i], start) - xi) + v1[i] * (nb(i1[i], start) - xi)
-                + v2[i] * (nb(i2[i], start) - xi) + v3[i] * (nb(i3[i], start) - xi);
+            {fetch}let acc = {v0} * (nb({j0}, start) - xi) + {v1} * (nb({j1}, start) - xi)
+                + {v2} * (nb({j2}, start) - xi) + {v3} * (nb({j3}, start) - xi);
             y[i] = xi + DT * acc;
         }}
     }}
@@ -155,6 +217,64 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             );
         }
     }
+    s
+}
+
+/// Tets padded to a multiple of 4 for [`Layout::SlotMajorX4`].
+pub fn padded4(n: usize) -> usize {
+    n.div_ceil(4) * 4
+}
+
+/// Gather with four tets per invocation. Bindings: 0–3 values (vec4 = slot s of 4 tets), 4–7 indices, 8 x as
+/// scalars (for the gathers), 9 the same x as vec4s, 10 y as vec4s. x holds padded4(n) + 4 entries, the ghost
+/// at padded4(n).
+fn gather_x4_wgsl(dtype: Dtype, n: usize, dt: f64) -> String {
+    let t = dtype.wgsl();
+    let groups = padded4(n) / 4;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// bespoke-fv gather step, {t}, {n} tets, slot-major ELLPACK, 4 tets per invocation."
+    );
+    let _ = writeln!(
+        s,
+        "const G: u32 = {groups}u;\nconst DT: {t} = {};",
+        dtype.lit(dt)
+    );
+    for k in 0..4 {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({k}) var<storage, read> v{k}: array<vec4<{t}>>;"
+        );
+    }
+    for k in 0..4 {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read> i{k}: array<vec4<u32>>;",
+            k + 4
+        );
+    }
+    let _ = write!(
+        s,
+        "@group(0) @binding(8) var<storage, read> x: array<{t}>;
+@group(0) @binding(9) var<storage, read> x4: array<vec4<{t}>>;
+@group(0) @binding(10) var<storage, read_write> y4: array<vec4<{t}>>;
+
+fn gx(j: vec4<u32>) -> vec4<{t}> {{
+    return vec4<{t}>(x[j.x], x[j.y], x[j.z], x[j.w]);
+}}
+
+@compute @workgroup_size({WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {{
+    let q = (wid.x + wid.y * nwg.x) * {WG}u + lid;
+    if q >= G {{ return; }}
+    let xi = x4[q];
+    let acc = v0[q] * (gx(i0[q]) - xi) + v1[q] * (gx(i1[q]) - xi) + v2[q] * (gx(i2[q]) - xi) + v3[q] * (gx(i3[q]) - xi);
+    y4[q] = xi + DT * acc;
+}}
+"
+    );
     s
 }
 
@@ -171,9 +291,12 @@ mod tests {
                 KernelKind::BlockCached { block: 256 },
                 KernelKind::BlockCached { block: 2048 },
             ] {
-                let src = step_wgsl(kind, dtype, 12345, 0.01);
-                validate_wgsl(&src, caps_for(dtype == Dtype::F64, false))
-                    .unwrap_or_else(|e| panic!("{} {dtype:?}: {e}\n{src}", kind.name()));
+                for layout in [Layout::SlotMajor, Layout::TetMajor, Layout::SlotMajorX4] {
+                    let src = step_wgsl(kind, layout, dtype, 12345, 0.01);
+                    validate_wgsl(&src, caps_for(dtype == Dtype::F64, false)).unwrap_or_else(|e| {
+                        panic!("{} {dtype:?} {layout:?}: {e}\n{src}", kind.name())
+                    });
+                }
             }
         }
     }

@@ -5,6 +5,7 @@
 //! dissection) → WGSL step kernels ([`kernel`]: gather, block-cached) run by [`Diffusion`]. The CPU reference
 //! of a step is [`Operator::step_reference`].
 
+pub mod bench;
 pub mod diffusion;
 mod error;
 pub mod generate;
@@ -13,6 +14,7 @@ pub mod kernel;
 pub mod mesh;
 pub mod operator;
 pub mod ordering;
+pub mod output;
 
 pub use diffusion::{Diffusion, Real};
 pub use error::{FvError, Result};

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use bespoke_fv::generate::{BoxMesh, SplitMix};
 use bespoke_fv::gmsh::read_msh;
-use bespoke_fv::kernel::KernelKind;
+use bespoke_fv::kernel::{KernelKind, Layout};
 use bespoke_fv::operator::{BOUNDARY, adjacency};
 use bespoke_fv::ordering::{OrderingKind, in_block_fraction, metis_partition, order};
 use bespoke_fv::{Boundary, Diffusion, FvError, Operator, Real, TetMesh};
@@ -175,15 +175,22 @@ fn check_device<T: Real>(
     for kind in OrderingKind::all(256) {
         let (p, _) = order(&op, kind).expect("ordering");
         let permuted = p.apply_operator(&op);
-        for kernel in [KernelKind::Gather, KernelKind::BlockCached { block: 256 }] {
+        for (kernel, layout) in [
+            (KernelKind::Gather, Layout::SlotMajor),
+            (KernelKind::Gather, Layout::TetMajor),
+            (KernelKind::Gather, Layout::SlotMajorX4),
+            (KernelKind::BlockCached { block: 256 }, Layout::SlotMajor),
+            (KernelKind::BlockCached { block: 512 }, Layout::TetMajor),
+        ] {
             let label = format!(
-                "{} {} {:?} {:?}",
+                "{} {} {} {:?} {:?}",
                 kind.name(),
                 kernel.name(),
+                layout.name(),
                 T::DTYPE,
                 boundary
             );
-            let mut d = match Diffusion::<T>::new(gpu, &permuted, kernel, dt) {
+            let mut d = match Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt) {
                 Ok(d) => d,
                 Err(FvError::Unsupported(why)) => {
                     eprintln!("{label}: expected failure on this adapter: {why}");
@@ -236,14 +243,21 @@ fn zero_flux_conserves_and_dirichlet_converges() {
     let mut rng = SplitMix(fresh_seed());
     let x0: Vec<f64> = (0..op.n()).map(|_| rng.unit()).collect();
     let m0 = weighted_mass(&op, &x0);
-    let mut d = Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, dt).expect("f32");
+    let mut d =
+        Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, Layout::SlotMajor, dt).expect("f32");
     d.set_x(&x0).expect("set");
     d.step(1000).expect("steps");
     let drift = ((weighted_mass(&op, &d.x().expect("read")) - m0) / m0).abs();
     assert!(drift < 1e-6, "f32 mass drift {drift:e}");
     if gpu.has_f64() {
-        let mut d = Diffusion::<f64>::new(gpu, &op, KernelKind::BlockCached { block: 512 }, dt)
-            .expect("f64");
+        let mut d = Diffusion::<f64>::new(
+            gpu,
+            &op,
+            KernelKind::BlockCached { block: 512 },
+            Layout::SlotMajor,
+            dt,
+        )
+        .expect("f64");
         d.set_x(&x0).expect("set");
         d.step(1000).expect("steps");
         let drift = ((weighted_mass(&op, &d.x().expect("read")) - m0) / m0).abs();
@@ -251,7 +265,8 @@ fn zero_flux_conserves_and_dirichlet_converges() {
     }
     let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::Dirichlet(2.5)).expect("operator");
     let dt = 0.9 / op.max_row_sum();
-    let mut d = Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, dt).expect("f32");
+    let mut d =
+        Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, Layout::SlotMajor, dt).expect("f32");
     d.set_x(&x0).expect("set");
     d.step(4000).expect("steps");
     let worst = d
@@ -261,6 +276,24 @@ fn zero_flux_conserves_and_dirichlet_converges() {
         .map(|v| (v - 2.5).abs())
         .fold(0.0, f64::max);
     assert!(worst < 1e-3, "Dirichlet: still {worst} from 2.5");
-    assert!(Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, 2.0 / op.max_row_sum()).is_err());
-    assert!(Diffusion::<f32>::new(gpu, &op, KernelKind::BlockCached { block: 100 }, dt).is_err());
+    assert!(
+        Diffusion::<f32>::new(
+            gpu,
+            &op,
+            KernelKind::Gather,
+            Layout::SlotMajor,
+            2.0 / op.max_row_sum()
+        )
+        .is_err()
+    );
+    assert!(
+        Diffusion::<f32>::new(
+            gpu,
+            &op,
+            KernelKind::BlockCached { block: 100 },
+            Layout::SlotMajor,
+            dt
+        )
+        .is_err()
+    );
 }

@@ -1,0 +1,81 @@
+//! Throughput of every ordering × kernel on one operator: seconds per step, GB/s at the minimum byte count
+//! (values, indices, x read once, y written: 40 B/tet f32, 64 B/tet f64), in-block fraction, ordering time.
+
+use crate::diffusion::{Diffusion, Real};
+use crate::error::Result;
+use crate::generate::SplitMix;
+use crate::kernel::{KernelKind, Layout};
+use crate::operator::Operator;
+use crate::ordering::{OrderingKind, in_block_fraction, order};
+
+/// One timed configuration.
+#[derive(Clone, Debug)]
+pub struct FvRun {
+    pub ordering: &'static str,
+    pub kernel: &'static str,
+    pub layout: &'static str,
+    pub seconds_per_step: f64,
+    pub gbps: f64,
+    pub in_block_fraction: f64,
+    pub ordering_seconds: f64,
+    pub timing: &'static str,
+}
+
+/// Minimum bytes a step moves per tet for element size `s`: 4 values, 4 u32 indices, x read, y written.
+pub fn min_bytes_per_tet(s: usize) -> usize {
+    4 * s + 16 + 2 * s
+}
+
+/// The kernels and layouts the bench times.
+pub const CONFIGS: [(&str, Layout); 4] = [
+    ("gather", Layout::SlotMajor),
+    ("gather", Layout::TetMajor),
+    ("gather", Layout::SlotMajorX4),
+    ("block-cached", Layout::SlotMajor),
+];
+
+/// Times every ordering × kernel configuration (`reps` step pairs after two warm-up pairs each).
+pub fn bench_operator<T: Real>(
+    gpu: &bespoke_gpu::Gpu,
+    op: &Operator,
+    orderings: &[OrderingKind],
+    block: u32,
+    reps: usize,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<FvRun>> {
+    let n = op.n();
+    let dt = 0.5 / op.max_row_sum();
+    let mut rng = SplitMix(7);
+    let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+    let bytes = (min_bytes_per_tet(T::DTYPE.size()) * n) as f64;
+    let mut runs = Vec::new();
+    for &kind in orderings {
+        progress(kind.name());
+        let (perm, ordering_seconds) = order(op, kind)?;
+        let permuted = perm.apply_operator(op);
+        let in_block = in_block_fraction(&permuted, block as usize);
+        let xp = perm.apply(&x);
+        for (name, layout) in CONFIGS {
+            let kernel = if name == "gather" {
+                KernelKind::Gather
+            } else {
+                KernelKind::BlockCached { block }
+            };
+            let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
+            d.set_x(&xp)?;
+            let t = d.time_pairs(2, reps)?;
+            let seconds_per_step = t.median() / 2.0;
+            runs.push(FvRun {
+                ordering: kind.name(),
+                kernel: kernel.name(),
+                layout: layout.name(),
+                seconds_per_step,
+                gbps: bytes / seconds_per_step / 1e9,
+                in_block_fraction: in_block,
+                ordering_seconds,
+                timing: t.source.as_str(),
+            });
+        }
+    }
+    Ok(runs)
+}

@@ -1,0 +1,240 @@
+//! `bespoke fv …`: thin adapters over bespoke-fv.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bespoke::Error;
+use bespoke::bench::{probe_options, progress_bar};
+use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
+use bespoke::fv::generate::BoxMesh;
+use bespoke::fv::gmsh::read_msh;
+use bespoke::fv::kernel::{Dtype, KernelKind, Layout};
+use bespoke::fv::operator::adjacency;
+use bespoke::fv::ordering::{OrderingKind, order};
+use bespoke::fv::output::write_vtu;
+use bespoke::fv::{Boundary, Diffusion, Operator, Real, TetMesh};
+use bespoke::gpu::Gpu;
+use bespoke::report::adapter_json;
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use crate::json_out::{open_json, write_json};
+
+#[derive(Subcommand, Debug)]
+pub enum FvCommand {
+    /// Explicit Euler diffusion of a Gaussian bump on a mesh: mass balance, VTU output.
+    Run(RunArgs),
+    /// Every ordering × kernel: seconds per step, GB/s at the minimum byte count, fraction of copy.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MeshArgs {
+    /// A Gmsh .msh file (2.2 or 4.1, ASCII or binary).
+    mesh: Option<PathBuf>,
+    /// Instead of a file: the unit box cut into N³ cubes of 6 tets (jittered, tets numbered at random like gmsh).
+    #[arg(long, value_name = "N", conflicts_with = "mesh")]
+    r#box: Option<usize>,
+    /// Number the box's tets cube by cube instead of at random.
+    #[arg(long)]
+    lexicographic: bool,
+}
+
+impl MeshArgs {
+    fn load(&self) -> Result<(String, TetMesh), Error> {
+        match (&self.mesh, self.r#box) {
+            (Some(p), None) => Ok((p.display().to_string(), read_msh(p)?)),
+            (None, Some(n)) => {
+                let b = BoxMesh {
+                    cells: [n, n, n],
+                    jitter: 0.1,
+                    shuffle: (!self.lexicographic).then_some(1),
+                    seed: 2,
+                };
+                Ok((format!("box{n}"), b.build()?))
+            }
+            _ => Err("give a mesh file or --box N".into()),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    mesh: MeshArgs,
+    #[arg(long, default_value = "metis")]
+    ordering: String,
+    /// Tets per METIS block and per block-cached workgroup.
+    #[arg(long, default_value_t = 2048)]
+    block_size: u32,
+    /// gather or block-cached.
+    #[arg(long, default_value = "block-cached")]
+    kernel: String,
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Fixed value on the boundary (default: zero flux).
+    #[arg(long)]
+    dirichlet: Option<f64>,
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    #[arg(long, value_name = "FILE")]
+    vtu: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    mesh: MeshArgs,
+    #[arg(long, default_value_t = 2048)]
+    block_size: u32,
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Timed step pairs per configuration (after two warm-up pairs).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+pub fn run(gpu: &Gpu, cmd: FvCommand) -> Result<(), Error> {
+    match cmd {
+        FvCommand::Run(a) => match Dtype::parse(&a.dtype)? {
+            Dtype::F32 => run_diffusion::<f32>(gpu, a),
+            Dtype::F64 => run_diffusion::<f64>(gpu, a),
+        },
+        FvCommand::Bench(a) => bench(gpu, a),
+    }
+}
+
+fn operator(mesh: &TetMesh, dirichlet: Option<f64>) -> Result<Operator, Error> {
+    let adj = adjacency(mesh)?;
+    let boundary = dirichlet.map_or(Boundary::ZeroFlux, Boundary::Dirichlet);
+    Ok(Operator::diffusion(mesh, &adj, 1.0, boundary)?)
+}
+
+fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
+    let json_file = open_json(a.json.as_deref())?;
+    let kernel = match a.kernel.as_str() {
+        "gather" => KernelKind::Gather,
+        "block-cached" => KernelKind::BlockCached {
+            block: a.block_size,
+        },
+        k => return Err(format!("--kernel `{k}`: expected gather or block-cached").into()),
+    };
+    let kind = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
+    let (name, mesh) = a.mesh.load()?;
+    let op = operator(&mesh, a.dirichlet)?;
+    let (perm, ordering_seconds) = order(&op, kind)?;
+    let permuted = perm.apply_operator(&op);
+    // A Gaussian bump around the mesh's centre, a fifth of its extent wide.
+    let n = op.n();
+    let mut lo = [f64::INFINITY; 3];
+    let mut hi = [f64::NEG_INFINITY; 3];
+    for c in &op.centroids {
+        for d in 0..3 {
+            lo[d] = lo[d].min(c[d]);
+            hi[d] = hi[d].max(c[d]);
+        }
+    }
+    let mid: [f64; 3] = std::array::from_fn(|d| 0.5 * (lo[d] + hi[d]));
+    let width = 0.2 * (0..3).map(|d| hi[d] - lo[d]).fold(0.0, f64::max);
+    let x0: Vec<f64> = op
+        .centroids
+        .iter()
+        .map(|c| (-(0..3).map(|d| (c[d] - mid[d]).powi(2)).sum::<f64>() / (width * width)).exp())
+        .collect();
+    let mass = |x: &[f64]| op.volumes.iter().zip(x).map(|(v, x)| v * x).sum::<f64>();
+    let dt = 0.5 / op.max_row_sum();
+    let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, Layout::SlotMajor, dt)?;
+    d.set_x(&perm.apply(&x0))?;
+    let t = Instant::now();
+    d.step(a.steps)?;
+    let seconds = t.elapsed().as_secs_f64();
+    let x = perm.undo(&d.x()?);
+    let (m0, m1) = (mass(&x0), mass(&x));
+    println!(
+        "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel) in {seconds:.3} s; \
+         mass {m0:.9e} → {m1:.9e} (relative drift {:.2e})",
+        a.steps,
+        kind.name(),
+        kernel.name(),
+        (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE)
+    );
+    if let Some(p) = &a.vtu {
+        write_vtu(p, &mesh, &[("x", &x), ("x0", &x0)])?;
+    }
+    write_json(
+        json_file,
+        &json!({
+            "mesh": name, "tets": n, "steps": a.steps, "ordering": kind.name(), "kernel": kernel.name(),
+            "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
+            "mass_rel_drift": (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE), "seconds": seconds,
+            "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu),
+        }),
+    )
+}
+
+fn bench(gpu: &Gpu, a: BenchArgs) -> Result<(), Error> {
+    let json_file = open_json(a.json.as_deref())?;
+    let dtype = Dtype::parse(&a.dtype)?;
+    let (name, mesh) = a.mesh.load()?;
+    let op = operator(&mesh, None)?;
+    drop(mesh);
+    let probe = gpu.copy_bandwidth(&probe_options(false))?;
+    let orderings = OrderingKind::all(a.block_size as usize);
+    let bar = progress_bar(orderings.len() as u64);
+    let tick = |o: &str| {
+        bar.set_message(o.to_owned());
+        bar.inc(1);
+    };
+    let runs = match dtype {
+        Dtype::F32 => bench_operator::<f32>(gpu, &op, &orderings, a.block_size, a.reps, tick)?,
+        Dtype::F64 => bench_operator::<f64>(gpu, &op, &orderings, a.block_size, a.reps, tick)?,
+    };
+    bar.finish_and_clear();
+    println!(
+        "{name}: {} tets, {} B/tet minimum, copy {:.2} GB/s, block {}",
+        op.n(),
+        min_bytes_per_tet(dtype.size()),
+        probe.gbps,
+        a.block_size
+    );
+    println!(
+        "{:<9} {:<13} {:<11} {:>10} {:>8} {:>8} {:>9} {:>9}",
+        "ordering", "kernel", "layout", "ms/step", "GB/s", "of copy", "in-block", "order s"
+    );
+    for r in &runs {
+        println!(
+            "{:<9} {:<13} {:<11} {:>10.3} {:>8.2} {:>8.3} {:>9.3} {:>9.2}",
+            r.ordering,
+            r.kernel,
+            r.layout,
+            r.seconds_per_step * 1e3,
+            r.gbps,
+            r.gbps / probe.gbps,
+            r.in_block_fraction,
+            r.ordering_seconds
+        );
+    }
+    let rows: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            json!({
+                "ordering": r.ordering, "kernel": r.kernel, "layout": r.layout,
+                "seconds_per_step": r.seconds_per_step, "gbps": r.gbps, "copy_fraction": r.gbps / probe.gbps,
+                "in_block_fraction": r.in_block_fraction, "ordering_seconds": r.ordering_seconds,
+                "timing": r.timing,
+            })
+        })
+        .collect();
+    write_json(
+        json_file,
+        &json!({
+            "mesh": name, "tets": op.n(), "dtype": dtype.wgsl(), "block_size": a.block_size,
+            "min_bytes_per_tet": min_bytes_per_tet(dtype.size()), "copy_gbps": probe.gbps, "runs": rows,
+            "adapter": adapter_json(gpu),
+        }),
+    )
+}
