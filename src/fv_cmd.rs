@@ -26,6 +26,29 @@ pub enum FvCommand {
     Run(RunArgs),
     /// Every ordering × kernel: seconds per step, GB/s at the minimum byte count, fraction of copy.
     Bench(BenchArgs),
+    /// Throughput against block size on ideal block-diagonal operators, with a real mesh's orderings beside it.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Tets of the ideal operators (default: 1 M on CPU adapters, 8 M on GPUs).
+    #[arg(long)]
+    tets: Option<usize>,
+    /// The real mesh marked on the plot (default: a shuffled box of about --tets tets).
+    #[command(flatten)]
+    mesh: MeshArgs,
+    /// Block size for the real mesh's METIS ordering and in-block fractions.
+    #[arg(long, default_value_t = 2048)]
+    block_size: u32,
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    #[arg(long, value_name = "FILE")]
+    png: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -105,6 +128,10 @@ pub fn run(gpu: &Gpu, cmd: FvCommand) -> Result<(), Error> {
             Dtype::F64 => run_diffusion::<f64>(gpu, a),
         },
         FvCommand::Bench(a) => bench(gpu, a),
+        FvCommand::Sweep(a) => match Dtype::parse(&a.dtype)? {
+            Dtype::F32 => sweep_cmd::<f32>(gpu, a),
+            Dtype::F64 => sweep_cmd::<f64>(gpu, a),
+        },
     }
 }
 
@@ -202,12 +229,12 @@ fn bench(gpu: &Gpu, a: BenchArgs) -> Result<(), Error> {
         a.block_size
     );
     println!(
-        "{:<9} {:<13} {:<11} {:>10} {:>8} {:>8} {:>9} {:>9}",
+        "{:<9} {:<13} {:<14} {:>10} {:>8} {:>8} {:>9} {:>9}",
         "ordering", "kernel", "layout", "ms/step", "GB/s", "of copy", "in-block", "order s"
     );
     for r in &runs {
         println!(
-            "{:<9} {:<13} {:<11} {:>10.3} {:>8.2} {:>8.3} {:>9.3} {:>9.2}",
+            "{:<9} {:<13} {:<14} {:>10.3} {:>8.2} {:>8.3} {:>9.3} {:>9.2}",
             r.ordering,
             r.kernel,
             r.layout,
@@ -237,4 +264,160 @@ fn bench(gpu: &Gpu, a: BenchArgs) -> Result<(), Error> {
             "adapter": adapter_json(gpu),
         }),
     )
+}
+
+/// Marker colours of the orderings on the sweep plot (printed as the legend).
+const ORDER_COLOURS: [(&str, [u8; 3]); 6] = [
+    ("as-read", [0, 0, 0]),
+    ("random", [140, 140, 140]),
+    ("rcm", [230, 159, 0]),
+    ("hilbert", [0, 158, 115]),
+    ("metis", [204, 121, 167]),
+    ("metis-nd", [86, 180, 233]),
+];
+
+fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
+    use bespoke::fv::plot::{Series, write_plot};
+    use bespoke::fv::sweep::{default_blocks, sweep};
+
+    let json_file = open_json(a.json.as_deref())?;
+    let n = a
+        .tets
+        .unwrap_or(if gpu.is_cpu() { 1 << 20 } else { 8 << 20 });
+    let probe = gpu.copy_bandwidth(&probe_options(false))?;
+    let blocks = default_blocks(n);
+    let bar = progress_bar(blocks.len() as u64 + 1);
+    let points = sweep::<T>(gpu, n, &blocks, a.reps, |b| {
+        bar.set_message(format!("block {b}"));
+        bar.inc(1);
+    })?;
+    bar.set_message("real mesh");
+    let (name, mesh) = if a.mesh.mesh.is_some() || a.mesh.r#box.is_some() {
+        a.mesh.load()?
+    } else {
+        let side = ((n as f64 / 6.0).cbrt().round() as usize).max(2);
+        MeshArgs {
+            mesh: None,
+            r#box: Some(side),
+            lexicographic: false,
+        }
+        .load()?
+    };
+    let op = operator(&mesh, None)?;
+    drop(mesh);
+    let real = bench_operator::<T>(
+        gpu,
+        &op,
+        &OrderingKind::all(a.block_size as usize),
+        a.block_size,
+        a.reps,
+        |_| {},
+    )?;
+    bar.finish_and_clear();
+
+    println!(
+        "ideal operators, {n} tets, {} B/tet minimum, copy {:.2} GB/s:",
+        min_bytes_per_tet(T::DTYPE.size()),
+        probe.gbps
+    );
+    println!(
+        "{:>9} {:>13} {:>12} {:>10} {:>8} {:>8}",
+        "block", "kernel", "kernel block", "ms/step", "GB/s", "of copy"
+    );
+    for p in &points {
+        println!(
+            "{:>9} {:>13} {:>12} {:>10.3} {:>8.2} {:>8.3}",
+            p.block,
+            p.kernel,
+            p.kernel_block,
+            p.seconds_per_step * 1e3,
+            p.gbps,
+            p.gbps / probe.gbps
+        );
+    }
+    println!(
+        "{name} ({} tets), gather slot-major, placed at the ideal block size with the same in-block fraction:",
+        op.n()
+    );
+    // An ideal operator of block b keeps every reference in its block; a real ordering with in-block fraction f
+    // is drawn at the block size where f of an ideal block's references would fall inside a `block_size` window.
+    let mut series = vec![
+        Series {
+            points: points
+                .iter()
+                .filter(|p| p.kernel == "gather")
+                .map(|p| ((p.block as f64).log2(), p.gbps))
+                .collect(),
+            colour: [0, 114, 178],
+            line: true,
+        },
+        Series {
+            points: points
+                .iter()
+                .filter(|p| p.kernel == "block-cached")
+                .map(|p| ((p.block as f64).log2(), p.gbps))
+                .collect(),
+            colour: [213, 94, 0],
+            line: true,
+        },
+    ];
+    let mut marks = Vec::new();
+    for r in real
+        .iter()
+        .filter(|r| r.kernel == "gather" && r.layout == "slot-major")
+    {
+        let x = equivalent_block(r.in_block_fraction, a.block_size as f64, n as f64).log2();
+        let colour = ORDER_COLOURS
+            .iter()
+            .find(|(o, _)| *o == r.ordering)
+            .map_or([0, 0, 0], |c| c.1);
+        series.push(Series {
+            points: vec![(x, r.gbps)],
+            colour,
+            line: false,
+        });
+        println!(
+            "  {:<9} in-block {:.3} → x = 2^{x:.1}: {:.2} GB/s ({:.3} of copy), colour {colour:?}",
+            r.ordering,
+            r.in_block_fraction,
+            r.gbps,
+            r.gbps / probe.gbps
+        );
+        marks.push(
+            json!({"ordering": r.ordering, "in_block_fraction": r.in_block_fraction, "gbps": r.gbps,
+            "copy_fraction": r.gbps / probe.gbps, "plot_log2_block": x}),
+        );
+    }
+    if let Some(p) = &a.png {
+        let y_max = points
+            .iter()
+            .map(|p| p.gbps)
+            .chain(real.iter().map(|r| r.gbps))
+            .fold(probe.gbps, f64::max)
+            * 1.1;
+        let x_max = (*blocks.last().unwrap_or(&32) as f64).log2();
+        write_plot(p, &series, (5.0, x_max), y_max, probe.gbps)?;
+        println!(
+            "plot: {} (blue gather, orange block-cached, dashed grey copy bandwidth, dots the real orderings)",
+            p.display()
+        );
+    }
+    let pts: Vec<_> = points
+        .iter()
+        .map(|p| json!({"block": p.block, "kernel": p.kernel, "kernel_block": p.kernel_block,
+            "seconds_per_step": p.seconds_per_step, "gbps": p.gbps, "copy_fraction": p.gbps / probe.gbps}))
+        .collect();
+    write_json(
+        json_file,
+        &json!({"tets": n, "dtype": T::DTYPE.wgsl(), "copy_gbps": probe.gbps, "ideal": pts,
+            "mesh": name, "mesh_tets": op.n(), "block_size": a.block_size, "orderings": marks,
+            "adapter": adapter_json(gpu)}),
+    )
+}
+
+/// The ideal block size at which a real ordering sits: for an ideal operator with blocks of b, a window of w
+/// consecutive tets catches a fraction min(1, w/b) of the references (blocks larger than the window spill);
+/// invert at the measured fraction f: b = w / f (clamped to [w, n]).
+fn equivalent_block(f: f64, window: f64, n: f64) -> f64 {
+    (window / f.max(1e-9)).clamp(window, n.max(window))
 }

@@ -619,3 +619,42 @@ fn fv_rejects_bad_input_clearly() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn fv_sweep_plots_ideal_operators_and_real_orderings() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("bespoke-fv-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, png) = (dir.join("sweep.json"), dir.join("sweep.png"));
+    let out = bespoke(&[
+        "fv",
+        "sweep",
+        "--tets",
+        "4096",
+        "--box",
+        "4",
+        "--block-size",
+        "256",
+        "--reps",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "--png",
+        png.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let ideal = v["ideal"].as_array().unwrap();
+    // Blocks 32 … 4096: 8 sizes × 2 kernels.
+    assert_eq!(ideal.len(), 16);
+    assert!(ideal.iter().all(|p| p["gbps"].as_f64().unwrap() > 0.0));
+    assert_eq!(v["orderings"].as_array().unwrap().len(), 6);
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    let _ = std::fs::remove_dir_all(&dir);
+}

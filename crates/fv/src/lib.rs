@@ -15,6 +15,8 @@ pub mod mesh;
 pub mod operator;
 pub mod ordering;
 pub mod output;
+pub mod plot;
+pub mod sweep;
 
 pub use diffusion::{Diffusion, Real};
 pub use error::{FvError, Result};

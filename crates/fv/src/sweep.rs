@@ -1,0 +1,137 @@
+//! The irregularity study: synthetic "ideal" operators whose every neighbour lies inside its block of b
+//! consecutive tets (block-diagonal, nothing outside), timed for b = 32 … 2²⁰, against which real meshes under
+//! each ordering are placed by their in-block fraction.
+
+use crate::bench::min_bytes_per_tet;
+use crate::diffusion::{Diffusion, Real};
+use crate::error::{FvError, Result};
+use crate::generate::SplitMix;
+use crate::kernel::{KernelKind, Layout, WG};
+use crate::operator::{Boundary, Operator};
+
+/// n tets in blocks of `block`; each tet gets four distinct random neighbours from its own block (fewer, with
+/// zero-flux self slots, when the block is smaller than 5) and positive coefficients.
+pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
+    if n == 0 || block == 0 {
+        return Err(FvError::param(
+            "block-size",
+            block,
+            "ideal operators need n ≥ 1 and a block ≥ 1",
+        ));
+    }
+    let mut rng = SplitMix(seed);
+    let mut values = Vec::with_capacity(n);
+    let mut indices = Vec::with_capacity(n);
+    for i in 0..n {
+        let start = i / block * block;
+        let len = block.min(n - start);
+        let mut row = [i as u32; 4];
+        let mut vals = [0.0; 4];
+        let mut k = 0;
+        let mut tries = 0;
+        while k < 4 && len > 1 && tries < 64 {
+            tries += 1;
+            let j = (start + rng.below(len)) as u32;
+            if j as usize != i && !row[..k].contains(&j) {
+                row[k] = j;
+                vals[k] = 0.5 + rng.unit();
+                k += 1;
+            }
+        }
+        values.push(vals);
+        indices.push(row);
+    }
+    Ok(Operator {
+        values,
+        indices,
+        volumes: vec![1.0; n],
+        centroids: vec![[0.0; 3]; n],
+        boundary: Boundary::ZeroFlux,
+    })
+}
+
+/// One point of the sweep.
+#[derive(Clone, Debug)]
+pub struct SweepPoint {
+    pub block: usize,
+    pub kernel: &'static str,
+    /// The workgroup block of the block-cached kernel (≤ what workgroup memory holds).
+    pub kernel_block: u32,
+    pub seconds_per_step: f64,
+    pub gbps: f64,
+}
+
+/// Largest block-cached workgroup block for element size `size` on this adapter (a multiple of the workgroup
+/// size, at most 8192).
+pub fn max_kernel_block(gpu: &bespoke_gpu::Gpu, size: usize) -> u32 {
+    let fit = gpu.limits().max_compute_workgroup_storage_size / size as u32;
+    (fit / WG * WG).clamp(WG, 8192)
+}
+
+/// Times the gather and block-cached kernels on ideal operators of `n` tets for each block size.
+pub fn sweep<T: Real>(
+    gpu: &bespoke_gpu::Gpu,
+    n: usize,
+    blocks: &[usize],
+    reps: usize,
+    mut progress: impl FnMut(usize),
+) -> Result<Vec<SweepPoint>> {
+    let bytes = (min_bytes_per_tet(T::DTYPE.size()) * n) as f64;
+    let cap = max_kernel_block(gpu, T::DTYPE.size());
+    let mut out = Vec::new();
+    for &b in blocks {
+        progress(b);
+        let op = ideal_operator(n, b, b as u64)?;
+        let dt = 0.5 / op.max_row_sum();
+        // The kernel's block: the operator's when it is a legal workgroup block, else the largest that fits.
+        let kb = if (b as u32).is_multiple_of(WG) && b as u32 <= cap {
+            b as u32
+        } else {
+            cap
+        };
+        for kernel in [KernelKind::Gather, KernelKind::BlockCached { block: kb }] {
+            let mut d = Diffusion::<T>::new(gpu, &op, kernel, Layout::SlotMajor, dt)?;
+            d.set_x(&vec![1.0; n])?;
+            let t = d.time_pairs(1, reps)?;
+            let s = t.median() / 2.0;
+            out.push(SweepPoint {
+                block: b,
+                kernel: kernel.name(),
+                kernel_block: kb,
+                seconds_per_step: s,
+                gbps: bytes / s / 1e9,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Powers of two from 32 to min(2²⁰, n).
+pub fn default_blocks(n: usize) -> Vec<usize> {
+    (5..=20)
+        .map(|p| 1usize << p)
+        .filter(|&b| b <= n.max(32))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ordering::in_block_fraction;
+
+    #[test]
+    fn ideal_operators_stay_in_their_blocks() {
+        for b in [1, 3, 32, 1000] {
+            let op = ideal_operator(5000, b, 9).expect("ideal");
+            assert_eq!(in_block_fraction(&op, b), 1.0, "block {b}");
+            if b >= 5 {
+                assert!(
+                    op.indices
+                        .iter()
+                        .enumerate()
+                        .all(|(i, r)| r.iter().all(|&j| j as usize != i))
+                );
+            }
+        }
+    }
+}
