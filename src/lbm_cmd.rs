@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::gpu::Gpu;
-use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, checkpoint_meta, run_case};
+use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, checkpoint_meta, run_case};
 use bespoke::lbm::output::{Quantity, write_png, write_vtk};
 use bespoke::lbm::{Storage, Streaming};
 use bespoke::report::adapter_json;
@@ -44,8 +44,14 @@ pub struct LbmArgs {
     /// Write the final velocity magnitude (or --png-quantity vorticity) as a PNG.
     #[arg(long, value_name = "FILE")]
     png: Option<PathBuf>,
+    /// speed or vorticity, for --png and --frames.
     #[arg(long, default_value = "speed")]
     png_quantity: String,
+    /// Write a PNG frame into this folder every --frame-every steps (frame_<step>.png).
+    #[arg(long, value_name = "DIR")]
+    frames: Option<PathBuf>,
+    #[arg(long, default_value_t = 1000)]
+    frame_every: u64,
     /// Write the final fields as VTK image data for ParaView.
     #[arg(long, value_name = "FILE")]
     vtk: Option<PathBuf>,
@@ -84,7 +90,19 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
         storage: Storage::parse(&a.storage)?,
         streaming: Streaming::parse(&a.streaming)?,
         resume: a.resume.clone(),
+        frames: a.frames.clone().map(|dir| Frames {
+            dir,
+            every: a.frame_every,
+            quantity,
+        }),
     };
+    if let Some(dir) = &a.frames {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the frame folder {}: {e}", dir.display()))?;
+        if a.frame_every == 0 {
+            return Err("--frame-every must be at least 1".into());
+        }
+    }
     let json_file = open_json(a.json.as_deref())?;
     let probe = gpu.copy_bandwidth(&probe_options(true))?;
     let bar = progress_bar(1);

@@ -386,6 +386,10 @@ fn lbm_case_reports_json_and_writes_outputs() {
         &p("a.vtk"),
         "--checkpoint",
         &p("a.ckpt"),
+        "--frames",
+        &p("frames"),
+        "--frame-every",
+        "200",
     ]);
     assert!(
         out.status.success(),
@@ -416,6 +420,20 @@ fn lbm_case_reports_json_and_writes_outputs() {
     assert!(err < 5e-3, "ν error {err}");
     assert!(v["mlups"].as_f64().unwrap() > 0.0);
     let png = std::fs::read(p("a.png")).unwrap();
+    // shear-wave at ν = 1/6 on 64 rows runs 623 steps: frames at 200, 400, 600.
+    let mut frames: Vec<String> = std::fs::read_dir(p("frames"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    frames.sort();
+    assert_eq!(
+        frames,
+        [
+            "frame_00000200.png",
+            "frame_00000400.png",
+            "frame_00000600.png"
+        ]
+    );
     assert_eq!(&png[1..4], b"PNG");
     let vtk = std::fs::read(p("a.vtk")).unwrap();
     assert!(

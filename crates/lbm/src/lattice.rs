@@ -217,6 +217,24 @@ impl<'g> Lattice<'g> {
         self.set_populations(&s)
     }
 
+    /// Sets every non-solid cell to equilibrium from arrays of ρ, u_x, u_y (row-major, nx·ny each).
+    pub fn init_from_fields(&mut self, rho: &[f64], ux: &[f64], uy: &[f64]) -> Result<()> {
+        let n = self.cfg.cells();
+        if rho.len() != n || ux.len() != n || uy.len() != n {
+            return Err(LbmError::Shape(format!(
+                "fields of {}, {}, {} values for {n} cells",
+                rho.len(),
+                ux.len(),
+                uy.len()
+            )));
+        }
+        let nx = self.cfg.nx;
+        self.init_equilibrium(|x, y| {
+            let i = y * nx + x;
+            (rho[i], [ux[i], uy[i]])
+        })
+    }
+
     /// Sets the post-collision populations S_i(x), direction-major (`s[i * nx * ny + y * nx + x]`).
     pub fn set_populations(&mut self, s: &[f64]) -> Result<()> {
         let n = self.cfg.cells();

@@ -212,4 +212,36 @@ fn bad_inputs_are_errors() {
         .to_string();
     assert!(e.contains("Mach"), "{e}");
     assert!(lat.init_equilibrium(|_, _| (-1.0, [0.0, 0.0])).is_err());
+    assert!(matches!(
+        lat.init_from_fields(&[1.0; 64], &[0.0; 64], &[0.0; 63]),
+        Err(LbmError::Shape(_))
+    ));
+    // The fields' equilibria, pulled by the macroscopic pass, as the CPU reference sees them.
+    let ux: Vec<f64> = (0..64).map(|i| 0.001 * i as f64).collect();
+    let rho: Vec<f64> = (0..64).map(|i| 1.0 + 0.002 * (i % 5) as f64).collect();
+    lat.init_from_fields(&rho, &ux, &[0.02; 64])
+        .expect("fields");
+    let mut s = vec![0.0; 9 * 64];
+    for c in 0..64 {
+        let e = d2q9::equilibrium(rho[c], [ux[c], 0.02]);
+        for i in 0..9 {
+            s[i * 64 + c] = e[i];
+        }
+    }
+    let want = reference::macroscopic(lat.config(), &Flags::fluid(8, 8), &s);
+    let m = lat.macroscopic().expect("macroscopic");
+    for c in 0..64 {
+        assert!(
+            (f64::from(m.rho[c]) - want[0][c]).abs() < 1e-6,
+            "ρ[{c}] = {} vs {}",
+            m.rho[c],
+            want[0][c]
+        );
+        assert!(
+            (f64::from(m.ux[c]) - want[1][c]).abs() < 1e-6,
+            "u_x[{c}] = {} vs {}",
+            m.ux[c],
+            want[1][c]
+        );
+    }
 }

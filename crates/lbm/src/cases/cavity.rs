@@ -97,7 +97,7 @@ pub(super) fn run<'g>(
     let nu = cfg.collision.viscosity();
     let re = LID * l / nu;
     let max_steps = opts.steps.unwrap_or(200_000);
-    let mut r = Runner::new(lat, max_steps, progress);
+    let mut r = Runner::new(lat, max_steps, progress, opts);
     let mut prev = r.fields()?.ux;
     let mut converged = false;
     while r.done < max_steps {

@@ -44,7 +44,7 @@ pub(super) fn run<'g>(
         |_, _| (1.0, [U_IN, 0.0]),
     )?;
     let steps = opts.steps.unwrap_or(5 * lat.config().nx as u64 * 4);
-    let mut r = Runner::new(lat, steps, progress);
+    let mut r = Runner::new(lat, steps, progress, opts);
     r.run(steps)?;
     let f = r.fields()?;
     let flags = r.lat.flags();

@@ -105,6 +105,16 @@ pub struct CaseOptions {
     pub streaming: Streaming,
     /// Continue from this checkpoint instead of the case's initial state.
     pub resume: Option<PathBuf>,
+    /// Write a PNG frame of this quantity into this folder every so many steps (`frame_<step>.png`).
+    pub frames: Option<Frames>,
+}
+
+/// Periodic PNG frames during a run.
+#[derive(Clone, Debug)]
+pub struct Frames {
+    pub dir: PathBuf,
+    pub every: u64,
+    pub quantity: crate::output::Quantity,
 }
 
 impl Default for CaseOptions {
@@ -118,6 +128,7 @@ impl Default for CaseOptions {
             storage: Storage::F32,
             streaming: Streaming::Ab,
             resume: None,
+            frames: None,
         }
     }
 }
@@ -160,28 +171,43 @@ struct Runner<'a, 'g> {
     done: u64,
     planned: u64,
     progress: Progress<'a>,
+    frames: Option<Frames>,
 }
 
 impl<'a, 'g> Runner<'a, 'g> {
-    fn new(lat: Lattice<'g>, planned: u64, progress: Progress<'a>) -> Self {
+    fn new(lat: Lattice<'g>, planned: u64, progress: Progress<'a>, opts: &CaseOptions) -> Self {
         Self {
             lat,
             seconds: 0.0,
             done: 0,
             planned,
             progress,
+            frames: opts.frames.clone().filter(|f| f.every > 0),
         }
     }
     fn run(&mut self, n: u64) -> Result<()> {
         let chunk = 2000;
         let mut left = n;
         while left > 0 {
-            let k = left.min(chunk);
+            let mut k = left.min(chunk);
+            if let Some(f) = &self.frames {
+                // Stop at the next frame boundary.
+                k = k.min(f.every - self.done % f.every);
+            }
             let t = Instant::now();
             self.lat.step(k)?;
             self.seconds += t.elapsed().as_secs_f64();
             self.done += k;
             left -= k;
+            if let Some(f) = self.frames.clone()
+                && self.done.is_multiple_of(f.every)
+            {
+                let fields = self.fields()?;
+                let path = f
+                    .dir
+                    .join(format!("frame_{:08}.png", self.lat.steps_done()));
+                crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
+            }
             (self.progress)(self.done, self.planned.max(self.done));
         }
         Ok(())

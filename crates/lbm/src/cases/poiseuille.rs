@@ -63,7 +63,7 @@ pub(super) fn run<'g>(
     let umax = g * h * h / (8.0 * nu);
     let max_steps = opts.steps.unwrap_or(((40.0 * h * h / nu) as u64).max(2000));
     let interval = ((h * h / (20.0 * nu)) as u64).clamp(50, 5000);
-    let mut r = Runner::new(lat, max_steps, progress);
+    let mut r = Runner::new(lat, max_steps, progress, opts);
     let mut prev = r.fields()?.ux;
     let mut converged = false;
     while r.done < max_steps {
