@@ -230,18 +230,13 @@ fn bad_inputs_are_errors() {
     }
     let want = reference::macroscopic(lat.config(), &Flags::fluid(8, 8), &s);
     let m = lat.macroscopic().expect("macroscopic");
-    for c in 0..64 {
-        assert!(
-            (f64::from(m.rho[c]) - want[0][c]).abs() < 1e-6,
-            "ρ[{c}] = {} vs {}",
-            m.rho[c],
-            want[0][c]
-        );
-        assert!(
-            (f64::from(m.ux[c]) - want[1][c]).abs() < 1e-6,
-            "u_x[{c}] = {} vs {}",
-            m.ux[c],
-            want[1][c]
-        );
+    let got = m
+        .rho
+        .iter()
+        .zip(&m.ux)
+        .map(|(r, u)| (f64::from(*r), f64::from(*u)));
+    for (c, ((r, u), (wr, wu))) in got.zip(want[0].iter().zip(&want[1])).enumerate() {
+        assert!((r - wr).abs() < 1e-6, "ρ[{c}] = {r} vs {wr}");
+        assert!((u - wu).abs() < 1e-6, "u_x[{c}] = {u} vs {wu}");
     }
 }
