@@ -47,18 +47,20 @@ pub fn ghia_table(re: f64) -> Option<(Profile, Profile)> {
     Some((u, v))
 }
 
-/// RMS of (sampled − reference) at the interior reference points (wall values are imposed, not computed).
-fn rms(points: &[(f64, f64)], sample: impl Fn(f64) -> f64) -> f64 {
-    let inner: Vec<_> = points
+/// RMS of (sampled − reference) at the interior reference points (wall values are imposed, not computed), and
+/// the largest deviation with its coordinate.
+fn rms(points: &[(f64, f64)], sample: impl Fn(f64) -> f64) -> (f64, f64, f64) {
+    let dev: Vec<(f64, f64)> = points
         .iter()
         .filter(|(c, _)| *c > 0.0 && *c < 1.0)
+        .map(|(c, want)| (*c, sample(*c) - want))
         .collect();
-    (inner
-        .iter()
-        .map(|(c, want)| (sample(*c) - want).powi(2))
-        .sum::<f64>()
-        / inner.len() as f64)
-        .sqrt()
+    let rms = (dev.iter().map(|(_, d)| d * d).sum::<f64>() / dev.len() as f64).sqrt();
+    let (at, worst) = dev.iter().fold(
+        (0.0, 0.0),
+        |m, &(c, d)| if d.abs() > m.1 { (c, d.abs()) } else { m },
+    );
+    (rms, worst, at)
 }
 
 pub(super) fn run<'g>(
@@ -135,14 +137,18 @@ pub(super) fn run<'g>(
         .and_then(ghia_table)
     {
         Some((u_ref, v_ref)) => {
-            let ru = rms(&u_ref, |y| {
+            let (ru, wu, au) = rms(&u_ref, |y| {
                 Fields::sample(&f.ux, f.nx, f.ny, cell(0.5), cell(y)) / LID
             });
-            let rv = rms(&v_ref, |x| {
+            let (rv, wv, av) = rms(&v_ref, |x| {
                 Fields::sample(&f.uy, f.nx, f.ny, cell(x), cell(0.5)) / LID
             });
             m.insert("ghia_rms_u".into(), ru);
             m.insert("ghia_rms_v".into(), rv);
+            m.insert("ghia_max_dev_u".into(), wu);
+            m.insert("ghia_max_dev_u_at_y".into(), au);
+            m.insert("ghia_max_dev_v".into(), wv);
+            m.insert("ghia_max_dev_v_at_x".into(), av);
             notes.push(
                 "RMS of u/U and v/U against Ghia et al. at their interior centreline points".into(),
             );
