@@ -183,7 +183,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             )
             .without_bounds_checks()
         };
-        let grid = grid(n, per_group)?;
+        let grid = Grid::cover(n as u64, per_group)?;
         let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
             let mut args: Vec<Arg<'_>> = vals.iter().map(|b| b.arg()).collect();
             args.extend(idx.iter().map(|b| b.arg()));
@@ -273,12 +273,4 @@ impl<'g, T: Real> Diffusion<'g, T> {
             .write(spare, self.ghost_at, &[T::from_f64(self.ghost)])?;
         Ok(())
     }
-}
-
-fn grid(n: usize, per_group: u32) -> Result<Grid> {
-    let groups = (n as u64).div_ceil(u64::from(per_group));
-    let gx = groups.clamp(1, 32768);
-    let gy = u32::try_from(groups.div_ceil(gx))
-        .map_err(|_| FvError::Shape(format!("{n} tets is too many")))?;
-    Ok(Grid::d2(gx as u32, gy))
 }

@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use bespoke_gpu::GRID_WGSL;
+
 /// Element type of values and x.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dtype {
@@ -98,7 +100,7 @@ pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: Dtype, n: usize, dt: f
         return gather_x4_wgsl(dtype, n, dt);
     }
     let t = dtype.wgsl();
-    let mut s = String::new();
+    let mut s = String::from(GRID_WGSL);
     let _ = writeln!(
         s,
         "// bespoke-fv {} step, {t}, {n} tets, {} ELLPACK.",
@@ -169,9 +171,8 @@ pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: Dtype, n: usize, dt: f
                 s,
                 "
 @compute @workgroup_size({WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {{
-    let i = (wid.x + wid.y * nwg.x) * {WG}u + lid;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let i = bespoke_workgroup_linear(wid) * {WG}u + lid;
     if i >= N {{ return; }}
     let xi = x[i];
     {fetch}let acc = {v0} * (x[{j0}] - xi) + {v1} * (x[{j1}] - xi) + {v2} * (x[{j2}] - xi) + {v3} * (x[{j3}] - xi);
@@ -194,9 +195,8 @@ fn nb(j: u32, start: u32) -> {t} {{
 }}
 
 @compute @workgroup_size({WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {{
-    let start = (wid.x + wid.y * nwg.x) * B;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let start = bespoke_workgroup_linear(wid) * B;
     // The block's x, ghost included when it falls inside; loads stay coalesced (stride {WG}).
     for (var k = 0u; k < {per}u; k++) {{
         let t = start + k * {WG}u + lid;
@@ -231,7 +231,7 @@ pub fn padded4(n: usize) -> usize {
 fn gather_x4_wgsl(dtype: Dtype, n: usize, dt: f64) -> String {
     let t = dtype.wgsl();
     let groups = padded4(n) / 4;
-    let mut s = String::new();
+    let mut s = String::from(GRID_WGSL);
     let _ = writeln!(
         s,
         "// bespoke-fv gather step, {t}, {n} tets, slot-major ELLPACK, 4 tets per invocation."
@@ -265,9 +265,8 @@ fn gx(j: vec4<u32>) -> vec4<{t}> {{
 }}
 
 @compute @workgroup_size({WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {{
-    let q = (wid.x + wid.y * nwg.x) * {WG}u + lid;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let q = bespoke_workgroup_linear(wid) * {WG}u + lid;
     if q >= G {{ return; }}
     let xi = x4[q];
     let acc = v0[q] * (gx(i0[q]) - xi) + v1[q] * (gx(i1[q]) - xi) + v2[q] * (gx(i2[q]) - xi) + v3[q] * (gx(i3[q]) - xi);

@@ -5,6 +5,8 @@
 
 use std::fmt::Write as _;
 
+use bespoke_gpu::GRID_WGSL;
+
 use crate::config::{Collision, Storage};
 use crate::d2q9::{C, OPP, W};
 use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_INLET, TYPE_SOLID};
@@ -128,6 +130,8 @@ impl KernelSpec {
         if self.storage == Storage::F16 {
             s.push_str("enable f16;\n\n");
         }
+        // Grids past 65 535 workgroups are split by the device layer; the prelude gives the logical id.
+        s.push_str(GRID_WGSL);
         let _ = writeln!(
             s,
             "// bespoke-lbm D2Q9 {}: {}x{} cells, populations stored shifted by their weights.",
@@ -190,9 +194,8 @@ impl KernelSpec {
             s,
             "
 @compute @workgroup_size({WG})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {{
-    let idx = (wid.x + wid.y * nwg.x) * {WG}u + lid;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let idx = bespoke_workgroup_linear(wid) * {WG}u + lid;
     if idx >= N {{ return; }}
     let x = idx % NX;
     let y0 = idx - x;
@@ -476,7 +479,7 @@ mod tests {
                                 let src = spec.generate();
                                 validate_wgsl(&src, caps_for(false, storage == Storage::F16))
                                     .unwrap_or_else(|e| panic!("{}: {e}\n{src}", spec.name()));
-                                let decl = src.matches("@binding(").count();
+                                let decl = src.matches("@group(0) @binding(").count();
                                 assert_eq!(decl, spec.storage_bindings(), "{}", spec.name());
                                 n += 1;
                             }

@@ -119,7 +119,7 @@ impl<'g> Lattice<'g> {
             Some(e) => Some((gpu.upload(&e.codes)?, gpu.upload(&e.table)?)),
             None => None,
         };
-        let grid = grid(n)?;
+        let grid = Grid::cover(n as u64, WG)?;
         let prepare = |spec: KernelSpec,
                        pops: Vec<&GpuBuffer<u32>>,
                        extra: &[&GpuBuffer<f32>]|
@@ -354,7 +354,7 @@ impl<'g> Lattice<'g> {
             phase,
             mode: Mode::Macro,
         };
-        let grid = grid(n)?;
+        let grid = Grid::cover(n as u64, WG)?;
         let prepare = |spec: KernelSpec, pops: &[GpuBuffer<u32>]| -> Result<Launch> {
             let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
             if let Some((codes, table)) = &self.flag_bufs {
@@ -448,16 +448,6 @@ fn words_per_direction(storage: Storage, n: usize) -> usize {
         Storage::F16 => n.div_ceil(2),
     }
     .max(1)
-}
-
-/// A 2-D grid of 64-wide workgroups covering `n` cells (the kernel linearises it).
-fn grid(n: usize) -> Result<Grid> {
-    let groups = (n as u64).div_ceil(u64::from(WG));
-    let gx = groups.min(32768);
-    let gy = groups.div_ceil(gx.max(1));
-    let gy = u32::try_from(gy)
-        .map_err(|_| LbmError::Shape(format!("{n} cells is too many for one grid")))?;
-    Ok(Grid::d2(gx as u32, gy))
 }
 
 /// Stored words of populations `f` of one direction with weight `w`.
