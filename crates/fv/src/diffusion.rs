@@ -244,15 +244,11 @@ impl<'g, T: Real> Diffusion<'g, T> {
 
     /// Runs `k` steps.
     pub fn step(&mut self, k: usize) -> Result<()> {
-        let p = self.parity;
-        if k / 2 > 0 {
-            self.gpu
-                .run_n(&[&self.launches[p], &self.launches[1 - p]], k / 2)?;
-        }
-        if k % 2 == 1 {
-            self.gpu.run(&[&self.launches[p]])?;
-            self.parity = 1 - p;
-        }
+        self.parity = self.gpu.run_alternating(
+            [&self.launches[0], &self.launches[1]],
+            self.parity,
+            k as u64,
+        )?;
         Ok(())
     }
 

@@ -318,6 +318,23 @@ impl Gpu {
         self.wait(last, "running kernels")
     }
 
+    /// Runs `steps` launches alternating between `pair[first]` and `pair[1 - first]` (ping-pong buffers or
+    /// even/odd kernels), batched like [`Gpu::run_n`]; returns the index in `pair` that runs next.
+    pub fn run_alternating(&self, pair: [&Launch; 2], first: usize, steps: u64) -> Result<usize> {
+        let first = first & 1;
+        let pairs = usize::try_from(steps / 2).map_err(|_| {
+            GpuError::InvalidArgument(format!("{steps} steps do not fit this platform's usize"))
+        })?;
+        if pairs > 0 {
+            self.run_n(&[pair[first], pair[1 - first]], pairs)?;
+        }
+        if steps % 2 == 1 {
+            self.run(&[pair[first]])?;
+            return Ok(1 - first);
+        }
+        Ok(first)
+    }
+
     /// Records `launches` once, in order, and waits.
     pub fn run(&self, launches: &[&Launch]) -> Result<()> {
         self.run_n(launches, 1)

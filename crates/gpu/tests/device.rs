@@ -300,3 +300,29 @@ fn wrong_bindings_are_errors_not_panics() {
     let r = gpu.prepare(&Kernel::new("axpy", AXPY), &[b.arg()], Grid::d1(1));
     assert!(matches!(r, Err(GpuError::Wgpu { .. })), "{r:?}");
 }
+
+#[test]
+fn run_alternating_keeps_the_order_and_reports_the_next_kernel() {
+    let Some(gpu) = test_gpu() else { return };
+    let src = |op: &str| {
+        format!(
+            "@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+             @compute @workgroup_size(1) fn main() {{ x[0] = {op}; }}"
+        )
+    };
+    let x = gpu.upload(&[1u32]).unwrap();
+    let (a, b) = (
+        Kernel::new("double-plus-one", src("x[0] * 2u + 1u")),
+        Kernel::new("triple", src("x[0] * 3u")),
+    );
+    let la = gpu.prepare(&a, &[x.arg()], Grid::d1(1)).unwrap();
+    let lb = gpu.prepare(&b, &[x.arg()], Grid::d1(1)).unwrap();
+    // a, b, a: 1 → 3 → 9 → 19; b runs next.
+    assert_eq!(gpu.run_alternating([&la, &lb], 0, 3).unwrap(), 1);
+    assert_eq!(gpu.read(&x).unwrap(), [19]);
+    // b, a: 19 → 57 → 115; b runs next again.
+    assert_eq!(gpu.run_alternating([&la, &lb], 1, 2).unwrap(), 1);
+    assert_eq!(gpu.read(&x).unwrap(), [115]);
+    assert_eq!(gpu.run_alternating([&la, &lb], 1, 0).unwrap(), 1);
+    assert_eq!(gpu.read(&x).unwrap(), [115]);
+}

@@ -290,16 +290,9 @@ impl<'g> Lattice<'g> {
 
     /// Runs `n` steps without reading anything back.
     pub fn step(&mut self, n: u64) -> Result<()> {
-        let p = self.parity;
-        let pairs = (n / 2) as usize;
-        if pairs > 0 {
-            self.gpu
-                .run_n(&[&self.steps[p], &self.steps[1 - p]], pairs)?;
-        }
-        if n % 2 == 1 {
-            self.gpu.run(&[&self.steps[p]])?;
-            self.parity = 1 - p;
-        }
+        self.parity = self
+            .gpu
+            .run_alternating([&self.steps[0], &self.steps[1]], self.parity, n)?;
         self.steps_done += n;
         Ok(())
     }
