@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use bespoke::bench::device_time_by;
 use bespoke::fv::bench::{CONFIGS, min_bytes_per_tet};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::kernel::KernelKind;
@@ -54,21 +55,7 @@ fn fv(c: &mut Criterion) {
             // Two steps per iteration (one ping-pong pair).
             group.bench_function(
                 format!("{n}/{}/{name}/{}", kind.name(), layout.name()),
-                |b| {
-                    b.iter_custom(|iters| {
-                        let mut secs = 0.0;
-                        let mut left = iters as usize;
-                        while left > 0 {
-                            let reps = left.min(1024);
-                            secs += d
-                                .time_pairs(0, reps)
-                                .map(|t| t.samples.iter().sum::<f64>())
-                                .unwrap_or(f64::NAN);
-                            left -= reps;
-                        }
-                        Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
-                    })
-                },
+                |b| b.iter_custom(|iters| device_time_by(iters, |reps| d.time_pairs(0, reps))),
             );
         }
     }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use bespoke::bench::device_time_by;
 use bespoke::gpu::Gpu;
 use bespoke::lbm::bench::bench_lattice;
 use bespoke::lbm::{Storage, Streaming};
@@ -32,15 +33,7 @@ fn lbm(c: &mut Criterion) {
             ));
             group.bench_function(
                 format!("{side}/{}/{}", storage.name(), streaming.name()),
-                |b| {
-                    b.iter_custom(|iters| {
-                        let secs = lat
-                            .time_pairs(0, iters as usize)
-                            .map(|t| t.samples.iter().sum::<f64>())
-                            .unwrap_or(f64::NAN);
-                        Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
-                    })
-                },
+                |b| b.iter_custom(|iters| device_time_by(iters, |reps| lat.time_pairs(0, reps))),
             );
         }
     }

@@ -9,7 +9,7 @@ mod mm;
 
 use std::io::IsTerminal;
 
-use bespoke_gpu::{CopyProbe, Gpu, Launch, ProbeOptions};
+use bespoke_gpu::{CopyProbe, Gpu, Launch, ProbeOptions, Timing};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Map, Value, json};
 
@@ -94,12 +94,19 @@ pub fn progress_bar(len: u64) -> ProgressBar {
 /// Device time of `iters` repetitions of `launches` (batches of up to 1024 timed runs): what criterion's
 /// `iter_custom` wants from every GPU bench; `Duration::MAX` if a batch fails, so a broken run cannot look fast.
 pub fn device_time(gpu: &Gpu, launches: &[&Launch], iters: u64) -> std::time::Duration {
+    device_time_by(iters, |reps| gpu.time(launches, 0, reps))
+}
+
+/// [`device_time`] for anything that times `reps` repetitions itself (e.g. a lattice's step pairs).
+pub fn device_time_by<E>(
+    iters: u64,
+    mut time: impl FnMut(usize) -> Result<Timing, E>,
+) -> std::time::Duration {
     let mut total = 0.0;
     let mut left = iters as usize;
     while left > 0 {
         let reps = left.min(1024);
-        total += gpu
-            .time(launches, 0, reps)
+        total += time(reps)
             .map(|t| t.samples.iter().sum::<f64>())
             .unwrap_or(f64::NAN);
         left -= reps;
