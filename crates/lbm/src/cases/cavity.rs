@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, max_change,
-    omega_from, size_or, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, size_or,
+    start,
 };
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
@@ -100,17 +100,7 @@ pub(super) fn run<'g>(
     let re = LID * l / nu;
     let max_steps = opts.steps.unwrap_or(200_000);
     let mut r = Runner::new(lat, max_steps, progress, opts);
-    let mut prev = r.fields()?.ux;
-    let mut converged = false;
-    while r.done < max_steps {
-        r.run(INTERVAL.min(max_steps - r.done))?;
-        let now = r.fields()?.ux;
-        if max_change(&now, &prev, LID) < STEADY {
-            converged = true;
-            break;
-        }
-        prev = now;
-    }
+    let converged = r.run_to_steady(max_steps, INTERVAL, LID, STEADY)?;
     let f: Fields = r.fields()?;
     let mut m = BTreeMap::new();
     m.insert("re".into(), re);

@@ -212,6 +212,27 @@ impl<'a, 'g> Runner<'a, 'g> {
         }
         Ok(())
     }
+    /// Steps in chunks of `interval` until one chunk changes u_x by less than `tol`·`scale` everywhere, or until
+    /// `max_steps` in all; true when steady.
+    fn run_to_steady(
+        &mut self,
+        max_steps: u64,
+        interval: u64,
+        scale: f64,
+        tol: f64,
+    ) -> Result<bool> {
+        let mut prev = self.fields()?.ux;
+        while self.done < max_steps {
+            self.run(interval.min(max_steps - self.done))?;
+            let now = self.fields()?.ux;
+            if max_change(&now, &prev, scale) < tol {
+                return Ok(true);
+            }
+            prev = now;
+        }
+        Ok(false)
+    }
+
     /// Reads ρ and u back, failing if the run has diverged.
     fn fields(&mut self) -> Result<Fields> {
         let f = self.lat.macroscopic()?;

@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, max_change, size_or,
-    start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start,
 };
 use crate::error::Result;
 use crate::fields::Fields;
@@ -64,17 +63,7 @@ pub(super) fn run<'g>(
     let max_steps = opts.steps.unwrap_or(((40.0 * h * h / nu) as u64).max(2000));
     let interval = ((h * h / (20.0 * nu)) as u64).clamp(50, 5000);
     let mut r = Runner::new(lat, max_steps, progress, opts);
-    let mut prev = r.fields()?.ux;
-    let mut converged = false;
-    while r.done < max_steps {
-        r.run(interval.min(max_steps - r.done))?;
-        let now = r.fields()?.ux;
-        if max_change(&now, &prev, umax) < STEADY {
-            converged = true;
-            break;
-        }
-        prev = now;
-    }
+    let converged = r.run_to_steady(max_steps, interval, umax, STEADY)?;
     let p = profile(&r.fields()?);
     let err = (1..cfg.ny - 1)
         .map(|y| (p[y] - exact(y)).abs())
