@@ -212,12 +212,13 @@ fn shipped_pyfr_matrices_with_their_beta() {
         }
         let op = read_mtx(&path).unwrap();
         let beta = op.beta_hint.unwrap();
-        // hex p6 m132 (7056 non-zeros, 28 launches on llvmpipe) costs minutes of llvmpipe compile time: it is
-        // covered by naga validation and by `bespoke mm bench`, not here. Split families only on small ones.
-        if op.nnz() > 4000 {
-            continue;
+        // The unrolled families on hex p6 m132 (7056 non-zeros, 28 launches on llvmpipe) cost minutes of
+        // llvmpipe compile time: there they are covered by naga validation and by `bespoke mm bench`; the rolled
+        // family compiles once whatever A is. Split families only on small ones.
+        let mut names = vec!["rolled-r1", "rolled-r4-v4", "rolled-r8-v2"];
+        if op.nnz() <= 4000 {
+            names.extend(["cstream", "cstream-v4-fold", "bstream-v2"]);
         }
-        let mut names = vec!["cstream", "cstream-v4-fold", "bstream-v2"];
         if op.nnz() <= 300 {
             names.extend(["bstream-msplit-s4", "cstream-ksplit-s2-v4"]);
         }
@@ -245,7 +246,7 @@ fn shipped_pyfr_matrices_with_their_beta() {
             }
         }
     }
-    assert!(seen >= 15, "{seen}");
+    assert!(seen >= 40, "{seen}");
 }
 
 #[test]

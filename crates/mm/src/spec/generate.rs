@@ -48,7 +48,10 @@ fn folds_anything(work: &Work) -> bool {
     })
 }
 
-/// WGSL for `variant` computing `layout`'s part of C = A·B + β·C with A's non-zeros `a_rows` inlined.
+/// WGSL for `variant` computing `layout`'s part of C = A·B + β·C with A's non-zeros `a_rows` inlined (the
+/// rolled family's source does not depend on them: its table comes from [`rolled_table`]).
+///
+/// [`rolled_table`]: super::families::rolled_table
 pub fn generate(
     a_rows: &[RowTerms],
     layout: &Layout,
@@ -70,6 +73,18 @@ pub fn generate(
     }
     if v > 1 && layout.n < v {
         return Err(Skip(format!("N = {} is narrower than vec{v}", layout.n)));
+    }
+    if variant.family == Family::Rolled {
+        if !families::ROLLED_ROWS.contains(&variant.split) {
+            return Err(Skip(format!(
+                "rolled blocks of {} rows: not one of {:?}",
+                variant.split,
+                families::ROLLED_ROWS
+            )));
+        }
+        let mut e = Emit::new(dtype, variant, layout);
+        families::rolled(&mut e);
+        return Ok(e.out);
     }
     let w = work(a_rows, layout);
     let terms: usize = w.iter().map(|(_, t)| t.len()).sum();
@@ -98,6 +113,7 @@ pub fn generate(
         }
         Family::BStreamMsplit => families::msplit(&mut e, &w).map_err(Skip)?,
         Family::CStreamKsplit => families::ksplit(&mut e, &w),
+        Family::Rolled => unreachable!("handled above"),
     }
     Ok(e.out)
 }

@@ -9,7 +9,7 @@ use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_cache::{self, Decision};
-use super::variant::Variant;
+use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dense::bench::fill;
 use crate::dense::{DenseGemm, DenseParams, Element, GemmPlan, GemmShape};
 use crate::dtype::DType;
@@ -81,16 +81,44 @@ impl Default for TuneOptions {
     }
 }
 
-/// Variants worth timing on `gpu`. On a CPU adapter one workgroup runs on one thread, so the families that split
-/// rows or K across invocation rows add barriers without parallelism, and llvmpipe compiles each barrier as a
-/// coroutine split (a 384-term cstream-ksplit-s4-v4 took 36.7 s to compile against 0.05 s for cstream-v4):
-/// they are left to GPUs.
-pub fn default_variants(gpu: &Gpu) -> Vec<Variant> {
-    Variant::all()
-        .into_iter()
-        .filter(|v| !gpu.is_cpu() || !v.family.splits())
-        .collect()
+/// Unrolled terms up to which CPU adapters also try cstream (with and without folding): llvmpipe compiles it at
+/// 5–17 ms per term cold, against 1.5–3 ms for bstream-v2 (docs/perf.md).
+pub const CPU_CSTREAM_TERMS: usize = 512;
+
+/// Variants worth timing for `op` against `panel` on `gpu`. GPUs try every variant. On a CPU adapter one
+/// workgroup runs on one thread, so the families that split rows or K across invocation rows add barriers
+/// without parallelism (llvmpipe compiles each barrier as a coroutine split: a 384-term cstream-ksplit-s4-v4
+/// took 36.7 s to compile against 0.05 s for cstream-v4); and unrolled kernels compile slowly there, so the
+/// candidates are the ones that won on llvmpipe at a bounded compile cost: bstream at vec2 (as fast as vec4,
+/// half the compile time), cstream only for short operators, and the rolled family, which compiles once for
+/// any A. Variants that do not fit the panel's alignment are left out.
+pub fn default_variants(gpu: &Gpu, op: &Operator, panel: Panel) -> Vec<Variant> {
+    let align = panel.alignment() as u32;
+    if !gpu.is_cpu() {
+        return Variant::all()
+            .into_iter()
+            .filter(|v| align.is_multiple_of(v.vec))
+            .collect();
+    }
+    let widest = |cap: u32| {
+        [4, 2, 1]
+            .into_iter()
+            .find(|v| *v <= cap && align.is_multiple_of(*v))
+            .unwrap_or(1)
+    };
+    let mut out = vec![Variant::new(Family::BStream, widest(2), 1, false)];
+    if op.nnz() <= CPU_CSTREAM_TERMS {
+        out.push(Variant::new(Family::CStream, widest(4), 1, false));
+        out.push(Variant::new(Family::CStream, widest(4), 1, true));
+    }
+    for r in ROLLED_ROWS {
+        out.push(Variant::new(Family::Rolled, widest(4), r, false));
+    }
+    out
 }
+
+/// Screening ratio past which the dense candidate is not re-timed (see [`MatMul::tuned`]).
+pub const DENSE_RETIME: f64 = 2.0;
 
 /// One candidate as the tuner saw it.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -112,7 +140,8 @@ pub struct TuneReport {
     pub candidates: Vec<Candidate>,
     /// The chosen kernel's median time when tuned.
     pub seconds: Option<f64>,
-    /// The dense kernel's median time when tuned.
+    /// The dense kernel's time when tuned: the median of the finalist runs, or its one screening run when it
+    /// lost the screening by more than [`DENSE_RETIME`]×.
     pub dense_seconds: Option<f64>,
 }
 
@@ -248,7 +277,7 @@ impl<T: Element> MatMul<T> {
         let variants = opts
             .variants
             .clone()
-            .unwrap_or_else(|| default_variants(gpu));
+            .unwrap_or_else(|| default_variants(gpu, op, panel));
         let mut choices: Vec<Choice> = variants.into_iter().map(Choice::Spec).collect();
         match opts.dense {
             DenseSource::Model => {
@@ -293,15 +322,23 @@ impl<T: Element> MatMul<T> {
                     .join("; "),
             });
         }
-        // Finalists: the best screened, and dense always (the baseline the choice must not lose to).
+        // Finalists: the best screened, and dense whenever it is within reach (the baseline the choice must not
+        // lose to). Dense screened at more than DENSE_RETIME times the best has lost: its one screening run
+        // stands as its time (a long run, so a stable one) rather than paying `reps` more of them.
         cands.sort_by(|a, b| {
             a.1.seconds
                 .partial_cmp(&b.1.seconds)
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
+        let best_screen = cands[0].1.seconds.unwrap_or(f64::INFINITY);
         let mut dense_seconds = None;
         for (i, (mm, cand)) in cands.iter_mut().enumerate() {
-            if i < opts.finalists.max(1) || mm.choice.is_dense() {
+            let dense = mm.choice.is_dense();
+            if dense && cand.seconds.is_some_and(|s| s > DENSE_RETIME * best_screen) {
+                dense_seconds = cand.seconds;
+                continue;
+            }
+            if i < opts.finalists.max(1) || dense {
                 let plan = mm.plan(gpu, &b, &c)?;
                 let s = gpu.time(&plan.launches(), 1, opts.reps.max(1))?.median();
                 cand.seconds = Some(s);

@@ -1,10 +1,12 @@
 //! A specialised kernel for one problem: its launches' layouts and generated sources, compiled on demand and
 //! bound to device buffers.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
 
+use super::families::{PARAMS_WORDS, rolled_table};
 use super::generate::{MAX_TERMS, generate, terms_per_launch};
 use super::layout::{Layout, RowTerms, plan_layouts};
 use super::operator::Operator;
@@ -82,7 +84,19 @@ pub struct SpecKernel {
     pub k: usize,
     pub panel: Panel,
     launches: Vec<(Layout, Kernel)>,
+    /// The rolled family's tables, one per launch (empty for the unrolled families).
+    tables: Vec<Arc<Table>>,
     pub compile: CompileTime,
+}
+
+/// One rolled launch's table on the device (block offsets and columns; coefficients as raw bits of the
+/// precision) and its row count and block count for the parameters.
+#[derive(Debug)]
+struct Table {
+    tab: GpuBuffer<u32>,
+    coef: GpuBuffer<u32>,
+    blocks: usize,
+    rows: usize,
 }
 
 /// Row blocks of a row-major array of `dtype` that each fit one binding.
@@ -113,7 +127,8 @@ impl SpecKernel {
             });
         }
         let nnz = op.nnz();
-        if nnz > MAX_TERMS {
+        let unrolled = variant.family.unrolled();
+        if unrolled && nnz > MAX_TERMS {
             return Err(MmError::NotApplicable {
                 variant: variant.name(),
                 reason: format!(
@@ -126,17 +141,59 @@ impl SpecKernel {
         let b = blocks(gpu, dtype, op.k, panel.ldb)?;
         let c = blocks(gpu, dtype, op.m, panel.ldc)?;
         let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
+        // The rolled kernel binds one block of B and one of C (plus its table) and is not unrolled.
+        let (bindings, cap) = if unrolled {
+            (max, terms_per_launch(gpu))
+        } else if max >= 4 {
+            (2, usize::MAX)
+        } else {
+            return Err(MmError::NotApplicable {
+                variant: variant.name(),
+                reason: format!("needs 4 storage bindings per stage, the adapter has {max}"),
+            });
+        };
         let layouts = plan_layouts(
             &rows,
             Beta::of(beta),
             &b,
             &c,
             (panel.n, panel.ldb, panel.ldc),
-            max,
-            terms_per_launch(gpu),
+            bindings,
+            cap,
         )
         .map_err(MmError::Shape)?;
         let launches = Self::generate_all(&rows, &layouts, variant, dtype, &op.name)?;
+        let tables = if unrolled {
+            Vec::new()
+        } else {
+            layouts
+                .iter()
+                .map(|l| {
+                    let t = rolled_table(&rows, l, variant.split as usize);
+                    // At least one element each: an empty table still binds.
+                    let mut coef: Vec<u32> = match dtype {
+                        DType::F32 => t.coef.iter().map(|&v| (v as f32).to_bits()).collect(),
+                        DType::F64 => t
+                            .coef
+                            .iter()
+                            .flat_map(|&v| {
+                                let b = v.to_bits();
+                                [b as u32, (b >> 32) as u32]
+                            })
+                            .collect(),
+                    };
+                    if coef.is_empty() {
+                        coef.resize(dtype.size() / 4, 0);
+                    }
+                    Ok(Arc::new(Table {
+                        tab: gpu.upload(&t.tab)?,
+                        coef: gpu.upload(&coef)?,
+                        blocks: t.blocks,
+                        rows: l.rows.len(),
+                    }))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
         let compile = CompileTime {
             generate_seconds: t0.elapsed().as_secs_f64(),
             source_bytes: launches.iter().map(|(_, k)| k.source().len()).sum(),
@@ -150,6 +207,7 @@ impl SpecKernel {
             k: op.k,
             panel,
             launches,
+            tables,
             compile,
         })
     }
@@ -174,7 +232,9 @@ impl SpecKernel {
                 // SAFETY: B and C are addressed as `col + offset` with `col < N / vec` (early return or clamp)
                 // and offsets inside the row blocks this layout binds; `plan` refuses buffers shorter than the
                 // panels, so every window holds the rows it is bound for. Workgroup arrays are indexed by
-                // constants below their size plus `lid.x < WG_X`.
+                // constants below their size plus `lid.x < WG_X`. The rolled kernel's indices come from the
+                // table `rolled_table` builds for this very layout: block offsets within the table, columns
+                // within the bound K slice, rows below the parameter `rows` of the bound C block.
                 let kernel = unsafe { Kernel::new(kname, src).without_bounds_checks() };
                 Ok((l.clone(), kernel))
             })
@@ -220,7 +280,29 @@ impl SpecKernel {
         let nv = (self.panel.n / self.variant.vec as usize) as u64;
         let grid = Grid::cover(nv, WG_X)?;
         let mut out = Vec::with_capacity(self.launches.len());
-        for (l, k) in &self.launches {
+        let v = self.variant.vec as usize;
+        for (i, (l, k)) in self.launches.iter().enumerate() {
+            if let Some(t) = self.tables.get(i) {
+                let c_rows = l.c_blocks[0].clone();
+                let mut params = [0u32; PARAMS_WORDS];
+                params[..6].copy_from_slice(&[
+                    nv as u32,
+                    (l.ldb / v) as u32,
+                    (l.ldc / v) as u32,
+                    t.blocks as u32,
+                    t.rows as u32,
+                    (l.rows.start - c_rows.start) as u32,
+                ]);
+                let args = [
+                    b.rows_arg(l.ks.clone(), l.ldb),
+                    c.rows_arg(c_rows, l.ldc),
+                    t.tab.arg(),
+                    t.coef.arg(),
+                    Arg::uniform(&params),
+                ];
+                out.push(gpu.prepare(k, &args, grid)?);
+                continue;
+            }
             let mut args: Vec<_> = l
                 .b_blocks
                 .iter()

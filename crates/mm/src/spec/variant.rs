@@ -14,14 +14,19 @@ pub enum Family {
     BStreamMsplit,
     /// K split across `split` invocation rows; partial sums combined in workgroup memory.
     CStreamKsplit,
+    /// Not unrolled: A's non-zeros in a table on the device, walked by loops over blocks of `split` rows
+    /// (each block's used columns, one B load feeding `split` accumulators); N, ldb and ldc passed at run
+    /// time. The source does not depend on A, so it compiles once, whatever A's size.
+    Rolled,
 }
 
 impl Family {
-    pub const ALL: [Family; 4] = [
+    pub const ALL: [Family; 5] = [
         Family::CStream,
         Family::BStream,
         Family::BStreamMsplit,
         Family::CStreamKsplit,
+        Family::Rolled,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -29,6 +34,7 @@ impl Family {
             Self::BStream => "bstream",
             Self::BStreamMsplit => "bstream-msplit",
             Self::CStreamKsplit => "cstream-ksplit",
+            Self::Rolled => "rolled",
         }
     }
     /// Whether the family uses invocation rows (a `split`).
@@ -37,12 +43,21 @@ impl Family {
     }
     /// Whether each row is a dot product that coefficient folding can shorten.
     pub fn folds(self) -> bool {
-        self != Self::BStream
+        !matches!(self, Self::BStream | Self::Rolled)
+    }
+    /// Whether `split` counts rows per block (the rolled family) rather than invocation rows.
+    pub fn blocks_rows(self) -> bool {
+        self == Self::Rolled
+    }
+    /// Whether A's entries are inlined in the source (every family but the rolled one).
+    pub fn unrolled(self) -> bool {
+        self != Self::Rolled
     }
 }
 
-/// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`, 1 where the
-/// family has none) and whether repeated coefficients are folded.
+/// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`; for the
+/// rolled family the rows per block; 1 where the family has neither) and whether repeated coefficients are
+/// folded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Variant {
     pub family: Family,
@@ -54,21 +69,32 @@ pub struct Variant {
 /// Invocations along N per workgroup.
 pub const WG_X: u32 = 64;
 
+/// Rows per block of the rolled family: 1 is plain CSR; 4 and 8 reuse each B load across rows, at the price of
+/// the zeros a block's union of columns brings in.
+pub const ROLLED_ROWS: [u32; 3] = [1, 4, 8];
+
 impl Variant {
     pub fn new(family: Family, vec: u32, split: u32, fold: bool) -> Self {
         Self {
             family,
             vec,
-            split: if family.splits() { split } else { 1 },
+            split: if family.splits() || family.blocks_rows() {
+                split
+            } else {
+                1
+            },
             fold: fold && family.folds(),
         }
     }
 
-    /// `cstream`, `cstream-v4-fold`, `bstream-msplit-s4-v2`, ...
+    /// `cstream`, `cstream-v4-fold`, `bstream-msplit-s4-v2`, `rolled-r4-v4`, ...
     pub fn name(&self) -> String {
         let mut s = self.family.name().to_owned();
         if self.family.splits() {
             s += &format!("-s{}", self.split);
+        }
+        if self.family.blocks_rows() {
+            s += &format!("-r{}", self.split);
         }
         if self.vec > 1 {
             s += &format!("-v{}", self.vec);
@@ -93,11 +119,16 @@ impl Variant {
                 vec = v.parse().ok().filter(|v| [2, 4].contains(v))?;
             } else if let Some(v) = part.strip_prefix('s') {
                 split = v.parse().ok().filter(|_| family.splits())?;
+            } else if let Some(v) = part.strip_prefix('r') {
+                split = v.parse().ok().filter(|_| family.blocks_rows())?;
             } else {
                 return None;
             }
         }
         if family.splits() && ![2, 4].contains(&split) {
+            return None;
+        }
+        if family.blocks_rows() && !ROLLED_ROWS.contains(&split) {
             return None;
         }
         let v = Self::new(family, vec, split, fold);
@@ -106,7 +137,7 @@ impl Variant {
 
     /// Workgroup size (x along N, y the invocation rows).
     pub fn workgroup(&self) -> (u32, u32) {
-        (WG_X, self.split)
+        (WG_X, if self.family.splits() { self.split } else { 1 })
     }
 
     /// Every variant the generator has, for one precision.
@@ -114,7 +145,14 @@ impl Variant {
         let mut out = Vec::new();
         for family in Family::ALL {
             for vec in [1, 2, 4] {
-                for split in if family.splits() { vec![2, 4] } else { vec![1] } {
+                let splits = if family.splits() {
+                    vec![2, 4]
+                } else if family.blocks_rows() {
+                    ROLLED_ROWS.to_vec()
+                } else {
+                    vec![1]
+                };
+                for split in splits {
                     for fold in if family.folds() {
                         vec![false, true]
                     } else {
@@ -180,7 +218,7 @@ mod tests {
     #[test]
     fn names_round_trip() {
         let all = Variant::all();
-        assert_eq!(all.len(), 6 + 3 + 12 + 12);
+        assert_eq!(all.len(), 6 + 3 + 12 + 12 + 9);
         for v in all {
             assert_eq!(Variant::parse(&v.name()), Some(v), "{}", v.name());
         }
@@ -192,6 +230,10 @@ mod tests {
             "bstream-msplit",
             "cstream-fold-v4",
             "dense",
+            "rolled",
+            "rolled-r3-v4",
+            "rolled-r4-fold",
+            "cstream-r4",
         ] {
             assert_eq!(Variant::parse(bad), None, "{bad}");
         }

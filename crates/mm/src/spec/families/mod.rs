@@ -6,8 +6,11 @@ mod bstream;
 mod cstream;
 mod ksplit;
 mod msplit;
+mod rolled;
 
+pub(crate) use super::variant::ROLLED_ROWS;
 pub(crate) use bstream::{bstream, bstream_live};
 pub(crate) use cstream::cstream;
 pub(crate) use ksplit::ksplit;
 pub(crate) use msplit::msplit;
+pub(crate) use rolled::{PARAMS_WORDS, rolled, rolled_table};
