@@ -4,7 +4,7 @@
 use super::emit::{Emit, REG_BUDGET_BYTES, Work};
 use super::families;
 use super::layout::{Layout, RowTerms};
-use super::variant::{Family, Variant};
+use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dtype::DType;
 
 /// Unrolled terms past which a kernel is not generated: driver compile time grows with the source, and a
@@ -75,11 +75,10 @@ pub fn generate(
         return Err(Skip(format!("N = {} is narrower than vec{v}", layout.n)));
     }
     if variant.family == Family::Rolled {
-        if !families::ROLLED_ROWS.contains(&variant.split) {
+        if !ROLLED_ROWS.contains(&variant.split) {
             return Err(Skip(format!(
                 "rolled blocks of {} rows: not one of {:?}",
-                variant.split,
-                families::ROLLED_ROWS
+                variant.split, ROLLED_ROWS
             )));
         }
         let mut e = Emit::new(dtype, variant, layout);

@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
+use super::emit::REG_BUDGET_BYTES;
+use super::families::bstream_live;
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_cache::{self, Decision};
@@ -82,17 +84,23 @@ impl Default for TuneOptions {
 }
 
 /// Unrolled terms up to which CPU adapters also try cstream (with and without folding): llvmpipe compiles it at
-/// 5–17 ms per term cold, against 1.5–3 ms for bstream-v2 (docs/perf.md).
+/// 5–17 ms per term cold, against 1.5–3 ms for bstream-v2 (docs/perf.md), and bstream is as fast or faster
+/// wherever it applies.
 pub const CPU_CSTREAM_TERMS: usize = 512;
 
-/// Variants worth timing for `op` against `panel` on `gpu`. GPUs try every variant. On a CPU adapter one
-/// workgroup runs on one thread, so the families that split rows or K across invocation rows add barriers
-/// without parallelism (llvmpipe compiles each barrier as a coroutine split: a 384-term cstream-ksplit-s4-v4
-/// took 36.7 s to compile against 0.05 s for cstream-v4); and unrolled kernels compile slowly there, so the
-/// candidates are the ones that won on llvmpipe at a bounded compile cost: bstream at vec2 (as fast as vec4,
-/// half the compile time), cstream only for short operators, and the rolled family, which compiles once for
-/// any A. Variants that do not fit the panel's alignment are left out.
-pub fn default_variants(gpu: &Gpu, op: &Operator, panel: Panel) -> Vec<Variant> {
+/// Unrolled terms up to which CPU adapters try cstream when bstream does not fit its register budget (rows that
+/// stay live across most of K): the rolled kernel, the other option there, ran 3–5× slower than unrolled ones on
+/// llvmpipe, which pays for up to ~30 s of compile on a long panel.
+pub const CPU_CSTREAM_FALLBACK_TERMS: usize = 2048;
+
+/// Variants worth timing for `op` against `panel` in `dtype` on `gpu`. GPUs try every variant the panel's
+/// alignment allows. On a CPU adapter one workgroup runs on one thread, so the families that split rows or K
+/// across invocation rows add barriers without parallelism (llvmpipe compiles each barrier as a coroutine
+/// split: a 384-term cstream-ksplit-s4-v4 took 36.7 s to compile against 0.05 s for cstream-v4); and unrolled
+/// kernels compile slowly there, so the candidates are the ones that won on llvmpipe at a bounded compile cost:
+/// bstream at vec2 (as fast as vec4, half the compile time), cstream for short operators or where bstream does
+/// not fit, and the rolled family, which compiles once for any A.
+pub fn default_variants(gpu: &Gpu, op: &Operator, dtype: DType, panel: Panel) -> Vec<Variant> {
     let align = panel.alignment() as u32;
     if !gpu.is_cpu() {
         return Variant::all()
@@ -106,8 +114,14 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, panel: Panel) -> Vec<Variant> 
             .find(|v| *v <= cap && align.is_multiple_of(*v))
             .unwrap_or(1)
     };
-    let mut out = vec![Variant::new(Family::BStream, widest(2), 1, false)];
-    if op.nnz() <= CPU_CSTREAM_TERMS {
+    let bstream = Variant::new(Family::BStream, widest(2), 1, false);
+    let nnz = op.nnz();
+    let bstream_fits = || {
+        let work: Vec<(usize, Vec<(usize, f64)>)> = op.rows().into_iter().enumerate().collect();
+        bstream_live(&work) * bstream.elem_bytes(dtype) <= REG_BUDGET_BYTES
+    };
+    let mut out = vec![bstream];
+    if nnz <= CPU_CSTREAM_TERMS || (nnz <= CPU_CSTREAM_FALLBACK_TERMS && !bstream_fits()) {
         out.push(Variant::new(Family::CStream, widest(4), 1, false));
         out.push(Variant::new(Family::CStream, widest(4), 1, true));
     }
@@ -277,7 +291,7 @@ impl<T: Element> MatMul<T> {
         let variants = opts
             .variants
             .clone()
-            .unwrap_or_else(|| default_variants(gpu, op, panel));
+            .unwrap_or_else(|| default_variants(gpu, op, T::DTYPE, panel));
         let mut choices: Vec<Choice> = variants.into_iter().map(Choice::Spec).collect();
         match opts.dense {
             DenseSource::Model => {

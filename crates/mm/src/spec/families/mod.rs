@@ -8,7 +8,6 @@ mod ksplit;
 mod msplit;
 mod rolled;
 
-pub(crate) use super::variant::ROLLED_ROWS;
 pub(crate) use bstream::{bstream, bstream_live};
 pub(crate) use cstream::cstream;
 pub(crate) use ksplit::ksplit;
