@@ -444,3 +444,68 @@ fn check_matmul(
     mm.run(gpu, &bb, &cb).unwrap();
     rel_err(&back(&gpu.read(&cb).unwrap()), &want, sc)
 }
+
+#[test]
+fn candidates_follow_the_adapter_and_the_operator() {
+    use bespoke_mm::spec::{Family, default_variants};
+    let Some(gpu) = test_gpu() else { return };
+    let names = |op: &Operator, n: usize| -> Vec<String> {
+        default_variants(gpu, op, DType::F32, Panel::packed(n))
+            .iter()
+            .map(Variant::name)
+            .collect()
+    };
+    let small = random_operator(&mut rng(), 12, 10, 0.5);
+    // Odd N: scalar columns only, on every adapter.
+    assert!(
+        default_variants(gpu, &small, DType::F32, Panel::packed(999))
+            .iter()
+            .all(|v| v.vec == 1)
+    );
+    if !gpu.is_cpu() {
+        assert_eq!(names(&small, 1000).len(), Variant::all().len());
+        return;
+    }
+    let got = names(&small, 1000);
+    for want in [
+        "bstream-v2",
+        "cstream-v4",
+        "cstream-v4-fold",
+        "rolled-r1-v4",
+        "rolled-r4-v4",
+        "rolled-r8-v4",
+    ] {
+        assert!(got.iter().any(|n| n == want), "{want} missing from {got:?}");
+    }
+    assert!(
+        default_variants(gpu, &small, DType::F32, Panel::packed(1000))
+            .iter()
+            .all(|v| !v.family.splits()),
+        "{got:?}"
+    );
+    // 600 non-zeros: cstream only where bstream would keep too many rows live. Rows using the first and the last
+    // column stay live across all of K; a diagonal keeps one row live at a time.
+    let (m, k) = (300, 40);
+    let mut a = vec![0.0; m * k];
+    for i in 0..m {
+        a[i * k] = 1.0 + i as f64;
+        a[i * k + k - 1] = -0.5;
+    }
+    let live = Operator::from_dense("live", m, k, a).unwrap();
+    let diag = Operator::from_dense(
+        "diag",
+        600,
+        600,
+        (0..600 * 600)
+            .map(|i| if i % 601 == 0 { 2.0 } else { 0.0 })
+            .collect(),
+    )
+    .unwrap();
+    let has_cstream = |op: &Operator| {
+        default_variants(gpu, op, DType::F32, Panel::packed(1000))
+            .iter()
+            .any(|v| v.family == Family::CStream)
+    };
+    assert!(has_cstream(&live));
+    assert!(!has_cstream(&diag));
+}
