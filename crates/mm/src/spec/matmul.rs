@@ -89,8 +89,9 @@ impl Default for TuneOptions {
 pub const CPU_CSTREAM_TERMS: usize = 512;
 
 /// Unrolled terms up to which CPU adapters try cstream when bstream does not fit its register budget (rows that
-/// stay live across most of K): the rolled kernel, the other option there, ran 3–5× slower than unrolled ones on
-/// llvmpipe, which pays for up to ~30 s of compile on a long panel.
+/// stay live across most of K): the rolled kernel, the other option there, ran 1.5–1.7× slower than cstream on
+/// llvmpipe (hex p4/p5 M6), which pays for the 30–70 s such a cstream takes to compile there (once: decisions
+/// are cached).
 pub const CPU_CSTREAM_FALLBACK_TERMS: usize = 2048;
 
 /// Variants worth timing for `op` against `panel` in `dtype` on `gpu`. GPUs try every variant the panel's
