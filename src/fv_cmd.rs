@@ -8,7 +8,7 @@ use bespoke::bench::{probe_options, progress_bar};
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
-use bespoke::fv::kernel::{Dtype, KernelKind, Layout};
+use bespoke::fv::kernel::{DType, KernelKind, Layout};
 use bespoke::fv::operator::adjacency;
 use bespoke::fv::ordering::{OrderingKind, order};
 use bespoke::fv::output::write_vtu;
@@ -123,14 +123,14 @@ pub struct BenchArgs {
 
 pub fn run(gpu: &Gpu, cmd: FvCommand) -> Result<(), Error> {
     match cmd {
-        FvCommand::Run(a) => match Dtype::parse(&a.dtype)? {
-            Dtype::F32 => run_diffusion::<f32>(gpu, a),
-            Dtype::F64 => run_diffusion::<f64>(gpu, a),
+        FvCommand::Run(a) => match crate::mm_cmd::parse_dtype(&a.dtype)? {
+            DType::F32 => run_diffusion::<f32>(gpu, a),
+            DType::F64 => run_diffusion::<f64>(gpu, a),
         },
         FvCommand::Bench(a) => bench(gpu, a),
-        FvCommand::Sweep(a) => match Dtype::parse(&a.dtype)? {
-            Dtype::F32 => sweep_cmd::<f32>(gpu, a),
-            Dtype::F64 => sweep_cmd::<f64>(gpu, a),
+        FvCommand::Sweep(a) => match crate::mm_cmd::parse_dtype(&a.dtype)? {
+            DType::F32 => sweep_cmd::<f32>(gpu, a),
+            DType::F64 => sweep_cmd::<f64>(gpu, a),
         },
     }
 }
@@ -205,7 +205,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
 
 fn bench(gpu: &Gpu, a: BenchArgs) -> Result<(), Error> {
     let json_file = open_json(a.json.as_deref())?;
-    let dtype = Dtype::parse(&a.dtype)?;
+    let dtype = crate::mm_cmd::parse_dtype(&a.dtype)?;
     let (name, mesh) = a.mesh.load()?;
     let op = operator(&mesh, None)?;
     drop(mesh);
@@ -217,8 +217,8 @@ fn bench(gpu: &Gpu, a: BenchArgs) -> Result<(), Error> {
         bar.inc(1);
     };
     let runs = match dtype {
-        Dtype::F32 => bench_operator::<f32>(gpu, &op, &orderings, a.block_size, a.reps, tick)?,
-        Dtype::F64 => bench_operator::<f64>(gpu, &op, &orderings, a.block_size, a.reps, tick)?,
+        DType::F32 => bench_operator::<f32>(gpu, &op, &orderings, a.block_size, a.reps, tick)?,
+        DType::F64 => bench_operator::<f64>(gpu, &op, &orderings, a.block_size, a.reps, tick)?,
     };
     bar.finish_and_clear();
     println!(

@@ -4,19 +4,19 @@ use bespoke_gpu::bytemuck::Pod;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
-use crate::kernel::{Dtype, KernelKind, Layout, WG, padded4, step_wgsl};
+use crate::kernel::{DType, KernelKind, Layout, WG, padded4, step_wgsl};
 use crate::operator::Operator;
 
 /// f32 or f64 on the device.
 pub trait Real: Pod + Copy + Send + Sync + 'static {
-    const DTYPE: Dtype;
+    const DTYPE: DType;
     fn from_f64(v: f64) -> Self;
     fn to_f64(self) -> f64;
     fn nan() -> Self;
 }
 
 impl Real for f32 {
-    const DTYPE: Dtype = Dtype::F32;
+    const DTYPE: DType = DType::F32;
     fn from_f64(v: f64) -> Self {
         v as f32
     }
@@ -29,7 +29,7 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
-    const DTYPE: Dtype = Dtype::F64;
+    const DTYPE: DType = DType::F64;
     fn from_f64(v: f64) -> Self {
         v
     }
@@ -68,7 +68,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
         if n == 0 {
             return Err(FvError::Shape("the operator has no tets".into()));
         }
-        if T::DTYPE == Dtype::F64 && !gpu.has_f64() {
+        if T::DTYPE == DType::F64 && !gpu.has_f64() {
             return Err(FvError::Unsupported(format!(
                 "f64 needs SHADER_F64, which adapter `{}` lacks",
                 gpu.adapter_name()

@@ -6,48 +6,7 @@ use std::fmt::Write as _;
 
 use bespoke_gpu::GRID_WGSL;
 
-/// Element type of values and x.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Dtype {
-    F32,
-    F64,
-}
-
-impl Dtype {
-    pub fn wgsl(self) -> &'static str {
-        match self {
-            Self::F32 => "f32",
-            Self::F64 => "f64",
-        }
-    }
-    pub fn size(self) -> usize {
-        match self {
-            Self::F32 => 4,
-            Self::F64 => 8,
-        }
-    }
-    pub fn parse(s: &str) -> crate::Result<Self> {
-        match s {
-            "f32" => Ok(Self::F32),
-            "f64" => Ok(Self::F64),
-            _ => Err(crate::FvError::param("dtype", s, "expected f32 or f64")),
-        }
-    }
-    /// An exact literal of `v` in this type.
-    pub fn lit(self, v: f64) -> String {
-        match self {
-            Self::F32 => {
-                let s = format!("{:?}", v as f32);
-                if s.contains(['.', 'e']) {
-                    s
-                } else {
-                    format!("{s}.0")
-                }
-            }
-            Self::F64 => format!("{v:.17e}lf"),
-        }
-    }
-}
+pub use bespoke_gpu::DType;
 
 /// The two kernels of the study.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,7 +54,7 @@ pub const WG: u32 = 256;
 
 /// Bindings, slot-major: 0–3 values of slots 0–3, 4–7 indices, 8 x (n + 1 entries, ghost last), 9 y.
 /// Tet-major: 0 values (vec4 per tet), 1 indices (vec4<u32>), 2 x, 3 y.
-pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: Dtype, n: usize, dt: f64) -> String {
+pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f64) -> String {
     if layout == Layout::SlotMajorX4 {
         return gather_x4_wgsl(dtype, n, dt);
     }
@@ -110,7 +69,7 @@ pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: Dtype, n: usize, dt: f
     let _ = writeln!(
         s,
         "const N: u32 = {n}u;\nconst DT: {t} = {};",
-        dtype.lit(dt)
+        dtype.literal(dt)
     );
     let (xb, yb) = match layout {
         // (SlotMajorX4 returned above.)
@@ -228,7 +187,7 @@ pub fn padded4(n: usize) -> usize {
 /// Gather with four tets per invocation. Bindings: 0–3 values (vec4 = slot s of 4 tets), 4–7 indices, 8 x as
 /// scalars (for the gathers), 9 the same x as vec4s, 10 y as vec4s. x holds padded4(n) + 4 entries, the ghost
 /// at padded4(n).
-fn gather_x4_wgsl(dtype: Dtype, n: usize, dt: f64) -> String {
+fn gather_x4_wgsl(dtype: DType, n: usize, dt: f64) -> String {
     let t = dtype.wgsl();
     let groups = padded4(n) / 4;
     let mut s = String::from(GRID_WGSL);
@@ -239,7 +198,7 @@ fn gather_x4_wgsl(dtype: Dtype, n: usize, dt: f64) -> String {
     let _ = writeln!(
         s,
         "const G: u32 = {groups}u;\nconst DT: {t} = {};",
-        dtype.lit(dt)
+        dtype.literal(dt)
     );
     for k in 0..4 {
         let _ = writeln!(
@@ -284,7 +243,7 @@ mod tests {
 
     #[test]
     fn kernels_validate() {
-        for dtype in [Dtype::F32, Dtype::F64] {
+        for dtype in [DType::F32, DType::F64] {
             for kind in [
                 KernelKind::Gather,
                 KernelKind::BlockCached { block: 256 },
@@ -292,7 +251,7 @@ mod tests {
             ] {
                 for layout in [Layout::SlotMajor, Layout::TetMajor, Layout::SlotMajorX4] {
                     let src = step_wgsl(kind, layout, dtype, 12345, 0.01);
-                    validate_wgsl(&src, caps_for(dtype == Dtype::F64, false)).unwrap_or_else(|e| {
+                    validate_wgsl(&src, caps_for(dtype == DType::F64, false)).unwrap_or_else(|e| {
                         panic!("{} {dtype:?} {layout:?}: {e}\n{src}", kind.name())
                     });
                 }
@@ -302,10 +261,10 @@ mod tests {
 
     #[test]
     fn literals_are_exact() {
-        assert_eq!(Dtype::F32.lit(1.0), "1.0");
-        assert_eq!(Dtype::F32.lit(0.1), "0.1");
-        assert_eq!(Dtype::F64.lit(0.1).parse::<f64>().ok(), None);
-        let s = Dtype::F64.lit(0.1);
+        assert_eq!(DType::F32.literal(1.0), "1.0");
+        assert_eq!(DType::F32.literal(0.1), "0.1");
+        assert_eq!(DType::F64.literal(0.1).parse::<f64>().ok(), None);
+        let s = DType::F64.literal(0.1);
         assert_eq!(s.trim_end_matches("lf").parse::<f64>().ok(), Some(0.1));
     }
 }

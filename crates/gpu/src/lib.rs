@@ -20,6 +20,7 @@
 mod buffer;
 mod context;
 mod dispatch;
+mod dtype;
 mod error;
 mod kernel;
 mod pipeline;
@@ -33,6 +34,7 @@ pub use context::{
     AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, WANTED_FEATURES, list_adapters,
 };
 pub use dispatch::{Arg, Grid, Launch};
+pub use dtype::DType;
 pub use error::{GpuError, Result};
 pub use kernel::{Kernel, KernelId, stable_hash};
 pub use pipeline::{CachedPipeline, GRID_WGSL};
