@@ -8,7 +8,7 @@ use bespoke::gpu::Gpu;
 use bespoke::mm::DType;
 use bespoke::mm::dense::bench::time_dense;
 use bespoke::mm::dense::microbench::Op;
-use bespoke::mm::dense::sweep::sweep;
+use bespoke::mm::dense::sweep::{Method, sweep};
 use bespoke::mm::dense::{DenseParams, GemmShape, Machine, MachineSource, TileLimits};
 use bespoke::mm::ld::{SnpMatrix, ld, ld_ref};
 use bespoke::mm::popcount::PopShape;
@@ -40,9 +40,17 @@ pub enum MmCommand {
     DenseSweep {
         #[command(flatten)]
         shape: ShapeArgs,
-        /// Timed runs per configuration (after one warm-up); the median counts.
+        /// Timed runs per full-shape configuration (after a one-tile warm-up); the median counts.
         #[arg(long, default_value_t = 3)]
         reps: usize,
+        /// Screen: time every configuration once on a block of C of whole tiles (full K, at least this many
+        /// GFLOP and twice the workgroups that fill the device), then only the fastest --confirm and the model's
+        /// pick on the full shape. For shapes where timing every configuration takes hours.
+        #[arg(long, value_name = "GFLOP")]
+        screen: Option<f64>,
+        /// With --screen: how many of the fastest screened configurations are timed on the full shape.
+        #[arg(long, default_value_t = 8)]
+        confirm: usize,
         #[command(flatten)]
         model: ModelArgs,
         #[arg(long, value_name = "FILE")]
@@ -519,27 +527,61 @@ pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
         MmCommand::DenseSweep {
             shape,
             reps,
+            screen,
+            confirm,
             model,
             json: json_path,
         } => {
             let out = open_json(json_path.as_deref())?;
             let (shape, dtype) = shape.parse()?;
+            let method = match screen {
+                None => Method::Exhaustive,
+                Some(g) if g.is_finite() && g >= 0.0 && confirm >= 1 => Method::Screened {
+                    sample_gflop: g,
+                    confirm,
+                },
+                Some(g) => {
+                    return Err(format!(
+                        "--screen {g} --confirm {confirm}: give a sample size ≥ 0 GFLOP and --confirm ≥ 1"
+                    )
+                    .into());
+                }
+            };
             let machine = load_machine(gpu, dtype, &model)?;
             let bar = progress_bar(0);
-            let s = sweep(gpu, &machine, dtype, shape, reps, |done, total| {
+            let s = sweep(gpu, &machine, dtype, shape, method, reps, |done, total| {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
             })?;
             bar.finish_and_clear();
             let (pick, best) = (&s.points[s.pick], &s.points[s.best]);
-            println!(
-                "{}×{}×{} {dtype}: {} configurations timed on {}",
-                shape.m,
-                shape.n,
-                shape.k,
-                s.timed(),
-                gpu.adapter_name()
-            );
+            if let Method::Screened { .. } = method {
+                println!(
+                    "{}×{}×{} {dtype}: {} configurations screened on blocks of C, {} timed on the full shape, on {}",
+                    shape.m,
+                    shape.n,
+                    shape.k,
+                    s.screened(),
+                    s.timed(),
+                    gpu.adapter_name()
+                );
+                if let Some(r) = s.pick_sample_rank() {
+                    println!(
+                        "model pick ranked {} of {} in the screening",
+                        r + 1,
+                        s.screened()
+                    );
+                }
+            } else {
+                println!(
+                    "{}×{}×{} {dtype}: {} configurations timed on {}",
+                    shape.m,
+                    shape.n,
+                    shape.k,
+                    s.timed(),
+                    gpu.adapter_name()
+                );
+            }
             println!(
                 "model pick {} {:.2} GFLOP/s (predicted {:.2}, {} bound), rank {} of {}",
                 pick.params.key(),
@@ -564,8 +606,11 @@ pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
                         "params": pt.params.key(),
                         "predicted_gflops": shape.flops() / pt.predicted.seconds / 1e9,
                         "bound": pt.predicted.bound,
-                        "gflops": pt.measured.as_ref().ok(),
-                        "error": pt.measured.as_ref().err(),
+                        "gflops": pt.gflops(),
+                        "error": pt.measured.as_ref().and_then(|m| m.as_ref().err()),
+                        "sample": pt.sample.as_ref().map(|(sub, m)| json!({
+                            "m": sub.m, "n": sub.n, "gflops": m.as_ref().ok(), "error": m.as_ref().err(),
+                        })),
                     })
                 })
                 .collect();
@@ -579,7 +624,12 @@ pub fn run(gpu: &Gpu, cmd: MmCommand) -> Result<(), Error> {
                                    "rank": s.pick_rank() + 1},
                     "best": {"params": params_json(&best.params), "gflops": s.best_gflops()},
                     "efficiency": s.efficiency(),
+                    "method": match method { Method::Exhaustive => "exhaustive", Method::Screened { .. } => "screened" },
                     "configs_timed": s.timed(),
+                    "configs_screened": s.screened(),
+                    "configs_in_space": s.points.len(),
+                    "pick_sample_rank": s.pick_sample_rank().map(|r| r + 1),
+                    "reps": reps,
                     "fma_peak_gflops": machine.peak_gflops(),
                     "machine": machine_json(&machine),
                     "configs": configs,

@@ -51,34 +51,46 @@ fn check_adjacency(adj: &[[u32; 4]]) -> usize {
 
 #[test]
 fn gmsh_variants_agree_and_adjacency_is_symmetric() {
+    // gmsh wrote the 2.2 ASCII and 4.1 binary files; data/msh_variants.py re-encoded them as 2.2 binary and
+    // 4.1 ASCII (encoding only), so every reader path sees the same mesh.
     let a = sphere();
-    let b = read_msh(&data("sphere_h0.2_v4.1_bin.msh")).expect("binary 4.1 reads");
-    // ASCII prints 16 significant digits, binary keeps all 17: the same nodes up to rounding.
-    assert_eq!(a.nodes.len(), b.nodes.len());
-    let worst = a
-        .nodes
-        .iter()
-        .zip(&b.nodes)
-        .flat_map(|(p, q)| (0..3).map(move |d| (p[d] - q[d]).abs()))
-        .fold(0.0, f64::max);
+    let read = |name: &str| read_msh(&data(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let variants = [
+        ("2.2 binary", read("sphere_h0.2_v2.2_bin.msh")),
+        ("4.1 binary", read("sphere_h0.2_v4.1_bin.msh")),
+        ("4.1 ASCII", read("sphere_h0.2_v4.1.msh")),
+    ];
+    let adj_a = adjacency(&a).expect("adjacency");
+    for (what, b) in &variants {
+        // ASCII 2.2 prints 16 significant digits, the 4.1 files keep all 17: the same nodes up to rounding.
+        assert_eq!(a.nodes.len(), b.nodes.len(), "{what}");
+        let worst = a
+            .nodes
+            .iter()
+            .zip(&b.nodes)
+            .flat_map(|(p, q)| (0..3).map(move |d| (p[d] - q[d]).abs()))
+            .fold(0.0, f64::max);
+        assert!(
+            worst < 1e-14,
+            "2.2 ASCII and {what} nodes differ by {worst}"
+        );
+        assert!(a.tets == b.tets, "2.2 ASCII and {what} disagree on tets");
+        assert_eq!(a.physical, b.physical, "{what}");
+        assert_eq!(adj_a, adjacency(b).expect("adjacency"), "{what}");
+    }
+    // Re-encoding keeps every bit of the coordinates.
     assert!(
-        worst < 1e-14,
-        "2.2 ASCII and 4.1 binary nodes differ by {worst}"
+        a.nodes == variants[0].1.nodes,
+        "2.2 binary = 2.2 ASCII exactly"
     );
     assert!(
-        a.tets == b.tets,
-        "2.2 ASCII and 4.1 binary disagree on tets"
+        variants[1].1.nodes == variants[2].1.nodes,
+        "4.1 ASCII = 4.1 binary exactly"
     );
-    assert_eq!(a.physical, b.physical);
     assert!(
         a.physical.iter().all(|&p| p == 1),
         "tets are in the `domain` group"
     );
-    let (adj_a, adj_b) = (
-        adjacency(&a).expect("adjacency"),
-        adjacency(&b).expect("adjacency"),
-    );
-    assert_eq!(adj_a, adj_b);
     let boundary = check_adjacency(&adj_a);
     assert!(boundary > 0 && boundary < 4 * a.tets.len());
     let c = read_msh(&data("boxcyl_h0.1_v4.1.msh")).expect("ASCII 4.1 reads");

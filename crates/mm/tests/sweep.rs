@@ -1,11 +1,12 @@
 //! The sweep's bookkeeping on the device: every configuration timed, the model's pick and the best found are
-//! the right points, E = pick ÷ best, and a configuration the device refuses is recorded, not fatal.
+//! the right points, E = pick ÷ best, and a configuration the device refuses is recorded, not fatal; a screened
+//! sweep times every point on a block of C and only the fastest and the pick on the full shape.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use bespoke_gpu::testing::test_gpu;
 use bespoke_mm::DType;
-use bespoke_mm::dense::sweep::sweep_space;
+use bespoke_mm::dense::sweep::{Method, sweep_space};
 use bespoke_mm::dense::{DenseParams, GemmShape, Machine};
 
 fn machine() -> Machine {
@@ -46,6 +47,7 @@ fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
         DType::F32,
         shape,
         &space,
+        Method::Exhaustive,
         2,
         |done, total| {
             calls += 1;
@@ -56,11 +58,12 @@ fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
     .unwrap();
     assert_eq!(s.points.len(), 4);
     assert_eq!(s.timed(), 3);
-    assert!(s.points[3].measured.is_err());
+    assert!(matches!(s.points[3].measured, Some(Err(_))));
+    assert!(s.points.iter().all(|p| p.sample.is_none()));
     let best = s
         .points
         .iter()
-        .filter_map(|p| p.measured.clone().ok())
+        .filter_map(|p| p.gflops())
         .fold(0.0, f64::max);
     assert_eq!(s.best_gflops(), best);
     // The model's pick is the point with the least predicted time.
@@ -75,4 +78,64 @@ fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
     assert_eq!(s.pick, fastest_pred);
     assert!((s.efficiency() - s.pick_gflops() / best).abs() < 1e-12);
     assert!(s.efficiency() > 0.0 && s.efficiency() <= 1.0);
+}
+
+#[test]
+fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
+    let Some(gpu) = test_gpu() else { return };
+    let shape = GemmShape::packed(96, 2048, 64);
+    let p = |tm, tn, wgm| DenseParams {
+        tm,
+        tn,
+        wgm,
+        wgn: 8,
+        kc: 8,
+        vec: 4,
+        split_k: 1,
+    };
+    let space = [p(1, 4, 4), p(4, 4, 4), p(8, 8, 8), p(4, 8, 4), p(2, 4, 8)];
+    let mut last = (0, 0);
+    let s = sweep_space(
+        gpu,
+        &machine(),
+        DType::F32,
+        shape,
+        &space,
+        Method::Screened {
+            sample_gflop: 0.001,
+            confirm: 2,
+        },
+        1,
+        |done, total| {
+            assert!(done > last.0 && done <= total);
+            last = (done, total);
+        },
+    )
+    .unwrap();
+    assert_eq!(last.0, last.1, "progress reaches its total");
+    assert_eq!(s.screened(), 5);
+    for pt in &s.points {
+        let (sub, _) = pt.sample.clone().unwrap();
+        assert!(sub.m <= shape.m && sub.n <= shape.n && sub.k == shape.k);
+        assert!(sub.m == shape.m || sub.m % pt.params.bm() as usize == 0);
+        assert!(sub.n == shape.n || sub.n % pt.params.bn() as usize == 0);
+    }
+    // The two fastest samples and the model's pick, and nothing else, ran on the full shape.
+    let mut by_sample: Vec<usize> = (0..5).collect();
+    by_sample.sort_by(|&a, &b| {
+        s.points[b]
+            .sample_gflops()
+            .unwrap()
+            .total_cmp(&s.points[a].sample_gflops().unwrap())
+    });
+    let mut confirmed: Vec<usize> = (0..5).filter(|&i| s.points[i].measured.is_some()).collect();
+    let mut expected = vec![by_sample[0], by_sample[1], s.pick];
+    expected.sort_unstable();
+    expected.dedup();
+    confirmed.sort_unstable();
+    assert_eq!(confirmed, expected);
+    assert_eq!(s.timed(), expected.len());
+    assert!(s.points[s.best].gflops().is_some());
+    assert!(s.efficiency() > 0.0 && s.efficiency() <= 1.0);
+    assert!(s.pick_sample_rank().unwrap() < 5);
 }

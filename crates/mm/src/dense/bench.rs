@@ -55,14 +55,40 @@ impl<T: Element> TypedTimer<T> {
         })
     }
 
-    fn time(&self, gpu: &Gpu, params: DenseParams, reps: usize) -> Result<DenseTiming> {
-        let g = DenseGemm::new(self.shape, T::DTYPE, params, 1.0, 0.0)?;
-        let plan = g.plan(gpu, &self.a, &self.b, &self.c)?;
-        let seconds = gpu.time(&plan.launches(), 1, reps)?.median();
+    /// Times `sub` (within the operands' shape) after a warm-up on one tile with one K step: the pipelines are
+    /// the same for every shape, so that warm-up compiles them without costing a full run.
+    fn time(
+        &self,
+        gpu: &Gpu,
+        params: DenseParams,
+        sub: GemmShape,
+        reps: usize,
+    ) -> Result<DenseTiming> {
+        let full = &self.shape;
+        if sub.m > full.m
+            || sub.n > full.n
+            || sub.k > full.k
+            || (sub.lda, sub.ldb, sub.ldc) != (full.lda, full.ldb, full.ldc)
+        {
+            return Err(crate::error::MmError::Shape(format!(
+                "{sub:?} is not a block of the timer's {full:?}"
+            )));
+        }
+        let tiny = GemmShape {
+            m: sub.m.min(params.bm() as usize),
+            n: sub.n.min(params.bn() as usize),
+            k: sub.k.min((params.kc * params.split_k) as usize),
+            ..sub
+        };
+        let warm = DenseGemm::new(tiny, T::DTYPE, params, 1.0, 0.0)?;
+        gpu.run(&warm.plan(gpu, &self.a, &self.b, &self.c)?.launches())?;
+        let plan = DenseGemm::new(sub, T::DTYPE, params, 1.0, 0.0)?
+            .plan(gpu, &self.a, &self.b, &self.c)?;
+        let seconds = gpu.time(&plan.launches(), 0, reps)?.median();
         Ok(DenseTiming {
             params,
             seconds,
-            gflops: self.shape.flops() / seconds / 1e9,
+            gflops: sub.flops() / seconds / 1e9,
         })
     }
 }
@@ -77,11 +103,7 @@ enum Typed {
 
 impl std::fmt::Debug for DenseTimer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shape = match &self.0 {
-            Typed::F32(t) => t.shape,
-            Typed::F64(t) => t.shape,
-        };
-        write!(f, "DenseTimer({shape:?})")
+        write!(f, "DenseTimer({:?})", self.shape())
     }
 }
 
@@ -96,10 +118,29 @@ impl DenseTimer {
         }))
     }
 
+    /// Times the full shape: a warm-up on one tile, then the median of `reps` runs.
     pub fn time(&self, gpu: &Gpu, params: DenseParams, reps: usize) -> Result<DenseTiming> {
+        self.time_sub(gpu, params, self.shape(), reps)
+    }
+
+    /// Times the block `sub` of the timer's shape (same K range start, same strides).
+    pub fn time_sub(
+        &self,
+        gpu: &Gpu,
+        params: DenseParams,
+        sub: GemmShape,
+        reps: usize,
+    ) -> Result<DenseTiming> {
         match &self.0 {
-            Typed::F32(t) => t.time(gpu, params, reps),
-            Typed::F64(t) => t.time(gpu, params, reps),
+            Typed::F32(t) => t.time(gpu, params, sub, reps),
+            Typed::F64(t) => t.time(gpu, params, sub, reps),
+        }
+    }
+
+    pub fn shape(&self) -> GemmShape {
+        match &self.0 {
+            Typed::F32(t) => t.shape,
+            Typed::F64(t) => t.shape,
         }
     }
 }

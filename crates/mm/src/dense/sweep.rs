@@ -1,5 +1,11 @@
-//! The model's validation: time every configuration of a shape's space and compare the model's pick with the
+//! The model's validation: time the configurations of a shape's space and compare the model's pick with the
 //! best found (E = pick GFLOP/s ÷ best GFLOP/s, as in Low et al. 2016).
+//!
+//! Two methods. `Exhaustive` times every configuration on the full shape. `Screened` is for shapes where that
+//! takes hours on a slow adapter (4096³ runs ~100 s per configuration on lavapipe): every configuration is
+//! timed once on a sample of C — a block of whole workgroup tiles with the full K and the full shape's strides,
+//! so each workgroup does exactly the work it does in the full run — and the fastest few plus the model's pick
+//! are then timed on the full shape. E is computed from full-shape timings only.
 
 use bespoke_gpu::Gpu;
 
@@ -10,20 +16,55 @@ use super::run::GemmShape;
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
-/// One timed configuration.
+/// How a sweep times the space.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Method {
+    /// Every configuration on the full shape, `reps` runs each.
+    Exhaustive,
+    /// Every configuration once on a sample of C (see [`sample_shape`]), then the `confirm` fastest and the
+    /// model's pick on the full shape.
+    Screened { sample_gflop: f64, confirm: usize },
+}
+
+/// How many times over the sample must fill the device (workgroups the FMA curve needs for 80 % of its
+/// peak), so that tail effects and load balance do not rank configurations.
+pub const SAMPLE_FILLS: u64 = 2;
+
+/// A timing, or why the configuration could not run.
+pub type Measured = std::result::Result<f64, String>;
+
+/// One configuration of the sweep.
 #[derive(Clone, Debug)]
 pub struct SweepPoint {
     pub params: DenseParams,
     pub predicted: Prediction,
-    /// Measured GFLOP/s, or why it could not run.
-    pub measured: std::result::Result<f64, String>,
+    /// Screened sweeps: the sampled sub-shape and its GFLOP/s.
+    pub sample: Option<(GemmShape, Measured)>,
+    /// GFLOP/s on the full shape; `None` when a screened sweep did not confirm the point.
+    pub measured: Option<Measured>,
 }
 
-/// Every point, the model's pick and the best measured.
+impl SweepPoint {
+    /// Full-shape GFLOP/s when measured.
+    pub fn gflops(&self) -> Option<f64> {
+        self.measured
+            .as_ref()
+            .and_then(|m| m.as_ref().ok().copied())
+    }
+    /// Sampled GFLOP/s when screened.
+    pub fn sample_gflops(&self) -> Option<f64> {
+        self.sample
+            .as_ref()
+            .and_then(|(_, m)| m.as_ref().ok().copied())
+    }
+}
+
+/// Every point, the model's pick and the best measured on the full shape.
 #[derive(Clone, Debug)]
 pub struct Sweep {
     pub shape: GemmShape,
     pub dtype: DType,
+    pub method: Method,
     pub points: Vec<SweepPoint>,
     pub pick: usize,
     pub best: usize,
@@ -31,92 +72,260 @@ pub struct Sweep {
 
 impl Sweep {
     pub fn pick_gflops(&self) -> f64 {
-        self.points[self.pick].measured.clone().unwrap_or(0.0)
+        self.points[self.pick].gflops().unwrap_or(0.0)
     }
     pub fn best_gflops(&self) -> f64 {
-        self.points[self.best].measured.clone().unwrap_or(0.0)
+        self.points[self.best].gflops().unwrap_or(0.0)
     }
     /// E = pick ÷ best.
     pub fn efficiency(&self) -> f64 {
         self.pick_gflops() / self.best_gflops()
     }
-    /// Configurations that ran.
+    /// Configurations that ran on the full shape.
     pub fn timed(&self) -> usize {
-        self.points.iter().filter(|p| p.measured.is_ok()).count()
+        self.points.iter().filter(|p| p.gflops().is_some()).count()
     }
-    /// Rank of the model's pick among the measured points (0 = fastest).
+    /// Configurations that ran on their sample (0 for exhaustive sweeps).
+    pub fn screened(&self) -> usize {
+        self.points
+            .iter()
+            .filter(|p| p.sample_gflops().is_some())
+            .count()
+    }
+    /// Rank of the model's pick among the points measured on the full shape (0 = fastest).
     pub fn pick_rank(&self) -> usize {
         let g = self.pick_gflops();
         self.points
             .iter()
-            .filter(|p| p.measured.as_ref().is_ok_and(|m| *m > g))
+            .filter(|p| p.gflops().is_some_and(|m| m > g))
             .count()
+    }
+    /// Rank of the model's pick in the screening (0 = fastest); `None` for exhaustive sweeps.
+    pub fn pick_sample_rank(&self) -> Option<usize> {
+        let g = self.points[self.pick].sample_gflops()?;
+        Some(
+            self.points
+                .iter()
+                .filter(|p| p.sample_gflops().is_some_and(|m| m > g))
+                .count(),
+        )
     }
 }
 
-/// Times every configuration the model considers for `shape` (β = 0), `reps` runs each after a warm-up.
-/// `progress(done, total)` is called after each.
+/// Times the configurations the model considers for `shape` (β = 0). `progress(done, total)` is called after
+/// each timing.
 pub fn sweep(
     gpu: &Gpu,
     machine: &Machine,
     dtype: DType,
     shape: GemmShape,
+    method: Method,
     reps: usize,
     progress: impl FnMut(usize, usize),
 ) -> Result<Sweep> {
     let limits = TileLimits::of(gpu);
     let space = machine.shape_space(dtype, &limits, &shape);
-    sweep_space(gpu, machine, dtype, shape, &space, reps, progress)
+    sweep_space(gpu, machine, dtype, shape, &space, method, reps, progress)
+}
+
+/// The sub-shape a screened sweep times `p` on: the top-left block of C made of whole `bm × bn` tiles, with the
+/// full K and strides, holding at least [`SAMPLE_FILLS`] times the workgroups that fill the device and at least
+/// `sample_gflop` GFLOP (never more than the full shape).
+pub fn sample_shape(
+    machine: &Machine,
+    p: &DenseParams,
+    shape: &GemmShape,
+    sample_gflop: f64,
+) -> GemmShape {
+    let (bm, bn) = (p.bm() as usize, p.bn() as usize);
+    let (gm, gn) = (shape.m.div_ceil(bm), shape.n.div_ceil(bn));
+    // Workgroups that fill the device; for a size the micro-benchmark did not measure, the most it ran.
+    let fill = match machine.groups_to_fill(p.threads()) {
+        0 => machine.fma_by_groups.iter().map(|g| g.1).max().unwrap_or(1),
+        g => g,
+    };
+    let split = u64::from(p.split_k.max(1));
+    let by_groups = (SAMPLE_FILLS * fill).div_ceil(split);
+    let tile_flops = 2.0 * (bm.min(shape.m) * bn.min(shape.n) * shape.k) as f64;
+    let by_flops = (sample_gflop.max(0.0) * 1e9 / tile_flops).ceil() as u64;
+    let tiles = (by_groups.max(by_flops).max(1) as usize).min(gm * gn);
+    // As square a block of tiles as C allows.
+    let mut sm = ((tiles as f64).sqrt().ceil() as usize).clamp(1, gm);
+    let sn = tiles.div_ceil(sm).min(gn);
+    sm = tiles.div_ceil(sn).min(gm);
+    GemmShape {
+        m: (sm * bm).min(shape.m),
+        n: (sn * bn).min(shape.n),
+        ..*shape
+    }
 }
 
 /// [`sweep`] over a given space (the model picks within it).
+#[allow(clippy::too_many_arguments)]
 pub fn sweep_space(
     gpu: &Gpu,
     machine: &Machine,
     dtype: DType,
     shape: GemmShape,
     space: &[DenseParams],
+    method: Method,
     reps: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Sweep> {
     let (pick_params, _) = machine.pick_in(space, dtype.size(), &shape, false)?;
-    let timer = DenseTimer::new(gpu, dtype, shape)?;
-    let mut points = Vec::with_capacity(space.len());
-    for (i, params) in space.iter().enumerate() {
-        let measured = match timer.time(gpu, *params, reps) {
-            Ok(t) => Ok(t.gflops),
-            // A device error ends the sweep; a configuration the device refuses is recorded and skipped.
-            Err(MmError::Gpu(e @ bespoke_gpu::GpuError::DeviceLost(_))) => return Err(e.into()),
-            Err(e) => Err(e.to_string()),
-        };
-        points.push(SweepPoint {
-            params: *params,
-            predicted: machine.predict(params, dtype.size(), &shape, false),
-            measured,
-        });
-        progress(i + 1, space.len());
-    }
-    let pick = points
+    let pick = space
         .iter()
-        .position(|p| p.params == pick_params)
+        .position(|p| *p == pick_params)
         .ok_or_else(|| MmError::Shape("the model's pick is not in the space".into()))?;
+    let timer = DenseTimer::new(gpu, dtype, shape)?;
+    // A device error ends the sweep; a configuration the device refuses is recorded and skipped.
+    let run = |params: DenseParams, sub: GemmShape, reps: usize| -> Result<Measured> {
+        match timer.time_sub(gpu, params, sub, reps) {
+            Ok(t) => Ok(Ok(t.gflops)),
+            Err(MmError::Gpu(e @ bespoke_gpu::GpuError::DeviceLost(_))) => Err(e.into()),
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    };
+    let mut points: Vec<SweepPoint> = space
+        .iter()
+        .map(|p| SweepPoint {
+            params: *p,
+            predicted: machine.predict(p, dtype.size(), &shape, false),
+            sample: None,
+            measured: None,
+        })
+        .collect();
+    let full: Vec<usize> = match method {
+        Method::Exhaustive => (0..points.len()).collect(),
+        Method::Screened {
+            sample_gflop,
+            confirm,
+        } => {
+            let total = points.len() + confirm + 1;
+            for (i, pt) in points.iter_mut().enumerate() {
+                let sub = sample_shape(machine, &pt.params, &shape, sample_gflop);
+                pt.sample = Some((sub, run(pt.params, sub, 1)?));
+                progress(i + 1, total);
+            }
+            let mut order: Vec<usize> = (0..points.len())
+                .filter(|&i| points[i].sample_gflops().is_some())
+                .collect();
+            order.sort_by(|&a, &b| {
+                let g = |i: usize| points[i].sample_gflops().unwrap_or(0.0);
+                g(b).total_cmp(&g(a))
+            });
+            order.truncate(confirm.max(1));
+            if !order.contains(&pick) {
+                order.push(pick);
+            }
+            order
+        }
+    };
+    let (offset, total) = match method {
+        Method::Exhaustive => (0, points.len()),
+        Method::Screened { .. } => (points.len(), points.len() + full.len()),
+    };
+    for (j, &i) in full.iter().enumerate() {
+        points[i].measured = Some(run(points[i].params, shape, reps)?);
+        progress(offset + j + 1, total);
+    }
     let best = (0..points.len())
         .max_by(|&a, &b| {
-            let g = |i: usize| points[i].measured.clone().unwrap_or(0.0);
+            let g = |i: usize| points[i].gflops().unwrap_or(0.0);
             g(a).total_cmp(&g(b))
         })
         .unwrap_or(pick);
-    if points[best].measured.is_err() {
+    if points[best].gflops().is_none() {
+        let why = points
+            .iter()
+            .find_map(|p| p.measured.clone().and_then(|m| m.err()))
+            .unwrap_or_default();
         return Err(MmError::Shape(format!(
-            "no configuration of {shape:?} ran: {}",
-            points[best].measured.clone().err().unwrap_or_default()
+            "no configuration of {shape:?} ran: {why}"
         )));
     }
     Ok(Sweep {
         shape,
         dtype,
+        method,
         points,
         pick,
         best,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu_like() -> Machine {
+        // Four workgroups of 256 fill it, sixteen of 64; 128 was not measured (the most measured is 16).
+        serde_json::from_str(
+            r#"{"version":6,"adapter":"test","dtype":"f32",
+                "fma_by_accumulators":[[1,10.0],[8,80.0]],"fma_latency_ns":2.0,
+                "fma_by_groups":[[256,1,40.0],[256,4,80.0],[64,1,20.0],[64,4,45.0],[64,16,60.0]],
+                "smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+                "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
+        )
+        .expect("machine parses")
+    }
+
+    fn p(tm: u32, wgm: u32, split_k: u32) -> DenseParams {
+        DenseParams {
+            tm,
+            tn: 8,
+            wgm,
+            wgn: 16,
+            kc: 8,
+            vec: 4,
+            split_k,
+        }
+    }
+
+    #[test]
+    fn samples_are_whole_tiles_with_full_k_and_enough_workgroups() {
+        let m = cpu_like();
+        let shape = GemmShape::packed(4096, 4096, 4096);
+        // 128×128 tiles, 256 invocations: 2 × 4 groups; 8 tiles of 134 MFLOP already pass 0.25 GFLOP.
+        let s = sample_shape(&m, &p(8, 16, 1), &shape, 0.25);
+        assert_eq!((s.k, s.lda, s.ldb, s.ldc), (4096, 4096, 4096, 4096));
+        assert_eq!(s.m % 128, 0);
+        assert_eq!(s.n % 128, 0);
+        assert_eq!(
+            (s.m / 128) * (s.n / 128),
+            9,
+            "3×3 tiles: the squarest block of ≥ 8"
+        );
+        // A larger flop target wins over the workgroup count.
+        let s = sample_shape(&m, &p(8, 16, 1), &shape, 4.0);
+        assert!(s.flops() >= 4e9 && s.flops() < 4e9 + 3.0 * 2.0 * 128.0 * 128.0 * 4096.0 * 8.0);
+        // Split-K counts each tile's `split` workgroups.
+        let s = sample_shape(&m, &p(8, 16, 4), &shape, 0.0);
+        assert_eq!((s.m / 128) * (s.n / 128), 2);
+        // 64-invocation groups: 16 × 2, as a 6×6 block.
+        let s = sample_shape(&m, &p(4, 4, 1), &shape, 0.0);
+        assert_eq!((s.m / 16, s.n / 128), (6, 6));
+        // 128 invocations, not measured: the most measured (16) × 2 again.
+        let s = sample_shape(&m, &p(4, 8, 1), &shape, 0.0);
+        assert_eq!((s.m / 32, s.n / 128), (6, 6));
+    }
+
+    #[test]
+    fn samples_never_exceed_the_shape() {
+        let m = cpu_like();
+        let shape = GemmShape {
+            lda: 70,
+            ldb: 100,
+            ldc: 104,
+            ..GemmShape::packed(50, 100, 60)
+        };
+        let s = sample_shape(&m, &p(8, 16, 1), &shape, 100.0);
+        assert_eq!(s, shape);
+        // A long panel: the block runs along N once M is used up.
+        let panel = GemmShape::packed(96, 100_000, 64);
+        let s = sample_shape(&m, &p(8, 16, 1), &panel, 0.25);
+        assert_eq!(s.m, 96);
+        assert!(s.n % 128 == 0 && s.n < panel.n);
+        assert!(s.flops() >= 0.25e9 && s.flops() < 0.25e9 + 2.0 * 96.0 * 128.0 * 64.0);
+    }
 }
