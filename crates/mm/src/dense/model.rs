@@ -156,32 +156,60 @@ impl Machine {
         self.peak_gflops() / 2.0 * self.fma_latency_ns
     }
 
-    /// Fraction of the device's FMA rate that `groups` workgroups of `threads` invocations reach: the measured
-    /// curve for that workgroup size (the nearest measured size otherwise), interpolated in log₂ groups.
-    pub fn occupancy(&self, threads: u32, groups: f64) -> f64 {
+    /// The measured workgroup size nearest to `threads` (in log₂).
+    fn nearest_size(&self, threads: u32) -> u32 {
         let distance = |t: u32| (f64::from(t).log2() - f64::from(threads).log2()).abs();
-        let nearest = self
-            .fma_by_groups
+        self.fma_by_groups
             .iter()
             .map(|(t, _, _)| *t)
             .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
-            .unwrap_or(threads);
+            .unwrap_or(threads)
+    }
+
+    /// The rate workgroups of `threads` invocations (nearest measured size) settle at: the median of that
+    /// curve's points within 80 % of its best. Not the best point itself: the curves are noisy (±7 % on
+    /// lavapipe), and one high point would promise gains from more workgroups (split-K) that the other saturated
+    /// points do not show.
+    pub fn plateau(&self, threads: u32) -> f64 {
+        let size = self.nearest_size(threads);
+        let curve = || {
+            self.fma_by_groups
+                .iter()
+                .filter(move |(t, _, _)| *t == size)
+                .map(|(_, _, r)| *r)
+        };
+        let best = curve().fold(0.0, f64::max);
+        let mut top: Vec<f64> = curve().filter(|r| *r >= 0.8 * best).collect();
+        top.sort_by(f64::total_cmp);
+        match top.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => top[n / 2],
+            n => 0.5 * (top[n / 2 - 1] + top[n / 2]),
+        }
+    }
+
+    /// Fraction of the device's FMA rate that `groups` workgroups of `threads` invocations reach: the measured
+    /// curve for that workgroup size (the nearest measured size otherwise), interpolated in log₂ groups and
+    /// capped at the curve's [`plateau`](Self::plateau).
+    pub fn occupancy(&self, threads: u32, groups: f64) -> f64 {
+        let size = self.nearest_size(threads);
         let curve = self
             .fma_by_groups
             .iter()
-            .filter(|(t, _, _)| *t == nearest)
+            .filter(|(t, _, _)| *t == size)
             .map(|&(_, g, r)| (g as f64, r));
-        (interpolate_log2(curve, groups.max(1.0)) / self.peak_gflops()).clamp(1e-6, 1.0)
+        let rate = interpolate_log2(curve, groups.max(1.0)).min(self.plateau(threads));
+        (rate / self.peak_gflops()).clamp(1e-6, 1.0)
     }
 
-    /// Workgroups of `threads` invocations the device needs before its FMA rate reaches 80 % of the most that
-    /// workgroup size reaches. Its own plateau and not 90 %, because the curves are noisy (±7 % on lavapipe) and
-    /// one high point must not make a size look unfillable. 0 when that size was not measured.
+    /// Workgroups of `threads` invocations the device needs before its FMA rate reaches 90 % of that size's
+    /// [`plateau`](Self::plateau); 0 when that size was not measured.
     pub fn groups_to_fill(&self, threads: u32) -> u64 {
-        let curve = || self.fma_by_groups.iter().filter(|(t, _, _)| *t == threads);
-        let plateau = curve().map(|(_, _, r)| *r).fold(0.0, f64::max);
-        curve()
-            .find(|(_, _, r)| *r >= 0.8 * plateau)
+        let plateau = self.plateau(threads);
+        self.fma_by_groups
+            .iter()
+            .filter(|(t, _, _)| *t == threads)
+            .find(|(_, _, r)| *r >= 0.9 * plateau)
             .map_or(0, |(_, n, _)| *n)
     }
 
@@ -412,6 +440,29 @@ mod tests {
         assert_eq!(interpolate_log2(pts, 0.5), 1.0);
         assert!((interpolate_log2(pts, 2.0) - 2.0).abs() < 1e-12);
         assert_eq!(interpolate_log2(pts, 64.0), 3.0);
+    }
+
+    #[test]
+    fn one_high_point_does_not_raise_the_plateau() {
+        // lavapipe's 256-invocation curve: saturated from 4 groups, one noisy point 12 % higher at 1024.
+        let mut m = gpu_like();
+        m.fma_by_groups = [
+            (1, 37.6),
+            (4, 74.8),
+            (16, 74.5),
+            (64, 75.2),
+            (256, 75.9),
+            (1024, 84.5),
+        ]
+        .into_iter()
+        .map(|(g, r)| (256, g, r))
+        .collect();
+        m.fma_by_accumulators = vec![(8, 85.8)];
+        assert_eq!(m.plateau(256), 75.2, "median of the saturated points");
+        assert_eq!(m.groups_to_fill(256), 4);
+        // More workgroups promise nothing once saturated: split-K gains no occupancy.
+        assert_eq!(m.occupancy(256, 64.0), m.occupancy(256, 1024.0));
+        assert!((m.occupancy(256, 1.0) / m.occupancy(256, 64.0) - 37.6 / 75.2).abs() < 1e-12);
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub enum Method {
     Screened { sample_gflop: f64, confirm: usize },
 }
 
-/// How many times over the sample must fill the device (workgroups the FMA curve needs for 80 % of its
-/// peak), so that tail effects and load balance do not rank configurations.
+/// How many times over the sample must fill the device (workgroups the FMA curve needs for 90 % of its
+/// plateau), so that tail effects and load balance do not rank configurations.
 pub const SAMPLE_FILLS: u64 = 2;
 
 /// A timing, or why the configuration could not run.
