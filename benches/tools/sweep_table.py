@@ -3,14 +3,24 @@
 
     python3 benches/tools/sweep_table.py sweep1.json sweep2.json ...
     python3 benches/tools/sweep_table.py --compare exhaustive.json screened.json
+A sweep inside a gzipped bundle (docs/data/dense-sweeps-*.json.gz) is named BUNDLE.json.gz:NAME.
 """
 
+import gzip
 import json
 import sys
 
 
+def load(path):
+    """A sweep JSON, or one named sweep from a gzipped bundle: bundle.json.gz:NAME."""
+    if ".gz:" in path:
+        bundle, name = path.split(".gz:")
+        return json.load(gzip.open(bundle + ".gz"))[name]
+    return json.load(open(path))
+
+
 def row(path):
-    d = json.load(open(path))
+    d = load(path)
     pick, best = d["model_pick"], d["best"]
     timed = d["configs_timed"]
     if d.get("method") == "screened":
@@ -27,7 +37,7 @@ def row(path):
 
 
 def compare(exhaustive, screened):
-    e, s = json.load(open(exhaustive)), json.load(open(screened))
+    e, s = load(exhaustive), load(screened)
     full = {c["params"]: c["gflops"] for c in e["configs"] if c["gflops"]}
     sample = {c["params"]: c["sample"]["gflops"] for c in s["configs"] if c["sample"] and c["sample"]["gflops"]}
     common = sorted(set(full) & set(sample))
