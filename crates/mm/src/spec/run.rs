@@ -173,14 +173,8 @@ impl SpecKernel {
                     // At least one element each: an empty table still binds.
                     let mut coef: Vec<u32> = match dtype {
                         DType::F32 => t.coef.iter().map(|&v| (v as f32).to_bits()).collect(),
-                        DType::F64 => t
-                            .coef
-                            .iter()
-                            .flat_map(|&v| {
-                                let b = v.to_bits();
-                                [b as u32, (b >> 32) as u32]
-                            })
-                            .collect(),
+                        // The f64 bytes as words: the shader binds them as array<f64>.
+                        DType::F64 => bespoke_gpu::bytemuck::cast_slice(&t.coef).to_vec(),
                     };
                     if coef.is_empty() {
                         coef.resize(dtype.size() / 4, 0);
