@@ -117,8 +117,8 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
     for pt in &s.points {
         let (sub, _) = pt.sample.clone().unwrap();
         assert!(sub.m <= shape.m && sub.n <= shape.n && sub.k == shape.k);
-        assert!(sub.m == shape.m || sub.m % pt.params.bm() as usize == 0);
-        assert!(sub.n == shape.n || sub.n % pt.params.bn() as usize == 0);
+        assert!(sub.m == shape.m || sub.m.is_multiple_of(pt.params.bm() as usize));
+        assert!(sub.n == shape.n || sub.n.is_multiple_of(pt.params.bn() as usize));
     }
     // The two fastest samples and the model's pick, and nothing else, ran on the full shape.
     let mut by_sample: Vec<usize> = (0..5).collect();

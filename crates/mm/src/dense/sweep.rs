@@ -325,7 +325,7 @@ mod tests {
         let panel = GemmShape::packed(96, 100_000, 64);
         let s = sample_shape(&m, &p(8, 16, 1), &panel, 0.25);
         assert_eq!(s.m, 96);
-        assert!(s.n % 128 == 0 && s.n < panel.n);
+        assert!(s.n.is_multiple_of(128) && s.n < panel.n);
         assert!(s.flops() >= 0.25e9 && s.flops() < 0.25e9 + 2.0 * 96.0 * 128.0 * 64.0);
     }
 }
