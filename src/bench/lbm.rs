@@ -30,9 +30,6 @@ impl Section for LbmSection {
         let mut rows = Vec::new();
         let mut runs = Vec::new();
         for storage in [Storage::F32, Storage::F16] {
-            if storage == Storage::F16 && !gpu.has_f16() {
-                continue;
-            }
             for streaming in [Streaming::Ab, Streaming::InPlace] {
                 let b = match bench_stepper(gpu, side, side, storage, streaming, reps) {
                     Ok(b) => b,

@@ -67,6 +67,8 @@ pub struct Gpu {
     pub(crate) queue: wgpu::Queue,
     pub(crate) adapter_info: wgpu::AdapterInfo,
     pub(crate) features: wgpu::Features,
+    /// What a downlevel backend lacks (e.g. GL without f16 packing); validation honours it.
+    pub(crate) downlevel: wgpu::DownlevelFlags,
     pub(crate) limits: wgpu::Limits,
     pub(crate) binding_limit: u64,
     pub(crate) pipelines: Mutex<HashMap<KernelId, Arc<CachedPipeline>>>,
@@ -178,6 +180,7 @@ impl Gpu {
         };
 
         let info = adapter.get_info();
+        let downlevel = adapter.get_downlevel_capabilities().flags;
         let wanted = WANTED_FEATURES
             .iter()
             .fold(wgpu::Features::empty(), |acc, (f, _)| acc | *f);
@@ -229,6 +232,7 @@ impl Gpu {
             queue,
             adapter_info: info,
             features,
+            downlevel,
             limits,
             binding_limit,
             pipelines: Mutex::new(HashMap::new()),
@@ -280,7 +284,7 @@ impl Gpu {
 
     /// naga capabilities matching the device's features, for validating kernels before pipeline creation.
     pub fn naga_capabilities(&self) -> naga::valid::Capabilities {
-        wgpu_naga_bridge::features_to_naga_capabilities(self.features, wgpu::DownlevelFlags::all())
+        wgpu_naga_bridge::features_to_naga_capabilities(self.features, self.downlevel)
     }
 
     pub fn info(&self) -> GpuInfo {

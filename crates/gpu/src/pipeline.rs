@@ -114,6 +114,10 @@ impl Gpu {
         for (cap, feature) in [
             (C::FLOAT64, "SHADER_F64"),
             (C::SHADER_FLOAT16, "SHADER_F16"),
+            (
+                C::SHADER_FLOAT16_IN_FLOAT32,
+                "SHADER_F16_IN_F32 (downlevel flag)",
+            ),
         ] {
             if !caps.contains(cap)
                 && validate_named(kernel.name(), kernel.source(), caps | cap).is_ok()

@@ -15,7 +15,8 @@ use crate::error::{LbmError, Result};
 use crate::flags::{Cell, Flags};
 use crate::lattice::Lattice;
 
-const MAGIC: &[u8; 8] = b"BSPKLBM1";
+// 2: f16 words pair rows y and y + ny/2; in-place walls keep bounced populations in the solid cell.
+const MAGIC: &[u8; 8] = b"BSPKLBM2";
 
 impl Lattice<'_> {
     /// Writes the lattice's full state to `path`, with `meta` (free text, e.g. the case's parameters).
@@ -68,10 +69,15 @@ impl Lattice<'_> {
             at: 0,
             path,
         };
-        if r.take(8)? != MAGIC {
+        let magic = r.take(8)?;
+        if magic != MAGIC {
             return Err(LbmError::file(
                 path,
-                "not a bespoke-lbm checkpoint (bad magic)",
+                if magic.starts_with(b"BSPKLBM") {
+                    "a bespoke-lbm checkpoint of another format version; restart from an initial state"
+                } else {
+                    "not a bespoke-lbm checkpoint (bad magic)"
+                },
             ));
         }
         let meta = String::from_utf8(r.bytes()?.to_vec())

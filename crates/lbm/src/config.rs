@@ -8,7 +8,8 @@ use crate::error::{LbmError, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Storage {
     F32,
-    /// IEEE half precision (needs `SHADER_F16`), storing (f − w)·2¹⁴ so rest-state deviations keep their bits.
+    /// IEEE half precision storing (f − w)·2¹⁴ so rest-state deviations keep their bits; two cells (rows y and
+    /// y + ny/2) per u32 word through pack2x16float, so it needs no `SHADER_F16` but an even ny.
     F16,
 }
 
@@ -153,6 +154,13 @@ impl Config {
                 "size",
                 format!("{}x{}", self.nx, self.ny),
                 "more cells than 32-bit cell indices can address",
+            ));
+        }
+        if self.storage == Storage::F16 && !self.ny.is_multiple_of(2) {
+            return Err(LbmError::param(
+                "size",
+                format!("{}x{}", self.nx, self.ny),
+                "f16 storage packs rows y and y + ny/2 into one 32-bit word, so ny must be even",
             ));
         }
         let omega = self.collision.omega();

@@ -91,21 +91,21 @@ impl KernelSpec {
         pops + if self.flags { 2 } else { 0 } + if self.mode == Mode::Macro { 3 } else { 0 }
     }
 
-    fn load(&self, expr: &str) -> String {
-        match self.storage {
-            Storage::F32 => expr.to_owned(),
-            Storage::F16 => format!("(f32({expr}) * {})", lit(1.0 / F16_SCALE)),
-        }
+    /// f16 storage packs two cells into each u32 word: word w holds cell w in its low half and cell w + N/2 (the
+    /// same column, ny/2 rows up) in its high half, and one invocation updates both. Every population access is
+    /// then one whole word, so no two invocations share a word, pulls stay aligned (a pull across the fold swaps
+    /// the halves) and no 16-bit storage (`SHADER_F16`) is needed.
+    pub fn paired(&self) -> bool {
+        self.storage == Storage::F16
     }
 
-    fn store(&self, expr: &str) -> String {
-        match self.storage {
-            Storage::F32 => expr.to_owned(),
-            Storage::F16 => format!("f16({expr} * {})", lit(F16_SCALE)),
-        }
+    /// Invocations per launch: one per cell, or one per pair of cells.
+    pub fn invocations(&self) -> usize {
+        let n = self.nx * self.ny;
+        if self.paired() { n / 2 } else { n }
     }
 
-    /// Index expression of the cell at x − c_i (the pull source of direction i).
+    /// Index expression of the cell (or word) at x − c_i (the pull source of direction i).
     fn source(i: usize) -> String {
         let col = match C[i][0] {
             1 => "xm",
@@ -120,32 +120,75 @@ impl KernelSpec {
         format!("{row} + {col}")
     }
 
+    /// Paired layout: whether the pull source of direction i lies across the fold (halves swapped).
+    fn swapped(i: usize) -> &'static str {
+        match C[i][1] {
+            1 => "wm",
+            0 => "false",
+            _ => "wp",
+        }
+    }
+
+    /// `s{i}`, or `idx` for the rest direction.
+    fn src_or_idx(i: usize) -> String {
+        if i == 0 {
+            "idx".into()
+        } else {
+            format!("s{i}")
+        }
+    }
+
     /// The WGSL source.
     pub fn generate(&self) -> String {
         let mut s = String::new();
         let ty = match self.storage {
             Storage::F32 => "f32",
-            Storage::F16 => "f16",
+            Storage::F16 => "u32",
         };
-        if self.storage == Storage::F16 {
-            s.push_str("enable f16;\n\n");
-        }
         // Grids past 65 535 workgroups are split by the device layer; the prelude gives the logical id.
         s.push_str(GRID_WGSL);
         let _ = writeln!(
             s,
-            "// bespoke-lbm D2Q9 {}: {}x{} cells, populations stored shifted by their weights.",
+            "// bespoke-lbm D2Q9 {}: {}x{} cells, populations stored shifted by their weights{}.",
             self.name(),
             self.nx,
-            self.ny
+            self.ny,
+            if self.paired() {
+                ", two cells (rows y and y + NY/2) per u32 word"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             s,
-            "const NX: u32 = {}u;\nconst NY: u32 = {}u;\nconst N: u32 = {}u;\n",
+            "const NX: u32 = {}u;\nconst NY: u32 = {}u;\nconst N: u32 = {}u;",
             self.nx,
             self.ny,
             self.nx * self.ny
         );
+        if self.paired() {
+            let _ = write!(
+                s,
+                "const HR: u32 = {hr}u;
+const NH: u32 = {nh}u;
+
+// Word → (low cell, high cell) values, swapped when the word was read across the fold.
+fn ld(w: u32, swap: bool) -> vec2<f32> {{
+    let v = unpack2x16float(w) * {inv};
+    return select(v, v.yx, swap);
+}}
+
+fn st(v: vec2<f32>, swap: bool) -> u32 {{
+    return pack2x16float(select(v, v.yx, swap) * {scale});
+}}
+",
+                hr = self.ny / 2,
+                nh = self.nx * self.ny / 2,
+                inv = lit(1.0 / F16_SCALE),
+                scale = lit(F16_SCALE)
+            );
+        }
+        s.push('\n');
 
         let mut binding = 0;
         let src_access = match (self.phase, self.mode) {
@@ -196,244 +239,369 @@ impl KernelSpec {
 @compute @workgroup_size({WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     let idx = bespoke_workgroup_linear(wid) * {WG}u + lid;
-    if idx >= N {{ return; }}
+    if idx >= {limit} {{ return; }}
     let x = idx % NX;
     let y0 = idx - x;
-    let y = idx / NX;
     let xm = select(x - 1u, NX - 1u, x == 0u);
     let xp = select(x + 1u, 0u, x == NX - 1u);
+",
+            limit = if self.paired() { "NH" } else { "N" }
+        );
+        if self.paired() {
+            s.push_str(
+                "    let r = idx / NX;
+    // Rows r − 1 and r + 1 of the folded lattice; a pull across the fold reads the other half of the word.
+    let ym = select(r - 1u, HR - 1u, r == 0u) * NX;
+    let yp = select(r + 1u, 0u, r == HR - 1u) * NX;
+    let wm = r == 0u;
+    let wp = r == HR - 1u;
+",
+            );
+        } else {
+            s.push_str(
+                "    let y = idx / NX;
     let ym = select(y - 1u, NY - 1u, y == 0u) * NX;
     let yp = select(y + 1u, 0u, y == NY - 1u) * NX;
-"
-        );
+",
+            );
+        }
         for i in 1..9 {
             let _ = writeln!(s, "    let s{i} = {};", Self::source(i));
         }
-        if self.flags {
-            let _ = writeln!(s, "    let fl = flags[idx];\n    let ty = fl & 15u;");
-            let _ = writeln!(s, "    if ty == {TYPE_SOLID}u {{");
-            if self.mode == Mode::Macro {
-                s.push_str(
-                    "        let uw = bval[fl >> 13u];\n        rho_out[idx] = 1.0;\n        ux_out[idx] = uw.x;\n        uy_out[idx] = uw.y;\n",
-                );
-            }
-            s.push_str("        return;\n    }\n");
+
+        if !self.paired() {
+            self.cell(&mut s, None);
+            s.push_str("}\n");
+            return s;
         }
 
-        // Gather.
-        s.push_str("    // Stream (pull).\n");
+        // Paired: one word load per direction, then each cell of the pair in its own scope, then one word store.
+        s.push_str("    // Stream (pull), both cells of the word.\n");
         for i in 0..9 {
             let o = OPP[i];
-            let normal = match self.phase {
-                Phase::Ab => format!(
-                    "a{i}[{}]",
-                    if i == 0 {
-                        "idx".into()
-                    } else {
-                        format!("s{i}")
+            let (word, swap) = match self.phase {
+                Phase::Ab => (format!("a{i}[{}]", Self::src_or_idx(i)), Self::swapped(i)),
+                Phase::AaEven => (format!("a{i}[idx]"), "false"),
+                Phase::AaOdd => (format!("a{o}[{}]", Self::src_or_idx(i)), Self::swapped(i)),
+            };
+            let _ = writeln!(s, "    let g{i} = ld({word}, {swap});");
+        }
+        if self.mode == Mode::Step {
+            for c in ["a", "b"] {
+                for i in 0..9 {
+                    let _ = writeln!(s, "    var q{c}{i} = 0.0;");
+                }
+            }
+        }
+        for c in ["a", "b"] {
+            let _ = writeln!(s, "    {{ // cell {c}");
+            self.cell(&mut s, Some(c));
+            s.push_str("    }\n");
+        }
+        if self.mode == Mode::Step {
+            s.push_str("    // Store.\n");
+            for i in 0..9 {
+                let o = OPP[i];
+                let v = format!("vec2<f32>(qa{i}, qb{i})");
+                let _ = match self.phase {
+                    Phase::Ab => writeln!(s, "    b{i}[idx] = st({v}, false);"),
+                    Phase::AaEven => writeln!(s, "    a{o}[idx] = st({v}, false);"),
+                    Phase::AaOdd if i == 0 => writeln!(s, "    a0[idx] = st({v}, false);"),
+                    Phase::AaOdd => {
+                        writeln!(s, "    a{i}[s{o}] = st({v}, {});", Self::swapped(o))
                     }
-                ),
-                Phase::AaEven => format!("a{i}[idx]"),
-                Phase::AaOdd => format!(
-                    "a{o}[{}]",
-                    if i == 0 {
-                        "idx".into()
-                    } else {
-                        format!("s{i}")
+                };
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+
+    /// One cell's update. `pair` is None for one cell per invocation (f32), or the half of the word ("a" low,
+    /// "b" high) in the paired layout, where the loaded words are `g0`..`g8` and results go to `q{pair}{i}`.
+    fn cell(&self, s: &mut String, pair: Option<&str>) {
+        let ind = if pair.is_some() { "        " } else { "    " };
+        // This cell's index into flags and the macroscopic outputs.
+        let cidx = match pair {
+            Some("b") => "(idx + NH)",
+            _ => "idx",
+        };
+        if let Some(c) = pair {
+            let _ = writeln!(s, "{ind}let y = r{};", if c == "b" { " + HR" } else { "" });
+        }
+        // Cell index of the pull source of direction i (for its flag).
+        let src_cell = |i: usize| -> String {
+            match pair {
+                None => format!("s{i}"),
+                Some(c) => {
+                    let (same, across) = if c == "a" { ("0u", "NH") } else { ("NH", "0u") };
+                    format!("(s{i} + select({same}, {across}, {}))", Self::swapped(i))
+                }
+            }
+        };
+        // A population read as f32: direct in f32 storage, one half of a word in the paired layout.
+        let read = |word: String, swap: &str| -> String {
+            match pair {
+                None => word,
+                Some(c) => format!("ld({word}, {swap}).{}", half(c)),
+            }
+        };
+        let mut close = "";
+        if self.flags {
+            let _ = writeln!(s, "{ind}let fl = flags[{cidx}];\n{ind}let ty = fl & 15u;");
+            let _ = writeln!(s, "{ind}if ty == {TYPE_SOLID}u {{");
+            if self.mode == Mode::Macro {
+                let _ = writeln!(
+                    s,
+                    "{ind}    let uw = bval[fl >> {INDEX_SHIFT}u];\n{ind}    rho_out[{cidx}] = 1.0;\n{ind}    ux_out[{cidx}] = uw.x;\n{ind}    uy_out[{cidx}] = uw.y;"
+                );
+            }
+            if let Some(c) = pair {
+                // The other cell of the word still needs its update: no early return. The word store writes this
+                // half too, so in-place steps write back the bits it holds: the even step's slots may hold
+                // populations bounced into the solid cell, and an odd step's destination slot at x + c_i is
+                // where that fluid cell keeps the population it bounces in this same step. A concurrent reader
+                // of the half sees the same bits before and after the store. (Two-lattice solid slots are never
+                // read.)
+                if self.mode == Mode::Step {
+                    for i in 0..9 {
+                        let o = OPP[i];
+                        let keep = match self.phase {
+                            Phase::Ab => continue,
+                            Phase::AaEven => format!("g{o}.{}", half(c)),
+                            Phase::AaOdd if i == 0 => format!("g0.{}", half(c)),
+                            Phase::AaOdd => {
+                                format!("ld(a{i}[s{o}], {}).{}", Self::swapped(o), half(c))
+                            }
+                        };
+                        let _ = writeln!(s, "{ind}    q{c}{i} = {keep};");
                     }
-                ),
+                }
+                let _ = writeln!(s, "{ind}}} else {{");
+                close = "}";
+            } else {
+                let _ = writeln!(s, "{ind}    return;\n{ind}}}");
+            }
+        }
+        let ind2 = if close.is_empty() {
+            ind.to_owned()
+        } else {
+            format!("{ind}    ")
+        };
+        let mut b = String::new();
+
+        // Gather.
+        b.push_str("// Stream (pull).\n");
+        for i in 0..9 {
+            let o = OPP[i];
+            let normal = match pair {
+                Some(c) => format!("g{i}.{}", half(c)),
+                None => match self.phase {
+                    Phase::Ab => format!("a{i}[{}]", Self::src_or_idx(i)),
+                    Phase::AaEven => format!("a{i}[idx]"),
+                    Phase::AaOdd => format!("a{o}[{}]", Self::src_or_idx(i)),
+                },
             };
             if i == 0 || !self.flags {
-                let _ = writeln!(s, "    var f{i} = {};", self.load(&normal));
+                let _ = writeln!(b, "var f{i} = {normal};");
                 continue;
             }
-            // Bounce-back from a solid source: the cell's own outgoing population, plus Ladd's moving-wall term.
+            // Bounce-back from a solid source: the cell's own outgoing population ī, plus Ladd's moving-wall
+            // term. Two-lattice and odd in-place steps find it in the cell's own slot; an odd step wrote it into
+            // slot ī of the solid source itself (every odd-step write goes to x + c_i, so a paired word is
+            // always written whole), which is where the even step reads it.
             let bounced = match self.phase {
-                Phase::Ab => format!("a{o}[idx]"),
-                Phase::AaEven => format!("a{i}[idx]"),
-                Phase::AaOdd => format!("a{i}[idx]"),
+                Phase::Ab => read(format!("a{o}[idx]"), "false"),
+                Phase::AaOdd => read(format!("a{i}[idx]"), "false"),
+                Phase::AaEven => read(format!("a{o}[s{i}]"), Self::swapped(i)),
             };
             let wall = format!(
-                "{} * dot(vec2<f32>({}, {}), bval[flags[s{i}] >> {INDEX_SHIFT}u])",
+                "{} * dot(vec2<f32>({}, {}), bval[flags[{}] >> {INDEX_SHIFT}u])",
                 lit(6.0 * W[i]),
                 lit(f64::from(C[i][0])),
-                lit(f64::from(C[i][1]))
+                lit(f64::from(C[i][1])),
+                src_cell(i)
             );
             let bit = 1u32 << (MASK_SHIFT as usize + i);
-            if self.phase == Phase::AaEven {
-                let _ = writeln!(
-                    s,
-                    "    var f{i} = {};\n    if (fl & {bit}u) != 0u {{ f{i} += {wall}; }}",
-                    self.load(&normal)
-                );
-            } else {
-                let _ = writeln!(
-                    s,
-                    "    var f{i}: f32;\n    if (fl & {bit}u) != 0u {{ f{i} = {} + {wall}; }} else {{ f{i} = {}; }}",
-                    self.load(&bounced),
-                    self.load(&normal)
-                );
-            }
+            let _ = writeln!(
+                b,
+                "var f{i}: f32;\nif (fl & {bit}u) != 0u {{ f{i} = {bounced} + {wall}; }} else {{ f{i} = {normal}; }}"
+            );
         }
 
         // Moments. Stored values are f − w, so Σ f̃ = ρ − 1 and Σ c f̃ = ρu.
-        s.push_str(
-            "    var rd = f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8;\n    var rho = 1.0 + rd;\n",
+        b.push_str("var rd = f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8;\nvar rho = 1.0 + rd;\n");
+        b.push_str(
+            "let jx = f1 - f3 + f5 - f6 - f7 + f8;\nlet jy = f2 - f4 + f5 + f6 - f7 - f8;\n",
         );
-        s.push_str("    let jx = f1 - f3 + f5 - f6 - f7 + f8;\n    let jy = f2 - f4 + f5 + f6 - f7 - f8;\n");
         if self.has_force() {
             let _ = writeln!(
-                s,
-                "    var ux = (jx + {}) / rho;\n    var uy = (jy + {}) / rho;",
+                b,
+                "let ir = 1.0 / rho;\nvar ux = (jx + {}) * ir;\nvar uy = (jy + {}) * ir;",
                 lit(0.5 * self.force[0]),
                 lit(0.5 * self.force[1])
             );
         } else {
-            s.push_str("    var ux = jx / rho;\n    var uy = jy / rho;\n");
+            b.push_str("let ir = 1.0 / rho;\nvar ux = jx * ir;\nvar uy = jy * ir;\n");
         }
         if self.flags {
-            s.push_str("    let open = ty >= 2u;\n    if open {\n");
-            s.push_str(
-                "        var n = vec2<f32>(0.0, 1.0);
-        if x == 0u { n = vec2<f32>(-1.0, 0.0); } else if x == NX - 1u { n = vec2<f32>(1.0, 0.0); }
-        else if y == 0u { n = vec2<f32>(0.0, -1.0); }
-        // Zou/He: populations along the edge count once, those leaving through it twice.
-        var s0 = 0.0;
-        var sp = 0.0;
+            b.push_str("let open = ty >= 2u;\nif open {\n");
+            b.push_str(
+                "    var n = vec2<f32>(0.0, 1.0);
+    if x == 0u { n = vec2<f32>(-1.0, 0.0); } else if x == NX - 1u { n = vec2<f32>(1.0, 0.0); }
+    else if y == 0u { n = vec2<f32>(0.0, -1.0); }
+    // Zou/He: populations along the edge count once, those leaving through it twice.
+    var s0 = 0.0;
+    var sp = 0.0;
 ",
             );
             for i in 0..9 {
                 let _ = writeln!(
-                    s,
-                    "        let d{i} = {} * n.x + {} * n.y;\n        s0 += select(0.0, f{i} + {w}, d{i} == 0.0);\n        sp += select(0.0, f{i} + {w}, d{i} > 0.0);",
+                    b,
+                    "    let d{i} = {} * n.x + {} * n.y;\n    s0 += select(0.0, f{i} + {w}, d{i} == 0.0);\n    sp += select(0.0, f{i} + {w}, d{i} > 0.0);",
                     lit(f64::from(C[i][0])),
                     lit(f64::from(C[i][1])),
                     w = lit(W[i])
                 );
             }
             let _ = write!(
-                s,
-                "        let bv = bval[fl >> {INDEX_SHIFT}u];
-        if ty == {TYPE_INLET}u {{
-            ux = bv.x;
-            uy = bv.y;
-            rho = (s0 + 2.0 * sp) / (1.0 + dot(bv, n));
-        }} else {{
-            rho = bv.x;
-            let un = (s0 + 2.0 * sp) / rho - 1.0;
-            ux = un * n.x;
-            uy = un * n.y;
-        }}
-        rd = rho - 1.0;
+                b,
+                "    let bv = bval[fl >> {INDEX_SHIFT}u];
+    if ty == {TYPE_INLET}u {{
+        ux = bv.x;
+        uy = bv.y;
+        rho = (s0 + 2.0 * sp) / (1.0 + dot(bv, n));
+    }} else {{
+        rho = bv.x;
+        let un = (s0 + 2.0 * sp) / rho - 1.0;
+        ux = un * n.x;
+        uy = un * n.y;
     }}
+    rd = rho - 1.0;
+}}
 "
             );
         }
         if self.mode == Mode::Macro {
-            s.push_str(
-                "    rho_out[idx] = rho;\n    ux_out[idx] = ux;\n    uy_out[idx] = uy;\n}\n",
+            let _ = writeln!(
+                b,
+                "rho_out[{cidx}] = rho;\nux_out[{cidx}] = ux;\nuy_out[{cidx}] = uy;"
             );
-            return s;
-        }
-
-        // Equilibrium (shifted): w (ρ − 1 + ρ (3 c·u + 9/2 (c·u)² − 3/2 u·u)).
-        s.push_str("    let uu = 1.5 * (ux * ux + uy * uy);\n");
-        for i in 0..9 {
-            let cu = cu_expr(i, "ux", "uy");
-            if i == 0 {
-                let _ = writeln!(s, "    let e0 = {} * (rd - rho * uu);", lit(W[0]));
-            } else {
-                let _ = writeln!(
-                    s,
-                    "    let cu{i} = {cu};\n    let e{i} = {} * (rd + rho * (3.0 * cu{i} + 4.5 * cu{i} * cu{i} - uu));",
-                    lit(W[i])
-                );
+        } else {
+            self.collide(&mut b);
+            b.push_str("// Store.\n");
+            for i in 0..9 {
+                let o = OPP[i];
+                let _ = match (pair, self.phase) {
+                    (Some(c), _) => writeln!(b, "q{c}{i} = o{i};"),
+                    (None, Phase::Ab) => writeln!(b, "b{i}[idx] = o{i};"),
+                    (None, Phase::AaEven) => writeln!(b, "a{o}[idx] = o{i};"),
+                    (None, Phase::AaOdd) if i == 0 => writeln!(b, "a0[idx] = o0;"),
+                    // Into slot i of x + c_i, also when that cell is solid (see the gather above).
+                    (None, Phase::AaOdd) => writeln!(b, "a{i}[s{o}] = o{i};"),
+                };
             }
         }
+        for line in b.lines() {
+            let _ = writeln!(s, "{ind2}{line}");
+        }
+        if !close.is_empty() {
+            let _ = writeln!(s, "{ind}{close}");
+        }
+    }
+
+    /// Equilibrium, collision and forcing: f0..f8, rho, rd, ux, uy → o0..o8.
+    ///
+    /// Written per opposite pair (i, ī): the shifted equilibria are w (sym ± anti) with sym = ρ − 1 +
+    /// ρ (9/2 (c·u)² − 3/2 u·u) and anti = 3ρ c·u, so TRT's even and odd parts need no e_i at all. Half the
+    /// arithmetic of the per-direction form, which matters where two cells share an invocation.
+    fn collide(&self, s: &mut String) {
         let (op, om) = self.collision.rates();
+        s.push_str("let uu = 1.5 * (ux * ux + uy * uy);\n");
         // Guo forcing: F_i = w_i (3 c·F + 9 (c·u)(c·F) − 3 u·F), split into its even and odd parts for TRT.
         if self.has_force() {
             let _ = writeln!(
                 s,
-                "    let uf = ux * {} + uy * {};",
+                "let uf = ux * {} + uy * {};",
                 lit(self.force[0]),
                 lit(self.force[1])
             );
         }
         let cf = |i: usize| f64::from(C[i][0]) * self.force[0] + f64::from(C[i][1]) * self.force[1];
-        let fplus = |i: usize| -> String {
-            if !self.has_force() {
-                return String::new();
-            }
-            let sym = if i == 0 {
-                format!("{} * uf", lit(-3.0 * W[0]))
-            } else {
-                format!("{} * (9.0 * cu{i} * {} - 3.0 * uf)", lit(W[i]), lit(cf(i)))
-            };
-            format!(" + {} * ({sym})", lit(1.0 - 0.5 * op))
+        let _ = writeln!(s, "// Collide ({}).", self.collision.name());
+        let e0 = format!("{} * (rd - rho * uu)", lit(W[0]));
+        let f0 = if self.has_force() {
+            format!(" + {}", lit((1.0 - 0.5 * op) * -3.0 * W[0])) + " * uf"
+        } else {
+            String::new()
         };
-        let fminus = |i: usize| -> f64 {
-            if !self.has_force() {
-                return 0.0;
-            }
-            (1.0 - 0.5 * om) * 3.0 * W[i] * cf(i)
-        };
-        let _ = writeln!(s, "    // Collide ({}).", self.collision.name());
-        let _ = writeln!(s, "    var o0 = f0 - {} * (f0 - e0){};", lit(op), fplus(0));
+        if self.flags {
+            let _ = writeln!(s, "let e0 = {e0};");
+            let _ = writeln!(s, "var o0 = f0 - {} * (f0 - e0){f0};", lit(op));
+        } else {
+            let _ = writeln!(s, "var o0 = f0 - {} * (f0 - {e0}){f0};", lit(op));
+        }
         for i in [1usize, 2, 5, 6] {
             let j = OPP[i];
+            let w = lit(W[i]);
             let _ = writeln!(
                 s,
-                "    let p{i} = 0.5 * ((f{i} + f{j}) - (e{i} + e{j}));\n    let m{i} = 0.5 * ((f{i} - f{j}) - (e{i} - e{j}));"
+                "let cu{i} = {};\nlet sy{i} = rd + rho * (4.5 * cu{i} * cu{i} - uu);\nlet an{i} = 3.0 * rho * cu{i};",
+                cu_expr(i, "ux", "uy")
             );
+            if self.flags {
+                // Open boundaries set the populations to the equilibrium itself.
+                let _ = writeln!(
+                    s,
+                    "let e{i} = {w} * (sy{i} + an{i});\nlet e{j} = {w} * (sy{i} - an{i});"
+                );
+            }
             let _ = writeln!(
                 s,
-                "    var o{i} = f{i} - {op} * p{i} - {om} * m{i}{fp} + {fm};\n    var o{j} = f{j} - {op} * p{i} + {om} * m{i}{fp} - {fm};",
+                "let p{i} = 0.5 * (f{i} + f{j}) - {w} * sy{i};\nlet m{i} = 0.5 * (f{i} - f{j}) - {w} * an{i};"
+            );
+            let (fp, fm) = if self.has_force() {
+                (
+                    format!(
+                        " + {} * (9.0 * cu{i} * {} - 3.0 * uf)",
+                        lit((1.0 - 0.5 * op) * W[i]),
+                        lit(cf(i))
+                    ),
+                    lit((1.0 - 0.5 * om) * 3.0 * W[i] * cf(i)),
+                )
+            } else {
+                (String::new(), String::new())
+            };
+            let plus = if fm.is_empty() {
+                String::new()
+            } else {
+                format!(" + {fm}")
+            };
+            let minus = if fm.is_empty() {
+                String::new()
+            } else {
+                format!(" - {fm}")
+            };
+            let _ = writeln!(
+                s,
+                "var o{i} = f{i} - {op} * p{i} - {om} * m{i}{fp}{plus};\nvar o{j} = f{j} - {op} * p{i} + {om} * m{i}{fp}{minus};",
                 op = lit(op),
                 om = lit(om),
-                fp = fplus(i),
-                fm = lit(fminus(i)),
             );
         }
         if self.flags {
-            s.push_str("    if open {\n");
+            s.push_str("if open {\n");
             for i in 0..9 {
-                let _ = writeln!(s, "        o{i} = e{i};");
+                let _ = writeln!(s, "    o{i} = e{i};");
             }
-            s.push_str("    }\n");
+            s.push_str("}\n");
         }
-
-        s.push_str("    // Store.\n");
-        for i in 0..9 {
-            let o = OPP[i];
-            let v = self.store(&format!("o{i}"));
-            match self.phase {
-                Phase::Ab => {
-                    let _ = writeln!(s, "    b{i}[idx] = {v};");
-                }
-                Phase::AaEven => {
-                    let _ = writeln!(s, "    a{o}[idx] = {v};");
-                }
-                Phase::AaOdd if i == 0 => {
-                    let _ = writeln!(s, "    a0[idx] = {v};");
-                }
-                Phase::AaOdd => {
-                    // Destination x + c_i is the pull source of ī; if it is solid, bounce into the cell's slot ī.
-                    if self.flags {
-                        let bit = 1u32 << (MASK_SHIFT as usize + o);
-                        let _ = writeln!(
-                            s,
-                            "    if (fl & {bit}u) != 0u {{ a{o}[idx] = {v}; }} else {{ a{i}[s{o}] = {v}; }}"
-                        );
-                    } else {
-                        let _ = writeln!(s, "    a{i}[s{o}] = {v};");
-                    }
-                }
-            }
-        }
-        s.push_str("}\n");
-        s
     }
+}
+
+/// The vector component of a paired word's half.
+fn half(c: &str) -> &'static str {
+    if c == "a" { "x" } else { "y" }
 }
 
 /// c_i · u as WGSL text.
@@ -468,7 +636,7 @@ mod tests {
                             for mode in [Mode::Step, Mode::Macro] {
                                 let spec = KernelSpec {
                                     nx: 37,
-                                    ny: 5,
+                                    ny: 6,
                                     storage,
                                     collision,
                                     force,
@@ -477,7 +645,7 @@ mod tests {
                                     mode,
                                 };
                                 let src = spec.generate();
-                                validate_wgsl(&src, caps_for(false, storage == Storage::F16))
+                                validate_wgsl(&src, caps_for(false, false))
                                     .unwrap_or_else(|e| panic!("{}: {e}\n{src}", spec.name()));
                                 let decl = src.matches("@group(0) @binding(").count();
                                 assert_eq!(decl, spec.storage_bindings(), "{}", spec.name());

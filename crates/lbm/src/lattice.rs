@@ -49,12 +49,6 @@ impl<'g> Lattice<'g> {
                 cfg.ny
             )));
         }
-        if cfg.storage == Storage::F16 && !gpu.has_f16() {
-            return Err(LbmError::Unsupported(format!(
-                "f16 storage needs the SHADER_F16 feature, which adapter `{}` lacks; use f32 storage",
-                gpu.adapter_name()
-            )));
-        }
         let encoded = if flags.all_fluid() {
             None
         } else {
@@ -119,7 +113,7 @@ impl<'g> Lattice<'g> {
             Some(e) => Some((gpu.upload(&e.codes)?, gpu.upload(&e.table)?)),
             None => None,
         };
-        let grid = Grid::cover(n as u64, WG)?;
+        let grid = Grid::cover(spec(Phase::Ab, Mode::Step).invocations() as u64, WG)?;
         let prepare = |spec: KernelSpec,
                        pops: Vec<&GpuBuffer<u32>>,
                        extra: &[&GpuBuffer<f32>]|
@@ -347,7 +341,7 @@ impl<'g> Lattice<'g> {
             phase,
             mode: Mode::Macro,
         };
-        let grid = Grid::cover(n as u64, WG)?;
+        let grid = Grid::cover(spec(Phase::Ab).invocations() as u64, WG)?;
         let prepare = |spec: KernelSpec, pops: &[GpuBuffer<u32>]| -> Result<Launch> {
             let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
             if let Some((codes, table)) = &self.flag_bufs {
@@ -434,26 +428,25 @@ fn pops<'a>(first: &'a [GpuBuffer<u32>], second: &'a [GpuBuffer<u32>]) -> Vec<&'
     first.iter().chain(second).collect()
 }
 
-/// u32 words per direction for `n` cells.
+/// u32 words per direction for `n` cells (f16: two cells per word, `Config::check` makes n even).
 fn words_per_direction(storage: Storage, n: usize) -> usize {
     match storage {
         Storage::F32 => n,
-        Storage::F16 => n.div_ceil(2),
+        Storage::F16 => n / 2,
     }
-    .max(1)
 }
 
-/// Stored words of populations `f` of one direction with weight `w`.
+/// Stored words of populations `f` of one direction with weight `w`. f16 words hold cell k in the low half and
+/// cell k + n/2 in the high half (the kernel's paired layout).
 fn encode(storage: Storage, f: &[f64], w: f64) -> Vec<u32> {
     match storage {
         Storage::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
         Storage::F16 => {
-            let h: Vec<u16> = f
-                .iter()
-                .map(|v| f16::from_f64((v - w) * F16_SCALE).to_bits())
-                .collect();
-            h.chunks(2)
-                .map(|p| u32::from(p[0]) | (u32::from(*p.get(1).unwrap_or(&0)) << 16))
+            let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
+            let (lo, hi) = f.split_at(f.len() / 2);
+            lo.iter()
+                .zip(hi)
+                .map(|(&l, &h)| bits(l) | (bits(h) << 16))
                 .collect()
         }
     }
@@ -467,14 +460,12 @@ fn decode(storage: Storage, words: &[u32], w: f64, out: &mut [f64]) {
             }
         }
         Storage::F16 => {
-            for (k, o) in out.iter_mut().enumerate() {
-                let word = words[k / 2];
-                let bits = if k % 2 == 0 {
-                    word & 0xffff
-                } else {
-                    word >> 16
-                } as u16;
-                *o = f16::from_bits(bits).to_f64() / F16_SCALE + w;
+            let value = |bits: u32| f16::from_bits(bits as u16).to_f64() / F16_SCALE + w;
+            let half = out.len() / 2;
+            let (lo, hi) = out.split_at_mut(half);
+            for ((l, h), &word) in lo.iter_mut().zip(hi).zip(words) {
+                *l = value(word & 0xffff);
+                *h = value(word >> 16);
             }
         }
     }
