@@ -131,6 +131,26 @@ fn cavity_re100_matches_ghia() {
     assert!(u <= 0.01 && v <= 0.01, "RMS against Ghia: u {u}, v {v}");
 }
 
+/// The same cavity with f16 storage (paired words, walls and a moving lid on both sides of the fold), to its
+/// looser steady criterion.
+#[test]
+fn cavity_re100_f16_matches_ghia() {
+    let Some(gpu) = test_gpu() else { return };
+    let r = run(
+        gpu,
+        Case::Cavity,
+        CaseOptions {
+            size: Some((128, 128)),
+            re: Some(100.0),
+            storage: Storage::F16,
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.metrics["converged"], 1.0);
+    let (u, v) = (r.metrics["ghia_rms_u"], r.metrics["ghia_rms_v"]);
+    assert!(u <= 0.01 && v <= 0.01, "f16 RMS against Ghia: u {u}, v {v}");
+}
+
 /// Writes a grey-scale PNG of `w` × `h` with a black rectangle `[x0, x1) × [y0, y1)` (image rows from the top).
 fn write_mask(path: &std::path::Path, w: u32, h: u32, rect: [u32; 4]) {
     let mut px = vec![255u8; (w * h) as usize];

@@ -213,24 +213,26 @@ impl<'a, 'g> Runner<'a, 'g> {
         Ok(())
     }
     /// Steps in chunks of `interval` until one chunk changes u_x by less than `tol`·`scale` everywhere, or until
-    /// `max_steps` in all; true when steady.
+    /// `max_steps` in all. Returns whether it became steady and the last chunk's largest change / `scale`.
     fn run_to_steady(
         &mut self,
         max_steps: u64,
         interval: u64,
         scale: f64,
         tol: f64,
-    ) -> Result<bool> {
+    ) -> Result<(bool, f64)> {
         let mut prev = self.fields()?.ux;
+        let mut change = f64::INFINITY;
         while self.done < max_steps {
             self.run(interval.min(max_steps - self.done))?;
             let now = self.fields()?.ux;
-            if max_change(&now, &prev, scale) < tol {
-                return Ok(true);
+            change = max_change(&now, &prev, scale);
+            if change < tol {
+                return Ok((true, change));
             }
             prev = now;
         }
-        Ok(false)
+        Ok((false, change))
     }
 
     /// Reads ρ and u back, failing if the run has diverged.

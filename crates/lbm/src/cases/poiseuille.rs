@@ -63,7 +63,7 @@ pub(super) fn run<'g>(
     let max_steps = opts.steps.unwrap_or(((40.0 * h * h / nu) as u64).max(2000));
     let interval = ((h * h / (20.0 * nu)) as u64).clamp(50, 5000);
     let mut r = Runner::new(lat, max_steps, progress, opts);
-    let converged = r.run_to_steady(max_steps, interval, umax, STEADY)?;
+    let (converged, change) = r.run_to_steady(max_steps, interval, umax, STEADY)?;
     let p = profile(&r.fields()?);
     let err = (1..cfg.ny - 1)
         .map(|y| (p[y] - exact(y)).abs())
@@ -72,6 +72,7 @@ pub(super) fn run<'g>(
     let mut m = BTreeMap::new();
     m.insert("profile_rel_err".into(), err);
     m.insert("converged".into(), f64::from(u8::from(converged)));
+    m.insert("steady_change".into(), change);
     m.insert("u_max".into(), umax);
     let notes = vec![format!(
         "steady when {interval} steps change u by < {STEADY:e}·u_max ({}); error = max |u − u_exact| / u_max over \
