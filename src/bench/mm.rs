@@ -51,11 +51,14 @@ impl Section for MmSection {
 
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
         let gpu = ctx.gpu;
-        // Quick: three small operators at a short panel; full: all of them at N = 32 800 (PyFR pads to 32).
+        // Quick: three small operators at a short panel; full: all of them at N = 32 800 (PyFR pads to 32) on a
+        // CPU adapter, at the N = 2^20 on a GPU.
         let (take, n) = if ctx.quick {
             (3, 4096)
-        } else {
+        } else if gpu.is_cpu() {
             (MATRICES.len(), 32_800)
+        } else {
+            (MATRICES.len(), 1 << 20)
         };
         let opts = TuneOptions {
             reps: if ctx.quick { 2 } else { 5 },

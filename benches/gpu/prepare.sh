@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Packs what a GPU session needs into the git-ignored .gl/ and .devbin/ (run here, from the repository root):
+# the release binary (stripped, to stay inside the device tool's 64 MiB carry), the Vulkan loader packages
+# (../shared/GPU.md), GiMMiK 4.0 and Mako wheels for the peer script, and the PyFR suite given as an argument.
+#   benches/gpu/prepare.sh PYFR_CORE_DIR
+# Then run benches/gpu/session.sh STAGE... on the device with carry [".gl", ".devbin"].
+set -euo pipefail
+pyfr=${1:?usage: prepare.sh PYFR_CORE_DIR (the folder of PyFR .mtx operators)}
+[ -d "$pyfr" ] || { echo "prepare.sh: $pyfr is not a folder" >&2; exit 1; }
+cd "$(git rev-parse --show-toplevel)"
+for d in /.gl/ /.devbin/; do grep -qxF "$d" .git/info/exclude || echo "$d" >> .git/info/exclude; done
+
+cargo build --release
+mkdir -p .devbin/pyfr .devbin/wheels
+strip -o .devbin/bespoke target/release/bespoke
+rm -rf .devbin/pyfr/core && cp -r "$pyfr" .devbin/pyfr/core
+pip download -q --no-deps gimmik==4.0 mako -d .devbin/wheels
+
+if [ -z "$(ls .gl/*.deb 2>/dev/null)" ]; then
+    mkdir -p .gl /tmp/amd64/partial
+    o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+    # shellcheck disable=SC2086
+    apt-get $o update -qq
+    # shellcheck disable=SC2086
+    (cd .gl && apt-get $o download -qq libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+fi
+du -sh .gl .devbin

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One GPU session's measurements, in stages that each fit the device tool's 10-minute limit. Run on the device
+# from the repository root, with .gl/ and .devbin/ carried (benches/gpu/prepare.sh makes them):
+#   benches/gpu/session.sh info bench peers9-f32 peers9-f64
+# Stages:
+#   info          adapter, features, limits, copy probe
+#   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
+#                 lbm: 8192²; fv: 16.5 M tets)
+#   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
+#   peers9-f32 peers9-f64 peers-f32 peers-f64
+#                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
+# Results go to $OUT (the device tool's folder) or ./results; the tuning cache persists in .devbin/cache
+# while the machine stays warm.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-results}
+mkdir -p "$OUT"
+N=1048576
+
+if [ -n "$(ls .gl/*.deb 2>/dev/null)" ] && ! ldconfig -p | grep -q libvulkan.so.1; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+fi
+export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
+export BESPOKE_REQUIRE_GPU=1 BESPOKE_CACHE_DIR=$PWD/.devbin/cache
+bin=.devbin/bespoke
+suite=.devbin/pyfr/core
+
+peers() {  # peers NAME DTYPE FILES...
+    local name=$1 dtype=$2
+    shift 2
+    python3 -c 'import gimmik' 2>/dev/null || pip install -q --no-index --no-deps .devbin/wheels/*.whl
+    python3 benches/peers/gimmik_cublas.py "$@" --n $N --dtype "$dtype" --json "$OUT/$name.json" \
+        2>&1 | tee "$OUT/$name.txt"
+}
+
+for stage in "$@"; do
+    echo "== $stage ($(date -u +%FT%TZ))"
+    case $stage in
+        info) $bin info | tee "$OUT/info.txt" ;;
+        bench) $bin bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" ;;
+        mm-f32|mm-f64)
+            $bin mm bench $suite --n $N --dtype "${stage#mm-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
+        mm-f32-*|mm-f64-*)
+            dtype=${stage:3:3} shape=${stage:7}
+            $bin mm bench $suite/"$shape"-*.mtx --n $N --dtype "$dtype" --json "$OUT/$stage.json" \
+                2>&1 | tee "$OUT/$stage.txt" ;;
+        peers9-f32|peers9-f64) peers "$stage" "${stage#peers9-}" tests/data/pyfr ;;
+        peers-f32|peers-f64) peers "$stage" "${stage#peers-}" $suite ;;
+        peers-f32-*|peers-f64-*)
+            peers "$stage" "${stage:6:3}" $suite/"${stage:10}"-*.mtx ;;
+        *) echo "session.sh: unknown stage $stage" >&2; exit 2 ;;
+    esac
+done

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""GiMMiK 4.0's CUDA kernels and cuBLAS (through CuPy) on the operators `bespoke mm bench` runs, at the same N,
+precision and β, written in the same JSON shape so the two can be set side by side (benches/tools/peers_table.py).
+
+Usage:
+  gimmik_cublas.py PATH... [--n N] [--dtype f32|f64] [--reps R] [--check-cols C] [--json FILE] [--dry-run]
+
+PATH is a Matrix Market file or a folder of them. β per matrix comes from the header comment
+`% PyFR beta for this op: <β>` when present, else --beta, else 0 (as `bespoke mm bench` does). B (K×N) and C (M×N)
+are row-major with ldb = ldc = N. For each matrix every kernel GiMMiK generates for it is compiled with CuPy's
+RawKernel, checked, and timed (CUDA events, one warm-up, median of R); the fastest is GiMMiK's time. Where
+GiMMiK generates nothing (dense operators with many distinct values: PyFR then calls cuBLAS) its time is cuBLAS's.
+cuBLAS is `cupy.cublas.gemm` with the same β. "dense_seconds" is cuBLAS, so "speedup_vs_dense" is GiMMiK over
+cuBLAS, as bespoke's is over its own dense kernel. gbps counts the minimum bytes, as bespoke does: B read once,
+C written once and read once more when β ≠ 0. rel_err compares C with an f64 host product on C sampled columns
+(a full f64 reference of a 1029 × 2^20 panel would cost more than the run).
+
+--dry-run needs only numpy, mako and gimmik: it parses every file and generates every kernel, without a GPU.
+On the lent GPU machine (no internet) install the wheels brought along first:
+  pip download --no-deps gimmik==4.0 mako -d .devbin/wheels          # here
+  pip install --no-index --no-deps .devbin/wheels/*.whl               # there
+"""
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def read_mtx(path):
+    """A dense A and the β hint from a Matrix Market file (coordinate or array; real, integer or pattern;
+    general or symmetric)."""
+    lines = Path(path).read_text().splitlines()
+    if not lines or not lines[0].lower().startswith("%%matrixmarket"):
+        raise ValueError(f"{path}: not a Matrix Market file")
+    head = lines[0].split()
+    if len(head) != 5 or head[1].lower() != "matrix":
+        raise ValueError(f"{path}: unsupported header {lines[0]!r}")
+    fmt, field, sym = head[2].lower(), head[3].lower(), head[4].lower()
+    if fmt not in ("coordinate", "array") or field not in ("real", "integer", "pattern") or \
+            sym not in ("general", "symmetric"):
+        raise ValueError(f"{path}: unsupported kind {fmt} {field} {sym}")
+    beta = None
+    body = []
+    for ln in lines[1:]:
+        s = ln.strip()
+        if s.startswith("%"):
+            if "PyFR beta for this op:" in s:
+                beta = float(s.split("PyFR beta for this op:")[1].split(";")[0])
+            continue
+        if s:
+            body.append(s)
+    dims = [int(t) for t in body[0].split()]
+    if fmt == "coordinate":
+        m, k, nnz = dims
+        a = np.zeros((m, k))
+        for s in body[1:1 + nnz]:
+            t = s.split()
+            i, j = int(t[0]) - 1, int(t[1]) - 1
+            v = 1.0 if field == "pattern" else float(t[2])
+            a[i, j] = v
+            if sym == "symmetric":
+                a[j, i] = v
+        if len(body) - 1 != nnz:
+            raise ValueError(f"{path}: {len(body) - 1} entries for nnz = {nnz}")
+    else:
+        m, k = dims
+        vals = [float(s) for s in body[1:]]
+        if len(vals) != m * k:
+            raise ValueError(f"{path}: {len(vals)} values for {m}×{k}")
+        a = np.array(vals).reshape(k, m).T  # column-major
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{path}: non-finite entries")
+    return a, beta
+
+
+def files_of(paths):
+    out = []
+    for p in map(Path, paths):
+        out.extend(sorted(p.glob("*.mtx")) if p.is_dir() else [p])
+    if not out:
+        raise SystemExit("no .mtx files given")
+    return out
+
+
+def gimmik_kernels(a, beta, n, np_dtype):
+    """(template name, source, meta) of every kernel GiMMiK 4.0 generates for this operator."""
+    import gimmik
+    itemsize = np.dtype(np_dtype).itemsize
+    # PyFR aligns rows to 32 bytes; GiMMiK only vectorises when ldb/ldc are a multiple of the alignment.
+    aligne = 32 // itemsize if n % (32 // itemsize) == 0 else None
+    mm = gimmik.CUDAMatMul(a.astype(np_dtype), beta=beta, aligne=aligne, n=n, ldb=n, ldc=n)
+    out = []
+    for src, meta in mm.kernels(np_dtype, kname="gimmik_mm"):
+        name = meta["tplname"] + ("-v2" if meta.get("width", 1) == 2 else "")
+        out.append((name, src, meta))
+    return out
+
+
+class Device:
+    def __init__(self):
+        import cupy as cp
+        self.cp = cp
+        dev = cp.cuda.Device()
+        props = cp.cuda.runtime.getDeviceProperties(dev.id)
+        self.name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        self.runtime = cp.cuda.runtime.runtimeGetVersion()
+        self.cupy = cp.__version__
+
+    def time(self, fn, reps):
+        """Median seconds of `reps` calls after one warm-up, each between two CUDA events."""
+        cp = self.cp
+        fn()
+        samples = []
+        for _ in range(reps):
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            samples.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+        return float(np.median(samples))
+
+    def copy_gbps(self, nbytes=1 << 30, reps=10):
+        cp = self.cp
+        src = cp.ones(nbytes // 4, dtype=cp.float32)
+        dst = cp.empty_like(src)
+        s = self.time(lambda: cp.copyto(dst, src), reps)
+        del src, dst
+        return 2 * nbytes / s / 1e9
+
+
+def rel_err_cols(c_dev, a, b_host_cols, c0_cols, beta, cols):
+    got = c_dev[:, cols].get().astype(np.float64)
+    want = a @ b_host_cols + beta * c0_cols
+    den = np.linalg.norm(want)
+    return float(np.linalg.norm(got - want) / den) if den > 0 else float(np.linalg.norm(got))
+
+
+def bench_matrix(dev, path, a, beta, n, np_dtype, reps, check_cols, rng):
+    cp = dev.cp
+    m, k = a.shape
+    b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32).astype(np_dtype))
+    c0 = cp.asarray(rng.standard_normal((m, n), dtype=np.float32).astype(np_dtype))
+    c = cp.empty_like(c0)
+    cols = np.sort(rng.choice(n, size=min(check_cols, n), replace=False))
+    b_cols = b[:, cols].get().astype(np.float64)
+    c0_cols = c0[:, cols].get().astype(np.float64)
+    a_dev = cp.asarray(a.astype(np_dtype))
+
+    def checked(run):
+        cp.copyto(c, c0)
+        run()
+        cp.cuda.Device().synchronize()
+        return rel_err_cols(c, a, b_cols, c0_cols, beta, cols)
+
+    def cublas():
+        if hasattr(cp, "cublas"):
+            cp.cublas.gemm("N", "N", a_dev, b, out=c, alpha=1.0, beta=beta)
+        elif beta == 0:
+            cp.matmul(a_dev, b, out=c)
+        else:  # older CuPy: cuBLAS's product plus an elementwise update
+            c[...] = cp.matmul(a_dev, b) + beta * c
+
+    cublas_err = checked(cublas)
+    cublas_s = dev.time(cublas, reps)
+
+    candidates = []
+    for name, src, meta in gimmik_kernels(a, beta, n, np_dtype):
+        t0 = time.perf_counter()
+        kern = cp.RawKernel(src, "gimmik_mm")
+        shared = meta.get("dynamic_shared", 0)
+        if shared:
+            kern.max_dynamic_shared_size_bytes = shared
+        grid, block = tuple(meta["grid"]), tuple(meta["block"])
+
+        def launch(kern=kern, grid=grid, block=block, shared=shared):
+            kern(grid, block, (b, c), shared_mem=shared)
+
+        err = checked(launch)
+        compile_s = time.perf_counter() - t0
+        candidates.append({"variant": f"gimmik-{name}", "seconds": dev.time(launch, reps), "rel_err": err,
+                           "compile_seconds": compile_s})
+    tol = 1e-5 if np_dtype == np.float32 else 1e-12
+    good = [cand for cand in candidates if cand["rel_err"] <= tol]
+    if good:
+        best = min(good, key=lambda cand: cand["seconds"])
+        variant, seconds, err = best["variant"], best["seconds"], best["rel_err"]
+    else:
+        variant, seconds, err = "cublas", cublas_s, cublas_err
+    itemsize = np.dtype(np_dtype).itemsize
+    c_passes = 1 if beta == 0 else 2
+    nbytes = itemsize * n * (k + c_passes * m)
+    return {
+        "name": Path(path).stem, "m": m, "k": k, "nnz": int(np.count_nonzero(a)), "beta": beta,
+        "variant": variant, "seconds": seconds, "gbps": nbytes / seconds / 1e9,
+        "dense_seconds": cublas_s, "speedup_vs_dense": cublas_s / seconds, "rel_err": err,
+        "cublas_rel_err": cublas_err, "candidates": candidates,
+        "rejected": [cand["variant"] for cand in candidates if cand["rel_err"] > tol],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--n", type=int, default=1 << 20)
+    ap.add_argument("--dtype", choices=["f32", "f64"], default="f32")
+    ap.add_argument("--beta", type=float, default=0.0)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--check-cols", type=int, default=4096)
+    ap.add_argument("--json")
+    ap.add_argument("--dry-run", action="store_true", help="parse and generate only; no GPU needed")
+    args = ap.parse_args()
+    if args.n <= 0 or args.reps <= 0 or args.check_cols <= 0:
+        raise SystemExit("--n, --reps and --check-cols must be positive")
+    np_dtype = np.float32 if args.dtype == "f32" else np.float64
+    files = files_of(args.paths)
+
+    if args.dry_run:
+        total = 0
+        for f in files:
+            a, beta = read_mtx(f)
+            beta = args.beta if beta is None else beta
+            ks = gimmik_kernels(a, beta, args.n, np_dtype) if np.any(a) else []
+            total += len(ks)
+            names = ", ".join(name for name, _, _ in ks) or "none (cuBLAS)"
+            print(f"{f.stem:<22} {a.shape[0]:>4}×{a.shape[1]:<4} β={beta:g} kernels: {names}")
+        print(f"{len(files)} matrices, {total} GiMMiK kernels generated")
+        return
+
+    dev = Device()
+    copy = dev.copy_gbps()
+    print(f"device: {dev.name}, CUDA runtime {dev.runtime}, CuPy {dev.cupy}; copy {copy:.1f} GB/s; "
+          f"{args.dtype}, N = {args.n}", flush=True)
+    rng = np.random.default_rng(12345)
+    rows = []
+    for f in files:
+        a, beta = read_mtx(f)
+        beta = args.beta if beta is None else beta
+        r = bench_matrix(dev, f, a, beta, args.n, np_dtype, args.reps, args.check_cols, rng)
+        r["copy_fraction"] = r["gbps"] / copy
+        rows.append(r)
+        print(f"{r['name']:<22} {r['m']:>4}×{r['k']:<4} β={beta:g} {r['variant']:<26} "
+              f"{r['seconds'] * 1e3:9.3f} ms {r['gbps']:8.1f} GB/s ({r['copy_fraction']:.2f} of copy)  "
+              f"cuBLAS {r['dense_seconds'] * 1e3:9.3f} ms ×{r['speedup_vs_dense']:.2f}  err {r['rel_err']:.1e}",
+              flush=True)
+    sp = [r["speedup_vs_dense"] for r in rows]
+    geo = math.exp(sum(map(math.log, sp)) / len(sp))
+    print(f"{len(rows)} matrices: GiMMiK over cuBLAS geomean ×{geo:.2f}, min ×{min(sp):.2f}")
+    out = {
+        "adapter": {"name": dev.name, "backend": "cuda", "driver": f"CUDA runtime {dev.runtime}",
+                    "device_type": "DiscreteGpu"},
+        "tool": f"GiMMiK 4.0 CUDA kernels and cuBLAS via CuPy {dev.cupy}",
+        "copy_gbps": copy, "dtype": args.dtype, "n": args.n, "matrices": rows,
+        "geomean_speedup_vs_dense": geo, "min_speedup_vs_dense": min(sp),
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    bad = [r["name"] for r in rows if not r["rel_err"] <= (1e-5 if args.dtype == "f32" else 1e-12)]
+    if bad:
+        sys.exit(f"{len(bad)} results exceed the tolerance: {', '.join(bad)}")
+
+
+if __name__ == "__main__":
+    main()
