@@ -143,6 +143,78 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
 }
 
 #[test]
+fn dense_sweep_screens_then_confirms_on_the_full_shape() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let path = std::env::temp_dir().join(format!("bespoke-sweep-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let out = bespoke(&[
+        "mm",
+        "dense-sweep",
+        "--m",
+        "48",
+        "--n",
+        "40",
+        "--k",
+        "16",
+        "--screen",
+        "0",
+        "--confirm",
+        "2",
+        "--reps",
+        "1",
+        "--json",
+        p,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(v["method"], "screened", "{v}");
+    let space = v["configs_in_space"].as_u64().unwrap();
+    let screened = v["configs_screened"].as_u64().unwrap();
+    let timed = v["configs_timed"].as_u64().unwrap();
+    assert!(
+        space > 3 && screened == space,
+        "screened {screened} of {space}"
+    );
+    // The two fastest of the screen plus the model's pick (when it is not among them) on the full shape.
+    assert!((2..=3).contains(&timed), "{timed} timed on the full shape");
+    let e = v["efficiency"].as_f64().unwrap();
+    assert!(e > 0.0 && e <= 1.0 + 1e-12, "E = {e}");
+    assert!(v["pick_sample_rank"].as_u64().unwrap() >= 1);
+    let sampled = v["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["sample"]["gflops"].as_f64().is_some_and(|g| g > 0.0))
+        .count() as u64;
+    assert_eq!(
+        sampled, screened,
+        "every screened configuration carries its sample timing"
+    );
+    for bad in [
+        &["--screen=-1"][..],
+        &["--screen=nan"],
+        &["--screen", "0.1", "--confirm", "0"],
+    ] {
+        let mut args = vec!["mm", "dense-sweep", "--m", "8", "--n", "8", "--k", "8"];
+        args.extend(bad);
+        let out = bespoke(&args);
+        assert!(!out.status.success(), "{bad:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--screen") && err.contains("--confirm"),
+            "{bad:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn dense_bench_rejects_bad_input_clearly() {
     if test_gpu().is_none() {
         return;
