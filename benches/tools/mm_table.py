@@ -3,10 +3,17 @@
 
 Usage: mm_table.py RESULT.json [--per-matrix]
 """
+import gzip
 import json
 import math
 import sys
 from collections import defaultdict
+
+
+def load(path):
+    """A JSON result, plain or gzipped."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
 
 
 def geomean(xs):
@@ -15,7 +22,7 @@ def geomean(xs):
 
 
 def main():
-    d = json.load(open(sys.argv[1]))
+    d = load(sys.argv[1])
     ms = d["matrices"]
     sp = [m["speedup_vs_dense"] for m in ms if m["speedup_vs_dense"]]
     print(f"adapter: {d['adapter'].get('name', d['adapter'])}; {d['dtype']}, N = {d['n']}, "

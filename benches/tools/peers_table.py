@@ -10,8 +10,15 @@ card's peak flop rate over its copy bandwidth; default 20, about an H100's f64 b
 ≥ 0.9 of the copy bandwidth.
 """
 import argparse
+import gzip
 import json
 import math
+
+
+def load(path):
+    """A JSON result, plain or gzipped."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
 
 
 def geomean(xs):
@@ -25,7 +32,7 @@ def main():
     ap.add_argument("peers")
     ap.add_argument("--balance", type=float, default=20.0)
     a = ap.parse_args()
-    b, p = json.load(open(a.bespoke)), json.load(open(a.peers))
+    b, p = load(a.bespoke), load(a.peers)
     if (b["n"], b["dtype"]) != (p["n"], p["dtype"]):
         raise SystemExit(f"bespoke ran {b['dtype']} N = {b['n']}, peers {p['dtype']} N = {p['n']}")
     peers = {m["name"]: m for m in p["matrices"]}
