@@ -13,7 +13,7 @@ use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_INLET, TYPE_SOLID};
 
 /// Populations are stored as (f − w)·SCALE in f16 so that deviations from rest use the normal range.
 pub const F16_SCALE: f64 = 16384.0;
-/// Invocations per workgroup (one cell each).
+/// Invocations per workgroup (one cell each, or one pair of cells with f16 storage).
 pub const WG: u32 = 64;
 
 /// Which streaming step a kernel performs.

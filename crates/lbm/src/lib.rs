@@ -1,7 +1,7 @@
 //! bespoke-lbm: a D2Q9 lattice Boltzmann stepper on wgpu.
 //!
 //! One fused stream-collide kernel per step, generated as WGSL for the lattice's storage (f32, or f16 holding
-//! (f − w)·2¹⁴), streaming pattern (two-lattice pull, or in-place AA), collision (BGK, TRT) and Guo body force;
+//! (f − w)·2¹⁴, two cells per u32 word), streaming pattern (two-lattice pull, or in-place AA), collision (BGK, TRT) and Guo body force;
 //! cells are fluid, walls (half-way bounce-back, optionally moving), velocity inlets or density outlets. Fields
 //! are read back only when asked. [`reference`] holds the f64 CPU step the tests compare against.
 
