@@ -5,7 +5,8 @@
 # Stages:
 #   info          adapter, features, limits, copy probe
 #   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
-#                 lbm: 8192²; fv: 16.5 M tets)
+#                 lbm: 8192²; fv: 16.5 M tets); bench-copy, bench-dense, bench-mm, bench-lbm, bench-fv run one
+#                 section each, when all of them together would pass the 10-minute limit
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
 #   peers9-f32 peers9-f64 peers-f32 peers-f64
 #                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
@@ -39,6 +40,7 @@ for stage in "$@"; do
     case $stage in
         info) $bin info | tee "$OUT/info.txt" ;;
         bench) $bin bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" ;;
+        bench-*) $bin bench --section "${stage#bench-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
         mm-f32|mm-f64)
             $bin mm bench $suite --n $N --dtype "${stage#mm-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
         mm-f32-*|mm-f64-*)
