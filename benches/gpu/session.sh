@@ -7,6 +7,7 @@
 #   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
 #                 lbm: 8192²; fv: 16.5 M tets); bench-copy, bench-dense, bench-mm, bench-lbm, bench-fv run one
 #                 section each, when all of them together would pass the 10-minute limit
+#   mm9-f32 mm9-f64  the 9 shipped operators at N = 2^20 in `mm bench`'s JSON (what peers_table.py joins)
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
 #   peers9-f32 peers9-f64 peers-f32 peers-f64
 #                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
@@ -41,6 +42,8 @@ for stage in "$@"; do
         info) $bin info | tee "$OUT/info.txt" ;;
         bench) $bin bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" ;;
         bench-*) $bin bench --section "${stage#bench-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
+        mm9-f32|mm9-f64)
+            $bin mm bench tests/data/pyfr --n $N --dtype "${stage#mm9-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
         mm-f32|mm-f64)
             $bin mm bench $suite --n $N --dtype "${stage#mm-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
         mm-f32-*|mm-f64-*)
