@@ -20,6 +20,25 @@ fn bespoke(args: &[&str]) -> std::process::Output {
         .expect("the bespoke binary runs")
 }
 
+/// Runs `bespoke ARGS --json TMP`, asserts it succeeded and returns the JSON it wrote (the file is removed) and
+/// its stdout.
+fn bespoke_json(tag: &str, args: &[&str]) -> (Value, String) {
+    let path = std::env::temp_dir().join(format!("bespoke-{tag}-{}.json", std::process::id()));
+    let mut args = args.to_vec();
+    args.extend(["--json", path.to_str().expect("utf-8 temp path")]);
+    let out = bespoke(&args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{args:?} wrote no JSON at {}: {e}", path.display()));
+    let _ = std::fs::remove_file(&path);
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: bad JSON: {e}"));
+    (v, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 fn check_adapter(v: &Value) {
     for key in ["name", "backend", "device_type", "driver"] {
         assert!(
@@ -57,27 +76,11 @@ fn bench_quick_writes_one_object_with_every_section() {
     if test_gpu().is_none() {
         return;
     }
-    let path = std::env::temp_dir().join(format!("bespoke-bench-{}.json", std::process::id()));
-    let out = bespoke(&[
-        "bench",
-        "--quick",
-        "--json",
-        path.to_str().expect("utf-8 temp path"),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (v, stdout) = bespoke_json("bench", &["bench", "--quick"]);
     assert!(
         stdout.contains("section") && stdout.contains("copy"),
         "{stdout}"
     );
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("bench wrote its JSON"))
-            .unwrap();
-    let _ = std::fs::remove_file(&path);
     check_adapter(&v);
     for s in bespoke::bench::sections() {
         assert!(
@@ -109,29 +112,21 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
     if test_gpu().is_none() {
         return;
     }
-    let path = std::env::temp_dir().join(format!("bespoke-dense-{}.json", std::process::id()));
-    let p = path.to_str().unwrap();
-    let out = bespoke(&[
-        "mm",
-        "dense-bench",
-        "--m",
-        "33",
-        "--n",
-        "40",
-        "--k",
-        "17",
-        "--reps",
-        "2",
-        "--json",
-        p,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (v, _) = bespoke_json(
+        "dense",
+        &[
+            "mm",
+            "dense-bench",
+            "--m",
+            "33",
+            "--n",
+            "40",
+            "--k",
+            "17",
+            "--reps",
+            "2",
+        ],
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
     assert_eq!(v["m"], 33);
     assert!(v["gflops"].as_f64().unwrap() > 0.0);
     assert!(v["fma_peak_gflops"].as_f64().unwrap() > 0.0);
@@ -147,33 +142,25 @@ fn dense_sweep_screens_then_confirms_on_the_full_shape() {
     if test_gpu().is_none() {
         return;
     }
-    let path = std::env::temp_dir().join(format!("bespoke-sweep-{}.json", std::process::id()));
-    let p = path.to_str().unwrap();
-    let out = bespoke(&[
-        "mm",
-        "dense-sweep",
-        "--m",
-        "48",
-        "--n",
-        "40",
-        "--k",
-        "16",
-        "--screen",
-        "0",
-        "--confirm",
-        "2",
-        "--reps",
-        "1",
-        "--json",
-        p,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (v, _) = bespoke_json(
+        "sweep",
+        &[
+            "mm",
+            "dense-sweep",
+            "--m",
+            "48",
+            "--n",
+            "40",
+            "--k",
+            "16",
+            "--screen",
+            "0",
+            "--confirm",
+            "2",
+            "--reps",
+            "1",
+        ],
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
     assert_eq!(v["method"], "screened", "{v}");
     let space = v["configs_in_space"].as_u64().unwrap();
     let screened = v["configs_screened"].as_u64().unwrap();
@@ -242,26 +229,18 @@ fn ld_random_checks_against_the_cpu() {
     if test_gpu().is_none() {
         return;
     }
-    let path = std::env::temp_dir().join(format!("bespoke-ld-{}.json", std::process::id()));
-    let p = path.to_str().unwrap();
-    let out = bespoke(&[
-        "mm",
+    let (v, _) = bespoke_json(
         "ld",
-        "--random",
-        "40,30,100",
-        "--params",
-        "t4x4v1-w8x8-k8-s1",
-        "--check",
-        "--json",
-        p,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        &[
+            "mm",
+            "ld",
+            "--random",
+            "40,30,100",
+            "--params",
+            "t4x4v1-w8x8-k8-s1",
+            "--check",
+        ],
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
     assert_eq!(
         (v["m"].as_u64(), v["n"].as_u64(), v["samples"].as_u64()),
         (Some(40), Some(30), Some(100))
@@ -380,28 +359,22 @@ fn mm_bench_checks_times_and_reports_json() {
     if test_gpu().is_none() {
         return;
     }
-    let path = std::env::temp_dir().join(format!("bespoke-mm-bench-{}.json", std::process::id()));
-    let out = bespoke(&[
-        "mm",
-        "bench",
-        "tests/data/pyfr/tri-p2-m0-dflt.mtx",
-        "tests/data/pyfr/quad-p4-m3-dflt.mtx",
-        "--n",
-        "2000",
-        "--reps",
-        "1",
-        "--variants",
-        "cstream,bstream-v4",
-        "--retune",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (v, _) = bespoke_json(
+        "mm-bench",
+        &[
+            "mm",
+            "bench",
+            "tests/data/pyfr/tri-p2-m0-dflt.mtx",
+            "tests/data/pyfr/quad-p4-m3-dflt.mtx",
+            "--n",
+            "2000",
+            "--reps",
+            "1",
+            "--variants",
+            "cstream,bstream-v4",
+            "--retune",
+        ],
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     check_adapter(&v);
     assert_eq!(v["n"].as_u64(), Some(2000));
     let ms = v["matrices"].as_array().unwrap();
@@ -430,7 +403,6 @@ fn mm_bench_checks_times_and_reports_json() {
     assert_eq!(ms[0]["beta"].as_f64(), Some(0.0), "{}", ms[0]["name"]);
     assert_eq!(ms[1]["beta"].as_f64(), Some(1.0), "{}", ms[1]["name"]);
     assert!(v["geomean_speedup_vs_dense"].as_f64().unwrap() > 0.0);
-    let _ = std::fs::remove_file(path);
 }
 
 #[test]
@@ -620,26 +592,19 @@ fn fv_bench_times_every_ordering_and_kernel() {
     if test_gpu().is_none() {
         return;
     }
-    let json = std::env::temp_dir().join(format!("bespoke-fv-bench-{}.json", std::process::id()));
-    let out = bespoke(&[
-        "fv",
-        "bench",
-        "--box",
-        "5",
-        "--reps",
-        "1",
-        "--block-size",
-        "256",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (v, _) = bespoke_json(
+        "fv-bench",
+        &[
+            "fv",
+            "bench",
+            "--box",
+            "5",
+            "--reps",
+            "1",
+            "--block-size",
+            "256",
+        ],
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
     check_adapter(&v);
     assert_eq!(v["tets"].as_u64(), Some(750));
     let runs = v["runs"].as_array().unwrap();

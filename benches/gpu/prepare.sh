@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU session needs into the git-ignored .gl/ and .devbin/ (run here, from the repository root):
 # the release binary (stripped, to stay inside the device tool's 64 MiB carry), the Vulkan loader packages
-# (../shared/GPU.md), GiMMiK 4.0 and Mako wheels for the peer script, and the PyFR suite given as an argument.
+# (docs/gpu.md), GiMMiK 4.0 and Mako wheels for the peer script, and the PyFR suite given as an argument.
 #   benches/gpu/prepare.sh PYFR_CORE_DIR
 # Then run benches/gpu/session.sh STAGE... on the device with carry [".gl", ".devbin"].
 set -euo pipefail

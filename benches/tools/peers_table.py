@@ -10,20 +10,8 @@ card's peak flop rate over its copy bandwidth; default 20, about an H100's f64 b
 ≥ 0.9 of the copy bandwidth.
 """
 import argparse
-import gzip
-import json
-import math
 
-
-def load(path):
-    """A JSON result, plain or gzipped."""
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        return json.load(f)
-
-
-def geomean(xs):
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+from mm_table import geomean, load  # same folder: one JSON loader and geomean for both tables
 
 
 def main():

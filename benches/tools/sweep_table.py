@@ -6,17 +6,17 @@
 A sweep inside a gzipped bundle (docs/data/dense-sweeps-*.json.gz) is named BUNDLE.json.gz:NAME.
 """
 
-import gzip
-import json
 import sys
+
+from mm_table import load as load_json  # same folder
 
 
 def load(path):
-    """A sweep JSON, or one named sweep from a gzipped bundle: bundle.json.gz:NAME."""
+    """A sweep JSON (plain or gzipped), or one named sweep from a gzipped bundle: bundle.json.gz:NAME."""
     if ".gz:" in path:
         bundle, name = path.split(".gz:")
-        return json.load(gzip.open(bundle + ".gz"))[name]
-    return json.load(open(path))
+        return load_json(bundle + ".gz")[name]
+    return load_json(path)
 
 
 def row(path):
