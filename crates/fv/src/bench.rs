@@ -27,10 +27,12 @@ pub fn min_bytes_per_tet(s: usize) -> usize {
 }
 
 /// The kernels and layouts the bench times.
-pub const CONFIGS: [(&str, Layout); 4] = [
+/// (The texture layout is f32 only; f64 benches skip it.)
+pub const CONFIGS: [(&str, Layout); 5] = [
     ("gather", Layout::SlotMajor),
     ("gather", Layout::TetMajor),
     ("gather", Layout::SlotMajorX4),
+    ("gather", Layout::Texture),
     ("block-cached", Layout::SlotMajor),
 ];
 
@@ -56,6 +58,9 @@ pub fn bench_operator<T: Real>(
         let in_block = in_block_fraction(&permuted, block as usize);
         let xp = perm.apply(&x);
         for (name, layout) in CONFIGS {
+            if layout == Layout::Texture && T::DTYPE != crate::kernel::DType::F32 {
+                continue;
+            }
             let kernel = if name == "gather" {
                 KernelKind::Gather
             } else {

@@ -1,10 +1,11 @@
 //! The device driver: k explicit Euler steps x ← x + Δt·L·x without reading back in between.
 
 use bespoke_gpu::bytemuck::Pod;
-use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
+use bespoke_gpu::wgpu::TextureFormat;
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Grid, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
-use crate::kernel::{DType, KernelKind, Layout, WG, padded4, step_wgsl};
+use crate::kernel::{DType, KernelKind, Layout, WG, padded4, step_wgsl, texture_width};
 use crate::operator::Operator;
 
 /// f32 or f64 on the device.
@@ -52,7 +53,7 @@ pub struct Diffusion<'g, T: Real> {
     x: [GpuBuffer<T>; 2],
     launches: [Launch; 2],
     parity: usize,
-    _keep: (Vec<GpuBuffer<T>>, Vec<GpuBuffer<u32>>),
+    _keep: (Vec<GpuBuffer<T>>, Vec<GpuBuffer<u32>>, Vec<GpuTexture>),
 }
 
 impl<'g, T: Real> Diffusion<'g, T> {
@@ -119,6 +120,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 block
             }
         };
+        let mut textures = Vec::new();
         let (vals, idx) = match layout {
             Layout::SlotMajor => {
                 let mut vals = Vec::with_capacity(4);
@@ -160,6 +162,28 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 }
                 (vals, idx)
             }
+            Layout::Texture => {
+                if T::DTYPE != DType::F32 {
+                    return Err(FvError::param(
+                        "layout",
+                        layout.name(),
+                        "textures hold f32 values only; use slot-major for f64",
+                    ));
+                }
+                let width = texture_width(n).ok_or_else(|| {
+                    FvError::Shape(format!(
+                        "{n} tets are more than the texture layout's 8192 × 8192"
+                    ))
+                })?;
+                let v: Vec<[f32; 4]> = op
+                    .values
+                    .iter()
+                    .map(|r| r.map(|a| a as f32))
+                    .collect();
+                textures.push(gpu.upload_texture(TextureFormat::Rgba32Float, width, &v)?);
+                textures.push(gpu.upload_texture(TextureFormat::Rgba32Uint, width, &op.indices)?);
+                (Vec::new(), Vec::new())
+            }
         };
         let ghost = op.ghost();
         let (len, ghost_at) = match layout {
@@ -185,7 +209,8 @@ impl<'g, T: Real> Diffusion<'g, T> {
         };
         let grid = Grid::cover(n as u64, per_group)?;
         let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
-            let mut args: Vec<Arg<'_>> = vals.iter().map(|b| b.arg()).collect();
+            let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
+            args.extend(vals.iter().map(|b| b.arg()));
             args.extend(idx.iter().map(|b| b.arg()));
             args.push(from.arg());
             if layout == Layout::SlotMajorX4 {
@@ -203,7 +228,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             x,
             launches,
             parity: 0,
-            _keep: (vals, idx),
+            _keep: (vals, idx, textures),
         })
     }
 

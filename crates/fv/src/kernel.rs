@@ -37,6 +37,19 @@ pub enum Layout {
     /// Slot-major with four consecutive tets per invocation: vec4 loads of values, indices, x and a vec4 store
     /// (tets padded to a multiple of 4; gather kernel only).
     SlotMajorX4,
+    /// Tet-major, with the operator in two read-only 2-D textures (rgba32float values, rgba32uint indices)
+    /// read with `textureLoad`; x and y stay storage buffers. f32 only (textures hold no f64).
+    Texture,
+}
+
+/// Texels per row of the [`Layout::Texture`] operator for `n` tets: the smallest power of two (≥ 64) that keeps
+/// the rows within 8192, the 2-D texture side every WebGPU adapter offers, so the source does not depend on the
+/// adapter. Past 8192² tets there is none.
+pub fn texture_width(n: usize) -> Option<u32> {
+    const SIDE: u64 = 8192;
+    (6..=13)
+        .map(|p| 1u32 << p)
+        .find(|&w| (n as u64).div_ceil(u64::from(w)) <= SIDE)
 }
 
 impl Layout {
@@ -45,6 +58,7 @@ impl Layout {
             Self::SlotMajor => "slot-major",
             Self::TetMajor => "tet-major",
             Self::SlotMajorX4 => "slot-major-x4",
+            Self::Texture => "texture",
         }
     }
 }
@@ -53,7 +67,8 @@ impl Layout {
 pub const WG: u32 = 256;
 
 /// Bindings, slot-major: 0–3 values of slots 0–3, 4–7 indices, 8 x (n + 1 entries, ghost last), 9 y.
-/// Tet-major: 0 values (vec4 per tet), 1 indices (vec4<u32>), 2 x, 3 y.
+/// Tet-major: 0 values (vec4 per tet), 1 indices (vec4<u32>), 2 x, 3 y. Texture: as tet-major, 0 and 1 being
+/// textures of [`texture_width`] texels per row.
 pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f64) -> String {
     if layout == Layout::SlotMajorX4 {
         return gather_x4_wgsl(dtype, n, dt);
@@ -100,6 +115,17 @@ pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f
             );
             (2, 3)
         }
+        Layout::Texture => {
+            let w = texture_width(n).unwrap_or(1 << 13);
+            let _ = writeln!(
+                s,
+                "const W_LOG: u32 = {}u;
+@group(0) @binding(0) var vt: texture_2d<{t}>;
+@group(0) @binding(1) var it: texture_2d<u32>;",
+                w.trailing_zeros()
+            );
+            (2, 3)
+        }
     };
     let _ = writeln!(
         s,
@@ -118,6 +144,15 @@ pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f
         ),
         Layout::TetMajor => (
             "let vi = vv[i];\n    let ji = iv[i];\n".into(),
+            ["vi.x", "vi.y", "vi.z", "vi.w"],
+            ["ji.x", "ji.y", "ji.z", "ji.w"],
+        ),
+        Layout::Texture => (
+            "let c = vec2<u32>(i & ((1u << W_LOG) - 1u), i >> W_LOG);
+    let vi = textureLoad(vt, c, 0);
+    let ji = textureLoad(it, c, 0);
+    "
+            .into(),
             ["vi.x", "vi.y", "vi.z", "vi.w"],
             ["ji.x", "ji.y", "ji.z", "ji.w"],
         ),
@@ -249,7 +284,15 @@ mod tests {
                 KernelKind::BlockCached { block: 256 },
                 KernelKind::BlockCached { block: 2048 },
             ] {
-                for layout in [Layout::SlotMajor, Layout::TetMajor, Layout::SlotMajorX4] {
+                for layout in [
+                    Layout::SlotMajor,
+                    Layout::TetMajor,
+                    Layout::SlotMajorX4,
+                    Layout::Texture,
+                ] {
+                    if layout == Layout::Texture && dtype == DType::F64 {
+                        continue;
+                    }
                     let src = step_wgsl(kind, layout, dtype, 12345, 0.01);
                     validate_wgsl(&src, caps_for(dtype == DType::F64, false)).unwrap_or_else(|e| {
                         panic!("{} {dtype:?} {layout:?}: {e}\n{src}", kind.name())

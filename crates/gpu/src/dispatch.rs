@@ -23,6 +23,8 @@ pub enum Arg<'a> {
     },
     /// Bytes for a `var<uniform>`; the layer makes the buffer.
     Uniform(Vec<u8>),
+    /// A texture read with `textureLoad` (a `texture_2d<…>` binding).
+    Texture(&'a wgpu::TextureView),
 }
 
 impl Arg<'static> {
@@ -195,7 +197,7 @@ impl Gpu {
                                 },
                             ))
                         }
-                        Arg::Storage { .. } => None,
+                        Arg::Storage { .. } | Arg::Texture(_) => None,
                     })
                     .collect();
             let entries: Vec<wgpu::BindGroupEntry<'_>> = args
@@ -218,6 +220,7 @@ impl Gpu {
                             size: wgpu::BufferSize::new(*size),
                         }),
                         (Arg::Uniform(_), Some(u)) => u.as_entire_binding(),
+                        (Arg::Texture(view), _) => wgpu::BindingResource::TextureView(view),
                         (Arg::Uniform(_), None) => {
                             unreachable!("every uniform argument has a buffer")
                         }

@@ -26,6 +26,7 @@ mod kernel;
 mod pipeline;
 mod probe;
 pub mod testing;
+mod texture;
 mod timing;
 mod validate;
 
@@ -39,6 +40,7 @@ pub use error::{GpuError, Result};
 pub use kernel::{Kernel, KernelId, stable_hash};
 pub use pipeline::{CachedPipeline, GRID_WGSL};
 pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};
+pub use texture::GpuTexture;
 pub use timing::{Timing, TimingSource};
 pub use validate::{Capabilities, caps_for, validate_wgsl};
 

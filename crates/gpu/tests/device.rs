@@ -326,3 +326,44 @@ fn run_alternating_keeps_the_order_and_reports_the_next_kernel() {
     assert_eq!(gpu.run_alternating([&la, &lb], 1, 0).unwrap(), 1);
     assert_eq!(gpu.read(&x).unwrap(), [115]);
 }
+
+const TEXEL_COPY: &str = "
+@group(0) @binding(0) var t: texture_2d<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<u32>>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    let w = textureDimensions(t).x;
+    if g.x < arrayLength(&out) { out[g.x] = textureLoad(t, vec2<u32>(g.x % w, g.x / w), 0); }
+}";
+
+#[test]
+fn textures_hold_what_was_uploaded() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    // 1000 texels in rows of 64: 15 full rows and a partial one; more rows than one write call's 256 below.
+    for (texels, width) in [(1000usize, 64u32), (70_001, 128)] {
+        let data: Vec<[u32; 4]> = (0..texels).map(|_| r.random()).collect();
+        let t = gpu
+            .upload_texture(bespoke_gpu::wgpu::TextureFormat::Rgba32Uint, width, &data)
+            .unwrap();
+        assert_eq!((t.width(), t.texels()), (width, texels));
+        let out = gpu.alloc_filled(texels * 4, u32::MAX).unwrap();
+        let k = Kernel::new("texel-copy", TEXEL_COPY);
+        let l = gpu
+            .prepare(&k, &[t.arg(), out.arg()], Grid::cover(texels as u64, 64).unwrap())
+            .unwrap();
+        gpu.run(&[&l]).unwrap();
+        let got = gpu.read(&out).unwrap();
+        assert_eq!(got, data.concat(), "{texels} texels in rows of {width}");
+    }
+    // Misuse is an error naming the problem.
+    let max = gpu.limits().max_texture_dimension_2d;
+    let e = gpu
+        .upload_texture(bespoke_gpu::wgpu::TextureFormat::Rgba32Float, max * 2, &[[0f32; 4]; 3])
+        .unwrap_err();
+    assert!(matches!(e, GpuError::LimitExceeded { .. }), "{e}");
+    let e = gpu
+        .upload_texture(bespoke_gpu::wgpu::TextureFormat::Rgba32Float, 64, &[0f32; 3])
+        .unwrap_err();
+    assert!(e.to_string().contains("texels"), "{e}");
+}
