@@ -93,6 +93,10 @@ pub struct RunArgs {
     /// gather or block-cached.
     #[arg(long, default_value = "block-cached")]
     kernel: String,
+    /// How the operator is stored: slot-major, tet-major, slot-major-x4 (gather only) or texture (f32 only);
+    /// auto picks texture in f32 and slot-major in f64.
+    #[arg(long, default_value = "auto")]
+    layout: String,
     #[arg(long, default_value_t = 100)]
     steps: usize,
     /// Fixed value on the boundary (default: zero flux).
@@ -150,6 +154,15 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
         },
         k => return Err(format!("--kernel `{k}`: expected gather or block-cached").into()),
     };
+    let layout = match a.layout.as_str() {
+        "auto" => Layout::default_for(T::DTYPE),
+        l => Layout::parse(l).ok_or_else(|| {
+            format!(
+                "--layout `{l}`: expected auto, {}",
+                Layout::ALL.map(|l| l.name()).join(", ")
+            )
+        })?,
+    };
     let kind = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
     let (name, mesh) = a.mesh.load()?;
     let op = operator(&mesh, a.dirichlet)?;
@@ -174,7 +187,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
         .collect();
     let mass = |x: &[f64]| op.volumes.iter().zip(x).map(|(v, x)| v * x).sum::<f64>();
     let dt = 0.5 / op.max_row_sum();
-    let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, Layout::SlotMajor, dt)?;
+    let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
     d.set_x(&perm.apply(&x0))?;
     let t = Instant::now();
     d.step(a.steps)?;
@@ -182,11 +195,12 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
     let x = perm.undo(&d.x()?);
     let (m0, m1) = (mass(&x0), mass(&x));
     println!(
-        "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel) in {seconds:.3} s; \
+        "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel, {} layout) in {seconds:.3} s; \
          mass {m0:.9e} → {m1:.9e} (relative drift {:.2e})",
         a.steps,
         kind.name(),
         kernel.name(),
+        layout.name(),
         (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE)
     );
     if let Some(p) = &a.vtu {
@@ -196,7 +210,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
         json_file,
         &json!({
             "mesh": name, "tets": n, "steps": a.steps, "ordering": kind.name(), "kernel": kernel.name(),
-            "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
+            "layout": layout.name(), "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
             "mass_rel_drift": (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE), "seconds": seconds,
             "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu),
         }),
@@ -321,14 +335,15 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
         probe.gbps
     );
     println!(
-        "{:>9} {:>13} {:>12} {:>10} {:>8} {:>8}",
-        "block", "kernel", "kernel block", "ms/step", "GB/s", "of copy"
+        "{:>9} {:>13} {:>11} {:>12} {:>10} {:>8} {:>8}",
+        "block", "kernel", "layout", "kernel block", "ms/step", "GB/s", "of copy"
     );
     for p in &points {
         println!(
-            "{:>9} {:>13} {:>12} {:>10.3} {:>8.2} {:>8.3}",
+            "{:>9} {:>13} {:>11} {:>12} {:>10.3} {:>8.2} {:>8.3}",
             p.block,
             p.kernel,
+            p.layout,
             p.kernel_block,
             p.seconds_per_step * 1e3,
             p.gbps,
@@ -341,25 +356,19 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
     );
     // An ideal operator of block b keeps every reference in its block; a real ordering with in-block fraction f
     // is drawn at the block size where f of an ideal block's references would fall inside a `block_size` window.
+    let curve = |kernel: &str, layout: &str, colour: [u8; 3]| Series {
+        points: points
+            .iter()
+            .filter(|p| p.kernel == kernel && p.layout == layout)
+            .map(|p| ((p.block as f64).log2(), p.gbps))
+            .collect(),
+        colour,
+        line: true,
+    };
     let mut series = vec![
-        Series {
-            points: points
-                .iter()
-                .filter(|p| p.kernel == "gather")
-                .map(|p| ((p.block as f64).log2(), p.gbps))
-                .collect(),
-            colour: [0, 114, 178],
-            line: true,
-        },
-        Series {
-            points: points
-                .iter()
-                .filter(|p| p.kernel == "block-cached")
-                .map(|p| ((p.block as f64).log2(), p.gbps))
-                .collect(),
-            colour: [213, 94, 0],
-            line: true,
-        },
+        curve("gather", "slot-major", [0, 114, 178]),
+        curve("block-cached", "slot-major", [213, 94, 0]),
+        curve("gather", "texture", [0, 158, 115]),
     ];
     let mut marks = Vec::new();
     for r in real
@@ -398,13 +407,14 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
         let x_max = (*blocks.last().unwrap_or(&32) as f64).log2();
         write_plot(p, &series, (5.0, x_max), y_max, probe.gbps)?;
         println!(
-            "plot: {} (blue gather, orange block-cached, dashed grey copy bandwidth, dots the real orderings)",
+            "plot: {} (blue gather, orange block-cached, green gather with the operator in textures (f32), dashed grey \
+             copy bandwidth, dots the real orderings under gather slot-major)",
             p.display()
         );
     }
     let pts: Vec<_> = points
         .iter()
-        .map(|p| json!({"block": p.block, "kernel": p.kernel, "kernel_block": p.kernel_block,
+        .map(|p| json!({"block": p.block, "kernel": p.kernel, "layout": p.layout, "kernel_block": p.kernel_block,
             "seconds_per_step": p.seconds_per_step, "gbps": p.gbps, "copy_fraction": p.gbps / probe.gbps}))
         .collect();
     write_json(

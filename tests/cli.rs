@@ -581,6 +581,7 @@ fn fv_run_conserves_mass_and_writes_vtu() {
     }
     assert_eq!(v["tets"].as_u64(), Some(2694));
     assert_eq!(v["ordering"], "rcm");
+    assert_eq!(v["layout"], "texture", "f32 defaults to the texture layout");
     assert!(v["mass_rel_drift"].as_f64().unwrap() < 1e-5, "{v}");
     let text = std::fs::read_to_string(&vtu).unwrap();
     assert!(text.starts_with("<?xml") && text.contains(r#"NumberOfCells="2694""#));
@@ -610,8 +611,8 @@ fn fv_bench_times_every_ordering_and_kernel() {
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(
         runs.len(),
-        6 * 4,
-        "every ordering × (gather: slot-major, tet-major, x4; block-cached)"
+        6 * 6,
+        "every ordering × (gather: slot-major, tet-major, x4, texture; block-cached: slot-major, texture)"
     );
     for r in runs {
         for key in [
@@ -664,6 +665,16 @@ fn fv_rejects_bad_input_clearly() {
             "block-size",
         ),
         (vec!["fv", "run", "--box", "3", "--dtype", "f16"], "dtype"),
+        (
+            vec!["fv", "run", "--box", "3", "--layout", "csr"],
+            "--layout `csr`",
+        ),
+        (
+            vec![
+                "fv", "run", "--box", "3", "--layout", "texture", "--dtype", "f64",
+            ],
+            "f32 values only",
+        ),
         (vec!["fv", "run"], "--box"),
     ] {
         let out = bespoke(&args);
@@ -706,8 +717,8 @@ fn fv_sweep_plots_ideal_operators_and_real_orderings() {
     );
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let ideal = v["ideal"].as_array().unwrap();
-    // Blocks 32 … 4096: 8 sizes × 2 kernels.
-    assert_eq!(ideal.len(), 16);
+    // Blocks 32 … 4096: 8 sizes × (gather, block-cached, gather texture).
+    assert_eq!(ideal.len(), 24);
     assert!(ideal.iter().all(|p| p["gbps"].as_f64().unwrap() > 0.0));
     assert_eq!(v["orderings"].as_array().unwrap().len(), 6);
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");

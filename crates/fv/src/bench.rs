@@ -28,12 +28,13 @@ pub fn min_bytes_per_tet(s: usize) -> usize {
 
 /// The kernels and layouts the bench times.
 /// (The texture layout is f32 only; f64 benches skip it.)
-pub const CONFIGS: [(&str, Layout); 5] = [
+pub const CONFIGS: [(&str, Layout); 6] = [
     ("gather", Layout::SlotMajor),
     ("gather", Layout::TetMajor),
     ("gather", Layout::SlotMajorX4),
     ("gather", Layout::Texture),
     ("block-cached", Layout::SlotMajor),
+    ("block-cached", Layout::Texture),
 ];
 
 /// Times every ordering × kernel configuration (`reps` step pairs after two warm-up pairs each).

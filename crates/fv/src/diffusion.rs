@@ -69,6 +69,13 @@ impl<'g, T: Real> Diffusion<'g, T> {
         if n == 0 {
             return Err(FvError::Shape("the operator has no tets".into()));
         }
+        if layout == Layout::Texture && T::DTYPE != DType::F32 {
+            return Err(FvError::param(
+                "layout",
+                layout.name(),
+                "textures hold f32 values only; use slot-major for f64",
+            ));
+        }
         if T::DTYPE == DType::F64 && !gpu.has_f64() {
             return Err(FvError::Unsupported(format!(
                 "f64 needs SHADER_F64, which adapter `{}` lacks",
@@ -163,23 +170,12 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 (vals, idx)
             }
             Layout::Texture => {
-                if T::DTYPE != DType::F32 {
-                    return Err(FvError::param(
-                        "layout",
-                        layout.name(),
-                        "textures hold f32 values only; use slot-major for f64",
-                    ));
-                }
                 let width = texture_width(n).ok_or_else(|| {
                     FvError::Shape(format!(
                         "{n} tets are more than the texture layout's 8192 × 8192"
                     ))
                 })?;
-                let v: Vec<[f32; 4]> = op
-                    .values
-                    .iter()
-                    .map(|r| r.map(|a| a as f32))
-                    .collect();
+                let v: Vec<[f32; 4]> = op.values.iter().map(|r| r.map(|a| a as f32)).collect();
                 textures.push(gpu.upload_texture(TextureFormat::Rgba32Float, width, &v)?);
                 textures.push(gpu.upload_texture(TextureFormat::Rgba32Uint, width, &op.indices)?);
                 (Vec::new(), Vec::new())

@@ -61,6 +61,26 @@ impl Layout {
             Self::Texture => "texture",
         }
     }
+
+    pub const ALL: [Layout; 4] = [
+        Self::SlotMajor,
+        Self::TetMajor,
+        Self::SlotMajorX4,
+        Self::Texture,
+    ];
+
+    /// A layout by its CLI/JSON name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.name() == s)
+    }
+
+    /// The fastest measured layout for `dtype` (docs/perf.md): the texture layout in f32, slot-major in f64.
+    pub fn default_for(dtype: DType) -> Self {
+        match dtype {
+            DType::F32 => Self::Texture,
+            _ => Self::SlotMajor,
+        }
+    }
 }
 
 /// Invocations per workgroup.

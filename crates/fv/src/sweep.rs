@@ -55,6 +55,7 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
 pub struct SweepPoint {
     pub block: usize,
     pub kernel: &'static str,
+    pub layout: &'static str,
     /// The workgroup block of the block-cached kernel (≤ what workgroup memory holds).
     pub kernel_block: u32,
     pub seconds_per_step: f64,
@@ -68,7 +69,8 @@ pub fn max_kernel_block(gpu: &bespoke_gpu::Gpu, size: usize) -> u32 {
     (fit / WG * WG).clamp(WG, 8192)
 }
 
-/// Times the gather and block-cached kernels on ideal operators of `n` tets for each block size.
+/// Times the gather and block-cached kernels (slot-major) and, in f32, gather with the operator in textures, on
+/// ideal operators of `n` tets for each block size.
 pub fn sweep<T: Real>(
     gpu: &bespoke_gpu::Gpu,
     n: usize,
@@ -89,14 +91,22 @@ pub fn sweep<T: Real>(
         } else {
             cap
         };
-        for kernel in [KernelKind::Gather, KernelKind::BlockCached { block: kb }] {
-            let mut d = Diffusion::<T>::new(gpu, &op, kernel, Layout::SlotMajor, dt)?;
+        let mut configs = vec![
+            (KernelKind::Gather, Layout::SlotMajor),
+            (KernelKind::BlockCached { block: kb }, Layout::SlotMajor),
+        ];
+        if T::DTYPE == crate::kernel::DType::F32 {
+            configs.push((KernelKind::Gather, Layout::Texture));
+        }
+        for (kernel, layout) in configs {
+            let mut d = Diffusion::<T>::new(gpu, &op, kernel, layout, dt)?;
             d.set_x(&vec![1.0; n])?;
             let t = d.time_pairs(1, reps)?;
             let s = t.median() / 2.0;
             out.push(SweepPoint {
                 block: b,
                 kernel: kernel.name(),
+                layout: layout.name(),
                 kernel_block: kb,
                 seconds_per_step: s,
                 gbps: bytes / s / 1e9,

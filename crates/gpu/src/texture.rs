@@ -72,7 +72,7 @@ impl Gpu {
             ))
         })?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        if bytes.len() % bpt as usize != 0 {
+        if !bytes.len().is_multiple_of(bpt as usize) {
             return Err(GpuError::InvalidArgument(format!(
                 "{} bytes are not a whole number of {format:?} texels ({bpt} B each)",
                 bytes.len()

@@ -350,7 +350,11 @@ fn textures_hold_what_was_uploaded() {
         let out = gpu.alloc_filled(texels * 4, u32::MAX).unwrap();
         let k = Kernel::new("texel-copy", TEXEL_COPY);
         let l = gpu
-            .prepare(&k, &[t.arg(), out.arg()], Grid::cover(texels as u64, 64).unwrap())
+            .prepare(
+                &k,
+                &[t.arg(), out.arg()],
+                Grid::cover(texels as u64, 64).unwrap(),
+            )
             .unwrap();
         gpu.run(&[&l]).unwrap();
         let got = gpu.read(&out).unwrap();
@@ -359,11 +363,19 @@ fn textures_hold_what_was_uploaded() {
     // Misuse is an error naming the problem.
     let max = gpu.limits().max_texture_dimension_2d;
     let e = gpu
-        .upload_texture(bespoke_gpu::wgpu::TextureFormat::Rgba32Float, max * 2, &[[0f32; 4]; 3])
+        .upload_texture(
+            bespoke_gpu::wgpu::TextureFormat::Rgba32Float,
+            max * 2,
+            &[[0f32; 4]; 3],
+        )
         .unwrap_err();
     assert!(matches!(e, GpuError::LimitExceeded { .. }), "{e}");
     let e = gpu
-        .upload_texture(bespoke_gpu::wgpu::TextureFormat::Rgba32Float, 64, &[0f32; 3])
+        .upload_texture(
+            bespoke_gpu::wgpu::TextureFormat::Rgba32Float,
+            64,
+            &[0f32; 3],
+        )
         .unwrap_err();
     assert!(e.to_string().contains("texels"), "{e}");
 }
