@@ -368,7 +368,7 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
     let mut series = vec![
         curve("gather", "slot-major", [0, 114, 178]),
         curve("block-cached", "slot-major", [213, 94, 0]),
-        curve("gather", "texture", [0, 158, 115]),
+        curve("gather", "texture", [178, 34, 34]),
     ];
     let mut marks = Vec::new();
     for r in real
@@ -407,7 +407,7 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
         let x_max = (*blocks.last().unwrap_or(&32) as f64).log2();
         write_plot(p, &series, (5.0, x_max), y_max, probe.gbps)?;
         println!(
-            "plot: {} (blue gather, orange block-cached, green gather with the operator in textures (f32), dashed grey \
+            "plot: {} (blue gather, orange block-cached, red gather with the operator in textures (f32), dashed grey \
              copy bandwidth, dots the real orderings under gather slot-major)",
             p.display()
         );

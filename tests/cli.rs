@@ -94,6 +94,10 @@ fn bench_quick_writes_one_object_with_every_section() {
         runs.iter()
             .all(|r| r["gbps"].as_f64().is_some_and(|g| g > 0.0))
     );
+    assert!(
+        runs.iter().any(|r| r["variant"] == "texture-to-buffer"),
+        "the texture-read reference is reported: {runs:?}"
+    );
 }
 
 #[test]

@@ -31,12 +31,23 @@ impl Section for CopySection {
             })
             .collect::<Result<Vec<_>, _>>()?;
         probes.push(ctx.probe.clone());
+        // Not a reference any section divides by: where it beats the buffer copy, that adapter's storage-buffer
+        // loads, not its memory, set the reference (llvmpipe: ~4×).
+        probes.push(ctx.gpu.texture_copy_bandwidth(&ProbeOptions {
+            bytes: ctx.probe.bytes,
+            warmup: 2,
+            reps: if ctx.quick { 5 } else { 10 },
+        })?);
         let mut rows = Vec::new();
         let mut runs = Vec::new();
         for p in probes {
             rows.push(Row {
                 section: "copy",
-                case: format!("vec4 copy {} MiB", p.bytes >> 20),
+                case: if p.variant == "texture-to-buffer" {
+                    format!("texture→buffer copy {} MiB", p.bytes >> 20)
+                } else {
+                    format!("vec4 copy {} MiB", p.bytes >> 20)
+                },
                 seconds: p.median_seconds,
                 rate: p.gbps,
                 unit: "GB/s",

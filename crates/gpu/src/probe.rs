@@ -9,6 +9,10 @@ use crate::pipeline::GRID_WGSL;
 use crate::timing::TimingSource;
 
 const COPY_WGSL: &str = include_str!("../../../shaders/copy.wgsl");
+const COPY_TEXTURE_WGSL: &str = include_str!("../../../shaders/copy_texture.wgsl");
+
+/// Texels per row of the texture-read probe's texture.
+const TEXTURE_ROW: u32 = 4096;
 
 /// Default probe size: far past any last-level cache.
 pub const DEFAULT_PROBE_BYTES: u64 = 256 << 20;
@@ -154,6 +158,47 @@ impl Gpu {
     }
 }
 
+impl Gpu {
+    /// A second reference, not the one benchmarks divide by: texels of a rgba32float texture copied into a
+    /// buffer (`textureLoad`, one vec4 per invocation), GB/s counting bytes read plus written. Sized like the
+    /// buffer probe but within one binding and the adapter's texture side. On GPUs it lands near the buffer copy;
+    /// on llvmpipe it shows how far its storage-buffer loads sit below the memory system.
+    pub fn texture_copy_bandwidth(&self, opts: &ProbeOptions) -> Result<CopyProbe> {
+        let rows = u64::from(self.limits.max_texture_dimension_2d);
+        let bytes = opts
+            .bytes
+            .min(self.binding_limit)
+            .min(rows * u64::from(TEXTURE_ROW) * 16)
+            / (16 * u64::from(TEXTURE_ROW))
+            * (16 * u64::from(TEXTURE_ROW));
+        if bytes == 0 {
+            return Err(GpuError::InvalidArgument(
+                "texture copy probe of 0 bytes".into(),
+            ));
+        }
+        let n = (bytes / 16) as usize;
+        let data: Vec<[f32; 4]> = (0..n).map(|i| [i as f32, 1.0, 2.0, 3.0]).collect();
+        let src = self.upload_texture(wgpu::TextureFormat::Rgba32Float, TEXTURE_ROW, &data)?;
+        drop(data);
+        let dst = self.alloc::<[f32; 4]>(n)?;
+        let wg = self.limits.max_compute_invocations_per_workgroup.min(256);
+        let kernel = Kernel::new("copy_texture", format!("{GRID_WGSL}\n{COPY_TEXTURE_WGSL}"))
+            .constant("WG", f64::from(wg))
+            .constant("W", f64::from(TEXTURE_ROW));
+        let launch = self.prepare(&kernel, &[src.arg(), dst.arg()], Grid::cover(n as u64, wg)?)?;
+        let timing = self.time(&[&launch], opts.warmup, opts.reps)?;
+        let median = timing.median();
+        Ok(CopyProbe {
+            bytes,
+            gbps: 2.0 * bytes as f64 / median / 1e9,
+            median_seconds: median,
+            variant: "texture-to-buffer".into(),
+            reps: timing.samples.len(),
+            timing: timing.source,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +207,10 @@ mod tests {
     #[test]
     fn copy_shader_validates_without_a_device() {
         validate_wgsl(&format!("{GRID_WGSL}\n{COPY_WGSL}"), Capabilities::empty()).unwrap();
+        validate_wgsl(
+            &format!("{GRID_WGSL}\n{COPY_TEXTURE_WGSL}"),
+            Capabilities::empty(),
+        )
+        .unwrap();
     }
 }
