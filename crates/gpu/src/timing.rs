@@ -56,11 +56,12 @@ impl Gpu {
             self.run_n(launches, warmup)?;
         }
         if self.has_timestamps() {
-            let samples = self.time_with_timestamps(launches, reps)?;
-            // Some drivers return zeros for passes that are too short or unsupported: fall back.
-            if samples.iter().all(|s| *s > 0.0) {
+            let timed = self.time_with_timestamps(launches, reps)?;
+            // Some drivers return zeros for passes that are too short or unsupported, some implausible times
+            // (below): fall back.
+            if timed.0.iter().all(|s| *s > 0.0) && plausible(&timed) {
                 return Ok(Timing {
-                    samples,
+                    samples: timed.0,
                     source: crate::TimingSource::GpuTimestamps,
                 });
             }
@@ -77,7 +78,8 @@ impl Gpu {
         })
     }
 
-    fn time_with_timestamps(&self, launches: &[&Launch], reps: usize) -> Result<Vec<f64>> {
+    /// Timestamp samples, with the wall-clock seconds of the one submission that holds them all.
+    fn time_with_timestamps(&self, launches: &[&Launch], reps: usize) -> Result<(Vec<f64>, f64)> {
         let count = (2 * reps) as u32;
         let qs = self.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("bespoke timing"),
@@ -113,7 +115,9 @@ impl Gpu {
         }
         enc.resolve_query_set(&qs, 0..count, &resolve, 0);
         enc.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
+        let wall = Instant::now();
         self.submit_and_map(enc, &staging, bytes, "timing kernels")?;
+        let wall = wall.elapsed().as_secs_f64();
         let ticks: Vec<u64> = {
             let view = staging.get_mapped_range(..).map_err(|e| GpuError::Wgpu {
                 context: "viewing timestamps".into(),
@@ -123,11 +127,23 @@ impl Gpu {
         };
         staging.unmap();
         let period_ns = f64::from(self.queue.get_timestamp_period());
-        Ok(ticks
+        let samples = ticks
             .chunks_exact(2)
             .map(|p| p[1].saturating_sub(p[0]) as f64 * period_ns * 1e-9)
-            .collect())
+            .collect();
+        Ok((samples, wall))
     }
+}
+
+/// Passes longer than this are checked against the wall clock.
+const CHECKED_PASS_SECONDS: f64 = 0.01;
+
+/// Whether timestamp samples can be believed: when the submission took at least 10 ms per pass by the wall clock,
+/// the passes must account for two thirds of it. llvmpipe (Mesa 22.3) fails this once any kernel in the process
+/// has written a storage texture: its timestamps then read from 2× to 1000× too short (docs/perf.md).
+fn plausible((samples, wall): &(Vec<f64>, f64)) -> bool {
+    let per_pass = wall / samples.len().max(1) as f64;
+    per_pass < CHECKED_PASS_SECONDS || samples.iter().sum::<f64>() >= 2.0 / 3.0 * wall
 }
 
 #[cfg(test)]
@@ -144,5 +160,15 @@ mod tests {
         assert_eq!(t(&[4.0, 1.0, 2.0, 3.0]).median(), 2.5);
         assert_eq!(t(&[4.0, 1.0]).min(), 1.0);
         assert!(t(&[]).median().is_nan());
+    }
+
+    #[test]
+    fn timestamps_far_below_the_wall_clock_are_refused() {
+        // Long passes: the samples must cover two thirds of the wall clock.
+        assert!(plausible(&(vec![0.1; 10], 1.05)));
+        assert!(!plausible(&(vec![0.05; 10], 1.05)));
+        assert!(!plausible(&(vec![1e-5; 10], 1.05)));
+        // Short passes are dominated by submission overhead: not checked.
+        assert!(plausible(&(vec![1e-6; 100], 0.5)));
     }
 }

@@ -1,0 +1,62 @@
+//! Its own test binary (so its own process): writing a storage texture changes how llvmpipe's timestamps behave
+//! for the rest of the process, which would disturb the timing tests beside it.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use bespoke_gpu::testing::test_gpu;
+use bespoke_gpu::{Arg, CopyVariant, Grid, Kernel};
+
+#[test]
+fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
+    let Some(gpu) = test_gpu() else { return };
+    // llvmpipe's timestamps go wrong for the rest of the process once a kernel writes a storage texture; the
+    // timing layer must notice and fall back to the wall clock.
+    let t = gpu
+        .device()
+        .create_texture(&bespoke_gpu::wgpu::TextureDescriptor {
+            label: Some("storage texture"),
+            size: bespoke_gpu::wgpu::Extent3d {
+                width: 64,
+                height: 1,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: bespoke_gpu::wgpu::TextureDimension::D2,
+            format: bespoke_gpu::wgpu::TextureFormat::R32Float,
+            usage: bespoke_gpu::wgpu::TextureUsages::STORAGE_BINDING,
+            view_formats: &[],
+        });
+    let view = t.create_view(&Default::default());
+    let k = Kernel::new(
+        "storage-texture-write",
+        "@group(0) @binding(0) var o: texture_storage_2d<r32float, write>;
+@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) {
+    textureStore(o, vec2<u32>(i, 0u), vec4<f32>(1.0));
+}",
+    );
+    gpu.run(&[&gpu
+        .prepare(&k, &[Arg::Texture(&view)], Grid::d1(1))
+        .unwrap()])
+        .unwrap();
+    let n = 4 << 20; // 64 MiB of vec4
+    let (src, dst) = (
+        gpu.alloc_filled::<[f32; 4]>(n, [1.0; 4]).unwrap(),
+        gpu.alloc::<[f32; 4]>(n).unwrap(),
+    );
+    let launches = gpu
+        .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
+        .unwrap();
+    let refs: Vec<_> = launches.iter().collect();
+    let timed = gpu.time(&refs, 1, 3).unwrap();
+    let wall = std::time::Instant::now();
+    gpu.run_n(&refs, 3).unwrap();
+    let wall = wall.elapsed().as_secs_f64() / 3.0;
+    assert!(
+        timed.median() >= 0.5 * wall,
+        "{:?} says {:.3} ms per copy, the wall clock {:.3} ms",
+        timed.source,
+        timed.median() * 1e3,
+        wall * 1e3
+    );
+}
