@@ -1,4 +1,5 @@
-//! Read-only 2-D textures for constant data that kernels gather from (`textureLoad`, no sampler).
+//! 2-D textures: read-only ones for constant data that kernels gather from (`textureLoad`, no sampler), and
+//! writable (storage) ones.
 //!
 //! Why: some adapters fetch texels far more cheaply than storage-buffer elements at scattered addresses
 //! (llvmpipe gathers texels with vector instructions but loads storage elements one lane at a time), and on
@@ -58,6 +59,86 @@ fn texel_bytes(format: wgpu::TextureFormat) -> Option<u32> {
 }
 
 impl Gpu {
+    /// A zeroed 2-D (array) texture of `size` = [width, height, layers], checked against the adapter's limits.
+    fn create_texture(
+        &self,
+        format: wgpu::TextureFormat,
+        size: [u32; 3],
+        usage: wgpu::TextureUsages,
+    ) -> Result<wgpu::Texture> {
+        let [width, height, layers] = size;
+        let (max, max_layers) = (
+            self.limits.max_texture_dimension_2d,
+            self.limits.max_texture_array_layers,
+        );
+        if width == 0
+            || height == 0
+            || layers == 0
+            || width.max(height) > max
+            || layers > max_layers
+        {
+            return Err(GpuError::LimitExceeded {
+                what: format!(
+                    "2-D texture of {width} × {height} × {layers} texels (the adapter allows {max} × {max} × \
+                     {max_layers})"
+                ),
+                asked: u64::from(width.max(height)),
+                max: u64::from(max),
+            });
+        }
+        self.scoped(
+            &format!("allocating a {width} × {height} × {layers} {format:?} texture"),
+            || {
+                self.device.create_texture(&wgpu::TextureDescriptor {
+                    label: Some("bespoke texture"),
+                    size: wgpu::Extent3d {
+                        width,
+                        height,
+                        depth_or_array_layers: layers,
+                    },
+                    mip_level_count: 1,
+                    sample_count: 1,
+                    dimension: wgpu::TextureDimension::D2,
+                    format,
+                    usage,
+                    view_formats: &[],
+                })
+            },
+        )
+    }
+
+    /// A zeroed texture of `layers` layers of `width` × `height` texels that kernels write with `textureStore`
+    /// (`texture_storage_2d_array<…, write>`, or `texture_storage_2d` for one layer) and, bound in a later
+    /// dispatch, read with `textureLoad`. Beware llvmpipe: after a storage-texture write its timestamps go wrong
+    /// for the rest of the process (`Gpu::time` notices and uses the wall clock).
+    pub fn alloc_storage_texture(
+        &self,
+        format: wgpu::TextureFormat,
+        width: u32,
+        height: u32,
+        layers: u32,
+    ) -> Result<GpuTexture> {
+        let raw = self.create_texture(
+            format,
+            [width, height, layers],
+            wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
+        )?;
+        let view = raw.create_view(&wgpu::TextureViewDescriptor {
+            dimension: Some(if layers > 1 {
+                wgpu::TextureViewDimension::D2Array
+            } else {
+                wgpu::TextureViewDimension::D2
+            }),
+            ..Default::default()
+        });
+        Ok(GpuTexture {
+            raw,
+            view,
+            width,
+            texels: width as usize * height as usize * layers as usize,
+        })
+    }
+
     /// Uploads `data` (whole texels of `format`, e.g. `[f32; 4]` for `Rgba32Float`) into a new texture of rows
     /// of `width` texels that kernels read with `textureLoad`. The last row is padded with zero texels.
     pub fn upload_texture<T: Pod>(
@@ -92,22 +173,11 @@ impl Gpu {
         }
         let rows = rows as u32;
         let what = format!("a {width} × {rows} {format:?} texture");
-        let raw = self.scoped(&format!("allocating {what}"), || {
-            self.device.create_texture(&wgpu::TextureDescriptor {
-                label: Some("bespoke texture"),
-                size: wgpu::Extent3d {
-                    width,
-                    height: rows,
-                    depth_or_array_layers: 1,
-                },
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D2,
-                format,
-                usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
-                view_formats: &[],
-            })
-        })?;
+        let raw = self.create_texture(
+            format,
+            [width, rows, 1],
+            wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+        )?;
         let row_bytes = (width * bpt) as usize;
         let mut padded_row = vec![0u8; row_bytes];
         self.scoped(&format!("writing {what}"), || {

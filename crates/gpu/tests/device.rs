@@ -378,4 +378,8 @@ fn textures_hold_what_was_uploaded() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("texels"), "{e}");
+    let e = gpu
+        .alloc_storage_texture(bespoke_gpu::wgpu::TextureFormat::R32Float, 16, max + 1, 1)
+        .unwrap_err();
+    assert!(matches!(e, GpuError::LimitExceeded { .. }), "{e}");
 }

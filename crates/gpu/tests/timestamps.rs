@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use bespoke_gpu::testing::test_gpu;
-use bespoke_gpu::{Arg, CopyVariant, Grid, Kernel};
+use bespoke_gpu::{CopyVariant, Grid, Kernel};
 
 #[test]
 fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
@@ -12,22 +12,8 @@ fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
     // llvmpipe's timestamps go wrong for the rest of the process once a kernel writes a storage texture; the
     // timing layer must notice and fall back to the wall clock.
     let t = gpu
-        .device()
-        .create_texture(&bespoke_gpu::wgpu::TextureDescriptor {
-            label: Some("storage texture"),
-            size: bespoke_gpu::wgpu::Extent3d {
-                width: 64,
-                height: 1,
-                depth_or_array_layers: 1,
-            },
-            mip_level_count: 1,
-            sample_count: 1,
-            dimension: bespoke_gpu::wgpu::TextureDimension::D2,
-            format: bespoke_gpu::wgpu::TextureFormat::R32Float,
-            usage: bespoke_gpu::wgpu::TextureUsages::STORAGE_BINDING,
-            view_formats: &[],
-        });
-    let view = t.create_view(&Default::default());
+        .alloc_storage_texture(bespoke_gpu::wgpu::TextureFormat::R32Float, 64, 1, 1)
+        .unwrap();
     let k = Kernel::new(
         "storage-texture-write",
         "@group(0) @binding(0) var o: texture_storage_2d<r32float, write>;
@@ -35,9 +21,7 @@ fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
     textureStore(o, vec2<u32>(i, 0u), vec4<f32>(1.0));
 }",
     );
-    gpu.run(&[&gpu
-        .prepare(&k, &[Arg::Texture(&view)], Grid::d1(1))
-        .unwrap()])
+    gpu.run(&[&gpu.prepare(&k, &[t.arg()], Grid::d1(1)).unwrap()])
         .unwrap();
     let n = 4 << 20; // 64 MiB of vec4
     let (src, dst) = (

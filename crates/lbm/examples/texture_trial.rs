@@ -170,33 +170,11 @@ fn main() -> Res<()> {
             Storage::F16 => ("u32", "r32uint", wgpu::TextureFormat::R32Uint),
         };
         let tsrc = texture_source(&src, word, format)?;
-        let mk = || {
-            gpu.device().create_texture(&wgpu::TextureDescriptor {
-                label: Some("trial lattice"),
-                size: wgpu::Extent3d {
-                    width: nx as u32,
-                    height: (words / nx) as u32,
-                    depth_or_array_layers: 9,
-                },
-                mip_level_count: 1,
-                sample_count: 1,
-                dimension: wgpu::TextureDimension::D2,
-                format: tf,
-                usage: wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::TEXTURE_BINDING,
-                view_formats: &[],
-            })
-        };
-        let view = |t: &wgpu::Texture| {
-            t.create_view(&wgpu::TextureViewDescriptor {
-                dimension: Some(wgpu::TextureViewDimension::D2Array),
-                ..Default::default()
-            })
-        };
-        let (ta, tb) = (mk(), mk());
-        let (va, vb) = (view(&ta), view(&tb));
+        let mk = || gpu.alloc_storage_texture(tf, nx as u32, (words / nx) as u32, 9);
+        let (ta, tb) = (mk()?, mk()?);
         let k = Kernel::new("trial-textures", tsrc);
-        let l1 = gpu.prepare(&k, &[Arg::Texture(&va), Arg::Texture(&vb)], grid)?;
-        let l2 = gpu.prepare(&k, &[Arg::Texture(&vb), Arg::Texture(&va)], grid)?;
+        let l1 = gpu.prepare(&k, &[ta.arg(), tb.arg()], grid)?;
+        let l2 = gpu.prepare(&k, &[tb.arg(), ta.arg()], grid)?;
         report("textures", wall_seconds(&gpu, [&l1, &l2], 5)?);
     }
     Ok(())
