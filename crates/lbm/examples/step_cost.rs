@@ -1,0 +1,102 @@
+//! Diagnostic, not a supported path: where a periodic two-lattice step's time goes on this adapter. Times the
+//! generated kernel as it is, then with parts of its work taken out of the source (results meaningless, timing
+//! only): the collision (each population stored as it was pulled), the f16 conversions (`unpack2x16float` /
+//! `pack2x16float` replaced by bit casts), and both, which leaves the memory traffic alone. docs/perf.md records
+//! what it measured.
+//!
+//! `cargo run --release -p bespoke-lbm --example step_cost [NX NY]`
+
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, ProbeOptions};
+use bespoke_lbm::kernel::{KernelSpec, Mode, Phase, WG};
+use bespoke_lbm::{Collision, Storage};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// `var oI = <collision>;` → `var oI = fI;` (the dead moments then compile away).
+fn without_collision(src: &str) -> String {
+    src.lines()
+        .map(|l| match l.trim_start().strip_prefix("var o") {
+            Some(rest) if rest.get(1..5) == Some(" = f") => {
+                format!("var o{0} = f{0};", &rest[..1])
+            }
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The f16 word helpers with bit casts in place of the conversions.
+fn without_conversion(src: &str) -> String {
+    src.replace(
+        "let v = unpack2x16float(w) * ",
+        "let v = vec2<f32>(bitcast<f32>(w), bitcast<f32>(w ^ 1u)) * ",
+    )
+    .replace(
+        "return pack2x16float(select(v, v.yx, swap) * ",
+        "return bitcast<u32>(dot(select(v, v.yx, swap), vec2<f32>(1.0, 2.0)) * ",
+    )
+}
+
+fn main() -> Res<()> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let (nx, ny) = match args[..] {
+        [nx, ny] => (nx, ny),
+        _ => (2048, 2048),
+    };
+    let gpu = Gpu::new()?;
+    let copy = gpu.copy_bandwidth(&ProbeOptions::default())?.gbps;
+    println!("{}: {nx}×{ny}, copy {copy:.2} GB/s", gpu.adapter_name());
+    for storage in [Storage::F32, Storage::F16] {
+        let spec = KernelSpec {
+            nx,
+            ny,
+            storage,
+            collision: Collision::Bgk { omega: 1.0 },
+            force: [0.0, 0.0],
+            flags: false,
+            phase: Phase::Ab,
+            mode: Mode::Step,
+        };
+        let src = spec.generate();
+        let words = spec.invocations();
+        let bytes = (nx * ny * 18 * storage.bytes()) as f64;
+        let grid = Grid::cover(words as u64, WG)?;
+        // Small non-zero words (f16 halves and f32 values of ordinary magnitude): all-zero words run faster.
+        let bufs: Vec<GpuBuffer<u32>> = (0..18u32)
+            .map(|k| gpu.upload(&vec![0x2a3b_2c4d ^ (k << 4); words]))
+            .collect::<Result<_, _>>()?;
+        let a: Vec<Arg<'_>> = bufs.iter().map(|b| b.arg()).collect();
+        let b: Vec<Arg<'_>> = bufs[9..]
+            .iter()
+            .chain(&bufs[..9])
+            .map(|b| b.arg())
+            .collect();
+        let mut variants = vec![
+            ("as generated", src.clone()),
+            ("no collision", without_collision(&src)),
+        ];
+        if storage == Storage::F16 {
+            variants.push(("no conversion", without_conversion(&src)));
+            variants.push(("memory only", without_conversion(&without_collision(&src))));
+        }
+        for (what, source) in variants {
+            // SAFETY: the generated kernel indexes below `words` in every binding, which holds `words` elements.
+            let k =
+                unsafe { Kernel::new(format!("step-cost {what}"), source).without_bounds_checks() };
+            let (l1, l2) = (gpu.prepare(&k, &a, grid)?, gpu.prepare(&k, &b, grid)?);
+            let t = gpu.time(&[&l1, &l2], 2, 8)?.median() / 2.0;
+            println!(
+                "  {} {what:<14}: {:6.1} ms/step {:6.1} MLUPS {:5.1} ns/invocation {:.2} of copy",
+                storage.name(),
+                t * 1e3,
+                (nx * ny) as f64 / t / 1e6,
+                t / words as f64 * 1e9,
+                bytes / t / 1e9 / copy
+            );
+        }
+    }
+    Ok(())
+}
