@@ -128,6 +128,7 @@ fn main() -> Res<()> {
             collision: Collision::Bgk { omega: 1.0 },
             force: [0.0, 0.0],
             flags: false,
+            curved: false,
             phase: Phase::Ab,
             mode: Mode::Step,
         };

@@ -3,7 +3,8 @@
 //!
 //! Layout (little-endian): magic `BSPKLBM1`; u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
 //! streaming, collision; f64 ω, Λ, F_x, F_y; u64 steps done; u8 parity; u64 cell count and per cell
-//! kind | value index << 3; u64 value count and the f64 pairs; 9 × (u64 word count, words).
+//! kind | value index << 3; u64 value count and the f64 pairs; u64 wall-distance count and per link u64 x, y, d
+//! and f64 q; 9 × (u64 word count, words).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -16,7 +17,8 @@ use crate::flags::{Cell, Flags};
 use crate::lattice::Lattice;
 
 // 2: f16 words pair rows y and y + ny/2; in-place walls keep bounced populations in the solid cell.
-const MAGIC: &[u8; 8] = b"BSPKLBM2";
+// 3: wall distances (interpolated bounce-back).
+const MAGIC: &[u8; 8] = b"BSPKLBM3";
 
 impl Lattice<'_> {
     /// Writes the lattice's full state to `path`, with `meta` (free text, e.g. the case's parameters).
@@ -50,6 +52,14 @@ impl Lattice<'_> {
         put_u64(&mut out, table.len() as u64);
         for v in table.iter().flatten() {
             out.extend_from_slice(&v.to_le_bytes());
+        }
+        let links: Vec<_> = self.flags().wall_distances().collect();
+        put_u64(&mut out, links.len() as u64);
+        for ((x, y, d), q) in links {
+            for v in [x, y, d] {
+                put_u64(&mut out, v as u64);
+            }
+            out.extend_from_slice(&q.to_le_bytes());
         }
         for words in self.raw_state()? {
             put_words(&mut out, &words);
@@ -111,8 +121,14 @@ impl Lattice<'_> {
         let table: Vec<[f64; 2]> = (0..table_len)
             .map(|_| Ok([r.f64()?, r.f64()?]))
             .collect::<Result<_>>()?;
-        let flags = flags_of(nx, ny, &codes, &table)
+        let mut flags = flags_of(nx, ny, &codes, &table)
             .map_err(|why| LbmError::file(path, format!("flags: {why}")))?;
+        for _ in 0..r.usize()? {
+            let (x, y, d, q) = (r.usize()?, r.usize()?, r.usize()?, r.f64()?);
+            flags
+                .set_wall_distance(x, y, d, q)
+                .map_err(|e| LbmError::file(path, format!("flags: {e}")))?;
+        }
         let words: Vec<Vec<u32>> = (0..9).map(|_| r.words()).collect::<Result<_>>()?;
         if r.at != bytes.len() {
             return Err(LbmError::file(path, "trailing bytes after the populations"));

@@ -3,8 +3,12 @@
 //! One u32 per cell: bits 0–3 the type, bits 4–12 a mask with bit 4+i set when the cell's pull source x − c_i
 //! is solid (so a fluid cell reads one flag, not nine), bits 13–31 an index into a table of boundary values
 //! (wall or inlet velocity, outlet density). Domain edges are periodic unless cells there say otherwise.
+//!
+//! Links from fluid cells into resting walls may carry a wall distance q (interpolated bounce-back, Bouzidi,
+//! Firdaouss & Lallemand 2001); a fluid cell with any such link points its index at four table entries holding
+//! the q of each pull direction (1/2, plain half-way bounce-back, where none is set).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use crate::config::check_mach;
@@ -62,6 +66,8 @@ pub struct Flags {
     nx: usize,
     ny: usize,
     cells: Vec<Cell>,
+    /// Wall distance of link (cell, d): the wall lies q·|c_d| from the cell's centre towards x + c_d.
+    distances: BTreeMap<(usize, usize), f64>,
 }
 
 /// Flags as the kernels read them.
@@ -79,6 +85,7 @@ impl Flags {
             nx,
             ny,
             cells: vec![Cell::Fluid; nx * ny],
+            distances: BTreeMap::new(),
         }
     }
     pub fn nx(&self) -> usize {
@@ -103,6 +110,87 @@ impl Flags {
     pub fn fluid_cells(&self) -> usize {
         self.cells.iter().filter(|c| !c.is_solid()).count()
     }
+    /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the resting wall
+    /// at x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain
+    /// half-way bounce-back). Whether the link really ends in a wall is checked when the flags are encoded;
+    /// only two-lattice streaming supports it (`Lattice::new` says so otherwise).
+    pub fn set_wall_distance(&mut self, x: usize, y: usize, d: usize, q: f64) -> Result<()> {
+        if x >= self.nx || y >= self.ny || !(1..9).contains(&d) {
+            return Err(LbmError::Flag {
+                x,
+                y,
+                why: format!("no link in direction {d} from this cell (directions are 1–8)"),
+            });
+        }
+        if !(q > 0.0 && q <= 1.0) {
+            return Err(LbmError::Flag {
+                x,
+                y,
+                why: format!("wall distance {q} in direction {d} must lie in (0, 1]"),
+            });
+        }
+        self.distances.insert((y * self.nx + x, d), q);
+        Ok(())
+    }
+    /// The wall distance set on the link from (x, y) in direction d, if any.
+    pub fn wall_distance(&self, x: usize, y: usize, d: usize) -> Option<f64> {
+        self.distances.get(&(y * self.nx + x, d)).copied()
+    }
+    /// Every link with a wall distance: ((x, y, d), q).
+    pub fn wall_distances(&self) -> impl Iterator<Item = ((usize, usize, usize), f64)> + '_ {
+        self.distances
+            .iter()
+            .map(|(&(c, d), &q)| ((c % self.nx, c / self.nx, d), q))
+    }
+    /// Whether any link uses interpolated bounce-back.
+    pub fn has_wall_distances(&self) -> bool {
+        !self.distances.is_empty()
+    }
+
+    /// A resting circular obstacle in lattice units (cell centres at integer coordinates): cells whose centre
+    /// lies inside become walls; with `interpolated`, each link from a fluid cell into them gets the distance
+    /// at which it crosses the circle.
+    pub fn add_circle(&mut self, centre: [f64; 2], radius: f64, interpolated: bool) {
+        let inside = |x: usize, y: usize| {
+            (x as f64 - centre[0]).powi(2) + (y as f64 - centre[1]).powi(2) <= radius * radius
+        };
+        for y in 0..self.ny {
+            for x in 0..self.nx {
+                if inside(x, y) {
+                    self.set(x, y, Cell::Wall);
+                }
+            }
+        }
+        if !interpolated {
+            return;
+        }
+        for y in 0..self.ny {
+            for x in 0..self.nx {
+                if self.get(x, y) != Cell::Fluid {
+                    continue;
+                }
+                for (d, c) in C.iter().enumerate().skip(1) {
+                    let (xn, yn) = (x as i64 + i64::from(c[0]), y as i64 + i64::from(c[1]));
+                    if xn < 0 || yn < 0 || xn >= self.nx as i64 || yn >= self.ny as i64 {
+                        continue;
+                    }
+                    if !inside(xn as usize, yn as usize) {
+                        continue;
+                    }
+                    // Smallest t in (0, 1] with |p + t c − centre| = r, p outside and p + c inside.
+                    let (px, py) = (x as f64 - centre[0], y as f64 - centre[1]);
+                    let (cx, cy) = (f64::from(c[0]), f64::from(c[1]));
+                    let a = cx * cx + cy * cy;
+                    let b = 2.0 * (px * cx + py * cy);
+                    let k = px * px + py * py - radius * radius;
+                    let t = (-b - (b * b - 4.0 * a * k).max(0.0).sqrt()) / (2.0 * a);
+                    self.distances
+                        .insert((y * self.nx + x, d), t.clamp(1e-6, 1.0));
+                }
+            }
+        }
+    }
+
     /// Walls along the bottom and top rows (a channel periodic in x).
     pub fn channel_walls(&mut self) {
         for x in 0..self.nx {
@@ -152,6 +240,14 @@ impl Flags {
         }
     }
 
+    /// The cell at (x, y) + c_d, wrapping around the domain's edges.
+    pub fn neighbour(&self, x: usize, y: usize, d: usize) -> (usize, usize) {
+        (
+            (x as i64 + i64::from(C[d][0])).rem_euclid(self.nx as i64) as usize,
+            (y as i64 + i64::from(C[d][1])).rem_euclid(self.ny as i64) as usize,
+        )
+    }
+
     /// Checks the cells and packs them for the kernels.
     pub fn encode(&self) -> Result<EncodedFlags> {
         let (nx, ny) = (self.nx, self.ny);
@@ -187,21 +283,51 @@ impl Flags {
                 let v = cell.value().map(|c| c as f32);
                 let key = v.map(f32::to_bits);
                 let next = table.len() as u32;
-                let slot = *index.entry(key).or_insert_with(|| {
+                let mut slot = *index.entry(key).or_insert_with(|| {
                     table.push(v);
                     next
                 });
+                let cell_index = y * nx + x;
+                let links: Vec<(usize, f64)> = self
+                    .distances
+                    .range((cell_index, 0)..(cell_index + 1, 0))
+                    .map(|(&(_, d), &q)| (d, q))
+                    .collect();
+                if !links.is_empty() {
+                    // Four entries: the q of pull directions (1, 2), (3, 4), (5, 6), (7, 8); pull direction i
+                    // comes back from the link in direction ī.
+                    let mut q = [0.5f32; 9];
+                    for &(d, v) in &links {
+                        let wall = self.neighbour(x, y, d);
+                        if cell != Cell::Fluid || self.get(wall.0, wall.1) != Cell::Wall {
+                            return Err(LbmError::Flag {
+                                x,
+                                y,
+                                why: format!(
+                                    "a wall distance on direction {d} needs a fluid cell whose neighbour \
+                                     that way is a resting wall (here {cell:?} → {:?})",
+                                    self.get(wall.0, wall.1)
+                                ),
+                            });
+                        }
+                        q[crate::d2q9::OPP[d]] = v as f32;
+                    }
+                    slot = table.len() as u32;
+                    table.extend([[q[1], q[2]], [q[3], q[4]], [q[5], q[6]], [q[7], q[8]]]);
+                }
                 if table.len() > MAX_TABLE {
                     return Err(LbmError::Flag {
                         x,
                         y,
-                        why: format!("more than {MAX_TABLE} distinct boundary values"),
+                        why: format!(
+                            "more than {MAX_TABLE} boundary-table entries (distinct boundary values, and four per \
+                             cell with wall distances)"
+                        ),
                     });
                 }
                 let mut mask = 0u32;
-                for (i, c) in C.iter().enumerate().skip(1) {
-                    let sx = (x as i64 - i64::from(c[0])).rem_euclid(nx as i64) as usize;
-                    let sy = (y as i64 - i64::from(c[1])).rem_euclid(ny as i64) as usize;
+                for i in 1..9 {
+                    let (sx, sy) = self.neighbour(x, y, crate::d2q9::OPP[i]);
                     if self.get(sx, sy).is_solid() {
                         mask |= 1 << i;
                     }

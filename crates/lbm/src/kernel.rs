@@ -9,7 +9,7 @@ use bespoke_gpu::GRID_WGSL;
 
 use crate::config::{Collision, Storage};
 use crate::d2q9::{C, OPP, W};
-use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_INLET, TYPE_SOLID};
+use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_FLUID, TYPE_INLET, TYPE_SOLID};
 
 /// Populations are stored as (f − w)·SCALE in f16 so that deviations from rest use the normal range.
 pub const F16_SCALE: f64 = 16384.0;
@@ -46,6 +46,8 @@ pub struct KernelSpec {
     pub force: [f64; 2],
     /// Whether the lattice has a flag field (false: every cell fluid and periodic, no flag reads).
     pub flags: bool,
+    /// Whether some links use interpolated bounce-back (wall distances in the boundary table; two-lattice only).
+    pub curved: bool,
     pub phase: Phase,
     pub mode: Mode,
 }
@@ -63,7 +65,7 @@ fn lit(v: f64) -> String {
 impl KernelSpec {
     pub fn name(&self) -> String {
         format!(
-            "lbm-{:?}-{:?}-{}-{}{}{}",
+            "lbm-{:?}-{:?}-{}-{}{}{}{}",
             self.phase,
             self.mode,
             self.storage.name(),
@@ -73,9 +75,15 @@ impl KernelSpec {
             } else {
                 ""
             },
-            if self.flags { "-flags" } else { "" }
+            if self.flags { "-flags" } else { "" },
+            if self.curved { "-curved" } else { "" }
         )
         .to_lowercase()
+    }
+
+    /// Interpolated bounce-back is generated for two-lattice kernels of lattices with wall distances.
+    fn interpolated(&self) -> bool {
+        self.curved && self.flags && self.phase == Phase::Ab
     }
 
     fn has_force(&self) -> bool {
@@ -349,6 +357,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let mut close = "";
         if self.flags {
             let _ = writeln!(s, "{ind}let fl = flags[{cidx}];\n{ind}let ty = fl & 15u;");
+            if self.interpolated() {
+                // A fluid cell's table index, when not 0, points at the wall distances of its links.
+                let _ = writeln!(
+                    s,
+                    "{ind}let qk = select(0u, fl >> {INDEX_SHIFT}u, ty == {TYPE_FLUID}u);"
+                );
+            }
             let _ = writeln!(s, "{ind}if ty == {TYPE_SOLID}u {{");
             if self.mode == Mode::Macro {
                 let _ = writeln!(
@@ -423,9 +438,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 src_cell(i)
             );
             let bit = 1u32 << (MASK_SHIFT as usize + i);
+            if !self.interpolated() {
+                let _ = writeln!(
+                    b,
+                    "var f{i}: f32;\nif (fl & {bit}u) != 0u {{ f{i} = {bounced} + {wall}; }} else {{ f{i} = {normal}; }}"
+                );
+                continue;
+            }
+            // Interpolated bounce-back (Bouzidi, Firdaouss & Lallemand): with the wall q of the way along the
+            // link, q < 1/2 mixes in f_ī* one cell further from the wall (the pull of ī, unless that is solid
+            // too), q ≥ 1/2 the cell's own f_i*. Resting walls only (`Flags::encode` checks), so no wall term.
+            let far = match pair {
+                Some(c) => format!("g{o}.{}", half(c)),
+                None => format!("a{o}[s{o}]"),
+            };
+            let own = read(format!("a{i}[idx]"), "false");
+            let obit = 1u32 << (MASK_SHIFT as usize + o);
             let _ = writeln!(
                 b,
-                "var f{i}: f32;\nif (fl & {bit}u) != 0u {{ f{i} = {bounced} + {wall}; }} else {{ f{i} = {normal}; }}"
+                "var f{i}: f32;
+if (fl & {bit}u) != 0u {{
+    f{i} = {bounced} + {wall};
+    if qk != 0u {{
+        let q = bval[qk + {k}u].{comp};
+        if q < 0.5 {{
+            f{i} = 2.0 * q * f{i} + (1.0 - 2.0 * q) * select({far}, f{i}, (fl & {obit}u) != 0u);
+        }} else {{
+            f{i} = (f{i} + (2.0 * q - 1.0) * {own}) / (2.0 * q);
+        }}
+    }}
+}} else {{ f{i} = {normal}; }}",
+                k = (i - 1) / 2,
+                comp = if i % 2 == 1 { "x" } else { "y" },
             );
         }
 
@@ -631,9 +675,12 @@ mod tests {
         for storage in [Storage::F32, Storage::F16] {
             for collision in [Collision::Bgk { omega: 1.3 }, Collision::trt(0.7)] {
                 for force in [[0.0, 0.0], [1e-5, -2e-6]] {
-                    for flags in [false, true] {
+                    for (flags, curved) in [(false, false), (true, false), (true, true)] {
                         for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
                             for mode in [Mode::Step, Mode::Macro] {
+                                if curved && phase != Phase::Ab {
+                                    continue;
+                                }
                                 let spec = KernelSpec {
                                     nx: 37,
                                     ny: 6,
@@ -641,6 +688,7 @@ mod tests {
                                     collision,
                                     force,
                                     flags,
+                                    curved,
                                     phase,
                                     mode,
                                 };
@@ -656,7 +704,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(n, 96);
+        assert_eq!(n, 112);
     }
 
     #[test]

@@ -49,7 +49,15 @@ impl<'g> Lattice<'g> {
                 cfg.ny
             )));
         }
-        let encoded = if flags.all_fluid() {
+        if flags.has_wall_distances() && cfg.streaming == Streaming::InPlace {
+            return Err(LbmError::Unsupported(
+                "interpolated bounce-back (wall distances) needs two-lattice streaming: the in-place pattern \
+                 overwrites the neighbour's population it interpolates with"
+                    .into(),
+            ));
+        }
+        // Wall distances without walls are an error `encode` reports.
+        let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
             None
         } else {
             Some(flags.encode()?)
@@ -74,6 +82,7 @@ impl<'g> Lattice<'g> {
             collision: cfg.collision,
             force: cfg.force,
             flags: encoded.is_some(),
+            curved: flags.has_wall_distances(),
             phase,
             mode,
         };
@@ -258,10 +267,15 @@ impl<'g> Lattice<'g> {
         Ok(())
     }
 
+    /// Whether `populations` can be read now (false for in-place streaming after an odd number of steps).
+    pub fn populations_readable(&self) -> bool {
+        self.parity == 0 || self.cfg.streaming == Streaming::Ab
+    }
+
     /// The post-collision populations S_i(x) (direction-major). For in-place streaming they exist only after an
     /// even number of steps since the state was set.
     pub fn populations(&self) -> Result<Vec<f64>> {
-        if self.parity == 1 && self.cfg.streaming == Streaming::InPlace {
+        if !self.populations_readable() {
             return Err(LbmError::State(
                 "the in-place lattice holds pre-collision populations after an odd number of steps; \
                  step once more to read the post-collision state"
@@ -338,6 +352,7 @@ impl<'g> Lattice<'g> {
             collision: self.cfg.collision,
             force: self.cfg.force,
             flags: self.encoded.is_some(),
+            curved: self.flags.has_wall_distances(),
             phase,
             mode: Mode::Macro,
         };

@@ -5,16 +5,36 @@ use crate::config::Config;
 use crate::d2q9::{C, OPP, W, equilibrium};
 use crate::flags::{Cell, Flags};
 
-/// Pre-collision populations of cell (x, y) pulled from `s`, with bounce-back from solid sources.
-fn gather(flags: &Flags, s: &[f64], x: usize, y: usize) -> [f64; 9] {
+/// Pre-collision populations of cell (x, y) pulled from `s`, with bounce-back from solid sources (interpolated
+/// where the link has a wall distance).
+pub fn gather(flags: &Flags, s: &[f64], x: usize, y: usize) -> [f64; 9] {
     let (nx, ny) = (flags.nx(), flags.ny());
     let n = nx * ny;
     let idx = y * nx + x;
     std::array::from_fn(|i| {
-        let sx = (x as i64 - i64::from(C[i][0])).rem_euclid(nx as i64) as usize;
-        let sy = (y as i64 - i64::from(C[i][1])).rem_euclid(ny as i64) as usize;
+        let o = OPP[i];
+        let (sx, sy) = flags.neighbour(x, y, o);
         match flags.get(sx, sy) {
-            Cell::Wall => s[OPP[i] * n + idx],
+            Cell::Wall => {
+                let bounced = s[o * n + idx];
+                match flags.wall_distance(x, y, o) {
+                    // Bouzidi, Firdaouss & Lallemand: the wall q of the way along the link.
+                    Some(q) if flags.get(x, y) == Cell::Fluid => {
+                        if q < 0.5 {
+                            let (fx, fy) = flags.neighbour(x, y, i);
+                            let far = if flags.get(fx, fy).is_solid() {
+                                bounced
+                            } else {
+                                s[o * n + fy * nx + fx]
+                            };
+                            2.0 * q * bounced + (1.0 - 2.0 * q) * far
+                        } else {
+                            (bounced + (2.0 * q - 1.0) * s[i * n + idx]) / (2.0 * q)
+                        }
+                    }
+                    _ => bounced,
+                }
+            }
             Cell::MovingWall(u) => {
                 s[OPP[i] * n + idx]
                     + 6.0 * W[i] * (f64::from(C[i][0]) * u[0] + f64::from(C[i][1]) * u[1])

@@ -145,6 +145,80 @@ fn every_variant_matches_the_cpu_reference() {
     assert_eq!(cases, 16);
 }
 
+/// A channel with an inlet and outlet, a circle with interpolated bounce-back across the f16 fold (rows 7 | 8),
+/// links into the bottom wall with random distances, and one link whose far cell is solid (a one-cell gap).
+fn curved_flags(rng: &mut StdRng, nx: usize, ny: usize) -> Flags {
+    let mut f = Flags::fluid(nx, ny);
+    f.channel_walls();
+    for y in 1..ny - 1 {
+        f.set(0, y, Cell::Inlet([0.04, 0.0]));
+        f.set(nx - 1, y, Cell::Outlet(1.0));
+    }
+    f.add_circle([8.3, 7.6], 3.1, true);
+    f.set(15, 2, Cell::Wall);
+    for x in 2..nx - 2 {
+        // Direction 4 is (0, −1), 7 and 8 the downward diagonals.
+        for d in [4, 7, 8] {
+            f.set_wall_distance(x, 1, d, rng.random_range(0.05..1.0))
+                .expect("distance");
+        }
+    }
+    // (15, 1) sits between the bottom wall and the cell at (15, 2): q < 1/2 falls back to plain bounce-back.
+    f.set_wall_distance(15, 1, 2, 0.2).expect("distance");
+    f.set_wall_distance(15, 1, 4, 0.3).expect("distance");
+    f
+}
+
+#[test]
+fn interpolated_bounce_back_matches_the_cpu_reference() {
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let (nx, ny) = (21, 16);
+    let flags = curved_flags(&mut rng, nx, ny);
+    let (mut small, mut large) = (0, 0);
+    for (_, q) in flags.wall_distances() {
+        if q < 0.5 { small += 1 } else { large += 1 }
+    }
+    assert!(
+        small > 5 && large > 5,
+        "{small} links with q < 1/2, {large} with q ≥ 1/2"
+    );
+    for storage in [Storage::F32, Storage::F16] {
+        for collision in [Collision::Bgk { omega: 1.7 }, Collision::trt(0.6)] {
+            let cfg = Config {
+                storage,
+                ..Config::new(nx, ny, collision)
+            };
+            check_against_reference(gpu, cfg, flags.clone(), seed);
+        }
+    }
+    // Only two-lattice streaming interpolates; links must end in resting walls.
+    let inplace = Config {
+        streaming: Streaming::InPlace,
+        ..Config::new(nx, ny, Collision::trt(0.6))
+    };
+    let e = Lattice::new(gpu, inplace, flags.clone())
+        .expect_err("in-place with wall distances accepted")
+        .to_string();
+    assert!(e.contains("two-lattice"), "{e}");
+    let cfg = Config::new(nx, ny, Collision::trt(0.6));
+    let mut open = Flags::fluid(nx, ny);
+    open.set_wall_distance(3, 3, 1, 0.4).expect("distance");
+    let e = Lattice::new(gpu, cfg.clone(), open)
+        .expect_err("a distance on a link into fluid accepted")
+        .to_string();
+    assert!(e.contains("resting wall"), "{e}");
+    let mut moving = Flags::fluid(nx, ny);
+    moving.set(4, 3, Cell::MovingWall([0.01, 0.0]));
+    moving.set_wall_distance(3, 3, 1, 0.4).expect("distance");
+    assert!(Lattice::new(gpu, cfg, moving).is_err());
+    let mut f = Flags::fluid(nx, ny);
+    for (d, q) in [(1, 0.0), (1, 1.5), (1, f64::NAN), (0, 0.5), (9, 0.5)] {
+        assert!(f.set_wall_distance(3, 3, d, q).is_err(), "d = {d}, q = {q}");
+    }
+}
+
 #[test]
 fn streaming_patterns_agree_over_many_steps_and_conserve_mass() {
     let Some(gpu) = test_gpu() else { return };
