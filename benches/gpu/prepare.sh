@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what a GPU session needs into the git-ignored .gl/ and .devbin/ (run here, from the repository root):
-# the release binary (stripped, to stay inside the device tool's 64 MiB carry), the Vulkan loader packages
+# the release binary and two lbm examples (stripped, to stay inside the device tool's 64 MiB carry), the Vulkan loader packages
 # (docs/gpu.md), GiMMiK 4.0 and Mako wheels for the peer script, and the PyFR suite given as an argument.
 #   benches/gpu/prepare.sh PYFR_CORE_DIR
 # Then run benches/gpu/session.sh STAGE... on the device with carry [".gl", ".devbin"].
@@ -13,6 +13,9 @@ for d in /.gl/ /.devbin/; do grep -qxF "$d" .git/info/exclude || echo "$d" >> .g
 cargo build --release
 mkdir -p .devbin/pyfr .devbin/wheels
 strip -o .devbin/bespoke target/release/bespoke
+# The lbm diagnostics session.sh's lbm-examples stage runs (where the step's time goes; populations in textures).
+cargo build --release -p bespoke-lbm --example step_cost --example texture_trial
+for e in step_cost texture_trial; do strip -o ".devbin/$e" "target/release/examples/$e"; done
 rm -rf .devbin/pyfr/core && cp -r "$pyfr" .devbin/pyfr/core
 pip download -q --no-deps gimmik==4.0 mako -d .devbin/wheels
 

@@ -11,6 +11,8 @@
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
 #   peers9-f32 peers9-f64 peers-f32 peers-f64
 #                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
+#   lbm-examples  at 8192² (LBM_SIZE="NX NY" overrides): where the LBM step's time goes (step_cost: memory only vs collision vs f16
+#                 conversions) and the populations-in-textures trial (texture_trial)
 # Results go to $OUT (the device tool's folder) or ./results; the tuning cache persists in .devbin/cache
 # while the machine stays warm.
 set -euo pipefail
@@ -54,6 +56,11 @@ for stage in "$@"; do
         peers-f32|peers-f64) peers "$stage" "${stage#peers-}" $suite ;;
         peers-f32-*|peers-f64-*)
             peers "$stage" "${stage:6:3}" $suite/"${stage:10}"-*.mtx ;;
+        lbm-examples)
+            # shellcheck disable=SC2086
+            .devbin/step_cost ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-step-cost.txt"
+            # shellcheck disable=SC2086
+            .devbin/texture_trial ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-texture-trial.txt" ;;
         *) echo "session.sh: unknown stage $stage" >&2; exit 2 ;;
     esac
 done
