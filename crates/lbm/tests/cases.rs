@@ -218,3 +218,27 @@ fn mask_obstacles_come_from_the_png() {
     assert!(e.contains("mask.png") && e.contains("PNG"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn cylinder_too_short_for_shedding_reports_no_strouhal() {
+    let Some(gpu) = test_gpu() else { return };
+    // 1 500 steps is under four convective times at D = 20: only the start-up transient, whose zero crossings
+    // must not pass for a shedding frequency (the full validation runs take minutes: docs/perf.md).
+    let r = run(
+        gpu,
+        Case::Cylinder,
+        CaseOptions {
+            steps: Some(1500),
+            ..Default::default()
+        },
+    );
+    assert!((r.metrics["re"] - 100.0).abs() < 1e-9);
+    for m in ["strouhal", "cd_max", "cl_max", "delta_p"] {
+        assert!(!r.metrics.contains_key(m), "{m} reported from a transient");
+    }
+    assert!(
+        r.notes.iter().any(|n| n.contains("no periodic shedding")),
+        "{:?}",
+        r.notes
+    );
+}

@@ -257,8 +257,6 @@ pub(super) fn run<'g>(
         let periods = crossings.len() - 1;
         let t0 = crossings[0];
         let period = (crossings[periods] - t0) / periods as f64;
-        m.insert("strouhal".into(), d_cells / (period * U_MEAN));
-        m.insert("periods".into(), periods as f64);
         // Whole periods of each signal, reduced to what repeats (Periodic): Δp's mean, the peak drag and lift,
         // and Schäfer & Turek's ΔP(t₀ + 1/(2f)) with t₀ the time of the lift maximum.
         let dp_t: Vec<(f64, f64)> = vs.iter().map(|v| v.0).zip(dps.iter().copied()).collect();
@@ -268,6 +266,8 @@ pub(super) fn run<'g>(
             Periodic::fit(&lift, t0, period, periods),
         );
         if let (Some(dp), Some(drag), Some(lift)) = fits {
+            m.insert("strouhal".into(), d_cells / (period * U_MEAN));
+            m.insert("periods".into(), periods as f64);
             let (t_lift, cl_max) = lift.max();
             m.insert("delta_p".into(), dp.mean() * dp_scale);
             m.insert(
@@ -285,7 +285,11 @@ pub(super) fn run<'g>(
                 periods
             ));
         } else {
-            notes.push("too few samples per period for the force and pressure metrics".into());
+            // Crossings closer than ≈ 0.8 D/U apart are the start-up transient, not shedding.
+            notes.push(format!(
+                "no periodic shedding resolved: {periods} periods of {period:.0} steps over steps \
+                 {settle}..{steps} is too short a period or too few samples; run more steps"
+            ));
         }
     } else {
         notes.push(format!(
