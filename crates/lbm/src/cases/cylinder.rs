@@ -244,8 +244,9 @@ pub(super) fn run<'g>(
     let mut m = BTreeMap::new();
     m.insert("re".into(), re);
     let mut notes = vec![format!(
-        "D = {d_cells:.1} cells, U_mean = {U_MEAN}, {} bounce-back on the cylinder; St from upward zero crossings of v two diameters behind the \
-         cylinder over steps {settle}..{steps}; Δp = p(front) − p(back) scaled by (U_phys/U_lat)²",
+        "D = {d_cells:.1} cells, U_mean = {U_MEAN}, {} bounce-back on the cylinder; St from upward zero \
+         crossings of v two diameters behind the cylinder over steps {settle}..{steps}; Δp = p(front) − p(back) \
+         scaled by (U_phys/U_lat)²",
         if interpolated {
             "interpolated (Bouzidi)"
         } else {
