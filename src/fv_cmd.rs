@@ -351,7 +351,8 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
         );
     }
     println!(
-        "{name} ({} tets), gather slot-major, placed at the ideal block size with the same in-block fraction:",
+        "{name} ({} tets), gather (slot-major; texture where measured), placed at the ideal block size with the \
+         same in-block fraction:",
         op.n()
     );
     // An ideal operator of block b keeps every reference in its block; a real ordering with in-block fraction f
@@ -364,6 +365,7 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
             .collect(),
         colour,
         line: true,
+        hollow: false,
     };
     let mut series = vec![
         curve("gather", "slot-major", [0, 114, 178]),
@@ -371,10 +373,12 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
         curve("gather", "texture", [178, 34, 34]),
     ];
     let mut marks = Vec::new();
+    // Real orderings under gather: filled markers in the slot-major layout, outlines in the texture layout.
     for r in real
         .iter()
-        .filter(|r| r.kernel == "gather" && r.layout == "slot-major")
+        .filter(|r| r.kernel == "gather" && (r.layout == "slot-major" || r.layout == "texture"))
     {
+        let hollow = r.layout == "texture";
         let x = equivalent_block(r.in_block_fraction, a.block_size as f64, n as f64).log2();
         let colour = ORDER_COLOURS
             .iter()
@@ -384,16 +388,18 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
             points: vec![(x, r.gbps)],
             colour,
             line: false,
+            hollow,
         });
         println!(
-            "  {:<9} in-block {:.3} → x = 2^{x:.1}: {:.2} GB/s ({:.3} of copy), colour {colour:?}",
+            "  {:<9} {:<10} in-block {:.3} → x = 2^{x:.1}: {:.2} GB/s ({:.3} of copy), colour {colour:?}",
             r.ordering,
+            r.layout,
             r.in_block_fraction,
             r.gbps,
             r.gbps / probe.gbps
         );
         marks.push(
-            json!({"ordering": r.ordering, "in_block_fraction": r.in_block_fraction, "gbps": r.gbps,
+            json!({"ordering": r.ordering, "layout": r.layout, "in_block_fraction": r.in_block_fraction, "gbps": r.gbps,
             "copy_fraction": r.gbps / probe.gbps, "plot_log2_block": x}),
         );
     }
@@ -408,7 +414,7 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
         write_plot(p, &series, (5.0, x_max), y_max, probe.gbps)?;
         println!(
             "plot: {} (blue gather, orange block-cached, red gather with the operator in textures (f32), dashed grey \
-             copy bandwidth, dots the real orderings under gather slot-major)",
+             copy bandwidth, squares the real orderings under gather: filled slot-major, outlined texture)",
             p.display()
         );
     }

@@ -724,7 +724,12 @@ fn fv_sweep_plots_ideal_operators_and_real_orderings() {
     // Blocks 32 … 4096: 8 sizes × (gather, block-cached, gather texture).
     assert_eq!(ideal.len(), 24);
     assert!(ideal.iter().all(|p| p["gbps"].as_f64().unwrap() > 0.0));
-    assert_eq!(v["orderings"].as_array().unwrap().len(), 6);
+    // Six orderings under gather, in the slot-major and (f32) texture layouts.
+    let marks = v["orderings"].as_array().unwrap();
+    assert_eq!(marks.len(), 12);
+    for layout in ["slot-major", "texture"] {
+        assert_eq!(marks.iter().filter(|m| m["layout"] == layout).count(), 6);
+    }
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
     let _ = std::fs::remove_dir_all(&dir);
 }

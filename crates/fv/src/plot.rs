@@ -4,12 +4,14 @@ use std::path::Path;
 
 use crate::error::{FvError, Result};
 
-/// A series of (log2 block size, GB/s) points drawn as a line, or as markers when `line` is false.
+/// A series of (log2 block size, GB/s) points drawn as a line, or as markers when `line` is false; markers are
+/// filled squares, or outlines when `hollow`.
 #[derive(Clone, Debug)]
 pub struct Series {
     pub points: Vec<(f64, f64)>,
     pub colour: [u8; 3],
     pub line: bool,
+    pub hollow: bool,
 }
 
 const W: usize = 800;
@@ -81,8 +83,11 @@ pub fn write_plot(
             }
         }
         for &(x, y) in &pts {
-            for dx in -3..=3 {
-                for dy in -3..=3 {
+            for dx in -3i64..=3 {
+                for dy in -3i64..=3 {
+                    if s.hollow && dx.abs() < 3 && dy.abs() < 3 {
+                        continue;
+                    }
                     put(
                         &mut img,
                         x.round() as i64 + dx,
