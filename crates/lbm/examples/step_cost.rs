@@ -6,11 +6,11 @@
 //!
 //! `cargo run --release -p bespoke-lbm --example step_cost [NX NY]`
 
-use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, ProbeOptions};
-use bespoke_lbm::kernel::{KernelSpec, Mode, Phase, WG};
-use bespoke_lbm::{Collision, Storage};
+mod common;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use bespoke_gpu::{Gpu, Kernel, ProbeOptions};
+use bespoke_lbm::Storage;
+use common::{Res, ab_pair, grid, periodic_ab_spec, size_args, taylor_green_buffers};
 
 /// `var oI = <collision>;` → `var oI = fI;` (the dead moments then compile away).
 fn without_collision(src: &str) -> String {
@@ -38,43 +38,17 @@ fn without_conversion(src: &str) -> String {
 }
 
 fn main() -> Res<()> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse())
-        .collect::<Result<_, _>>()?;
-    let (nx, ny) = match args[..] {
-        [nx, ny] => (nx, ny),
-        _ => (2048, 2048),
-    };
+    let (nx, ny) = size_args()?;
     let gpu = Gpu::new()?;
     let copy = gpu.copy_bandwidth(&ProbeOptions::default())?.gbps;
     println!("{}: {nx}×{ny}, copy {copy:.2} GB/s", gpu.adapter_name());
     for storage in [Storage::F32, Storage::F16] {
-        let spec = KernelSpec {
-            nx,
-            ny,
-            storage,
-            collision: Collision::Bgk { omega: 1.0 },
-            force: [0.0, 0.0],
-            flags: false,
-            curved: false,
-            phase: Phase::Ab,
-            mode: Mode::Step,
-        };
+        let spec = periodic_ab_spec(nx, ny, storage);
         let src = spec.generate();
         let words = spec.invocations();
         let bytes = (nx * ny * 18 * storage.bytes()) as f64;
-        let grid = Grid::cover(words as u64, WG)?;
-        // Small non-zero words (f16 halves and f32 values of ordinary magnitude): all-zero words run faster.
-        let bufs: Vec<GpuBuffer<u32>> = (0..18u32)
-            .map(|k| gpu.upload(&vec![0x2a3b_2c4d ^ (k << 4); words]))
-            .collect::<Result<_, _>>()?;
-        let a: Vec<Arg<'_>> = bufs.iter().map(|b| b.arg()).collect();
-        let b: Vec<Arg<'_>> = bufs[9..]
-            .iter()
-            .chain(&bufs[..9])
-            .map(|b| b.arg())
-            .collect();
+        let grid = grid(&spec)?;
+        let bufs = taylor_green_buffers(&gpu, storage, nx, ny)?;
         let mut variants = vec![
             ("as generated", src.clone()),
             ("no collision", without_collision(&src)),
@@ -87,7 +61,7 @@ fn main() -> Res<()> {
             // SAFETY: the generated kernel indexes below `words` in every binding, which holds `words` elements.
             let k =
                 unsafe { Kernel::new(format!("step-cost {what}"), source).without_bounds_checks() };
-            let (l1, l2) = (gpu.prepare(&k, &a, grid)?, gpu.prepare(&k, &b, grid)?);
+            let [l1, l2] = ab_pair(&gpu, &k, &bufs, grid)?;
             let t = gpu.time(&[&l1, &l2], 2, 8)?.median() / 2.0;
             println!(
                 "  {} {what:<14}: {:6.1} ms/step {:6.1} MLUPS {:5.1} ns/invocation {:.2} of copy",

@@ -260,7 +260,7 @@ impl<'g> Lattice<'g> {
                 Streaming::Ab => i,
                 Streaming::InPlace => OPP[i],
             };
-            let words = encode(self.cfg.storage, &s[i * n..(i + 1) * n], W[i]);
+            let words = stored_words(self.cfg.storage, &s[i * n..(i + 1) * n], W[i]);
             self.gpu.write(&self.a[slot], 0, &words)?;
         }
         self.parity = 0;
@@ -451,9 +451,9 @@ fn words_per_direction(storage: Storage, n: usize) -> usize {
     }
 }
 
-/// Stored words of populations `f` of one direction with weight `w`. f16 words hold cell k in the low half and
-/// cell k + n/2 in the high half (the kernel's paired layout).
-fn encode(storage: Storage, f: &[f64], w: f64) -> Vec<u32> {
+/// Stored words of populations `f` (unshifted, one per cell) of one direction with weight `w`, as the kernels
+/// read them. f16 words hold cell k in the low half and cell k + n/2 in the high half (the paired layout).
+pub fn stored_words(storage: Storage, f: &[f64], w: f64) -> Vec<u32> {
     match storage {
         Storage::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
         Storage::F16 => {

@@ -22,4 +22,4 @@ pub use config::{CS, Collision, Config, MAX_MACH, Storage, Streaming, check_mach
 pub use error::{LbmError, Result};
 pub use fields::Fields;
 pub use flags::{Cell, EncodedFlags, Flags};
-pub use lattice::Lattice;
+pub use lattice::{Lattice, stored_words};

@@ -1,0 +1,84 @@
+//! What the lbm examples share: the periodic two-lattice kernel they time, a Taylor–Green state in raw population
+//! buffers, and the launch pair that alternates the two lattices.
+
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
+use bespoke_lbm::d2q9::{W, equilibrium};
+use bespoke_lbm::kernel::{KernelSpec, Mode, Phase, WG};
+use bespoke_lbm::{Collision, Storage, stored_words};
+
+pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// `[NX NY]` from the command line, 2048² by default.
+pub fn size_args() -> Res<(usize, usize)> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    Ok(match args[..] {
+        [nx, ny] => (nx, ny),
+        _ => (2048, 2048),
+    })
+}
+
+/// The bench's kernel: all fluid, periodic, BGK ω = 1, two-lattice step.
+pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
+    KernelSpec {
+        nx,
+        ny,
+        storage,
+        collision: Collision::Bgk { omega: 1.0 },
+        force: [0.0, 0.0],
+        flags: false,
+        curved: false,
+        phase: Phase::Ab,
+        mode: Mode::Step,
+    }
+}
+
+/// Both lattices (18 buffers, A then B) holding the bench's Taylor–Green state (ρ = 1, |u| ≤ 0.05), stored as
+/// the library stores it. The state matters: f16 steps ran twice as fast on all-zero words.
+pub fn taylor_green_buffers(
+    gpu: &Gpu,
+    storage: Storage,
+    nx: usize,
+    ny: usize,
+) -> Res<Vec<GpuBuffer<u32>>> {
+    use std::f64::consts::PI;
+    let cells: Vec<[f64; 9]> = (0..nx * ny)
+        .map(|c| {
+            let (kx, ky) = (
+                2.0 * PI * (c % nx) as f64 / nx as f64,
+                2.0 * PI * (c / nx) as f64 / ny as f64,
+            );
+            equilibrium(
+                1.0,
+                [-0.05 * kx.cos() * ky.sin(), 0.05 * kx.sin() * ky.cos()],
+            )
+        })
+        .collect();
+    let words: Vec<Vec<u32>> = (0..9)
+        .map(|i| {
+            let f: Vec<f64> = cells.iter().map(|e| e[i]).collect();
+            stored_words(storage, &f, W[i])
+        })
+        .collect();
+    Ok((0..18)
+        .map(|k| gpu.upload(&words[k % 9]))
+        .collect::<Result<_, _>>()?)
+}
+
+/// Grid of a kernel spec's invocations.
+pub fn grid(spec: &KernelSpec) -> Res<Grid> {
+    Ok(Grid::cover(spec.invocations() as u64, WG)?)
+}
+
+/// The A→B and B→A launches of a two-lattice kernel over `bufs` (A then B).
+pub fn ab_pair(gpu: &Gpu, k: &Kernel, bufs: &[GpuBuffer<u32>], grid: Grid) -> Res<[Launch; 2]> {
+    let a: Vec<Arg<'_>> = bufs.iter().map(|b| b.arg()).collect();
+    let b: Vec<Arg<'_>> = bufs[9..]
+        .iter()
+        .chain(&bufs[..9])
+        .map(|b| b.arg())
+        .collect();
+    Ok([gpu.prepare(k, &a, grid)?, gpu.prepare(k, &b, grid)?])
+}
