@@ -1,7 +1,7 @@
 //! Checkpoints: configuration, flags, step count, layout parity and the raw population words, so a restarted run
 //! continues bit for bit like one that never stopped.
 //!
-//! Layout (little-endian): magic `BSPKLBM1`; u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
+//! Layout (little-endian): magic (`BSPKLBM3`, `MAGIC` below); u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
 //! streaming, collision; f64 ω, Λ, F_x, F_y; u64 steps done; u8 parity; u64 cell count and per cell
 //! kind | value index << 3; u64 value count and the f64 pairs; u64 wall-distance count and per link u64 x, y, d
 //! and f64 q; 9 × (u64 word count, words).

@@ -36,7 +36,7 @@ pub fn gather(flags: &Flags, s: &[f64], x: usize, y: usize) -> [f64; 9] {
                 }
             }
             Cell::MovingWall(u) => {
-                s[OPP[i] * n + idx]
+                s[o * n + idx]
                     + 6.0 * W[i] * (f64::from(C[i][0]) * u[0] + f64::from(C[i][1]) * u[1])
             }
             _ => s[i * n + sy * nx + sx],

@@ -304,17 +304,13 @@ pub(super) fn run<'g>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::d2q9::W;
 
     /// Equilibrium populations of a uniform flow, direction-major.
     fn uniform(cells: usize, u: [f64; 2]) -> Vec<f64> {
-        let mut p = vec![0.0; 9 * cells];
-        for i in 0..9 {
-            let cu = f64::from(C[i][0]) * u[0] + f64::from(C[i][1]) * u[1];
-            let feq = W[i] * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * (u[0] * u[0] + u[1] * u[1]));
-            p[i * cells..(i + 1) * cells].fill(feq);
-        }
-        p
+        let e = crate::d2q9::equilibrium(1.0, u);
+        (0..9)
+            .flat_map(|i| std::iter::repeat_n(e[i], cells))
+            .collect()
     }
 
     #[test]
