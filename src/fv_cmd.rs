@@ -410,7 +410,11 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
             .chain(real.iter().map(|r| r.gbps))
             .fold(probe.gbps, f64::max)
             * 1.1;
-        let x_max = (*blocks.last().unwrap_or(&32) as f64).log2();
+        // Wide enough for the marks too: a ragged ordering sits at an equivalent block up to the mesh's size.
+        let x_max = series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .fold((*blocks.last().unwrap_or(&32) as f64).log2(), f64::max);
         write_plot(p, &series, (5.0, x_max), y_max, probe.gbps)?;
         println!(
             "plot: {} (blue gather, orange block-cached, red gather with the operator in textures (f32), dashed grey \

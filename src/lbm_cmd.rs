@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::gpu::Gpu;
-use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, checkpoint_meta, run_case};
+use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, run_case};
 use bespoke::lbm::output::{Quantity, write_png, write_vtk};
 use bespoke::lbm::{Storage, Streaming};
 use bespoke::report::adapter_json;
@@ -30,6 +30,11 @@ pub struct LbmArgs {
     /// Reynolds number (cavity, cylinder, mask): sets ω from the case's velocity and length.
     #[arg(long)]
     re: Option<f64>,
+    /// The case's characteristic lattice velocity: shear-wave 0.01 and taylor-green 0.03 (amplitude), poiseuille
+    /// 0.02 (centreline), cavity 0.1 (lid), cylinder and mask 0.05 (mean inflow). Lower is less compressible
+    /// (errors ∝ Mach²) and takes proportionally more steps at a given --re.
+    #[arg(long)]
+    u: Option<f64>,
     /// bgk or trt (default per case).
     #[arg(long)]
     collision: Option<String>,
@@ -82,6 +87,7 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
         steps: a.steps,
         omega: a.omega,
         re: a.re,
+        u: a.u,
         collision: a
             .collision
             .as_deref()
@@ -118,7 +124,7 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
     let mlups = r.mlups();
     let gbps = mlups * 1e6 * bytes_per_cell as f64 / 1e9;
     println!(
-        "{} {}x{} {} {} {} (ω = {}): {} steps in {:.2} s, {:.1} MLUPS, {:.2} GB/s at {} B/cell ({:.2} of copy {:.2} GB/s)",
+        "{} {}x{} {} {} {} (ω = {}, u = {}): {} steps in {:.2} s, {:.1} MLUPS, {:.2} GB/s at {} B/cell ({:.2} of copy {:.2} GB/s)",
         r.case,
         cfg.nx,
         cfg.ny,
@@ -126,6 +132,7 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
         cfg.streaming.name(),
         cfg.collision.name(),
         cfg.collision.omega(),
+        r.u,
         r.steps,
         r.seconds,
         mlups,
@@ -147,7 +154,7 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
         write_vtk(p, &r.fields, r.lattice.flags())?;
     }
     if let Some(p) = &a.checkpoint {
-        r.lattice.checkpoint(p, &checkpoint_meta(&case))?;
+        r.lattice.checkpoint(p, &r.checkpoint_meta())?;
     }
     write_json(
         json_file,
@@ -161,6 +168,7 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
             "streaming": cfg.streaming.name(),
             "collision": cfg.collision.name(),
             "omega": cfg.collision.omega(),
+            "u": r.u,
             "seconds": r.seconds,
             "mlups": mlups,
             "bytes_per_cell": bytes_per_cell,

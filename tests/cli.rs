@@ -424,6 +424,8 @@ fn lbm_case_reports_json_and_writes_outputs() {
         "4x64",
         "--omega",
         "1.0",
+        "--u",
+        "0.02",
         "--streaming",
         "inplace",
         "--json",
@@ -462,6 +464,7 @@ fn lbm_case_reports_json_and_writes_outputs() {
         assert!(v.get(key).is_some(), "{key} missing from {v}");
     }
     assert_eq!(v["case"], "shear-wave");
+    assert_eq!(v["u"].as_f64(), Some(0.02));
     assert_eq!((v["nx"].as_u64(), v["ny"].as_u64()), (Some(4), Some(64)));
     assert_eq!(v["bytes_per_cell"].as_u64(), Some(72));
     let err = v["metrics"]["nu_rel_err"].as_f64().unwrap();
@@ -488,7 +491,7 @@ fn lbm_case_reports_json_and_writes_outputs() {
         vtk.starts_with(b"# vtk DataFile") && vtk.windows(16).any(|w| w == b"DIMENSIONS 4 64 ")
     );
 
-    // Resume continues the same case; a checkpoint of another case is refused.
+    // Resume continues the same case at the checkpoint's velocity; another velocity or case is refused.
     let out = bespoke(&[
         "lbm",
         "shear-wave",
@@ -507,6 +510,10 @@ fn lbm_case_reports_json_and_writes_outputs() {
     let v: Value = serde_json::from_str(&std::fs::read_to_string(p("b.json")).unwrap()).unwrap();
     assert_eq!(v["steps"].as_u64(), Some(100));
     assert!(v["steps_total"].as_u64().unwrap() > 100);
+    assert_eq!(v["u"].as_f64(), Some(0.02));
+    let out = bespoke(&["lbm", "shear-wave", "--resume", &p("a.ckpt"), "--u", "0.01"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ran at u = 0.02"));
     let out = bespoke(&["lbm", "taylor-green", "--resume", &p("a.ckpt")]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("shear-wave"));
@@ -525,6 +532,11 @@ fn lbm_rejects_bad_parameters_clearly() {
         (&["lbm", "vortex-street"][..], "expected shear-wave"),
         (&["lbm", "mask"][..], "PNG"),
         (&["lbm", "cavity", "--re=-5"][..], "Reynolds"),
+        (
+            &["lbm", "cavity", "--u", "0"][..],
+            "characteristic velocity",
+        ),
+        (&["lbm", "cylinder", "--u", "0.2"][..], "Mach"),
         (&["lbm", "shear-wave", "--storage", "f8"][..], "storage"),
     ] {
         let out = bespoke(args);

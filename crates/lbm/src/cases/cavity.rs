@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, size_or,
-    start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
+    size_or, speed, start,
 };
 use crate::config::Storage;
 use crate::error::{LbmError, Result};
@@ -15,8 +15,8 @@ use crate::flags::{Cell, Flags};
 
 /// The reference table (copied from the paper's Tables I and II).
 pub const GHIA_CSV: &str = include_str!("../../data/ghia1982.csv");
-/// Lid speed in lattice units.
-const LID: f64 = 0.1;
+/// Lid speed in lattice units (default).
+pub(super) const LID: f64 = 0.1;
 /// Steady when 1000 steps change u by less than this fraction of the lid speed.
 const STEADY: f64 = 1e-6;
 /// The same for f16 storage, whose rounding keeps u moving by about 4e-4·U per 1000 steps at steady state
@@ -82,17 +82,23 @@ pub(super) fn run<'g>(
         ));
     }
     let l = nx as f64 - 2.0;
-    let omega = omega_from(opts, LID, l, Some(100.0), 1.0)?;
-    let (lat, resumed) = start(
+    let lid = speed(case, opts)?;
+    let omega = omega_from(opts, lid, l, Some(100.0), 1.0)?;
+    let Start {
+        lat,
+        resumed,
+        u: lid,
+    } = start(
         gpu,
         case,
         opts,
+        lid,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let mut flags = Flags::fluid(nx, ny);
             flags.box_walls();
             for x in 1..nx - 1 {
-                flags.set(x, ny - 1, Cell::MovingWall([LID, 0.0]));
+                flags.set(x, ny - 1, Cell::MovingWall([lid, 0.0]));
             }
             Ok((base_config(opts, nx, ny, c), flags))
         },
@@ -101,14 +107,14 @@ pub(super) fn run<'g>(
     let cfg = lat.config().clone();
     let l = cfg.nx as f64 - 2.0;
     let nu = cfg.collision.viscosity();
-    let re = LID * l / nu;
-    let max_steps = opts.steps.unwrap_or(200_000);
-    let mut r = Runner::new(lat, max_steps, progress, opts);
+    let re = lid * l / nu;
+    let max_steps = opts.steps.unwrap_or((200_000.0 * LID / lid).round() as u64);
+    let mut r = Runner::new(lat, lid, max_steps, progress, opts);
     let steady = match cfg.storage {
         Storage::F32 => STEADY,
         Storage::F16 => STEADY_F16,
     };
-    let (converged, change) = r.run_to_steady(max_steps, INTERVAL, LID, steady)?;
+    let (converged, change) = r.run_to_steady(max_steps, INTERVAL, lid, steady)?;
     let f: Fields = r.fields()?;
     let mut m = BTreeMap::new();
     m.insert("re".into(), re);
@@ -137,10 +143,10 @@ pub(super) fn run<'g>(
     {
         Some((u_ref, v_ref)) => {
             let (ru, wu, au) = rms(&u_ref, |y| {
-                Fields::sample(&f.ux, f.nx, f.ny, cell(0.5), cell(y)) / LID
+                Fields::sample(&f.ux, f.nx, f.ny, cell(0.5), cell(y)) / lid
             });
             let (rv, wv, av) = rms(&v_ref, |x| {
-                Fields::sample(&f.uy, f.nx, f.ny, cell(x), cell(0.5)) / LID
+                Fields::sample(&f.uy, f.nx, f.ny, cell(x), cell(0.5)) / lid
             });
             m.insert("ghia_rms_u".into(), ru);
             m.insert("ghia_rms_v".into(), rv);

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
+    speed, start,
 };
 use crate::config::Streaming;
 use crate::d2q9::{C, OPP};
@@ -17,7 +18,7 @@ use crate::flags::{Cell, Flags};
 use crate::reference;
 
 /// Mean inflow speed in lattice units (peak 1.5× this: Mach 0.13).
-const U_MEAN: f64 = 0.05;
+pub(super) const U_MEAN: f64 = 0.05;
 const HEIGHT: f64 = 0.41;
 const LENGTH: f64 = 2.2;
 const DIAMETER: f64 = 0.1;
@@ -162,11 +163,13 @@ pub(super) fn run<'g>(
         ));
     }
     let d_cells = DIAMETER / dx(ny);
-    let omega = omega_from(opts, U_MEAN, d_cells, Some(100.0), 1.0)?;
-    let (lat, _) = start(
+    let u = speed(case, opts)?;
+    let omega = omega_from(opts, u, d_cells, Some(100.0), 1.0)?;
+    let Start { lat, u, .. } = start(
         gpu,
         case,
         opts,
+        u,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let mut flags = Flags::fluid(nx, ny);
@@ -174,8 +177,8 @@ pub(super) fn run<'g>(
             let h = ny as f64 - 2.0;
             for y in 1..ny - 1 {
                 let s = y as f64 - 0.5;
-                let u = 6.0 * U_MEAN * s * (h - s) / (h * h);
-                flags.set(0, y, Cell::Inlet([u, 0.0]));
+                let u_in = 6.0 * u * s * (h - s) / (h * h);
+                flags.set(0, y, Cell::Inlet([u_in, 0.0]));
                 flags.set(nx - 1, y, Cell::Outlet(1.0));
             }
             // Interpolated bounce-back on the cylinder where the streaming supports it.
@@ -183,23 +186,23 @@ pub(super) fn run<'g>(
             flags.add_circle(centre, radius, opts.streaming == Streaming::Ab);
             Ok((base_config(opts, nx, ny, c), flags))
         },
-        |_, _| (1.0, [U_MEAN, 0.0]),
+        |_, _| (1.0, [u, 0.0]),
     )?;
     let cfg = lat.config().clone();
     let ny = cfg.ny;
     let h = dx(ny);
     let d_cells = DIAMETER / h;
     let nu = cfg.collision.viscosity();
-    let re = U_MEAN * d_cells / nu;
-    // One convective time D/U is d_cells/U_MEAN steps; shedding period ≈ 3.3 of them.
-    let t_conv = d_cells / U_MEAN;
+    let re = u * d_cells / nu;
+    // One convective time D/U is d_cells/u steps; shedding period ≈ 3.3 of them.
+    let t_conv = d_cells / u;
     let steps = opts
         .steps
         .unwrap_or((150.0 * t_conv).round() as u64)
         .max(100);
     // Even intervals from an even step, so in-place lattices hold post-collision populations at each sample.
     let sample_every = ((t_conv / 40.0).round() as u64).max(1).next_multiple_of(2);
-    let mut r = Runner::new(lat, steps, progress, opts);
+    let mut r = Runner::new(lat, u, steps, progress, opts);
     // Let the wake develop for the first half, sample the second.
     let mut settle = steps / 2;
     r.run(settle)?;
@@ -211,7 +214,7 @@ pub(super) fn run<'g>(
     let links = cylinder_links(r.lat.flags(), centre, radius);
     let interpolated = r.lat.flags().has_wall_distances();
     // Force coefficients: 2F / (ρ U² D) in lattice units (ρ = 1).
-    let coef = 2.0 / (U_MEAN * U_MEAN * d_cells);
+    let coef = 2.0 / (u * u * d_cells);
     let probe = cell_of(ny, [CENTRE[0] + 2.0 * DIAMETER, CENTRE[1]]);
     // The benchmark's pressure points are the cylinder's front and back, (0.15, 0.2) and (0.25, 0.2): sampled
     // on the first column of cells outside the circle on each side (on the circle itself when D/h is whole; the
@@ -244,7 +247,7 @@ pub(super) fn run<'g>(
     let mut m = BTreeMap::new();
     m.insert("re".into(), re);
     let mut notes = vec![format!(
-        "D = {d_cells:.1} cells, U_mean = {U_MEAN}, {} bounce-back on the cylinder; St from upward zero \
+        "D = {d_cells:.1} cells, U_mean = {u}, {} bounce-back on the cylinder; St from upward zero \
          crossings of v two diameters behind the cylinder over steps {settle}..{steps}; Δp = p(front) − p(back) \
          scaled by (U_phys/U_lat)²",
         if interpolated {
@@ -253,7 +256,7 @@ pub(super) fn run<'g>(
             "staircase half-way"
         }
     )];
-    let dp_scale = 1.0 / (U_MEAN * U_MEAN);
+    let dp_scale = 1.0 / (u * u);
     if crossings.len() >= 3 {
         let periods = crossings.len() - 1;
         let t0 = crossings[0];
@@ -267,7 +270,7 @@ pub(super) fn run<'g>(
             Periodic::fit(&lift, t0, period, periods),
         );
         if let (Some(dp), Some(drag), Some(lift)) = fits {
-            m.insert("strouhal".into(), d_cells / (period * U_MEAN));
+            m.insert("strouhal".into(), d_cells / (period * u));
             m.insert("periods".into(), periods as f64);
             let (t_lift, cl_max) = lift.max();
             m.insert("delta_p".into(), dp.mean() * dp_scale);

@@ -7,13 +7,14 @@ use std::path::Path;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, omega_from, size_or,
-    start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
+    size_or, speed, start,
 };
 use crate::error::Result;
 use crate::flags::{Cell, Flags};
 
-const U_IN: f64 = 0.05;
+/// Mean inflow speed in lattice units (default).
+pub(super) const U_IN: f64 = 0.05;
 
 pub(super) fn run<'g>(
     gpu: &'g Gpu,
@@ -24,27 +25,32 @@ pub(super) fn run<'g>(
 ) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_or(opts, (400, 100));
     // Re on the channel height.
-    let omega = omega_from(opts, U_IN, ny as f64 - 2.0, Some(100.0), 1.0)?;
+    let u = speed(case, opts)?;
+    let omega = omega_from(opts, u, ny as f64 - 2.0, Some(100.0), 1.0)?;
     let mut walls = 0;
-    let (lat, _) = start(
+    let Start { lat, u, .. } = start(
         gpu,
         case,
         opts,
+        u,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let mut flags = Flags::fluid(nx, ny);
             walls = flags.add_png_mask(png)?;
             flags.channel_walls();
             for y in 1..ny - 1 {
-                flags.set(0, y, Cell::Inlet([U_IN, 0.0]));
+                flags.set(0, y, Cell::Inlet([u, 0.0]));
                 flags.set(nx - 1, y, Cell::Outlet(1.0));
             }
             Ok((base_config(opts, nx, ny, c), flags))
         },
-        |_, _| (1.0, [U_IN, 0.0]),
+        |_, _| (1.0, [u, 0.0]),
     )?;
-    let steps = opts.steps.unwrap_or(5 * lat.config().nx as u64 * 4);
-    let mut r = Runner::new(lat, steps, progress, opts);
+    // One flow-through time.
+    let steps = opts
+        .steps
+        .unwrap_or((lat.config().nx as f64 / u).round() as u64);
+    let mut r = Runner::new(lat, u, steps, progress, opts);
     r.run(steps)?;
     let f = r.fields()?;
     let flags = r.lat.flags();
@@ -58,7 +64,7 @@ pub(super) fn run<'g>(
     m.insert("mask_wall_cells".into(), walls as f64);
     m.insert(
         "re".into(),
-        U_IN * (f.ny as f64 - 2.0) / r.lat.config().collision.viscosity(),
+        u * (f.ny as f64 - 2.0) / r.lat.config().collision.viscosity(),
     );
     let notes = vec!["Re on the channel height; obstacles from the mask's dark pixels".into()];
     r.finish("mask", m, notes)

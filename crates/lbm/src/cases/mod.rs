@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use bespoke_gpu::Gpu;
 
-use crate::config::{Collision, Config, Storage, Streaming};
+use crate::config::{Collision, Config, Storage, Streaming, check_mach};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::Flags;
@@ -68,6 +68,20 @@ impl Case {
             }
         })
     }
+    /// The case's characteristic lattice velocity when `CaseOptions::u` is not given: the shear wave's and the
+    /// Taylor–Green vortex's amplitude, Poiseuille's centreline speed, the cavity's lid, the cylinder's and the
+    /// mask channel's mean inflow. Compressibility errors grow as its square; the steps a case needs to reach the
+    /// same physical time grow as its inverse.
+    pub fn default_speed(&self) -> f64 {
+        match self {
+            Self::ShearWave => shear_wave::U0,
+            Self::TaylorGreen => taylor_green::U0,
+            Self::Poiseuille => poiseuille::U_MAX,
+            Self::Cavity => cavity::LID,
+            Self::Cylinder => cylinder::U_MEAN,
+            Self::Mask(_) => mask::U_IN,
+        }
+    }
 }
 
 /// Which collision operator a case uses (its rate comes from `omega` or `re`).
@@ -100,6 +114,8 @@ pub struct CaseOptions {
     pub steps: Option<u64>,
     pub omega: Option<f64>,
     pub re: Option<f64>,
+    /// The characteristic lattice velocity (`Case::default_speed`); `re` then sets ω through it.
+    pub u: Option<f64>,
     pub collision: Option<CollisionKind>,
     pub storage: Storage,
     pub streaming: Streaming,
@@ -124,6 +140,7 @@ impl Default for CaseOptions {
             steps: None,
             omega: None,
             re: None,
+            u: None,
             collision: None,
             storage: Storage::F32,
             streaming: Streaming::Ab,
@@ -137,6 +154,8 @@ impl Default for CaseOptions {
 #[derive(Debug)]
 pub struct CaseRun<'g> {
     pub case: &'static str,
+    /// The characteristic lattice velocity the case ran with (`Case::default_speed`).
+    pub u: f64,
     pub lattice: Lattice<'g>,
     /// Steps run in this invocation.
     pub steps: u64,
@@ -150,6 +169,10 @@ pub struct CaseRun<'g> {
 }
 
 impl CaseRun<'_> {
+    /// The metadata to checkpoint this run with, so that `--resume` continues the same case at the same speed.
+    pub fn checkpoint_meta(&self) -> String {
+        meta(self.case, self.u)
+    }
     /// Million lattice-cell updates per second while stepping.
     pub fn mlups(&self) -> f64 {
         let cells = self.lattice.config().cells() as f64;
@@ -167,6 +190,8 @@ pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 /// Steps a lattice in chunks, timing only the stepping and reporting progress.
 struct Runner<'a, 'g> {
     lat: Lattice<'g>,
+    /// The characteristic velocity, reported and checkpointed with the run.
+    u: f64,
     seconds: f64,
     done: u64,
     planned: u64,
@@ -175,9 +200,16 @@ struct Runner<'a, 'g> {
 }
 
 impl<'a, 'g> Runner<'a, 'g> {
-    fn new(lat: Lattice<'g>, planned: u64, progress: Progress<'a>, opts: &CaseOptions) -> Self {
+    fn new(
+        lat: Lattice<'g>,
+        u: f64,
+        planned: u64,
+        progress: Progress<'a>,
+        opts: &CaseOptions,
+    ) -> Self {
         Self {
             lat,
+            u,
             seconds: 0.0,
             done: 0,
             planned,
@@ -260,6 +292,7 @@ impl<'a, 'g> Runner<'a, 'g> {
         notes.extend(self.lat.warnings().iter().cloned());
         Ok(CaseRun {
             case,
+            u: self.u,
             steps: self.done,
             seconds: self.seconds,
             lattice: self.lat,
@@ -270,34 +303,96 @@ impl<'a, 'g> Runner<'a, 'g> {
     }
 }
 
-/// The lattice a case starts from: its own (built by `build`) or a checkpoint of the same case.
+/// A case's starting lattice, whether it came from a checkpoint, and the characteristic velocity it runs at.
+struct Start<'g> {
+    lat: Lattice<'g>,
+    resumed: bool,
+    u: f64,
+}
+
+/// The characteristic velocity a case is built with: `--u` or the case's default, positive and below the Mach
+/// limit.
+fn speed(case: &Case, opts: &CaseOptions) -> Result<f64> {
+    let u = opts.u.unwrap_or_else(|| case.default_speed());
+    if !(u.is_finite() && u > 0.0) {
+        return Err(LbmError::param(
+            "u",
+            u,
+            "the characteristic velocity must be positive",
+        ));
+    }
+    check_mach("characteristic velocity (--u)", [u, 0.0])?;
+    Ok(u)
+}
+
+/// The lattice a case starts from: its own (built by `build` for velocity `u`) or a checkpoint of the same case,
+/// which carries the velocity it was run at.
 fn start<'g>(
     gpu: &'g Gpu,
     case: &Case,
     opts: &CaseOptions,
+    u: f64,
     build: impl FnOnce() -> Result<(Config, Flags)>,
     init: impl Fn(usize, usize) -> (f64, [f64; 2]),
-) -> Result<(Lattice<'g>, bool)> {
+) -> Result<Start<'g>> {
     if let Some(path) = &opts.resume {
-        let (lat, meta) = Lattice::resume(gpu, path)?;
-        let want = checkpoint_meta(case);
-        if meta != want {
+        let (lat, text) = Lattice::resume(gpu, path)?;
+        let (name, saved) = parse_meta(&text).map_err(|why| LbmError::file(path, why))?;
+        if name != Some(case.name()) {
             return Err(LbmError::file(
                 path,
-                format!("checkpoint is of `{meta}`, not `{want}`"),
+                format!("checkpoint is of `{text}`, not of case `{}`", case.name()),
             ));
         }
-        return Ok((lat, true));
+        // Checkpoints from before `--u` existed ran at the default.
+        let saved = saved.unwrap_or_else(|| case.default_speed());
+        if let Some(asked) = opts.u
+            && asked != saved
+        {
+            return Err(LbmError::param(
+                "u",
+                asked,
+                format!(
+                    "the checkpoint {} ran at u = {saved}; resume without --u or with that value",
+                    path.display()
+                ),
+            ));
+        }
+        return Ok(Start {
+            lat,
+            resumed: true,
+            u: saved,
+        });
     }
     let (cfg, flags) = build()?;
     let mut lat = Lattice::new(gpu, cfg, flags)?;
     lat.init_equilibrium(init)?;
-    Ok((lat, false))
+    Ok(Start {
+        lat,
+        resumed: false,
+        u,
+    })
 }
 
-/// The metadata a case's checkpoints carry.
-pub fn checkpoint_meta(case: &Case) -> String {
-    format!("case={}", case.name())
+/// Checkpoint metadata: `case=NAME u=U` (U round-trips exactly).
+fn meta(case: &str, u: f64) -> String {
+    format!("case={case} u={u:?}")
+}
+
+/// The case name and velocity in checkpoint metadata; older checkpoints carry only the name.
+fn parse_meta(text: &str) -> std::result::Result<(Option<&str>, Option<f64>), String> {
+    let mut name = None;
+    let mut u = None;
+    for tok in text.split_whitespace() {
+        if let Some(v) = tok.strip_prefix("case=") {
+            name = Some(v);
+        } else if let Some(v) = tok.strip_prefix("u=") {
+            u = Some(v.parse().map_err(|_| {
+                format!("checkpoint metadata `{text}` has an unreadable velocity `{v}`")
+            })?);
+        }
+    }
+    Ok((name, u))
 }
 
 fn base_config(opts: &CaseOptions, nx: usize, ny: usize, collision: Collision) -> Config {
@@ -358,4 +453,38 @@ fn max_change(a: &[f32], b: &[f32], scale: f64) -> f64 {
         .map(|(x, y)| f64::from((x - y).abs()))
         .fold(0.0, f64::max)
         / scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_meta_round_trips_the_velocity() {
+        for u in [0.05, 0.1, 0.012_345_678_901_234_5, 1e-3] {
+            let text = meta("cylinder", u);
+            assert_eq!(parse_meta(&text), Ok((Some("cylinder"), Some(u))), "{text}");
+        }
+        // Checkpoints written before the velocity was recorded.
+        assert_eq!(parse_meta("case=cavity"), Ok((Some("cavity"), None)));
+        let e = parse_meta("case=cavity u=fast").expect_err("unreadable u accepted");
+        assert!(e.contains("fast"), "{e}");
+    }
+
+    #[test]
+    fn speed_defaults_per_case_and_rejects_bad_values() {
+        let opts = CaseOptions::default();
+        assert_eq!(speed(&Case::Cavity, &opts).ok(), Some(0.1));
+        assert_eq!(speed(&Case::Cylinder, &opts).ok(), Some(0.05));
+        for (u, needle) in [(0.0, "positive"), (f64::NAN, "positive"), (0.2, "Mach")] {
+            let opts = CaseOptions {
+                u: Some(u),
+                ..CaseOptions::default()
+            };
+            let e = speed(&Case::ShearWave, &opts)
+                .expect_err("bad velocity accepted")
+                .to_string();
+            assert!(e.contains(needle), "{u}: {e}");
+        }
+    }
 }

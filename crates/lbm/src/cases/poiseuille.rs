@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, size_or,
+    speed, start,
 };
 use crate::error::Result;
 use crate::fields::Fields;
 use crate::flags::Flags;
 
-const U_MAX: f64 = 0.02;
+/// Centreline speed in lattice units (default); the body force is set to give it.
+pub(super) const U_MAX: f64 = 0.02;
 /// Steady when one check interval changes u by less than this fraction of u_max.
 const STEADY: f64 = 1e-7;
 
@@ -35,16 +37,18 @@ pub(super) fn run<'g>(
 ) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_or(opts, (4, 34));
     let omega = opts.omega.unwrap_or(1.0);
-    let (lat, _) = start(
+    let u_max = speed(case, opts)?;
+    let Start { lat, u, .. } = start(
         gpu,
         case,
         opts,
+        u_max,
         || {
             let collision = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let h = (ny as f64 - 2.0).max(1.0);
             let nu = collision.viscosity();
             let mut cfg = base_config(opts, nx, ny, collision);
-            cfg.force = [8.0 * nu * U_MAX / (h * h), 0.0];
+            cfg.force = [8.0 * nu * u_max / (h * h), 0.0];
             let mut flags = Flags::fluid(nx, ny);
             flags.channel_walls();
             Ok((cfg, flags))
@@ -62,7 +66,7 @@ pub(super) fn run<'g>(
     let umax = g * h * h / (8.0 * nu);
     let max_steps = opts.steps.unwrap_or(((40.0 * h * h / nu) as u64).max(2000));
     let interval = ((h * h / (20.0 * nu)) as u64).clamp(50, 5000);
-    let mut r = Runner::new(lat, max_steps, progress, opts);
+    let mut r = Runner::new(lat, u, max_steps, progress, opts);
     let (converged, change) = r.run_to_steady(max_steps, interval, umax, STEADY)?;
     let p = profile(&r.fields()?);
     let err = (1..cfg.ny - 1)

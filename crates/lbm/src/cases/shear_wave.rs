@@ -6,13 +6,15 @@ use std::f64::consts::PI;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, size_or,
+    speed, start,
 };
 use crate::error::Result;
 use crate::fields::Fields;
 use crate::flags::Flags;
 
-const U0: f64 = 0.01;
+/// Initial amplitude in lattice units (default).
+pub(super) const U0: f64 = 0.01;
 
 /// Projection of the x-averaged u_x onto sin(k y).
 fn amplitude(f: &Fields, k: f64) -> f64 {
@@ -38,15 +40,17 @@ pub(super) fn run<'g>(
     let (nx, ny) = size_or(opts, (16, 64));
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / ny as f64;
-    let (lat, _) = start(
+    let u0 = speed(case, opts)?;
+    let Start { lat, u, .. } = start(
         gpu,
         case,
         opts,
+        u0,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Bgk).with(omega);
             Ok((base_config(opts, nx, ny, c), Flags::fluid(nx, ny)))
         },
-        |_, y| (1.0, [U0 * (k * y as f64).sin(), 0.0]),
+        |_, y| (1.0, [u0 * (k * y as f64).sin(), 0.0]),
     )?;
     let cfg = lat.config().clone();
     let k = 2.0 * PI / cfg.ny as f64;
@@ -56,7 +60,7 @@ pub(super) fn run<'g>(
         .steps
         .unwrap_or_else(|| ((1.0 / (nu * k * k)).round() as u64).clamp(200, 20_000))
         .max(10);
-    let mut r = Runner::new(lat, steps, progress, opts);
+    let mut r = Runner::new(lat, u, steps, progress, opts);
     // Skip the first fifth: an equilibrium start lacks the non-equilibrium part and rings briefly.
     let t1 = steps / 5;
     r.run(t1)?;

@@ -6,13 +6,15 @@ use std::f64::consts::PI;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, base_config, size_or, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, size_or,
+    speed, start,
 };
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::Flags;
 
-const U0: f64 = 0.03;
+/// Peak velocity in lattice units (default).
+pub(super) const U0: f64 = 0.03;
 
 fn energy(f: &Fields) -> f64 {
     (0..f.nx * f.ny)
@@ -36,18 +38,20 @@ pub(super) fn run<'g>(
     }
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / nx as f64;
-    let (lat, _) = start(
+    let u0 = speed(case, opts)?;
+    let Start { lat, u, .. } = start(
         gpu,
         case,
         opts,
+        u0,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Bgk).with(omega);
             Ok((base_config(opts, nx, ny, c), Flags::fluid(nx, ny)))
         },
         |x, y| {
             let (x, y) = (k * x as f64, k * y as f64);
-            let rho = 1.0 - 0.75 * U0 * U0 * ((2.0 * x).cos() + (2.0 * y).cos());
-            (rho, [-U0 * x.cos() * y.sin(), U0 * x.sin() * y.cos()])
+            let rho = 1.0 - 0.75 * u0 * u0 * ((2.0 * x).cos() + (2.0 * y).cos());
+            (rho, [-u0 * x.cos() * y.sin(), u0 * x.sin() * y.cos()])
         },
     )?;
     let cfg = lat.config().clone();
@@ -58,7 +62,7 @@ pub(super) fn run<'g>(
         .steps
         .unwrap_or_else(|| ((1.0 / rate).round() as u64).clamp(200, 20_000))
         .max(10);
-    let mut r = Runner::new(lat, steps, progress, opts);
+    let mut r = Runner::new(lat, u, steps, progress, opts);
     let t1 = steps / 5;
     r.run(t1)?;
     let e1 = energy(&r.fields()?);
