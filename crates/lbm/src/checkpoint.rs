@@ -16,7 +16,8 @@ use crate::error::{LbmError, Result};
 use crate::flags::{Cell, Flags};
 use crate::lattice::Lattice;
 
-// 2: f16 words pair rows y and y + ny/2; in-place walls keep bounced populations in the solid cell.
+// 2: f16 words pair rows y and y + ny/2 (an odd ny, never paired, stores one f16 per cell in order); in-place
+// walls keep bounced populations in the solid cell.
 // 3: wall distances (interpolated bounce-back).
 const MAGIC: &[u8; 8] = b"BSPKLBM3";
 

@@ -8,9 +8,42 @@ use crate::error::{LbmError, Result};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Storage {
     F32,
-    /// IEEE half precision storing (f − w)·2¹⁴ so rest-state deviations keep their bits; two cells (rows y and
-    /// y + ny/2) per u32 word through pack2x16float, so it needs no `SHADER_F16` but an even ny.
+    /// IEEE half precision storing (f − w)·2¹⁴ so rest-state deviations keep their bits. With an even ny two
+    /// cells (rows y and y + ny/2) share a u32 word through pack2x16float, which needs no `SHADER_F16`; an odd ny
+    /// stores one WGSL `f16` per cell and needs it (`Layout`).
     F16,
+}
+
+/// How a direction's populations sit in its buffer of u32 words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// One f32 per word, cell k in word k.
+    F32,
+    /// f16, word k holds cell k in its low half and cell k + n/2 (the same column, ny/2 rows up) in its high half;
+    /// one invocation updates both. Even ny; no `SHADER_F16` needed.
+    F16Paired,
+    /// f16, one per cell in cell order (cell k in half k mod 2 of word k/2), read and written as WGSL `f16` by one
+    /// invocation per cell. Any ny; needs `SHADER_F16`. Used when ny is odd, where rows cannot pair.
+    F16Single,
+}
+
+impl Layout {
+    /// The layout of `storage` on a lattice with `ny` rows.
+    pub fn of(storage: Storage, ny: usize) -> Self {
+        match storage {
+            Storage::F32 => Self::F32,
+            Storage::F16 if ny.is_multiple_of(2) => Self::F16Paired,
+            Storage::F16 => Self::F16Single,
+        }
+    }
+    /// u32 words per direction for `n` cells.
+    pub fn words(self, n: usize) -> usize {
+        match self {
+            Self::F32 => n,
+            // Paired: n is even (ny is). Single: an odd n leaves the last word's high half unused.
+            Self::F16Paired | Self::F16Single => n.div_ceil(2),
+        }
+    }
 }
 
 impl Storage {
@@ -134,6 +167,10 @@ impl Config {
     pub fn cells(&self) -> usize {
         self.nx * self.ny
     }
+    /// How populations are laid out in memory (`Layout::of`).
+    pub fn layout(&self) -> Layout {
+        Layout::of(self.storage, self.ny)
+    }
 
     /// Checks the parameters; returns warnings (things that run but may not mean what the user hopes).
     pub fn check(&self) -> Result<Vec<String>> {
@@ -154,13 +191,6 @@ impl Config {
                 "size",
                 format!("{}x{}", self.nx, self.ny),
                 "more cells than 32-bit cell indices can address",
-            ));
-        }
-        if self.storage == Storage::F16 && !self.ny.is_multiple_of(2) {
-            return Err(LbmError::param(
-                "size",
-                format!("{}x{}", self.nx, self.ny),
-                "f16 storage packs rows y and y + ny/2 into one 32-bit word, so ny must be even",
             ));
         }
         let omega = self.collision.omega();

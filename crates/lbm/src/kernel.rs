@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use bespoke_gpu::GRID_WGSL;
 
-use crate::config::{Collision, Storage};
+use crate::config::{Collision, Layout, Storage};
 use crate::d2q9::{C, OPP, W};
 use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_FLUID, TYPE_INLET, TYPE_SOLID};
 
@@ -68,7 +68,10 @@ impl KernelSpec {
             "lbm-{:?}-{:?}-{}-{}{}{}{}",
             self.phase,
             self.mode,
-            self.storage.name(),
+            match self.layout() {
+                Layout::F16Single => "f16-single",
+                _ => self.storage.name(),
+            },
             self.collision.name(),
             if self.force != [0.0, 0.0] {
                 "-force"
@@ -99,12 +102,33 @@ impl KernelSpec {
         pops + if self.flags { 2 } else { 0 } + if self.mode == Mode::Macro { 3 } else { 0 }
     }
 
-    /// f16 storage packs two cells into each u32 word: word w holds cell w in its low half and cell w + N/2 (the
-    /// same column, ny/2 rows up) in its high half, and one invocation updates both. Every population access is
-    /// then one whole word, so no two invocations share a word, pulls stay aligned (a pull across the fold swaps
-    /// the halves) and no 16-bit storage (`SHADER_F16`) is needed.
+    pub fn layout(&self) -> Layout {
+        Layout::of(self.storage, self.ny)
+    }
+
+    /// f16 storage with an even ny packs two cells into each u32 word: word w holds cell w in its low half and
+    /// cell w + N/2 (the same column, ny/2 rows up) in its high half, and one invocation updates both. Every
+    /// population access is then one whole word, so no two invocations share a word, pulls stay aligned (a pull
+    /// across the fold swaps the halves) and no 16-bit storage (`SHADER_F16`) is needed. An odd ny has no
+    /// partner row for every row: one invocation per cell then reads and writes WGSL `f16` elements.
     pub fn paired(&self) -> bool {
-        self.storage == Storage::F16
+        self.layout() == Layout::F16Paired
+    }
+
+    /// A population element read as f32 (f16 elements are stored scaled).
+    fn load(&self, elem: String) -> String {
+        match self.layout() {
+            Layout::F16Single => format!("ld1({elem})"),
+            _ => elem,
+        }
+    }
+
+    /// An f32 value converted for storing into one element.
+    fn store(&self, value: String) -> String {
+        match self.layout() {
+            Layout::F16Single => format!("st1({value})"),
+            _ => value,
+        }
     }
 
     /// Invocations per launch: one per cell, or one per pair of cells.
@@ -149,10 +173,14 @@ impl KernelSpec {
     /// The WGSL source.
     pub fn generate(&self) -> String {
         let mut s = String::new();
-        let ty = match self.storage {
-            Storage::F32 => "f32",
-            Storage::F16 => "u32",
+        let ty = match self.layout() {
+            Layout::F32 => "f32",
+            Layout::F16Paired => "u32",
+            Layout::F16Single => "f16",
         };
+        if self.layout() == Layout::F16Single {
+            s.push_str("enable f16;\n\n");
+        }
         // Grids past 65 535 workgroups are split by the device layer; the prelude gives the logical id.
         s.push_str(GRID_WGSL);
         let _ = writeln!(
@@ -161,10 +189,10 @@ impl KernelSpec {
             self.name(),
             self.nx,
             self.ny,
-            if self.paired() {
-                ", two cells (rows y and y + NY/2) per u32 word"
-            } else {
-                ""
+            match self.layout() {
+                Layout::F32 => "",
+                Layout::F16Paired => ", two cells (rows y and y + NY/2) per u32 word",
+                Layout::F16Single => ", one f16 per cell",
             }
         );
         let _ = writeln!(
@@ -192,6 +220,22 @@ fn st(v: vec2<f32>, swap: bool) -> u32 {{
 ",
                 hr = self.ny / 2,
                 nh = self.nx * self.ny / 2,
+                inv = lit(1.0 / F16_SCALE),
+                scale = lit(F16_SCALE)
+            );
+        }
+        if self.layout() == Layout::F16Single {
+            let _ = write!(
+                s,
+                "
+fn ld1(v: f16) -> f32 {{
+    return f32(v) * {inv};
+}}
+
+fn st1(v: f32) -> f16 {{
+    return f16(v * {scale});
+}}
+",
                 inv = lit(1.0 / F16_SCALE),
                 scale = lit(F16_SCALE)
             );
@@ -350,7 +394,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         // A population read as f32: direct in f32 storage, one half of a word in the paired layout.
         let read = |word: String, swap: &str| -> String {
             match pair {
-                None => word,
+                None => self.load(word),
                 Some(c) => format!("ld({word}, {swap}).{}", half(c)),
             }
         };
@@ -411,11 +455,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let o = OPP[i];
             let normal = match pair {
                 Some(c) => format!("g{i}.{}", half(c)),
-                None => match self.phase {
+                None => self.load(match self.phase {
                     Phase::Ab => format!("a{i}[{}]", Self::src_or_idx(i)),
                     Phase::AaEven => format!("a{i}[idx]"),
                     Phase::AaOdd => format!("a{o}[{}]", Self::src_or_idx(i)),
-                },
+                }),
             };
             if i == 0 || !self.flags {
                 let _ = writeln!(b, "var f{i} = {normal};");
@@ -450,7 +494,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             // too), q ≥ 1/2 the cell's own f_i*. Resting walls only (`Flags::encode` checks), so no wall term.
             let far = match pair {
                 Some(c) => format!("g{o}.{}", half(c)),
-                None => format!("a{o}[s{o}]"),
+                None => self.load(format!("a{o}[s{o}]")),
             };
             let own = read(format!("a{i}[idx]"), "false");
             let obit = 1u32 << (MASK_SHIFT as usize + o);
@@ -536,13 +580,14 @@ if (fl & {bit}u) != 0u {{
             b.push_str("// Store.\n");
             for i in 0..9 {
                 let o = OPP[i];
+                let v = self.store(format!("o{i}"));
                 let _ = match (pair, self.phase) {
                     (Some(c), _) => writeln!(b, "q{c}{i} = o{i};"),
-                    (None, Phase::Ab) => writeln!(b, "b{i}[idx] = o{i};"),
-                    (None, Phase::AaEven) => writeln!(b, "a{o}[idx] = o{i};"),
-                    (None, Phase::AaOdd) if i == 0 => writeln!(b, "a0[idx] = o0;"),
+                    (None, Phase::Ab) => writeln!(b, "b{i}[idx] = {v};"),
+                    (None, Phase::AaEven) => writeln!(b, "a{o}[idx] = {v};"),
+                    (None, Phase::AaOdd) if i == 0 => writeln!(b, "a0[idx] = {v};"),
                     // Into slot i of x + c_i, also when that cell is solid (see the gather above).
-                    (None, Phase::AaOdd) => writeln!(b, "a{i}[s{o}] = o{i};"),
+                    (None, Phase::AaOdd) => writeln!(b, "a{i}[s{o}] = {v};"),
                 };
             }
         }
@@ -672,7 +717,8 @@ mod tests {
     #[test]
     fn every_kernel_validates() {
         let mut n = 0;
-        for storage in [Storage::F32, Storage::F16] {
+        // ny 6 pairs f16 rows; ny 7 stores one f16 per cell (and needs SHADER_F16).
+        for (storage, ny) in [(Storage::F32, 6), (Storage::F16, 6), (Storage::F16, 7)] {
             for collision in [Collision::Bgk { omega: 1.3 }, Collision::trt(0.7)] {
                 for force in [[0.0, 0.0], [1e-5, -2e-6]] {
                     for (flags, curved) in [(false, false), (true, false), (true, true)] {
@@ -683,7 +729,7 @@ mod tests {
                                 }
                                 let spec = KernelSpec {
                                     nx: 37,
-                                    ny: 6,
+                                    ny,
                                     storage,
                                     collision,
                                     force,
@@ -693,7 +739,8 @@ mod tests {
                                     mode,
                                 };
                                 let src = spec.generate();
-                                validate_wgsl(&src, caps_for(false, false))
+                                let f16 = spec.layout() == Layout::F16Single;
+                                validate_wgsl(&src, caps_for(false, f16))
                                     .unwrap_or_else(|e| panic!("{}: {e}\n{src}", spec.name()));
                                 let decl = src.matches("@group(0) @binding(").count();
                                 assert_eq!(decl, spec.storage_bindings(), "{}", spec.name());
@@ -704,7 +751,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(n, 112);
+        assert_eq!(n, 168);
     }
 
     #[test]

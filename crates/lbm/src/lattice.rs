@@ -5,7 +5,7 @@
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
 use half::f16;
 
-use crate::config::{Config, Storage, Streaming, check_mach};
+use crate::config::{Config, Layout, Storage, Streaming, check_mach};
 use crate::d2q9::{OPP, W, equilibrium};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
@@ -62,8 +62,17 @@ impl<'g> Lattice<'g> {
         } else {
             Some(flags.encode()?)
         };
+        if cfg.layout() == Layout::F16Single && !gpu.has_f16() {
+            return Err(LbmError::Unsupported(format!(
+                "f16 storage with an odd ny ({}x{}) stores one f16 per cell, which needs SHADER_F16; adapter `{}` \
+                 lacks it. An even ny pairs rows into 32-bit words and needs no feature",
+                cfg.nx,
+                cfg.ny,
+                gpu.adapter_name()
+            )));
+        }
         let n = cfg.cells();
-        let words = words_per_direction(cfg.storage, n);
+        let words = cfg.layout().words(n);
         let dir_bytes = words as u64 * 4;
         if dir_bytes > gpu.binding_limit() {
             return Err(LbmError::Unsupported(format!(
@@ -260,7 +269,7 @@ impl<'g> Lattice<'g> {
                 Streaming::Ab => i,
                 Streaming::InPlace => OPP[i],
             };
-            let words = stored_words(self.cfg.storage, &s[i * n..(i + 1) * n], W[i]);
+            let words = stored_words(self.cfg.layout(), &s[i * n..(i + 1) * n], W[i]);
             self.gpu.write(&self.a[slot], 0, &words)?;
         }
         self.parity = 0;
@@ -291,7 +300,7 @@ impl<'g> Lattice<'g> {
                 Streaming::InPlace => OPP[i],
             };
             let words = self.gpu.read(&src[slot])?;
-            decode(self.cfg.storage, &words, W[i], &mut s[i * n..(i + 1) * n]);
+            decode(self.cfg.layout(), &words, W[i], &mut s[i * n..(i + 1) * n]);
         }
         Ok(s)
     }
@@ -422,7 +431,7 @@ impl<'g> Lattice<'g> {
         parity: usize,
         steps_done: u64,
     ) -> Result<()> {
-        let expect = words_per_direction(self.cfg.storage, self.cfg.cells());
+        let expect = self.cfg.layout().words(self.cfg.cells());
         if words.len() != 9 || words.iter().any(|w| w.len() != expect) {
             return Err(LbmError::Shape(format!(
                 "checkpoint holds {} direction arrays, expected 9 of {expect} words",
@@ -443,44 +452,46 @@ fn pops<'a>(first: &'a [GpuBuffer<u32>], second: &'a [GpuBuffer<u32>]) -> Vec<&'
     first.iter().chain(second).collect()
 }
 
-/// u32 words per direction for `n` cells (f16: two cells per word, `Config::check` makes n even).
-fn words_per_direction(storage: Storage, n: usize) -> usize {
-    match storage {
-        Storage::F32 => n,
-        Storage::F16 => n / 2,
-    }
-}
-
 /// Stored words of populations `f` (unshifted, one per cell) of one direction with weight `w`, as the kernels
-/// read them. f16 words hold cell k in the low half and cell k + n/2 in the high half (the paired layout).
-pub fn stored_words(storage: Storage, f: &[f64], w: f64) -> Vec<u32> {
-    match storage {
-        Storage::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
-        Storage::F16 => {
-            let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
+/// read them in `layout` (`Layout` says where each cell's half sits).
+pub fn stored_words(layout: Layout, f: &[f64], w: f64) -> Vec<u32> {
+    let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
+    match layout {
+        Layout::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
+        Layout::F16Paired => {
             let (lo, hi) = f.split_at(f.len() / 2);
             lo.iter()
                 .zip(hi)
                 .map(|(&l, &h)| bits(l) | (bits(h) << 16))
                 .collect()
         }
+        // An odd count leaves the last high half 0 (+0.0), never read.
+        Layout::F16Single => f
+            .chunks(2)
+            .map(|c| bits(c[0]) | c.get(1).map_or(0, |&h| bits(h) << 16))
+            .collect(),
     }
 }
 
-fn decode(storage: Storage, words: &[u32], w: f64, out: &mut [f64]) {
-    match storage {
-        Storage::F32 => {
+fn decode(layout: Layout, words: &[u32], w: f64, out: &mut [f64]) {
+    let value = |bits: u32| f16::from_bits(bits as u16).to_f64() / F16_SCALE + w;
+    match layout {
+        Layout::F32 => {
             for (o, &word) in out.iter_mut().zip(words) {
                 *o = f64::from(f32::from_bits(word)) + w;
             }
         }
-        Storage::F16 => {
-            let value = |bits: u32| f16::from_bits(bits as u16).to_f64() / F16_SCALE + w;
+        Layout::F16Paired => {
             let half = out.len() / 2;
             let (lo, hi) = out.split_at_mut(half);
             for ((l, h), &word) in lo.iter_mut().zip(hi).zip(words) {
                 *l = value(word & 0xffff);
                 *h = value(word >> 16);
+            }
+        }
+        Layout::F16Single => {
+            for (k, o) in out.iter_mut().enumerate() {
+                *o = value(words[k / 2] >> (16 * (k % 2)));
             }
         }
     }

@@ -18,7 +18,7 @@ mod lattice;
 pub mod output;
 pub mod reference;
 
-pub use config::{CS, Collision, Config, MAX_MACH, Storage, Streaming, check_mach};
+pub use config::{CS, Collision, Config, Layout, MAX_MACH, Storage, Streaming, check_mach};
 pub use error::{LbmError, Result};
 pub use fields::Fields;
 pub use flags::{Cell, EncodedFlags, Flags};

@@ -4,7 +4,7 @@
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
 use bespoke_lbm::d2q9::{W, equilibrium};
 use bespoke_lbm::kernel::{KernelSpec, Mode, Phase, WG};
-use bespoke_lbm::{Collision, Storage, stored_words};
+use bespoke_lbm::{Collision, Layout, Storage, stored_words};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -59,7 +59,7 @@ pub fn taylor_green_buffers(
     let words: Vec<Vec<u32>> = (0..9)
         .map(|i| {
             let f: Vec<f64> = cells.iter().map(|e| e[i]).collect();
-            stored_words(storage, &f, W[i])
+            stored_words(Layout::of(storage, ny), &f, W[i])
         })
         .collect();
     Ok((0..18)
