@@ -56,13 +56,24 @@ impl Fields {
 
     /// Bilinear interpolation of a field at a point in cell coordinates (cell centres at integers).
     pub fn sample(field: &[f32], nx: usize, ny: usize, x: f64, y: f64) -> f64 {
+        Self::bilinear(nx, ny, x, y)
+            .iter()
+            .map(|&((x, y), w)| w * f64::from(field[y * nx + x]))
+            .sum()
+    }
+
+    /// The four cells and weights of `sample`'s interpolation at (x, y), clamped to the lattice.
+    pub fn bilinear(nx: usize, ny: usize, x: f64, y: f64) -> [((usize, usize), f64); 4] {
         let x = x.clamp(0.0, (nx - 1) as f64);
         let y = y.clamp(0.0, (ny - 1) as f64);
         let (x0, y0) = (x.floor() as usize, y.floor() as usize);
         let (x1, y1) = ((x0 + 1).min(nx - 1), (y0 + 1).min(ny - 1));
         let (tx, ty) = (x - x0 as f64, y - y0 as f64);
-        let v = |x, y| f64::from(field[y * nx + x]);
-        (1.0 - ty) * ((1.0 - tx) * v(x0, y0) + tx * v(x1, y0))
-            + ty * ((1.0 - tx) * v(x0, y1) + tx * v(x1, y1))
+        [
+            ((x0, y0), (1.0 - ty) * (1.0 - tx)),
+            ((x1, y0), (1.0 - ty) * tx),
+            ((x0, y1), ty * (1.0 - tx)),
+            ((x1, y1), ty * tx),
+        ]
     }
 }

@@ -34,7 +34,15 @@ pub enum Mode {
     Step,
     /// Stream and compute ρ and u (as the next collision would see them); store those, leave populations.
     Macro,
+    /// For each entry (cell, link mask) of `probe_in`: ρ and u at the cell as `Macro` computes them, and the
+    /// momentum exchanged on the links whose bits are set (bit i: the link to the solid pull source x − c_i),
+    /// Σ c_d (f_d* + f_d̄) with d = ī and f_d̄ the population the next step returns, five f32 per entry in
+    /// `probe_out`. Paired layouts take the cell index and update the word that holds it.
+    Probe,
 }
+
+/// f32 values per probe entry: ρ, u_x, u_y, F_x, F_y.
+pub const PROBE_VALUES: usize = 5;
 
 /// Everything a generated kernel depends on.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -99,7 +107,12 @@ impl KernelSpec {
             (Phase::Ab, Mode::Step) => 18,
             _ => 9,
         };
-        pops + if self.flags { 2 } else { 0 } + if self.mode == Mode::Macro { 3 } else { 0 }
+        pops + if self.flags { 2 } else { 0 }
+            + match self.mode {
+                Mode::Step => 0,
+                Mode::Macro => 3,
+                Mode::Probe => 2,
+            }
     }
 
     pub fn layout(&self) -> Layout {
@@ -244,7 +257,7 @@ fn st1(v: f32) -> f16 {{
 
         let mut binding = 0;
         let src_access = match (self.phase, self.mode) {
-            (Phase::Ab, _) | (_, Mode::Macro) => "read",
+            (Phase::Ab, _) | (_, Mode::Macro | Mode::Probe) => "read",
             _ => "read_write",
         };
         for i in 0..9 {
@@ -284,20 +297,46 @@ fn st1(v: f32) -> f16 {{
                 binding += 1;
             }
         }
+        if self.mode == Mode::Probe {
+            let _ = writeln!(
+                s,
+                "@group(0) @binding({binding}) var<storage, read> probe_in: array<vec2<u32>>;\n\
+                 @group(0) @binding({}) var<storage, read_write> probe_out: array<f32>;",
+                binding + 1
+            );
+        }
 
+        let entry = if self.mode != Mode::Probe {
+            format!(
+                "    let idx = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    if idx >= {} {{ return; }}\n",
+                if self.paired() { "NH" } else { "N" }
+            )
+        } else {
+            let cell = if self.paired() {
+                "    // The entry's cell is the high half of word pin.x − NH when pin.x ≥ NH.
+    let hsel = pin.x >= NH;
+    let idx = pin.x - select(0u, NH, hsel);
+"
+            } else {
+                "    let idx = pin.x;\n"
+            };
+            format!(
+                "    let k = bespoke_workgroup_linear(wid) * {WG}u + lid;
+    if k >= arrayLength(&probe_in) {{ return; }}
+    let pin = probe_in[k];
+{cell}"
+            )
+        };
         let _ = write!(
             s,
             "
 @compute @workgroup_size({WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let idx = bespoke_workgroup_linear(wid) * {WG}u + lid;
-    if idx >= {limit} {{ return; }}
-    let x = idx % NX;
+{entry}    let x = idx % NX;
     let y0 = idx - x;
     let xm = select(x - 1u, NX - 1u, x == 0u);
     let xp = select(x + 1u, 0u, x == NX - 1u);
-",
-            limit = if self.paired() { "NH" } else { "N" }
+"
         );
         if self.paired() {
             s.push_str(
@@ -398,6 +437,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 Some(c) => format!("ld({word}, {swap}).{}", half(c)),
             }
         };
+        // A probe entry's five values, written by the cell the entry names (in the paired layout, one of the two).
+        let probe_store = |vals: [&str; PROBE_VALUES]| -> String {
+            let mut w = String::new();
+            if let Some(c) = pair {
+                let _ = writeln!(w, "if hsel == {} {{", c == "b");
+            }
+            for (j, v) in vals.iter().enumerate() {
+                let _ = writeln!(w, "probe_out[k * {PROBE_VALUES}u + {j}u] = {v};");
+            }
+            if pair.is_some() {
+                w.push_str("}\n");
+            }
+            w
+        };
         let mut close = "";
         if self.flags {
             let _ = writeln!(s, "{ind}let fl = flags[{cidx}];\n{ind}let ty = fl & 15u;");
@@ -414,6 +467,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                     s,
                     "{ind}    let uw = bval[fl >> {INDEX_SHIFT}u];\n{ind}    rho_out[{cidx}] = 1.0;\n{ind}    ux_out[{cidx}] = uw.x;\n{ind}    uy_out[{cidx}] = uw.y;"
                 );
+            }
+            if self.mode == Mode::Probe {
+                let _ = writeln!(s, "{ind}    let uw = bval[fl >> {INDEX_SHIFT}u];");
+                for line in probe_store(["1.0", "uw.x", "uw.y", "0.0", "0.0"]).lines() {
+                    let _ = writeln!(s, "{ind}    {line}");
+                }
             }
             if let Some(c) = pair {
                 // The other cell of the word still needs its update: no early return. The word store writes this
@@ -451,6 +510,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
         // Gather.
         b.push_str("// Stream (pull).\n");
+        // Per direction i with flags: the population S_ī the cell sent towards a solid source (for probes).
+        let mut outgoing = vec![String::new(); 9];
         for i in 0..9 {
             let o = OPP[i];
             let normal = match pair {
@@ -474,6 +535,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 Phase::AaOdd => read(format!("a{i}[idx]"), "false"),
                 Phase::AaEven => read(format!("a{o}[s{i}]"), Self::swapped(i)),
             };
+            outgoing[i] = bounced.clone();
             let wall = format!(
                 "{} * dot(vec2<f32>({}, {}), bval[flags[{}] >> {INDEX_SHIFT}u])",
                 lit(6.0 * W[i]),
@@ -517,6 +579,26 @@ if (fl & {bit}u) != 0u {{
             );
         }
 
+        if self.mode == Mode::Probe {
+            // Momentum exchange on the entry's links: c_d (f_d* + f_d̄) for d = ī, from stored values shifted by
+            // w_d = w_ī, so 2w_ī goes back in.
+            b.push_str("var fx = 0.0;\nvar fy = 0.0;\n");
+            for i in 1..9 {
+                if !self.flags {
+                    break;
+                }
+                let (cx, cy) = (-C[i][0], -C[i][1]);
+                let _ = writeln!(
+                    b,
+                    "if (pin.y & {}u) != 0u {{\n    let p = {} + f{i} + {};\n    fx += {} * p;\n    fy += {} * p;\n}}",
+                    1u32 << i,
+                    outgoing[i],
+                    lit(2.0 * W[i]),
+                    lit(f64::from(cx)),
+                    lit(f64::from(cy)),
+                );
+            }
+        }
         // Moments. Stored values are f − w, so Σ f̃ = ρ − 1 and Σ c f̃ = ρu.
         b.push_str("var rd = f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8;\nvar rho = 1.0 + rd;\n");
         b.push_str(
@@ -575,6 +657,8 @@ if (fl & {bit}u) != 0u {{
                 b,
                 "rho_out[{cidx}] = rho;\nux_out[{cidx}] = ux;\nuy_out[{cidx}] = uy;"
             );
+        } else if self.mode == Mode::Probe {
+            b.push_str(&probe_store(["rho", "ux", "uy", "fx", "fy"]));
         } else {
             self.collide(&mut b);
             b.push_str("// Store.\n");
@@ -723,7 +807,7 @@ mod tests {
                 for force in [[0.0, 0.0], [1e-5, -2e-6]] {
                     for (flags, curved) in [(false, false), (true, false), (true, true)] {
                         for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
-                            for mode in [Mode::Step, Mode::Macro] {
+                            for mode in [Mode::Step, Mode::Macro, Mode::Probe] {
                                 if curved && phase != Phase::Ab {
                                     continue;
                                 }
@@ -751,7 +835,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(n, 168);
+        assert_eq!(n, 252);
     }
 
     #[test]

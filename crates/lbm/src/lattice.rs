@@ -2,6 +2,8 @@
 //! binding), the flag field, prepared launches for both parities, and host-side access that reads back only
 //! when asked.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
 use half::f16;
 
@@ -12,13 +14,17 @@ use crate::fields::Fields;
 use crate::flags::{EncodedFlags, Flags};
 use crate::kernel::{F16_SCALE, KernelSpec, Mode, Phase, WG};
 
-const NAN_F32: u32 = 0x7fc0_0000;
+pub(crate) const NAN_F32: u32 = 0x7fc0_0000;
 const NAN_F16X2: u32 = 0x7e00_7e00;
+/// Source of `Lattice::id`.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// A D2Q9 lattice on one device.
 #[derive(Debug)]
 pub struct Lattice<'g> {
     gpu: &'g Gpu,
+    /// Unique per lattice in the process, so a probe made for one is refused by another.
+    id: u64,
     cfg: Config,
     flags: Flags,
     encoded: Option<EncodedFlags>,
@@ -161,6 +167,7 @@ impl<'g> Lattice<'g> {
         };
         Ok(Self {
             gpu,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             cfg,
             flags,
             encoded,
@@ -354,7 +361,14 @@ impl<'g> Lattice<'g> {
             self.gpu.alloc::<f32>(n)?,
             self.gpu.alloc::<f32>(n)?,
         ];
-        let spec = |phase| KernelSpec {
+        let grid = Grid::cover(self.spec(Phase::Ab, Mode::Macro).invocations() as u64, WG)?;
+        let args: Vec<Arg<'_>> = out.iter().map(|b| b.arg()).collect();
+        Ok((self.prepare_reader(Mode::Macro, &args, grid)?, out))
+    }
+
+    /// The kernel spec of this lattice for `phase` and `mode`.
+    fn spec(&self, phase: Phase, mode: Mode) -> KernelSpec {
+        KernelSpec {
             nx: self.cfg.nx,
             ny: self.cfg.ny,
             storage: self.cfg.storage,
@@ -363,32 +377,48 @@ impl<'g> Lattice<'g> {
             flags: self.encoded.is_some(),
             curved: self.flags.has_wall_distances(),
             phase,
-            mode: Mode::Macro,
-        };
-        let grid = Grid::cover(spec(Phase::Ab).invocations() as u64, WG)?;
-        let prepare = |spec: KernelSpec, pops: &[GpuBuffer<u32>]| -> Result<Launch> {
+            mode,
+        }
+    }
+
+    /// Launches, per parity, of a kernel in `mode` that reads the current state as the next step would (its
+    /// phase) and writes only `extra`, bound after the populations and flags.
+    pub(crate) fn prepare_reader(
+        &self,
+        mode: Mode,
+        extra: &[Arg<'_>],
+        grid: Grid,
+    ) -> Result<[Launch; 2]> {
+        let prepare = |phase: Phase, pops: &[GpuBuffer<u32>]| -> Result<Launch> {
+            let spec = self.spec(phase, mode);
             let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
             if let Some((codes, table)) = &self.flag_bufs {
                 args.push(codes.arg());
                 args.push(table.arg());
             }
-            args.extend(out.iter().map(|b| b.arg()));
-            // SAFETY: as for the step kernels (indices below N, table indices from `encode`).
+            args.extend_from_slice(extra);
+            // SAFETY: as for the step kernels (indices below N, table indices from `encode`); probe entries are
+            // cell indices `Lattice::probe` checked against N.
             let kernel =
                 unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
             Ok(self.gpu.prepare(&kernel, &args, grid)?)
         };
-        let launches = match self.cfg.streaming {
-            Streaming::Ab => [
-                prepare(spec(Phase::Ab), &self.a)?,
-                prepare(spec(Phase::Ab), &self.b)?,
-            ],
+        Ok(match self.cfg.streaming {
+            Streaming::Ab => [prepare(Phase::Ab, &self.a)?, prepare(Phase::Ab, &self.b)?],
             Streaming::InPlace => [
-                prepare(spec(Phase::AaOdd), &self.a)?,
-                prepare(spec(Phase::AaEven), &self.a)?,
+                prepare(Phase::AaOdd, &self.a)?,
+                prepare(Phase::AaEven, &self.a)?,
             ],
-        };
-        Ok((launches, out))
+        })
+    }
+
+    /// This lattice's process-unique id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+    /// Which launch of a per-parity pair reads the current state.
+    pub(crate) fn parity(&self) -> usize {
+        self.parity
     }
 
     /// Fills the spare lattice of two-lattice streaming with NaN, so a population a step fails to write shows.

@@ -1,9 +1,9 @@
 //! bespoke-lbm: a D2Q9 lattice Boltzmann stepper on wgpu.
 //!
 //! One fused stream-collide kernel per step, generated as WGSL for the lattice's storage (f32, or f16 holding
-//! (f − w)·2¹⁴, two cells per u32 word), streaming pattern (two-lattice pull, or in-place AA), collision (BGK, TRT) and Guo body force;
+//! (f − w)·2¹⁴, two cells per u32 word, or one f16 per cell for an odd ny), streaming pattern (two-lattice pull, or in-place AA), collision (BGK, TRT) and Guo body force;
 //! cells are fluid, walls (half-way bounce-back, optionally moving), velocity inlets or density outlets. Fields
-//! are read back only when asked. [`reference`] holds the f64 CPU step the tests compare against.
+//! are read back only when asked; probes evaluate a few cells and the force on chosen wall links on the device. [`reference`] holds the f64 CPU step the tests compare against.
 
 pub mod bench;
 pub mod cases;
@@ -16,6 +16,7 @@ mod flags;
 pub mod kernel;
 mod lattice;
 pub mod output;
+mod probe;
 pub mod reference;
 
 pub use config::{CS, Collision, Config, Layout, MAX_MACH, Storage, Streaming, check_mach};
@@ -23,3 +24,4 @@ pub use error::{LbmError, Result};
 pub use fields::Fields;
 pub use flags::{Cell, EncodedFlags, Flags};
 pub use lattice::{Lattice, stored_words};
+pub use probe::{Probe, ProbeValues};

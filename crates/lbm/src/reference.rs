@@ -150,6 +150,21 @@ pub fn macroscopic(cfg: &Config, flags: &Flags, s: &[f64]) -> [Vec<f64>; 3] {
     out
 }
 
+/// Force on solid cells by momentum exchange over `links`, each (x, y, d) a link from fluid cell (x, y) along d
+/// into a solid cell: Σ c_d (f_d* + f_d̄) with f_d* = `s`'s population d at the cell (post-collision,
+/// direction-major) and f_d̄ the population the wall returns as the step computes it (`gather`).
+pub fn link_force(flags: &Flags, s: &[f64], links: &[(usize, usize, usize)]) -> [f64; 2] {
+    let n = flags.nx() * flags.ny();
+    let mut f = [0.0; 2];
+    for &(x, y, d) in links {
+        let back = gather(flags, s, x, y)[OPP[d]];
+        let p = s[d * n + y * flags.nx() + x] + back;
+        f[0] += f64::from(C[d][0]) * p;
+        f[1] += f64::from(C[d][1]) * p;
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

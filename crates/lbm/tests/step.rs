@@ -1,5 +1,6 @@
 //! GPU steps against the f64 CPU reference on random states, for every storage × streaming × collision, with and
-//! without flags (walls, a moving wall, an obstacle, an inlet and an outlet) and a body force.
+//! without flags (walls, a moving wall, an obstacle, an inlet and an outlet) and a body force; probes (points and
+//! the force on wall links) against the same reference.
 
 use bespoke_gpu::Gpu;
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
@@ -333,4 +334,146 @@ fn bad_inputs_are_errors() {
         assert!((r - wr).abs() < 1e-6, "ρ[{c}] = {r} vs {wr}");
         assert!((u - wu).abs() < 1e-6, "u_x[{c}] = {u} vs {wu}");
     }
+}
+
+/// Every link from a non-solid cell into a solid one.
+fn solid_links(flags: &Flags) -> Vec<(usize, usize, usize)> {
+    let mut links = Vec::new();
+    for y in 0..flags.ny() {
+        for x in 0..flags.nx() {
+            if flags.get(x, y).is_solid() {
+                continue;
+            }
+            for d in 1..9 {
+                let (xn, yn) = flags.neighbour(x, y, d);
+                if flags.get(xn, yn).is_solid() {
+                    links.push((x, y, d));
+                }
+            }
+        }
+    }
+    links
+}
+
+/// A probe's points and link force against the reference, at parity 0 (from the lattice's own state), after one
+/// step (from the reference step of that state) and after a second.
+fn check_probe(gpu: &Gpu, cfg: Config, flags: Flags, seed: u64) {
+    let label = format!(
+        "{}x{} {:?} {}",
+        cfg.nx,
+        cfg.ny,
+        cfg.layout(),
+        cfg.streaming.name()
+    );
+    let (nx, ny) = (cfg.nx, cfg.ny);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut lat =
+        Lattice::new(gpu, cfg.clone(), flags.clone()).unwrap_or_else(|e| panic!("{label}: {e}"));
+    lat.set_populations(&random_state(&mut rng, nx, ny))
+        .expect("set");
+    // Both halves of the f16 fold, an open cell, a solid cell (it reports the wall's ρ = 1 and velocity).
+    let points = [(3, 2), (7, ny - 2), (0, ny / 2), (nx - 1, ny - 1), (5, 4)];
+    // Every solid link, and only the bottom wall's: over a whole object the weights' share of the momentum
+    // (2 w_d c_d per link) cancels, over a part it does not.
+    let all = solid_links(&flags);
+    let bottom: Vec<_> = all
+        .iter()
+        .copied()
+        .filter(|&(x, y, d)| flags.neighbour(x, y, d).1 == 0)
+        .collect();
+    assert!(
+        all.len() > 20 && bottom.len() > 10,
+        "{label}: {} links",
+        all.len()
+    );
+    let probes = [&all, &bottom].map(|links| (lat.probe(&points, links).expect("probe"), links));
+    assert_eq!(probes[0].0.points(), points.len());
+    // Force tolerance per link: f32 arithmetic on the same state, or one step's f16 rounding.
+    let per_link = match cfg.storage {
+        Storage::F32 => 1e-6,
+        Storage::F16 => 2e-4,
+    };
+    let mut state = lat.populations().expect("read");
+    for k in 0..3 {
+        let (exact, tol) = if lat.populations_readable() {
+            state = lat.populations().expect("read");
+            (true, 1e-6)
+        } else {
+            (false, per_link)
+        };
+        for (probe, links) in &probes {
+            let got = lat.read_probe(probe).expect("read probe");
+            let want = reference::link_force(&flags, &state, links);
+            for (c, (g, w)) in got.force.iter().zip(want).enumerate() {
+                assert!(
+                    (g - w).abs() <= tol * links.len() as f64,
+                    "{label} step {k} (exact state {exact}): force[{c}] {g} vs {w} over {} links",
+                    links.len()
+                );
+            }
+        }
+        let got = lat.read_probe(&probes[0].0).expect("read probe");
+        let m = reference::macroscopic(&cfg, &flags, &state);
+        for (j, &(x, y)) in points.iter().enumerate() {
+            let (rho, u) = got.points[j];
+            let cell = y * nx + x;
+            let want = [m[0][cell], m[1][cell], m[2][cell]];
+            let d = [rho, u[0], u[1]]
+                .iter()
+                .zip(want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                d <= 10.0 * tol.max(2e-6),
+                "{label} step {k}: point ({x}, {y}) {:?} vs {want:?}",
+                got.points[j]
+            );
+        }
+        lat.step(1).expect("step");
+        state = reference::step(&cfg, &flags, &state);
+    }
+}
+
+#[test]
+fn probes_match_the_reference_force_and_fields() {
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x9e0b);
+    for (storage, ny) in [(Storage::F32, 10), (Storage::F16, 10), (Storage::F16, 9)] {
+        for streaming in [Streaming::Ab, Streaming::InPlace] {
+            let cfg = Config {
+                storage,
+                streaming,
+                ..Config::new(13, ny, Collision::trt(0.8))
+            };
+            check_probe(gpu, cfg, obstacle_flags(13, ny), seed);
+        }
+        // Interpolated bounce-back on a circle and the bottom wall (two lattices only).
+        let flags = curved_flags(&mut rng, 21, ny + 6);
+        let cfg = Config {
+            storage,
+            ..Config::new(21, ny + 6, Collision::Bgk { omega: 1.7 })
+        };
+        check_probe(gpu, cfg, flags, seed);
+    }
+
+    // Links must run from a non-solid cell into a solid one; points lie inside; a probe serves its own lattice.
+    let (nx, ny) = (13, 10);
+    let flags = obstacle_flags(nx, ny);
+    let lat = Lattice::new(gpu, Config::new(nx, ny, Collision::trt(0.8)), flags.clone())
+        .expect("lattice");
+    for (points, links, needle) in [
+        (&[][..], &[(3, 3, 1)][..], "does not end in a solid"),
+        (&[][..], &[(5, 4, 1)][..], "starts in a solid"),
+        (&[][..], &[(3, 3, 9)][..], "1..=8"),
+        (&[(13, 0)][..], &[][..], "outside"),
+        (&[][..], &[][..], "at least one"),
+    ] {
+        let e = lat.probe(points, links).expect_err(needle).to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+    let other =
+        Lattice::new(gpu, Config::new(nx, ny, Collision::trt(0.8)), flags).expect("lattice");
+    let p = other.probe(&[(1, 1)], &[]).expect("probe");
+    assert!(matches!(lat.read_probe(&p), Err(LbmError::State(_))));
 }

@@ -11,11 +11,9 @@ use super::{
     speed, start,
 };
 use crate::config::Streaming;
-use crate::d2q9::{C, OPP};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::{Cell, Flags};
-use crate::reference;
 
 /// Mean inflow speed in lattice units (peak 1.5× this: Mach 0.13).
 pub(super) const U_MEAN: f64 = 0.05;
@@ -53,21 +51,6 @@ fn cylinder_links(flags: &Flags, centre: [f64; 2], radius: f64) -> Vec<(usize, u
         }
     }
     links
-}
-
-/// Force on the cylinder by momentum exchange: on each link the population f_d* leaving the fluid cell towards
-/// the wall and the one the wall returns in direction d̄ (plain or interpolated bounce-back, as the step
-/// computes it) hand over c_d (f_d* + f_d̄). `pops` are the post-collision populations, direction-major.
-fn cylinder_force(flags: &Flags, pops: &[f64], links: &[(usize, usize, usize)]) -> [f64; 2] {
-    let n = flags.nx() * flags.ny();
-    let mut f = [0.0; 2];
-    for &(x, y, d) in links {
-        let back = reference::gather(flags, pops, x, y)[OPP[d]];
-        let p = pops[d * n + y * flags.nx() + x] + back;
-        f[0] += f64::from(C[d][0]) * p;
-        f[1] += f64::from(C[d][1]) * p;
-    }
-    f
 }
 
 /// Harmonics of the shedding frequency kept by `Periodic` (drag oscillates at 2f, lift at f with odd overtones).
@@ -200,16 +183,11 @@ pub(super) fn run<'g>(
         .steps
         .unwrap_or((150.0 * t_conv).round() as u64)
         .max(100);
-    // Even intervals from an even step, so in-place lattices hold post-collision populations at each sample.
-    let sample_every = ((t_conv / 40.0).round() as u64).max(1).next_multiple_of(2);
+    let sample_every = ((t_conv / 40.0).round() as u64).max(1);
     let mut r = Runner::new(lat, u, steps, progress, opts);
     // Let the wake develop for the first half, sample the second.
-    let mut settle = steps / 2;
+    let settle = steps / 2;
     r.run(settle)?;
-    if !r.lat.populations_readable() {
-        r.run(1)?;
-        settle += 1;
-    }
     let (centre, radius) = circle(ny);
     let links = cylinder_links(r.lat.flags(), centre, radius);
     let interpolated = r.lat.flags().has_wall_distances();
@@ -221,22 +199,40 @@ pub(super) fn run<'g>(
     // centre lies between rows, so those cells are fluid).
     let front = [(centre[0] - radius).floor(), centre[1]];
     let back = [(centre[0] + radius).ceil(), centre[1]];
+    // The device evaluates the 4 cells around each point and the cylinder's links: a few values per sample.
+    let corners: Vec<_> = [probe, front, back]
+        .iter()
+        .map(|p| Fields::bilinear(cfg.nx, ny, p[0], p[1]))
+        .collect();
+    let cells: Vec<(usize, usize)> = corners.iter().flatten().map(|c| c.0).collect();
+    let on_device = r.lat.probe(&cells, &links)?;
     let (mut vs, mut dps, mut drag, mut lift) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     while r.done < steps {
         r.run(sample_every.min(steps - r.done))?;
-        let f: Fields = r.fields()?;
-        if r.lat.populations_readable() {
-            let force = cylinder_force(r.lat.flags(), &r.lat.populations()?, &links);
-            drag.push((r.done as f64, coef * force[0]));
-            lift.push((r.done as f64, coef * force[1]));
+        let p = r.lat.read_probe(&on_device)?;
+        let finite = p
+            .points
+            .iter()
+            .all(|v| v.0.is_finite() && v.1.iter().all(|u| u.is_finite()));
+        if !(finite && p.force.iter().all(|f| f.is_finite())) {
+            // Names the first diverged cell.
+            r.fields()?;
         }
-        vs.push((
-            r.done as f64,
-            Fields::sample(&f.uy, f.nx, f.ny, probe[0], probe[1]),
-        ));
-        let rf = Fields::sample(&f.rho, f.nx, f.ny, front[0], front[1]);
-        let rb = Fields::sample(&f.rho, f.nx, f.ny, back[0], back[1]);
-        dps.push((rf - rb) / 3.0);
+        // Bilinear value at point j of ρ (None) or u_y.
+        let at = |j: usize, uy: bool| -> f64 {
+            corners[j]
+                .iter()
+                .enumerate()
+                .map(|(c, &(_, w))| {
+                    let v = p.points[4 * j + c];
+                    w * if uy { v.1[1] } else { v.0 }
+                })
+                .sum()
+        };
+        drag.push((r.done as f64, coef * p.force[0]));
+        lift.push((r.done as f64, coef * p.force[1]));
+        vs.push((r.done as f64, at(0, true)));
+        dps.push((at(1, false) - at(2, false)) / 3.0);
     }
     // Upward zero crossings of the probe's v give the period.
     let crossings: Vec<f64> = vs
@@ -307,6 +303,8 @@ pub(super) fn run<'g>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::d2q9::C;
+    use crate::reference;
 
     /// Equilibrium populations of a uniform flow, direction-major.
     fn uniform(cells: usize, u: [f64; 2]) -> Vec<f64> {
@@ -343,11 +341,11 @@ mod tests {
                 }
             }
             let cells = nx * ny;
-            let rest = cylinder_force(&flags, &uniform(cells, [0.0, 0.0]), &links);
+            let rest = reference::link_force(&flags, &uniform(cells, [0.0, 0.0]), &links);
             assert!(rest[0].abs() < 1e-12 && rest[1].abs() < 1e-12, "{rest:?}");
-            let fwd = cylinder_force(&flags, &uniform(cells, [0.05, 0.0]), &links);
-            let back = cylinder_force(&flags, &uniform(cells, [-0.05, 0.0]), &links);
-            let up = cylinder_force(&flags, &uniform(cells, [0.0, 0.05]), &links);
+            let fwd = reference::link_force(&flags, &uniform(cells, [0.05, 0.0]), &links);
+            let back = reference::link_force(&flags, &uniform(cells, [-0.05, 0.0]), &links);
+            let up = reference::link_force(&flags, &uniform(cells, [0.0, 0.05]), &links);
             assert!(fwd[0] > 0.0 && back[0] < 0.0, "{fwd:?} {back:?}");
             assert!(fwd[1].abs() < 1e-12 && up[1] > 0.0, "{fwd:?} {up:?}");
         }
