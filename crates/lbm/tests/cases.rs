@@ -190,6 +190,10 @@ fn mask_obstacles_come_from_the_png() {
     // The block narrows the 8-row channel to 6 rows: the flow must speed up past the inflow's 0.05.
     let speed = r.metrics["max_speed"];
     assert!(speed > 0.055 && speed < 0.2, "max speed {speed}");
+    // The flow pushes the block downstream; centred in the channel, it feels almost no lift.
+    let (fx, fy) = (r.metrics["force_x"], r.metrics["force_y"]);
+    assert!(fx > 0.0 && fy.abs() < 0.1 * fx, "force ({fx}, {fy})");
+    assert!(r.metrics["drag_coefficient"] > 0.0);
     // Far too little viscosity for this lattice: the run must fail loudly, not report NaN as a result.
     let e = run_case(
         gpu,
