@@ -56,13 +56,21 @@ fn max_diff(flags: &Flags, a: &[f64], b: &[f64], per_cell: usize) -> (f64, usize
     worst
 }
 
-fn check_against_reference(gpu: &Gpu, cfg: Config, flags: Flags, seed: u64) {
-    let label = format!(
-        "{}x{} {:?} {} {} force={:?} flags={}",
+/// Size, layout and streaming of a configuration, for failure messages.
+fn describe(cfg: &Config) -> String {
+    format!(
+        "{}x{} {:?} {}",
         cfg.nx,
         cfg.ny,
         cfg.layout(),
-        cfg.streaming.name(),
+        cfg.streaming.name()
+    )
+}
+
+fn check_against_reference(gpu: &Gpu, cfg: Config, flags: Flags, seed: u64) {
+    let label = format!(
+        "{} {} force={:?} flags={}",
+        describe(&cfg),
         cfg.collision.name(),
         cfg.force,
         !flags.all_fluid()
@@ -358,13 +366,7 @@ fn solid_links(flags: &Flags) -> Vec<(usize, usize, usize)> {
 /// A probe's points and link force against the reference, at parity 0 (from the lattice's own state), after one
 /// step (from the reference step of that state) and after a second.
 fn check_probe(gpu: &Gpu, cfg: Config, flags: Flags, seed: u64) {
-    let label = format!(
-        "{}x{} {:?} {}",
-        cfg.nx,
-        cfg.ny,
-        cfg.layout(),
-        cfg.streaming.name()
-    );
+    let label = describe(&cfg);
     let (nx, ny) = (cfg.nx, cfg.ny);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut lat =
