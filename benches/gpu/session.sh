@@ -13,6 +13,8 @@
 #                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
 #   lbm-examples  at 8192² (LBM_SIZE="NX NY" overrides): where the LBM step's time goes (step_cost: memory only vs collision vs f16
 #                 conversions) and the populations-in-textures trial (texture_trial)
+#   lbm-cylinder  Schäfer–Turek 2D-2 at D = 40 and 80 cells, lattice velocity 0.05 and 0.025 (resolution and Mach
+#                 convergence of c_D, c_L, St, ΔP; minutes on a GPU, hours on lavapipe)
 # Results go to $OUT (the device tool's folder) or ./results; the tuning cache persists in .devbin/cache
 # while the machine stays warm.
 set -euo pipefail
@@ -61,6 +63,13 @@ for stage in "$@"; do
             .devbin/step_cost ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-step-cost.txt"
             # shellcheck disable=SC2086
             .devbin/texture_trial ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-texture-trial.txt" ;;
+        lbm-cylinder)
+            for size in 881x166 1761x330; do
+                for u in 0.05 0.025; do
+                    $bin lbm cylinder --size $size --u $u --json "$OUT/lbm-cylinder-$size-u$u.json" 2>&1 \
+                        | tee "$OUT/lbm-cylinder-$size-u$u.txt"
+                done
+            done ;;
         *) echo "session.sh: unknown stage $stage" >&2; exit 2 ;;
     esac
 done
