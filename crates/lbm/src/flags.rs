@@ -248,6 +248,26 @@ impl Flags {
         )
     }
 
+    /// Links (x, y, d) from non-solid cells along d into the solid cells for which `part(x', y')` holds: the
+    /// links `Lattice::probe` sums an obstacle's force over.
+    pub fn links_into(&self, part: impl Fn(usize, usize) -> bool) -> Vec<(usize, usize, usize)> {
+        let mut links = Vec::new();
+        for y in 0..self.ny {
+            for x in 0..self.nx {
+                if self.get(x, y).is_solid() {
+                    continue;
+                }
+                for d in 1..9 {
+                    let (xn, yn) = self.neighbour(x, y, d);
+                    if self.get(xn, yn).is_solid() && part(xn, yn) {
+                        links.push((x, y, d));
+                    }
+                }
+            }
+        }
+        links
+    }
+
     /// Checks the cells and packs them for the kernels.
     pub fn encode(&self) -> Result<EncodedFlags> {
         let (nx, ny) = (self.nx, self.ny);

@@ -344,25 +344,6 @@ fn bad_inputs_are_errors() {
     }
 }
 
-/// Every link from a non-solid cell into a solid one.
-fn solid_links(flags: &Flags) -> Vec<(usize, usize, usize)> {
-    let mut links = Vec::new();
-    for y in 0..flags.ny() {
-        for x in 0..flags.nx() {
-            if flags.get(x, y).is_solid() {
-                continue;
-            }
-            for d in 1..9 {
-                let (xn, yn) = flags.neighbour(x, y, d);
-                if flags.get(xn, yn).is_solid() {
-                    links.push((x, y, d));
-                }
-            }
-        }
-    }
-    links
-}
-
 /// A probe's points and link force against the reference, at parity 0 (from the lattice's own state), after one
 /// step (from the reference step of that state) and after a second.
 fn check_probe(gpu: &Gpu, cfg: Config, flags: Flags, seed: u64) {
@@ -377,7 +358,7 @@ fn check_probe(gpu: &Gpu, cfg: Config, flags: Flags, seed: u64) {
     let points = [(3, 2), (7, ny - 2), (0, ny / 2), (nx - 1, ny - 1), (5, 4)];
     // Every solid link, and only the bottom wall's: over a whole object the weights' share of the momentum
     // (2 w_d c_d per link) cancels, over a part it does not.
-    let all = solid_links(&flags);
+    let all = flags.links_into(|_, _| true);
     let bottom: Vec<_> = all
         .iter()
         .copied()

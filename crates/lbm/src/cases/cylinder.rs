@@ -32,25 +32,9 @@ fn circle(ny: usize) -> ([f64; 2], f64) {
     (cell_of(ny, CENTRE), DIAMETER / 2.0 / dx(ny))
 }
 
-/// Links from fluid cells into the cylinder's wall cells: (x, y, d) with x + c_d a wall within a cell of the
-/// circle (the channel walls are further away).
+/// Links into the cylinder's wall cells: those within a cell of the circle (the channel walls are further away).
 fn cylinder_links(flags: &Flags, centre: [f64; 2], radius: f64) -> Vec<(usize, usize, usize)> {
-    let mut links = Vec::new();
-    for y in 0..flags.ny() {
-        for x in 0..flags.nx() {
-            if flags.get(x, y) != Cell::Fluid {
-                continue;
-            }
-            for d in 1..9 {
-                let (xn, yn) = flags.neighbour(x, y, d);
-                let near = (xn as f64 - centre[0]).hypot(yn as f64 - centre[1]) <= radius + 1.0;
-                if near && flags.get(xn, yn) == Cell::Wall {
-                    links.push((x, y, d));
-                }
-            }
-        }
-    }
-    links
+    flags.links_into(|x, y| (x as f64 - centre[0]).hypot(y as f64 - centre[1]) <= radius + 1.0)
 }
 
 /// Harmonics of the shedding frequency kept by `Periodic` (drag oscillates at 2f, lift at f with odd overtones).

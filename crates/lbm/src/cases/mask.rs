@@ -53,23 +53,12 @@ pub(super) fn run<'g>(
     let mut r = Runner::new(lat, u, steps, progress, opts);
     // The obstacles: solid cells off the channel walls (rows 0 and ny − 1), and the links into them.
     let flags = r.lat.flags();
-    let (fnx, fny) = (flags.nx(), flags.ny());
-    let mut links = Vec::new();
-    let mut rows = vec![false; fny];
-    for (y, row) in rows.iter_mut().enumerate() {
-        for x in 0..fnx {
-            if flags.get(x, y).is_solid() {
-                *row |= y > 0 && y < fny - 1;
-                continue;
-            }
-            for d in 1..9 {
-                let (xn, yn) = flags.neighbour(x, y, d);
-                if yn > 0 && yn < fny - 1 && flags.get(xn, yn).is_solid() {
-                    links.push((x, y, d));
-                }
-            }
-        }
-    }
+    let fny = flags.ny();
+    let off_walls = |y: usize| y > 0 && y < fny - 1;
+    let links = flags.links_into(|_, y| off_walls(y));
+    let height = (1..fny - 1)
+        .filter(|&y| (0..flags.nx()).any(|x| flags.get(x, y).is_solid()))
+        .count() as f64;
     let settle = steps - steps / 5;
     r.run(settle)?;
     let mut force = None;
@@ -105,7 +94,6 @@ pub(super) fn run<'g>(
     match force {
         Some(fv) => {
             // Per unit depth, on the obstacles' frontal height (rows they occupy).
-            let height = rows.iter().filter(|&&r| r).count() as f64;
             let coef = 2.0 / (u * u * height);
             m.insert("force_x".into(), fv[0]);
             m.insert("force_y".into(), fv[1]);
