@@ -28,7 +28,7 @@ pub(super) fn run<'g>(
     let u = speed(case, opts)?;
     let omega = omega_from(opts, u, ny as f64 - 2.0, Some(100.0), 1.0)?;
     let mut walls = 0;
-    let Start { lat, u, .. } = start(
+    let Start { lat, u, resumed } = start(
         gpu,
         case,
         opts,
@@ -59,6 +59,12 @@ pub(super) fn run<'g>(
     let height = (1..fny - 1)
         .filter(|&y| (0..flags.nx()).any(|x| flags.get(x, y).is_solid()))
         .count() as f64;
+    if resumed {
+        // The PNG was not read: count the obstacle cells the checkpoint holds.
+        walls = (0..flags.nx() * fny)
+            .filter(|&k| off_walls(k / flags.nx()) && flags.cells()[k].is_solid())
+            .count();
+    }
     let settle = steps - steps / 5;
     r.run(settle)?;
     let mut force = None;
@@ -91,6 +97,11 @@ pub(super) fn run<'g>(
         u * (f.ny as f64 - 2.0) / r.lat.config().collision.viscosity(),
     );
     let mut notes = vec!["Re on the channel height; obstacles from the mask's dark pixels".into()];
+    if resumed {
+        notes.push(
+            "resumed from a checkpoint: mask_wall_cells counts its solid cells off the channel walls".into(),
+        );
+    }
     match force {
         Some(fv) => {
             // Per unit depth, on the obstacles' frontal height (rows they occupy).
