@@ -417,64 +417,71 @@ fn check_probe(gpu: &Gpu, cfg: Config, flags: Flags, seed: u64) {
     }
 }
 
+/// 13-wide TRT lattices in every layout (f32 and paired f16 at ny 10, one f16 per cell at ny 9) × streaming.
+fn every_layout() -> Vec<Config> {
+    let mut out = Vec::new();
+    for (storage, ny) in [(Storage::F32, 10), (Storage::F16, 10), (Storage::F16, 9)] {
+        for streaming in [Streaming::Ab, Streaming::InPlace] {
+            out.push(Config {
+                storage,
+                streaming,
+                ..Config::new(13, ny, Collision::trt(0.8))
+            });
+        }
+    }
+    out
+}
+
 #[test]
 fn probes_match_the_reference_force_and_fields() {
     let Some(gpu) = test_gpu() else { return };
     let seed = fresh_seed();
     let mut rng = StdRng::seed_from_u64(seed ^ 0x9e0b);
-    for (storage, ny) in [(Storage::F32, 10), (Storage::F16, 10), (Storage::F16, 9)] {
-        for streaming in [Streaming::Ab, Streaming::InPlace] {
+    for cfg in every_layout() {
+        let ny = cfg.ny;
+        let two_lattices = cfg.streaming == Streaming::Ab;
+        let storage = cfg.storage;
+        check_probe(gpu, cfg, obstacle_flags(13, ny), seed);
+        if two_lattices {
+            // Interpolated bounce-back on a circle and the bottom wall (two lattices only).
+            let flags = curved_flags(&mut rng, 21, ny + 6);
             let cfg = Config {
                 storage,
-                streaming,
-                ..Config::new(13, ny, Collision::trt(0.8))
+                ..Config::new(21, ny + 6, Collision::Bgk { omega: 1.7 })
             };
-            check_probe(gpu, cfg, obstacle_flags(13, ny), seed);
+            check_probe(gpu, cfg, flags, seed);
         }
-        // Interpolated bounce-back on a circle and the bottom wall (two lattices only).
-        let flags = curved_flags(&mut rng, 21, ny + 6);
-        let cfg = Config {
-            storage,
-            ..Config::new(21, ny + 6, Collision::Bgk { omega: 1.7 })
-        };
-        check_probe(gpu, cfg, flags, seed);
     }
 
     // A lattice without flags (its kernels read none): points only, every layout, both in-place parities.
-    for (storage, ny) in [(Storage::F32, 10), (Storage::F16, 10), (Storage::F16, 9)] {
-        for streaming in [Streaming::Ab, Streaming::InPlace] {
-            let cfg = Config {
-                storage,
-                streaming,
-                ..Config::new(13, ny, Collision::trt(0.8))
-            };
-            let flags = Flags::fluid(13, ny);
-            let mut lat = Lattice::new(gpu, cfg.clone(), flags.clone()).expect("lattice");
-            lat.set_populations(&random_state(&mut rng, 13, ny))
-                .expect("set");
-            let points = [(0, 0), (12, ny - 1), (6, ny / 2), (3, 1)];
-            let probe = lat.probe(&points, &[]).expect("probe");
-            for _ in 0..2 {
-                let m = lat.macroscopic().expect("fields");
-                let got = lat.read_probe(&probe).expect("read probe");
-                assert_eq!(got.force, [0.0, 0.0]);
-                for (j, &(x, y)) in points.iter().enumerate() {
-                    let (rho, u) = m.at(x, y);
-                    let (prho, pu) = got.points[j];
-                    let d = (rho - prho)
-                        .abs()
-                        .max((u[0] - pu[0]).abs())
-                        .max((u[1] - pu[1]).abs());
-                    assert!(
-                        d < 1e-6,
-                        "{} ({x}, {y}): probe {:?} vs fields {:?}",
-                        describe(&cfg),
-                        got.points[j],
-                        (rho, u)
-                    );
-                }
-                lat.step(1).expect("step");
+    for cfg in every_layout() {
+        let ny = cfg.ny;
+        let flags = Flags::fluid(13, ny);
+        let mut lat = Lattice::new(gpu, cfg.clone(), flags.clone()).expect("lattice");
+        lat.set_populations(&random_state(&mut rng, 13, ny))
+            .expect("set");
+        let points = [(0, 0), (12, ny - 1), (6, ny / 2), (3, 1)];
+        let probe = lat.probe(&points, &[]).expect("probe");
+        for _ in 0..2 {
+            let m = lat.macroscopic().expect("fields");
+            let got = lat.read_probe(&probe).expect("read probe");
+            assert_eq!(got.force, [0.0, 0.0]);
+            for (j, &(x, y)) in points.iter().enumerate() {
+                let (rho, u) = m.at(x, y);
+                let (prho, pu) = got.points[j];
+                let d = (rho - prho)
+                    .abs()
+                    .max((u[0] - pu[0]).abs())
+                    .max((u[1] - pu[1]).abs());
+                assert!(
+                    d < 1e-6,
+                    "{} ({x}, {y}): probe {:?} vs fields {:?}",
+                    describe(&cfg),
+                    got.points[j],
+                    (rho, u)
+                );
             }
+            lat.step(1).expect("step");
         }
     }
 
