@@ -462,14 +462,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 );
             }
             let _ = writeln!(s, "{ind}if ty == {TYPE_SOLID}u {{");
+            // A solid cell reports ρ = 1 and the wall's velocity.
+            if self.mode != Mode::Step {
+                let _ = writeln!(s, "{ind}    let uw = bval[fl >> {INDEX_SHIFT}u];");
+            }
             if self.mode == Mode::Macro {
                 let _ = writeln!(
                     s,
-                    "{ind}    let uw = bval[fl >> {INDEX_SHIFT}u];\n{ind}    rho_out[{cidx}] = 1.0;\n{ind}    ux_out[{cidx}] = uw.x;\n{ind}    uy_out[{cidx}] = uw.y;"
+                    "{ind}    rho_out[{cidx}] = 1.0;\n{ind}    ux_out[{cidx}] = uw.x;\n{ind}    uy_out[{cidx}] = uw.y;"
                 );
             }
             if self.mode == Mode::Probe {
-                let _ = writeln!(s, "{ind}    let uw = bval[fl >> {INDEX_SHIFT}u];");
                 for line in probe_store(["1.0", "uw.x", "uw.y", "0.0", "0.0"]).lines() {
                     let _ = writeln!(s, "{ind}    {line}");
                 }

@@ -90,16 +90,14 @@ impl<'g> Lattice<'g> {
             )));
         }
         let max_bindings = gpu.limits().max_storage_buffers_per_shader_stage as usize;
-        let spec = |phase, mode| KernelSpec {
-            nx: cfg.nx,
-            ny: cfg.ny,
-            storage: cfg.storage,
-            collision: cfg.collision,
-            force: cfg.force,
-            flags: encoded.is_some(),
-            curved: flags.has_wall_distances(),
-            phase,
-            mode,
+        let spec = |phase, mode| {
+            lattice_spec(
+                &cfg,
+                encoded.is_some(),
+                flags.has_wall_distances(),
+                phase,
+                mode,
+            )
         };
         for mode in [Mode::Step, Mode::Macro] {
             let phase = match cfg.streaming {
@@ -138,31 +136,24 @@ impl<'g> Lattice<'g> {
             None => None,
         };
         let grid = Grid::cover(spec(Phase::Ab, Mode::Step).invocations() as u64, WG)?;
-        let prepare = |spec: KernelSpec,
-                       pops: Vec<&GpuBuffer<u32>>,
-                       extra: &[&GpuBuffer<f32>]|
-         -> Result<Launch> {
-            let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
-            if let Some((codes, table)) = &flag_bufs {
-                args.push(codes.arg());
-                args.push(table.arg());
-            }
-            args.extend(extra.iter().map(|b| b.arg()));
-            // SAFETY: every index the kernel forms is a cell index below N (neighbours wrap), every population
-            // buffer holds at least N elements of its type, and boundary-table indices come from `encode`,
-            // which only emits indices of entries it stored.
-            let kernel =
-                unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
-            Ok(gpu.prepare(&kernel, &args, grid)?)
+        let prepare = |phase, pops: Vec<&GpuBuffer<u32>>| {
+            prepare_launch(
+                gpu,
+                &spec(phase, Mode::Step),
+                &pops,
+                flag_bufs.as_ref(),
+                &[],
+                grid,
+            )
         };
         let steps = match cfg.streaming {
             Streaming::Ab => [
-                prepare(spec(Phase::Ab, Mode::Step), pops(&a, &b), &[])?,
-                prepare(spec(Phase::Ab, Mode::Step), pops(&b, &a), &[])?,
+                prepare(Phase::Ab, pops(&a, &b))?,
+                prepare(Phase::Ab, pops(&b, &a))?,
             ],
             Streaming::InPlace => [
-                prepare(spec(Phase::AaOdd, Mode::Step), pops(&a, &[]), &[])?,
-                prepare(spec(Phase::AaEven, Mode::Step), pops(&a, &[]), &[])?,
+                prepare(Phase::AaOdd, pops(&a, &[]))?,
+                prepare(Phase::AaEven, pops(&a, &[]))?,
             ],
         };
         Ok(Self {
@@ -368,17 +359,13 @@ impl<'g> Lattice<'g> {
 
     /// The kernel spec of this lattice for `phase` and `mode`.
     fn spec(&self, phase: Phase, mode: Mode) -> KernelSpec {
-        KernelSpec {
-            nx: self.cfg.nx,
-            ny: self.cfg.ny,
-            storage: self.cfg.storage,
-            collision: self.cfg.collision,
-            force: self.cfg.force,
-            flags: self.encoded.is_some(),
-            curved: self.flags.has_wall_distances(),
+        lattice_spec(
+            &self.cfg,
+            self.encoded.is_some(),
+            self.flags.has_wall_distances(),
             phase,
             mode,
-        }
+        )
     }
 
     /// Launches, per parity, of a kernel in `mode` that reads the current state as the next step would (its
@@ -390,18 +377,15 @@ impl<'g> Lattice<'g> {
         grid: Grid,
     ) -> Result<[Launch; 2]> {
         let prepare = |phase: Phase, pops: &[GpuBuffer<u32>]| -> Result<Launch> {
-            let spec = self.spec(phase, mode);
-            let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
-            if let Some((codes, table)) = &self.flag_bufs {
-                args.push(codes.arg());
-                args.push(table.arg());
-            }
-            args.extend_from_slice(extra);
-            // SAFETY: as for the step kernels (indices below N, table indices from `encode`); probe entries are
-            // cell indices `Lattice::probe` checked against N.
-            let kernel =
-                unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
-            Ok(self.gpu.prepare(&kernel, &args, grid)?)
+            let pops: Vec<&GpuBuffer<u32>> = pops.iter().collect();
+            prepare_launch(
+                self.gpu,
+                &self.spec(phase, mode),
+                &pops,
+                self.flag_bufs.as_ref(),
+                extra,
+                grid,
+            )
         };
         Ok(match self.cfg.streaming {
             Streaming::Ab => [prepare(Phase::Ab, &self.a)?, prepare(Phase::Ab, &self.b)?],
@@ -475,6 +459,44 @@ impl<'g> Lattice<'g> {
         self.steps_done = steps_done;
         Ok(())
     }
+}
+
+/// The kernel spec of a lattice with `cfg`, with or without a flag field and wall distances.
+fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mode) -> KernelSpec {
+    KernelSpec {
+        nx: cfg.nx,
+        ny: cfg.ny,
+        storage: cfg.storage,
+        collision: cfg.collision,
+        force: cfg.force,
+        flags,
+        curved,
+        phase,
+        mode,
+    }
+}
+
+/// A launch of a lattice kernel: the population buffers, then the flag field and its table when there is one,
+/// then `extra`, in binding order.
+fn prepare_launch(
+    gpu: &Gpu,
+    spec: &KernelSpec,
+    pops: &[&GpuBuffer<u32>],
+    flag_bufs: Option<&(GpuBuffer<u32>, GpuBuffer<[f32; 2]>)>,
+    extra: &[Arg<'_>],
+    grid: Grid,
+) -> Result<Launch> {
+    let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
+    if let Some((codes, table)) = flag_bufs {
+        args.push(codes.arg());
+        args.push(table.arg());
+    }
+    args.extend_from_slice(extra);
+    // SAFETY: every index the kernel forms is a cell index below N (neighbours wrap; probe entries are cell
+    // indices `Lattice::probe` checked against N), every population buffer holds at least N elements of its type,
+    // and boundary-table indices come from `encode`, which only emits indices of entries it stored.
+    let kernel = unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
+    Ok(gpu.prepare(&kernel, &args, grid)?)
 }
 
 /// Both lattices' buffers in binding order.
