@@ -46,6 +46,10 @@ pub struct LbmArgs {
     /// Obstacle mask for the `mask` case (dark pixels are walls).
     #[arg(long, value_name = "PNG")]
     mask: Option<PathBuf>,
+    /// Mask case: walls where the mask's interpolated lightness crosses 50 %, with interpolated bounce-back
+    /// (smooth walls from an anti-aliased image) instead of a staircase of dark pixels.
+    #[arg(long)]
+    interpolated_mask: bool,
     /// Write the final velocity magnitude (or --png-quantity vorticity) as a PNG.
     #[arg(long, value_name = "FILE")]
     png: Option<PathBuf>,
@@ -81,6 +85,9 @@ fn parse_size(s: &str) -> Result<(usize, usize), Error> {
 
 pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
     let case = Case::parse(&a.case, a.mask.as_deref())?;
+    if a.interpolated_mask && !matches!(case, Case::Mask(_)) {
+        return Err("--interpolated-mask applies to the mask case only".into());
+    }
     let quantity = Quantity::parse(&a.png_quantity)?;
     let opts = CaseOptions {
         size: a.size.as_deref().map(parse_size).transpose()?,
@@ -96,6 +103,7 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
         storage: Storage::parse(&a.storage)?,
         streaming: Streaming::parse(&a.streaming)?,
         resume: a.resume.clone(),
+        interpolated_mask: a.interpolated_mask,
         frames: a.frames.clone().map(|dir| Frames {
             dir,
             every: a.frame_every,

@@ -223,6 +223,17 @@ fn run_ld(gpu: &Gpu, args: LdArgs) -> Result<(), Error> {
             let [m, n, samples] = v[..] else {
                 return Err(format!("--random `{spec}` is not M,N,SAMPLES").into());
             };
+            // Past the device, say so before drawing the bits.
+            let words = samples.div_ceil(32);
+            gpu.check_len::<u32>(
+                m.saturating_mul(words),
+                "SNP matrix A (M × SAMPLES/32 words)",
+            )?;
+            gpu.check_len::<u32>(
+                n.saturating_mul(words),
+                "SNP matrix B (N × SAMPLES/32 words)",
+            )?;
+            gpu.check_len::<f32>(m.saturating_mul(n), "r² (M × N)")?;
             (
                 SnpMatrix::random(m, samples, args.seed)?,
                 SnpMatrix::random(n, samples, args.seed ^ 0x5eed)?,

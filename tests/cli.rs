@@ -220,6 +220,11 @@ fn dense_bench_rejects_bad_input_clearly() {
             vec!["--m", "8", "--n", "8", "--k", "8", "--params", "t8x8"],
             "--params",
         ),
+        // Past any device: an error naming the operand before host memory is filled (that aborted).
+        (
+            vec!["--m", "1000000000", "--n", "8", "--k", "1000000000"],
+            "A (M × K)",
+        ),
     ] {
         let out = bespoke(&[&["mm", "dense-bench"], &args[..]].concat());
         assert!(!out.status.success(), "{args:?} succeeded");
@@ -305,6 +310,11 @@ fn ld_file_gives_r2_and_names_bad_lines() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 2") && err.contains("`a`"), "{err}");
+    // Past any device: an error before 10¹⁵ samples are drawn (that ran until memory ran out).
+    let out = bespoke(&["mm", "ld", "--random", "1000000000,8,1000000"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("SNP matrix A"), "{err}");
     let _ = (std::fs::remove_file(&good), std::fs::remove_file(&json));
 }
 
@@ -538,6 +548,15 @@ fn lbm_rejects_bad_parameters_clearly() {
         ),
         (&["lbm", "cylinder", "--u", "0.2"][..], "Mach"),
         (&["lbm", "shear-wave", "--storage", "f8"][..], "storage"),
+        (
+            &["lbm", "cavity", "--interpolated-mask"][..],
+            "mask case only",
+        ),
+        // Past any binding: an error before 240 GB of host-side flags are allocated (that aborted).
+        (
+            &["lbm", "taylor-green", "--size", "100000x100000"][..],
+            "binding limit",
+        ),
     ] {
         let out = bespoke(args);
         assert!(!out.status.success(), "{args:?} succeeded");
@@ -601,6 +620,9 @@ fn fv_run_conserves_mass_and_writes_vtu() {
     assert!(v["mass_rel_drift"].as_f64().unwrap() < 1e-5, "{v}");
     let text = std::fs::read_to_string(&vtu).unwrap();
     assert!(text.starts_with("<?xml") && text.contains(r#"NumberOfCells="2694""#));
+    // No steps, no drift: the initial mass is that of x as stored (it was the unrounded field's: 1.8e-9).
+    let (v, _) = bespoke_json("fv-run-0", &["fv", "run", "--box", "3", "--steps", "0"]);
+    assert_eq!(v["mass_rel_drift"].as_f64(), Some(0.0), "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -692,6 +714,20 @@ fn fv_rejects_bad_input_clearly() {
             "f32 values only",
         ),
         (vec!["fv", "run"], "--box"),
+        // Past any device: an error before the ideal operators are built (that aborted).
+        (
+            vec!["fv", "sweep", "--tets", "100000000000"],
+            "ideal operator values",
+        ),
+        // Block 0 divided by zero in the in-block fraction (a panic) before the kernel refused it.
+        (
+            vec!["fv", "bench", "--box", "3", "--block-size", "0"],
+            "block-size",
+        ),
+        (
+            vec!["fv", "sweep", "--tets", "5000", "--block-size", "0"],
+            "block-size",
+        ),
     ] {
         let out = bespoke(&args);
         assert!(!out.status.success(), "{args:?} succeeded");

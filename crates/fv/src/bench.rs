@@ -1,7 +1,7 @@
 //! Throughput of every ordering × kernel on one operator: seconds per step, GB/s at the minimum byte count
 //! (values, indices, x read once, y written: 40 B/tet f32, 64 B/tet f64), in-block fraction, ordering time.
 
-use crate::diffusion::{Diffusion, Real};
+use crate::diffusion::{Diffusion, Real, check_kernel_block};
 use crate::error::Result;
 use crate::generate::SplitMix;
 use crate::kernel::{KernelKind, Layout};
@@ -46,6 +46,8 @@ pub fn bench_operator<T: Real>(
     reps: usize,
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<FvRun>> {
+    // Every ordering runs the block-cached kernel: a bad block is an error before any ordering is computed.
+    check_kernel_block::<T>(gpu, block)?;
     let n = op.n();
     let dt = 0.5 / op.max_row_sum();
     let mut rng = SplitMix(7);

@@ -415,7 +415,7 @@ pub fn metis_nd(op: &Operator) -> Result<Permutation> {
 }
 
 /// Fraction of interior neighbour references whose neighbour lies in the same block of `block` consecutive
-/// tets (in the operator's current numbering).
+/// tets (in the operator's current numbering). Panics when `block` is 0.
 pub fn in_block_fraction(op: &Operator, block: usize) -> f64 {
     let n = op.n();
     let (mut inside, mut total) = (0usize, 0usize);

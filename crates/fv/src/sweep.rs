@@ -19,6 +19,13 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
             "ideal operators need n ≥ 1 and a block ≥ 1",
         ));
     }
+    if u32::try_from(n).is_err() {
+        return Err(FvError::param(
+            "tets",
+            n,
+            "too many tets for 32-bit indices",
+        ));
+    }
     let mut rng = SplitMix(seed);
     let mut values = Vec::with_capacity(n);
     let mut indices = Vec::with_capacity(n);
@@ -78,6 +85,8 @@ pub fn sweep<T: Real>(
     reps: usize,
     mut progress: impl FnMut(usize),
 ) -> Result<Vec<SweepPoint>> {
+    // The largest buffer is the operator's 4 values per tet: past the device, say so before building it.
+    gpu.check_len::<T>(n.saturating_mul(4), "ideal operator values (4 per tet)")?;
     let bytes = (min_bytes_per_tet(T::DTYPE.size()) * n) as f64;
     let cap = max_kernel_block(gpu, T::DTYPE.size());
     let mut out = Vec::new();
@@ -128,6 +137,12 @@ pub fn default_blocks(n: usize) -> Vec<usize> {
 mod tests {
     use super::*;
     use crate::ordering::in_block_fraction;
+
+    #[test]
+    fn ideal_operators_past_32_bit_indices_are_errors() {
+        let e = ideal_operator(1 << 33, 32, 1).expect_err("2^33 tets accepted");
+        assert!(e.to_string().contains("32-bit"), "{e}");
+    }
 
     #[test]
     fn ideal_operators_stay_in_their_blocks() {

@@ -265,7 +265,9 @@ fn zero_flux_conserves_and_dirichlet_converges() {
     d.set_x(&x0).expect("set");
     d.step(1000).expect("steps");
     let drift = ((weighted_mass(&op, &d.x().expect("read")) - m0) / m0).abs();
-    assert!(drift < 1e-6, "f32 mass drift {drift:e}");
+    // The issue asks for 1e-6. Stored unshifted, the near-steady field repeated the same roundings every step and
+    // drifted 3e-7 typically, 1.2e-6 at worst over 160 draws; shifted by the mean, 8e-9 at worst.
+    assert!(drift < 1e-7, "f32 mass drift {drift:e}");
     if gpu.has_f64() {
         let mut d = Diffusion::<f64>::new(
             gpu,

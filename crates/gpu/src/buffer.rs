@@ -56,7 +56,10 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 impl Gpu {
-    fn create_storage<T: Pod>(&self, len: usize, what: &str) -> Result<GpuBuffer<T>> {
+    /// Whether a buffer of `len` elements of `T` fits the adapter's buffer size, without allocating it: callers
+    /// that build large host-side data for a buffer check first, so a size past the device is an error naming
+    /// `what` before host memory runs out. Returns the size in bytes, padded as allocated.
+    pub fn check_len<T: Pod>(&self, len: usize, what: &str) -> Result<u64> {
         let bytes = (len as u64)
             .checked_mul(size_of::<T>() as u64)
             .ok_or_else(|| GpuError::LimitExceeded {
@@ -75,6 +78,11 @@ impl Gpu {
                 max: self.limits.max_buffer_size,
             });
         }
+        Ok(size)
+    }
+
+    fn create_storage<T: Pod>(&self, len: usize, what: &str) -> Result<GpuBuffer<T>> {
+        let size = self.check_len::<T>(len, what)?;
         let raw = self.scoped(&format!("allocating {size} bytes for {what}"), || {
             self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(what),

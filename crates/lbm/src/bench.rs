@@ -8,7 +8,7 @@ use bespoke_gpu::Gpu;
 use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::Result;
 use crate::flags::Flags;
-use crate::lattice::Lattice;
+use crate::lattice::{Lattice, check_fits};
 
 /// One timed configuration.
 #[derive(Clone, Debug)]
@@ -38,6 +38,7 @@ pub fn bench_lattice(
         streaming,
         ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
     };
+    check_fits(gpu, &cfg)?;
     let mut lat = Lattice::new(gpu, cfg, Flags::fluid(nx, ny))?;
     let (kx, ky) = (2.0 * PI / nx as f64, 2.0 * PI / ny as f64);
     lat.init_equilibrium(|x, y| {

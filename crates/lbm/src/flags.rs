@@ -4,9 +4,9 @@
 //! is solid (so a fluid cell reads one flag, not nine), bits 13–31 an index into a table of boundary values
 //! (wall or inlet velocity, outlet density). Domain edges are periodic unless cells there say otherwise.
 //!
-//! Links from fluid cells into resting walls may carry a wall distance q (interpolated bounce-back, Bouzidi,
-//! Firdaouss & Lallemand 2001); a fluid cell with any such link points its index at four table entries holding
-//! the q of each pull direction (1/2, plain half-way bounce-back, where none is set).
+//! Links from fluid cells into walls (resting or moving) may carry a wall distance q (interpolated bounce-back,
+//! Bouzidi, Firdaouss & Lallemand 2001); a fluid cell with any such link points its index at four table entries
+//! holding the q of each pull direction (1/2, plain half-way bounce-back, where none is set).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -52,6 +52,8 @@ impl Cell {
     }
 }
 
+/// Bits 0–3 of a code: the cell type.
+pub(crate) const TYPE_MASK: u32 = 15;
 pub(crate) const TYPE_FLUID: u32 = 0;
 pub(crate) const TYPE_SOLID: u32 = 1;
 pub(crate) const TYPE_INLET: u32 = 2;
@@ -76,6 +78,20 @@ pub struct EncodedFlags {
     pub codes: Vec<u32>,
     /// Boundary values; entry 0 is (0, 0).
     pub table: Vec<[f32; 2]>,
+}
+
+impl EncodedFlags {
+    /// (cell, pull direction i, table index k) of every solid pull source of a fluid cell whose table index
+    /// points at wall distances: the links the interpolated kernels treat, as they decode them.
+    pub(crate) fn interpolated_links(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        self.codes.iter().enumerate().flat_map(|(cell, &code)| {
+            let k = (code >> INDEX_SHIFT) as usize;
+            let fluid = code & TYPE_MASK == TYPE_FLUID && k != 0;
+            (1..9)
+                .filter(move |&i| fluid && code & (1 << (MASK_SHIFT as usize + i)) != 0)
+                .map(move |i| (cell, i, k))
+        })
+    }
 }
 
 impl Flags {
@@ -110,10 +126,11 @@ impl Flags {
     pub fn fluid_cells(&self) -> usize {
         self.cells.iter().filter(|c| !c.is_solid()).count()
     }
-    /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the resting wall
-    /// at x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain
-    /// half-way bounce-back). Whether the link really ends in a wall is checked when the flags are encoded;
-    /// only two-lattice streaming supports it (`Lattice::new` says so otherwise).
+    /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the wall at
+    /// x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain half-way
+    /// bounce-back). A moving wall's velocity is its cell's: for a wall in rigid motion (translating, rotating)
+    /// that gives the link the same c_d·u as the velocity at the crossing, which differs from it by a vector
+    /// along c_d. Whether the link really ends in a wall is checked when the flags are encoded.
     pub fn set_wall_distance(&mut self, x: usize, y: usize, d: usize, q: f64) -> Result<()> {
         if x >= self.nx || y >= self.ny || !(1..9).contains(&d) {
             return Err(LbmError::Flag {
@@ -142,6 +159,22 @@ impl Flags {
             .iter()
             .map(|(&(c, d), &q)| ((c % self.nx, c / self.nx, d), q))
     }
+    /// Drops the wall distances of links that no longer run from a fluid cell into a wall, because cells were
+    /// set after the distances (a shape's edge overwritten by channel walls or an inlet); returns how many.
+    pub fn prune_wall_distances(&mut self) -> usize {
+        let stale: Vec<(usize, usize)> = self
+            .wall_distances()
+            .filter(|&((x, y, d), _)| {
+                let (xn, yn) = self.neighbour(x, y, d);
+                self.get(x, y) != Cell::Fluid || !self.get(xn, yn).is_solid()
+            })
+            .map(|((x, y, d), _)| (y * self.nx + x, d))
+            .collect();
+        for key in &stale {
+            self.distances.remove(key);
+        }
+        stale.len()
+    }
     /// Whether any link uses interpolated bounce-back.
     pub fn has_wall_distances(&self) -> bool {
         !self.distances.is_empty()
@@ -151,18 +184,43 @@ impl Flags {
     /// lies inside become walls; with `interpolated`, each link from a fluid cell into them gets the distance
     /// at which it crosses the circle.
     pub fn add_circle(&mut self, centre: [f64; 2], radius: f64, interpolated: bool) {
-        let inside = |x: usize, y: usize| {
-            (x as f64 - centre[0]).powi(2) + (y as f64 - centre[1]).powi(2) <= radius * radius
-        };
+        // Squared, so the cells inside are exactly those of |p − c|² ≤ r² (one sign change per link: convex).
+        let phi =
+            |x: f64, y: f64| (x - centre[0]).powi(2) + (y - centre[1]).powi(2) - radius * radius;
+        self.add_shape(phi, |_, _| [0.0, 0.0], interpolated);
+    }
+
+    /// A wall of any shape: cells whose centre has `phi(x, y) ≤ 0` (lattice units, cell centres at integer
+    /// coordinates) become walls, moving with `velocity` at their centre where it is not zero. With
+    /// `interpolated`, each link from a fluid cell into them gets the distance at which `phi` changes sign along
+    /// it (bisection to double precision; `phi` should change sign once per link, as a signed distance does).
+    /// Links across the domain's edge are left alone. `phi = r − |p − c|` makes the outside of a circle solid;
+    /// `velocity = Ω × (p − c)` makes a body rotate (the cell-centre velocity is exact for rigid motion, see
+    /// `set_wall_distance`). Returns the number of cells inside.
+    pub fn add_shape(
+        &mut self,
+        phi: impl Fn(f64, f64) -> f64,
+        velocity: impl Fn(f64, f64) -> [f64; 2],
+        interpolated: bool,
+    ) -> usize {
+        let inside = |x: usize, y: usize| phi(x as f64, y as f64) <= 0.0;
+        let mut count = 0;
         for y in 0..self.ny {
             for x in 0..self.nx {
                 if inside(x, y) {
-                    self.set(x, y, Cell::Wall);
+                    count += 1;
+                    let u = velocity(x as f64, y as f64);
+                    let cell = if u == [0.0, 0.0] {
+                        Cell::Wall
+                    } else {
+                        Cell::MovingWall(u)
+                    };
+                    self.set(x, y, cell);
                 }
             }
         }
         if !interpolated {
-            return;
+            return count;
         }
         for y in 0..self.ny {
             for x in 0..self.nx {
@@ -174,21 +232,35 @@ impl Flags {
                     if xn < 0 || yn < 0 || xn >= self.nx as i64 || yn >= self.ny as i64 {
                         continue;
                     }
-                    if !inside(xn as usize, yn as usize) {
+                    // Cheap test first: the shape's cells are walls now, most neighbours are not.
+                    let (xn, yn) = (xn as usize, yn as usize);
+                    if !self.get(xn, yn).is_solid() || !inside(xn, yn) {
                         continue;
                     }
-                    // Smallest t in (0, 1] with |p + t c − centre| = r, p outside and p + c inside.
-                    let (px, py) = (x as f64 - centre[0], y as f64 - centre[1]);
-                    let (cx, cy) = (f64::from(c[0]), f64::from(c[1]));
-                    let a = cx * cx + cy * cy;
-                    let b = 2.0 * (px * cx + py * cy);
-                    let k = px * px + py * py - radius * radius;
-                    let t = (-b - (b * b - 4.0 * a * k).max(0.0).sqrt()) / (2.0 * a);
+                    // phi > 0 at t = 0 (fluid), ≤ 0 at t = 1 (wall).
+                    let at = |t: f64| {
+                        [
+                            x as f64 + t * f64::from(c[0]),
+                            y as f64 + t * f64::from(c[1]),
+                        ]
+                    };
+                    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+                    while hi - lo > 1e-15 {
+                        let mid = 0.5 * (lo + hi);
+                        let p = at(mid);
+                        if phi(p[0], p[1]) > 0.0 {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    let t = 0.5 * (lo + hi);
                     self.distances
                         .insert((y * self.nx + x, d), t.clamp(1e-6, 1.0));
                 }
             }
         }
+        count
     }
 
     /// Walls along the bottom and top rows (a channel periodic in x).
@@ -207,8 +279,9 @@ impl Flags {
         }
     }
 
-    /// Solid cells from a PNG mask scaled to nx × ny (nearest pixel): dark pixels (luma < 50 %) are walls.
-    /// The image's top row is the lattice's top (y = ny − 1).
+    /// Solid cells from a PNG mask scaled to nx × ny (nearest pixel): dark pixels (lightness < 50 %, after
+    /// compositing over white, so transparent pixels are open) are walls. The image's top row is the lattice's top
+    /// (y = ny − 1).
     pub fn add_png_mask(&mut self, path: &Path) -> Result<usize> {
         let img = read_mask(path)?;
         let mut walls = 0;
@@ -216,13 +289,36 @@ impl Flags {
             let py = ((self.ny - 1 - y) * img.height / self.ny).min(img.height - 1);
             for x in 0..self.nx {
                 let px = (x * img.width / self.nx).min(img.width - 1);
-                if img.dark[py * img.width + px] {
+                if img.lightness[py * img.width + px] < 0.5 {
                     self.set(x, y, Cell::Wall);
                     walls += 1;
                 }
             }
         }
         Ok(walls)
+    }
+
+    /// Walls from a PNG mask with interpolated bounce-back on their edges: the image's lightness, interpolated
+    /// bilinearly between pixel centres (the image stretched over the lattice), is a level set whose 50 % contour
+    /// is the wall (`add_shape`). An anti-aliased image thus gives smooth walls at sub-cell positions, where
+    /// `add_png_mask` gives a staircase; a hard-edged one gives walls half-way between its pixels' centres.
+    pub fn add_png_mask_interpolated(&mut self, path: &Path) -> Result<usize> {
+        let img = read_mask(path)?;
+        let (nx, ny) = (self.nx as f64, self.ny as f64);
+        let (w, h) = (img.width, img.height);
+        let phi = |x: f64, y: f64| {
+            // Pixel coordinates (centres at integers) of lattice point (x, y); image rows run top down.
+            let u = ((x + 0.5) * w as f64 / nx - 0.5).clamp(0.0, (w - 1) as f64);
+            let v = ((ny - 0.5 - y) * h as f64 / ny - 0.5).clamp(0.0, (h - 1) as f64);
+            let (u0, v0) = (u.floor() as usize, v.floor() as usize);
+            let (u1, v1) = ((u0 + 1).min(w - 1), (v0 + 1).min(h - 1));
+            let (fu, fv) = (u - u0 as f64, v - v0 as f64);
+            let at = |px: usize, py: usize| img.lightness[py * w + px];
+            let top = at(u0, v0) * (1.0 - fu) + at(u1, v0) * fu;
+            let bottom = at(u0, v1) * (1.0 - fu) + at(u1, v1) * fu;
+            top * (1.0 - fv) + bottom * fv - 0.5
+        };
+        Ok(self.add_shape(phi, |_, _| [0.0, 0.0], true))
     }
 
     /// The outward normal of an open-boundary cell, from its position on the domain edge (x edges first).
@@ -319,13 +415,13 @@ impl Flags {
                     let mut q = [0.5f32; 9];
                     for &(d, v) in &links {
                         let wall = self.neighbour(x, y, d);
-                        if cell != Cell::Fluid || self.get(wall.0, wall.1) != Cell::Wall {
+                        if cell != Cell::Fluid || !self.get(wall.0, wall.1).is_solid() {
                             return Err(LbmError::Flag {
                                 x,
                                 y,
                                 why: format!(
                                     "a wall distance on direction {d} needs a fluid cell whose neighbour \
-                                     that way is a resting wall (here {cell:?} → {:?})",
+                                     that way is a wall (here {cell:?} → {:?})",
                                     self.get(wall.0, wall.1)
                                 ),
                             });
@@ -362,7 +458,8 @@ impl Flags {
 struct Mask {
     width: usize,
     height: usize,
-    dark: Vec<bool>,
+    /// Per pixel, row-major from the top: lightness in [0, 1] composited over white.
+    lightness: Vec<f64>,
 }
 
 fn read_mask(path: &Path) -> Result<Mask> {
@@ -386,7 +483,7 @@ fn read_mask(path: &Path) -> Result<Mask> {
         return Err(LbmError::file(path, "empty image"));
     }
     let channels = info.color_type.samples();
-    let dark = buf[..info.buffer_size()]
+    let lightness = buf[..info.buffer_size()]
         .chunks(channels)
         .take(width * height)
         .map(|px| {
@@ -394,20 +491,20 @@ fn read_mask(path: &Path) -> Result<Mask> {
                 0.299 * f64::from(px[0]) + 0.587 * f64::from(px[1]) + 0.114 * f64::from(px[2])
             } else {
                 f64::from(px[0])
-            };
-            // Transparent pixels count as open.
-            let alpha = match channels {
+            } / 255.0;
+            // Over white: transparent pixels count as open.
+            let alpha = f64::from(match channels {
                 2 => px[1],
                 4 => px[3],
                 _ => 255,
-            };
-            alpha >= 128 && luma < 128.0
+            }) / 255.0;
+            1.0 - alpha * (1.0 - luma)
         })
         .collect();
     Ok(Mask {
         width,
         height,
-        dark,
+        lightness,
     })
 }
 
@@ -416,13 +513,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn distances_overwritten_by_edge_cells_are_pruned() {
+        let mut f = Flags::fluid(30, 12);
+        // A circle through the bottom row and the inlet column.
+        f.add_circle([1.4, 2.2], 3.3, true);
+        let all = f.wall_distances().count();
+        f.channel_walls();
+        for y in 1..11 {
+            f.set(0, y, Cell::Inlet([0.02, 0.0]));
+        }
+        assert!(
+            f.encode().is_err(),
+            "distances from walls or into an inlet must not encode"
+        );
+        let dropped = f.prune_wall_distances();
+        assert!(dropped > 0 && dropped < all, "{dropped} of {all}");
+        f.encode().expect("pruned flags encode");
+        assert_eq!(f.prune_wall_distances(), 0);
+    }
+
+    #[test]
     fn masks_mark_solid_pull_sources() {
         let mut f = Flags::fluid(4, 5);
         f.channel_walls();
         let e = f.encode().expect("encodes");
         // Cell (1, 1) pulls from y = 0 for directions with c_y = +1: 2, 5, 6.
         let code = e.codes[5 + 1];
-        assert_eq!(code & 15, TYPE_FLUID);
+        assert_eq!(code & TYPE_MASK, TYPE_FLUID);
         let mask = (code >> MASK_SHIFT) & 0x1ff;
         assert_eq!(mask, (1 << 2) | (1 << 5) | (1 << 6));
         // Periodic in x: (0, 2) has no solid sources.

@@ -9,7 +9,7 @@ use bespoke_gpu::GRID_WGSL;
 
 use crate::config::{Collision, Layout, Storage};
 use crate::d2q9::{C, OPP, W};
-use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_FLUID, TYPE_INLET, TYPE_SOLID};
+use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_FLUID, TYPE_INLET, TYPE_MASK, TYPE_SOLID};
 
 /// Populations are stored as (f − w)·SCALE in f16 so that deviations from rest use the normal range.
 pub const F16_SCALE: f64 = 16384.0;
@@ -54,7 +54,7 @@ pub struct KernelSpec {
     pub force: [f64; 2],
     /// Whether the lattice has a flag field (false: every cell fluid and periodic, no flag reads).
     pub flags: bool,
-    /// Whether some links use interpolated bounce-back (wall distances in the boundary table; two-lattice only).
+    /// Whether some links use interpolated bounce-back (wall distances in the boundary table).
     pub curved: bool,
     pub phase: Phase,
     pub mode: Mode,
@@ -92,9 +92,17 @@ impl KernelSpec {
         .to_lowercase()
     }
 
-    /// Interpolated bounce-back is generated for two-lattice kernels of lattices with wall distances.
+    /// Interpolated bounce-back is generated for lattices with wall distances.
     fn interpolated(&self) -> bool {
-        self.curved && self.flags && self.phase == Phase::Ab
+        self.curved && self.flags
+    }
+
+    /// In-place interpolated kernels keep each interpolated link's f_i*(x), the cell's own last post-collision
+    /// population away from the wall, in a `stash` binding (f32, index 2·k + i − 1 for the cell's table index k):
+    /// in the AA pattern the slot holding it between steps belongs to the neighbour x + c_i during the next step,
+    /// which overwrites it. Two-lattice kernels read it from the source lattice.
+    pub fn stashed(&self) -> bool {
+        self.interpolated() && self.phase != Phase::Ab
     }
 
     fn has_force(&self) -> bool {
@@ -108,6 +116,7 @@ impl KernelSpec {
             _ => 9,
         };
         pops + if self.flags { 2 } else { 0 }
+            + usize::from(self.stashed())
             + match self.mode {
                 Mode::Step => 0,
                 Mode::Macro => 3,
@@ -253,6 +262,23 @@ fn st1(v: f32) -> f16 {{
                 scale = lit(F16_SCALE)
             );
         }
+        if self.stashed() {
+            // A stashed value must equal what a load of the stored element would return.
+            let body = match self.layout() {
+                Layout::F32 => "v",
+                Layout::F16Paired => "ld(st(vec2<f32>(v, 0.0), false), false).x",
+                Layout::F16Single => "ld1(st1(v))",
+            };
+            let _ = write!(
+                s,
+                "
+// A population as storing and reloading it gives back.
+fn rt(v: f32) -> f32 {{
+    return {body};
+}}
+"
+            );
+        }
         s.push('\n');
 
         let mut binding = 0;
@@ -287,6 +313,18 @@ fn st1(v: f32) -> f16 {{
                 binding + 1
             );
             binding += 2;
+        }
+        if self.stashed() {
+            let access = if self.mode == Mode::Step {
+                "read_write"
+            } else {
+                "read"
+            };
+            let _ = writeln!(
+                s,
+                "@group(0) @binding({binding}) var<storage, {access}> stash: array<f32>;"
+            );
+            binding += 1;
         }
         if self.mode == Mode::Macro {
             for name in ["rho_out", "ux_out", "uy_out"] {
@@ -453,7 +491,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         };
         let mut close = "";
         if self.flags {
-            let _ = writeln!(s, "{ind}let fl = flags[{cidx}];\n{ind}let ty = fl & 15u;");
+            let _ = writeln!(
+                s,
+                "{ind}let fl = flags[{cidx}];\n{ind}let ty = fl & {TYPE_MASK}u;"
+            );
             if self.interpolated() {
                 // A fluid cell's table index, when not 0, points at the wall distances of its links.
                 let _ = writeln!(
@@ -515,16 +556,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         b.push_str("// Stream (pull).\n");
         // Per direction i with flags: the population S_ī the cell sent towards a solid source (for probes).
         let mut outgoing = vec![String::new(); 9];
-        for i in 0..9 {
-            let o = OPP[i];
-            let normal = match pair {
+        // The population streaming in along direction i (from x − c_i).
+        let pulled = |i: usize| -> String {
+            match pair {
                 Some(c) => format!("g{i}.{}", half(c)),
                 None => self.load(match self.phase {
                     Phase::Ab => format!("a{i}[{}]", Self::src_or_idx(i)),
                     Phase::AaEven => format!("a{i}[idx]"),
-                    Phase::AaOdd => format!("a{o}[{}]", Self::src_or_idx(i)),
+                    Phase::AaOdd => format!("a{}[{}]", OPP[i], Self::src_or_idx(i)),
                 }),
-            };
+            }
+        };
+        for i in 0..9 {
+            let o = OPP[i];
+            let normal = pulled(i);
             if i == 0 || !self.flags {
                 let _ = writeln!(b, "var f{i} = {normal};");
                 continue;
@@ -556,22 +601,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
             // Interpolated bounce-back (Bouzidi, Firdaouss & Lallemand): with the wall q of the way along the
             // link, q < 1/2 mixes in f_ī* one cell further from the wall (the pull of ī, unless that is solid
-            // too), q ≥ 1/2 the cell's own f_i*. Resting walls only (`Flags::encode` checks), so no wall term.
-            let far = match pair {
-                Some(c) => format!("g{o}.{}", half(c)),
-                None => self.load(format!("a{o}[s{o}]")),
+            // too), q ≥ 1/2 the cell's own f_i*, from the stash in place. A moving wall's Ladd term stays whole
+            // for q < 1/2 and is divided by 2q for q ≥ 1/2 (Bouzidi et al.'s moving-boundary rule).
+            let far = pulled(o);
+            let own = if self.stashed() {
+                stash_elem(i)
+            } else {
+                read(format!("a{i}[idx]"), "false")
             };
-            let own = read(format!("a{i}[idx]"), "false");
             let obit = 1u32 << (MASK_SHIFT as usize + o);
             let _ = writeln!(
                 b,
                 "var f{i}: f32;
 if (fl & {bit}u) != 0u {{
-    f{i} = {bounced} + {wall};
+    let wl = {wall};
+    f{i} = {bounced} + wl;
     if qk != 0u {{
         let q = bval[qk + {k}u].{comp};
         if q < 0.5 {{
-            f{i} = 2.0 * q * f{i} + (1.0 - 2.0 * q) * select({far}, f{i}, (fl & {obit}u) != 0u);
+            f{i} = 2.0 * q * f{i} + (1.0 - 2.0 * q) * select({far} + wl, f{i}, (fl & {obit}u) != 0u);
         }} else {{
             f{i} = (f{i} + (2.0 * q - 1.0) * {own}) / (2.0 * q);
         }}
@@ -664,6 +712,18 @@ if (fl & {bit}u) != 0u {{
             b.push_str(&probe_store(["rho", "ux", "uy", "fx", "fy"]));
         } else {
             self.collide(&mut b);
+            if self.stashed() {
+                b.push_str("// Keep the own population of each interpolated link for the next step.\nif qk != 0u {\n");
+                for i in 1..9 {
+                    let bit = 1u32 << (MASK_SHIFT as usize + i);
+                    let _ = writeln!(
+                        b,
+                        "    if (fl & {bit}u) != 0u {{ {} = rt(o{i}); }}",
+                        stash_elem(i)
+                    );
+                }
+                b.push_str("}\n");
+            }
             b.push_str("// Store.\n");
             for i in 0..9 {
                 let o = OPP[i];
@@ -775,6 +835,17 @@ if (fl & {bit}u) != 0u {{
     }
 }
 
+/// Stash element of pull direction i (1–8) of the cell whose table index is k: two per table entry, as the
+/// entry holds the q of two directions.
+pub(crate) fn stash_index(k: usize, i: usize) -> usize {
+    2 * k + i - 1
+}
+
+/// `stash_index(qk, i)` in WGSL.
+fn stash_elem(i: usize) -> String {
+    format!("stash[2u * qk + {}u]", i - 1)
+}
+
 /// The vector component of a paired word's half.
 fn half(c: &str) -> &'static str {
     if c == "a" { "x" } else { "y" }
@@ -811,9 +882,6 @@ mod tests {
                     for (flags, curved) in [(false, false), (true, false), (true, true)] {
                         for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
                             for mode in [Mode::Step, Mode::Macro, Mode::Probe] {
-                                if curved && phase != Phase::Ab {
-                                    continue;
-                                }
                                 let spec = KernelSpec {
                                     nx: 37,
                                     ny,
@@ -838,7 +906,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(n, 252);
+        assert_eq!(n, 324);
     }
 
     #[test]

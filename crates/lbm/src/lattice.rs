@@ -12,7 +12,7 @@ use crate::d2q9::{OPP, W, equilibrium};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::{EncodedFlags, Flags};
-use crate::kernel::{F16_SCALE, KernelSpec, Mode, Phase, WG};
+use crate::kernel::{F16_SCALE, KernelSpec, Mode, Phase, WG, stash_index};
 
 pub(crate) const NAN_F32: u32 = 0x7fc0_0000;
 const NAN_F16X2: u32 = 0x7e00_7e00;
@@ -31,7 +31,7 @@ pub struct Lattice<'g> {
     /// The populations: `a` always, `b` for two-lattice streaming.
     a: Vec<GpuBuffer<u32>>,
     b: Vec<GpuBuffer<u32>>,
-    flag_bufs: Option<(GpuBuffer<u32>, GpuBuffer<[f32; 2]>)>,
+    flag_bufs: Option<Boundary>,
     /// Step launches by parity: two-lattice a→b, b→a; in-place odd, even.
     steps: [Launch; 2],
     /// Macroscopic pass per parity and its outputs, made on first use.
@@ -55,13 +55,6 @@ impl<'g> Lattice<'g> {
                 cfg.ny
             )));
         }
-        if flags.has_wall_distances() && cfg.streaming == Streaming::InPlace {
-            return Err(LbmError::Unsupported(
-                "interpolated bounce-back (wall distances) needs two-lattice streaming: the in-place pattern \
-                 overwrites the neighbour's population it interpolates with"
-                    .into(),
-            ));
-        }
         // Wall distances without walls are an error `encode` reports.
         let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
             None
@@ -77,18 +70,8 @@ impl<'g> Lattice<'g> {
                 gpu.adapter_name()
             )));
         }
-        let n = cfg.cells();
-        let words = cfg.layout().words(n);
-        let dir_bytes = words as u64 * 4;
-        if dir_bytes > gpu.binding_limit() {
-            return Err(LbmError::Unsupported(format!(
-                "a {}x{} lattice needs {dir_bytes} bytes per direction, past the adapter's binding limit of {} \
-                 bytes; use f16 storage or a smaller domain",
-                cfg.nx,
-                cfg.ny,
-                gpu.binding_limit()
-            )));
-        }
+        check_fits(gpu, &cfg)?;
+        let words = cfg.layout().words(cfg.cells());
         let max_bindings = gpu.limits().max_storage_buffers_per_shader_stage as usize;
         let spec = |phase, mode| {
             lattice_spec(
@@ -132,7 +115,17 @@ impl<'g> Lattice<'g> {
             Vec::new()
         };
         let flag_bufs = match &encoded {
-            Some(e) => Some((gpu.upload(&e.codes)?, gpu.upload(&e.table)?)),
+            Some(e) => Some(Boundary {
+                codes: gpu.upload(&e.codes)?,
+                table: gpu.upload(&e.table)?,
+                // In-place kernels with wall distances read it (`KernelSpec::stashed`). Zeros: the populations
+                // at rest, as `a` starts.
+                stash: if cfg.streaming == Streaming::InPlace && flags.has_wall_distances() {
+                    Some(gpu.alloc_filled::<f32>(2 * e.table.len(), 0.0)?)
+                } else {
+                    None
+                },
+            }),
             None => None,
         };
         let grid = Grid::cover(spec(Phase::Ab, Mode::Step).invocations() as u64, WG)?;
@@ -261,17 +254,42 @@ impl<'g> Lattice<'g> {
                 format!("direction {}, cell {} is not finite", p / n, p % n),
             ));
         }
+        let mut slots = vec![Vec::new(); 9];
         for i in 0..9 {
             // The in-place layout keeps S_i(x) in slot ī of x between an even and an odd step.
             let slot = match self.cfg.streaming {
                 Streaming::Ab => i,
                 Streaming::InPlace => OPP[i],
             };
-            let words = stored_words(self.cfg.layout(), &s[i * n..(i + 1) * n], W[i]);
-            self.gpu.write(&self.a[slot], 0, &words)?;
+            slots[slot] = stored_words(self.cfg.layout(), &s[i * n..(i + 1) * n], W[i]);
+            self.gpu.write(&self.a[slot], 0, &slots[slot])?;
         }
         self.parity = 0;
-        Ok(())
+        self.fill_stash(&slots)
+    }
+
+    /// Sets the stash of in-place interpolated links (`KernelSpec::stashed`) from the in-place state `slots` (the
+    /// words of `a`) at the current parity: f_i*(x) sits in slot ī of x before an odd step and in slot i of
+    /// x + c_i before an even one, until that step overwrites it.
+    fn fill_stash(&self, slots: &[Vec<u32>]) -> Result<()> {
+        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
+            return Ok(());
+        };
+        let Some(stash) = &b.stash else {
+            return Ok(());
+        };
+        let (nx, n, layout) = (self.cfg.nx, self.cfg.cells(), self.cfg.layout());
+        let mut values = vec![0.0f32; 2 * e.table.len()];
+        for (cell, i, k) in e.interpolated_links() {
+            let (slot, at) = if self.parity == 0 {
+                (OPP[i], cell)
+            } else {
+                let (x, y) = self.flags.neighbour(cell % nx, cell / nx, i);
+                (i, y * nx + x)
+            };
+            values[stash_index(k, i)] = stored_value(layout, &slots[slot], n, at);
+        }
+        Ok(self.gpu.write(stash, 0, &values)?)
     }
 
     /// Whether `populations` can be read now (false for in-place streaming after an odd number of steps).
@@ -457,8 +475,27 @@ impl<'g> Lattice<'g> {
         }
         self.parity = parity;
         self.steps_done = steps_done;
-        Ok(())
+        match self.cfg.streaming {
+            Streaming::InPlace => self.fill_stash(words),
+            Streaming::Ab => Ok(()),
+        }
     }
+}
+
+/// Whether one direction of a lattice with `cfg` fits one binding of `gpu`: callers that build large host-side
+/// state (flags, initial fields) check this first, so an impossible size is an error before it is allocated.
+pub fn check_fits(gpu: &Gpu, cfg: &Config) -> Result<()> {
+    let dir_bytes = cfg.layout().words(cfg.cells()) as u64 * 4;
+    if dir_bytes > gpu.binding_limit() {
+        return Err(LbmError::Unsupported(format!(
+            "a {}x{} lattice needs {dir_bytes} bytes per direction, past the adapter's binding limit of {} \
+             bytes; use f16 storage or a smaller domain",
+            cfg.nx,
+            cfg.ny,
+            gpu.binding_limit()
+        )));
+    }
+    Ok(())
 }
 
 /// The kernel spec of a lattice with `cfg`, with or without a flag field and wall distances.
@@ -476,20 +513,31 @@ fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mod
     }
 }
 
-/// A launch of a lattice kernel: the population buffers, then the flag field and its table when there is one,
-/// then `extra`, in binding order.
+/// The flag field on the device: codes, the boundary table, and the stash of in-place interpolated links.
+#[derive(Debug)]
+struct Boundary {
+    codes: GpuBuffer<u32>,
+    table: GpuBuffer<[f32; 2]>,
+    stash: Option<GpuBuffer<f32>>,
+}
+
+/// A launch of a lattice kernel: the population buffers, then the flag field, its table and the stash when there
+/// are, then `extra`, in binding order.
 fn prepare_launch(
     gpu: &Gpu,
     spec: &KernelSpec,
     pops: &[&GpuBuffer<u32>],
-    flag_bufs: Option<&(GpuBuffer<u32>, GpuBuffer<[f32; 2]>)>,
+    flag_bufs: Option<&Boundary>,
     extra: &[Arg<'_>],
     grid: Grid,
 ) -> Result<Launch> {
     let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
-    if let Some((codes, table)) = flag_bufs {
-        args.push(codes.arg());
-        args.push(table.arg());
+    if let Some(b) = flag_bufs {
+        args.push(b.codes.arg());
+        args.push(b.table.arg());
+        if spec.stashed() {
+            args.extend(b.stash.as_ref().map(GpuBuffer::arg));
+        }
     }
     args.extend_from_slice(extra);
     // SAFETY: every index the kernel forms is a cell index below N (neighbours wrap; probe entries are cell
@@ -525,26 +573,27 @@ pub fn stored_words(layout: Layout, f: &[f64], w: f64) -> Vec<u32> {
     }
 }
 
-fn decode(layout: Layout, words: &[u32], w: f64, out: &mut [f64]) {
-    let value = |bits: u32| f16::from_bits(bits as u16).to_f64() / F16_SCALE + w;
+/// The stored (shifted) value of `cell` in one direction's words of a lattice of `n` cells, as a kernel loads it.
+fn stored_value(layout: Layout, words: &[u32], n: usize, cell: usize) -> f32 {
+    // Exact: an f16 times a power of two.
+    let value = |bits: u32| f16::from_bits(bits as u16).to_f32() * (1.0 / F16_SCALE as f32);
     match layout {
-        Layout::F32 => {
-            for (o, &word) in out.iter_mut().zip(words) {
-                *o = f64::from(f32::from_bits(word)) + w;
-            }
-        }
+        Layout::F32 => f32::from_bits(words[cell]),
         Layout::F16Paired => {
-            let half = out.len() / 2;
-            let (lo, hi) = out.split_at_mut(half);
-            for ((l, h), &word) in lo.iter_mut().zip(hi).zip(words) {
-                *l = value(word & 0xffff);
-                *h = value(word >> 16);
+            let half = n / 2;
+            if cell < half {
+                value(words[cell] & 0xffff)
+            } else {
+                value(words[cell - half] >> 16)
             }
         }
-        Layout::F16Single => {
-            for (k, o) in out.iter_mut().enumerate() {
-                *o = value(words[k / 2] >> (16 * (k % 2)));
-            }
-        }
+        Layout::F16Single => value(words[cell / 2] >> (16 * (cell % 2))),
+    }
+}
+
+fn decode(layout: Layout, words: &[u32], w: f64, out: &mut [f64]) {
+    let n = out.len();
+    for (cell, o) in out.iter_mut().enumerate() {
+        *o = f64::from(stored_value(layout, words, n, cell)) + w;
     }
 }

@@ -15,8 +15,15 @@ pub fn gather(flags: &Flags, s: &[f64], x: usize, y: usize) -> [f64; 9] {
         let o = OPP[i];
         let (sx, sy) = flags.neighbour(x, y, o);
         match flags.get(sx, sy) {
-            Cell::Wall => {
-                let bounced = s[o * n + idx];
+            wall @ (Cell::Wall | Cell::MovingWall(_)) => {
+                // Ladd's moving-wall term, whole in every rule (Bouzidi et al.'s, divided by 2q for q ≥ 1/2).
+                let ladd = match wall {
+                    Cell::MovingWall(u) => {
+                        6.0 * W[i] * (f64::from(C[i][0]) * u[0] + f64::from(C[i][1]) * u[1])
+                    }
+                    _ => 0.0,
+                };
+                let bounced = s[o * n + idx] + ladd;
                 match flags.wall_distance(x, y, o) {
                     // Bouzidi, Firdaouss & Lallemand: the wall q of the way along the link.
                     Some(q) if flags.get(x, y) == Cell::Fluid => {
@@ -25,7 +32,7 @@ pub fn gather(flags: &Flags, s: &[f64], x: usize, y: usize) -> [f64; 9] {
                             let far = if flags.get(fx, fy).is_solid() {
                                 bounced
                             } else {
-                                s[o * n + fy * nx + fx]
+                                s[o * n + fy * nx + fx] + ladd
                             };
                             2.0 * q * bounced + (1.0 - 2.0 * q) * far
                         } else {
@@ -34,10 +41,6 @@ pub fn gather(flags: &Flags, s: &[f64], x: usize, y: usize) -> [f64; 9] {
                     }
                     _ => bounced,
                 }
-            }
-            Cell::MovingWall(u) => {
-                s[o * n + idx]
-                    + 6.0 * W[i] * (f64::from(C[i][0]) * u[0] + f64::from(C[i][1]) * u[1])
             }
             _ => s[i * n + sy * nx + sx],
         }

@@ -99,21 +99,32 @@ impl SnpMatrix {
                 "random SNP matrix needs SNPs and samples".into(),
             ));
         }
+        let words = samples.div_ceil(32);
+        let len = snps
+            .checked_mul(words)
+            .ok_or_else(|| MmError::Shape(format!("{snps} SNPs × {samples} samples overflow")))?;
+        // Packed as drawn (one bit per sample, not a byte), keeping only the previous SNP's row.
+        let mut bits = vec![0u32; len];
+        let mut prev = vec![false; samples];
         let mut rng = SplitMix(seed);
-        let mut rows: Vec<Vec<bool>> = Vec::with_capacity(snps);
         for i in 0..snps {
             let f = 0.05 + 0.45 * rng.unit();
-            let row = if i % 2 == 1 {
-                let prev = &rows[i - 1];
-                prev.iter()
-                    .map(|&b| if rng.unit() < 0.1 { rng.unit() < f } else { b })
-                    .collect()
-            } else {
-                (0..samples).map(|_| rng.unit() < f).collect()
-            };
-            rows.push(row);
+            for (s, p) in prev.iter_mut().enumerate() {
+                let b = if i % 2 == 1 && rng.unit() >= 0.1 {
+                    *p
+                } else {
+                    rng.unit() < f
+                };
+                *p = b;
+                bits[i * words + s / 32] |= u32::from(b) << (s % 32);
+            }
         }
-        Self::from_rows(&rows)
+        Ok(Self {
+            snps,
+            samples,
+            words,
+            bits,
+        })
     }
 
     /// Allele counts per SNP (popcount of its row).

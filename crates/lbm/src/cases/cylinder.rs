@@ -10,7 +10,6 @@ use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
     speed, start,
 };
-use crate::config::Streaming;
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::{Cell, Flags};
@@ -148,9 +147,9 @@ pub(super) fn run<'g>(
                 flags.set(0, y, Cell::Inlet([u_in, 0.0]));
                 flags.set(nx - 1, y, Cell::Outlet(1.0));
             }
-            // Interpolated bounce-back on the cylinder where the streaming supports it.
+            // Interpolated bounce-back on the cylinder (either streaming).
             let (centre, radius) = circle(ny);
-            flags.add_circle(centre, radius, opts.streaming == Streaming::Ab);
+            flags.add_circle(centre, radius, true);
             Ok((base_config(opts, nx, ny, c), flags))
         },
         |_, _| (1.0, [u, 0.0]),

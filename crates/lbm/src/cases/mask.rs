@@ -36,12 +36,18 @@ pub(super) fn run<'g>(
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let mut flags = Flags::fluid(nx, ny);
-            walls = flags.add_png_mask(png)?;
+            walls = if opts.interpolated_mask {
+                flags.add_png_mask_interpolated(png)?
+            } else {
+                flags.add_png_mask(png)?
+            };
             flags.channel_walls();
             for y in 1..ny - 1 {
                 flags.set(0, y, Cell::Inlet([u, 0.0]));
                 flags.set(nx - 1, y, Cell::Outlet(1.0));
             }
+            // Where the image reaches the domain's edge, the edge's cells win.
+            flags.prune_wall_distances();
             Ok((base_config(opts, nx, ny, c), flags))
         },
         |_, _| (1.0, [u, 0.0]),
@@ -96,7 +102,14 @@ pub(super) fn run<'g>(
         "re".into(),
         u * (f.ny as f64 - 2.0) / r.lat.config().collision.viscosity(),
     );
-    let mut notes = vec!["Re on the channel height; obstacles from the mask's dark pixels".into()];
+    let mut notes = vec![format!(
+        "Re on the channel height; obstacles from the mask's {}",
+        if flags.has_wall_distances() {
+            "50 % lightness contour, interpolated bounce-back"
+        } else {
+            "dark pixels, staircase"
+        }
+    )];
     if resumed {
         notes.push(
             "resumed from a checkpoint: mask_wall_cells counts its solid cells off the channel walls".into(),

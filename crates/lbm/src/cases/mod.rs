@@ -18,7 +18,7 @@ use crate::config::{Collision, Config, Storage, Streaming, check_mach};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::Flags;
-use crate::lattice::Lattice;
+use crate::lattice::{Lattice, check_fits};
 
 pub use cavity::{GHIA_CSV, ghia_table};
 
@@ -123,6 +123,9 @@ pub struct CaseOptions {
     pub resume: Option<PathBuf>,
     /// Write a PNG frame of this quantity into this folder every so many steps (`frame_<step>.png`).
     pub frames: Option<Frames>,
+    /// Mask case: walls at the 50 % contour of the image's interpolated lightness, with interpolated bounce-back
+    /// (`Flags::add_png_mask_interpolated`), instead of a staircase of its dark pixels.
+    pub interpolated_mask: bool,
 }
 
 /// Periodic PNG frames during a run.
@@ -146,6 +149,7 @@ impl Default for CaseOptions {
             streaming: Streaming::Ab,
             resume: None,
             frames: None,
+            interpolated_mask: false,
         }
     }
 }
@@ -363,6 +367,14 @@ fn start<'g>(
             resumed: true,
             u: saved,
         });
+    }
+    if let Some((nx, ny)) = opts.size {
+        // Before the flags and the initial state take host memory in proportion to the cells.
+        let cfg = Config {
+            storage: opts.storage,
+            ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
+        };
+        check_fits(gpu, &cfg)?;
     }
     let (cfg, flags) = build()?;
     let mut lat = Lattice::new(gpu, cfg, flags)?;

@@ -47,6 +47,10 @@ struct TypedTimer<T: Element> {
 impl<T: Element> TypedTimer<T> {
     fn new(gpu: &Gpu, shape: GemmShape) -> Result<Self> {
         shape.check()?;
+        // A shape past the adapter's limits is an error before host memory is filled.
+        gpu.check_len::<T>(shape.a().min_len(), "A (M × K)")?;
+        gpu.check_len::<T>(shape.b().min_len(), "B (K × N)")?;
+        gpu.check_len::<T>(shape.c().min_len(), "C (M × N)")?;
         Ok(Self {
             shape,
             a: gpu.upload(&fill::<T>(shape.a().min_len(), 1))?,
