@@ -826,9 +826,52 @@ if (fl & {bit}u) != 0u {{
             );
         }
         if self.flags {
-            s.push_str("if open {\n");
+            // Regularised open boundary (Latt et al. 2008): the equilibrium plus the relaxed non-equilibrium part,
+            // rebuilt from Π_neq of the known populations (the unknown ones' f − f_eq taken as their opposites'),
+            // so the cell carries the shear stress an equilibrium alone drops. No body force at open cells.
+            s.push_str(
+                "if open {
+    var nn = vec2<f32>(0.0, 1.0);
+    if x == 0u { nn = vec2<f32>(-1.0, 0.0); } else if x == NX - 1u { nn = vec2<f32>(1.0, 0.0); }
+    else if y == 0u { nn = vec2<f32>(0.0, -1.0); }
+    var pxx = 0.0;
+    var pxy = 0.0;
+    var pyy = 0.0;
+",
+            );
+            for i in 1..9 {
+                let (cx, cy) = (C[i][0], C[i][1]);
+                let _ = writeln!(
+                    s,
+                    "    let dn{i} = {} * nn.x + {} * nn.y;\n    let q{i} = select(select(0.0, 2.0, dn{i} > 0.0), 1.0, dn{i} == 0.0) * (f{i} - e{i});",
+                    lit(f64::from(cx)),
+                    lit(f64::from(cy))
+                );
+                if cx != 0 {
+                    let _ = writeln!(s, "    pxx += q{i};");
+                }
+                if cx * cy != 0 {
+                    let _ = writeln!(s, "    pxy += {} * q{i};", lit(f64::from(cx * cy)));
+                }
+                if cy != 0 {
+                    let _ = writeln!(s, "    pyy += q{i};");
+                }
+            }
+            let relax = 1.0 - op;
             for i in 0..9 {
-                let _ = writeln!(s, "    o{i} = e{i};");
+                let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
+                let a = relax * 4.5 * W[i];
+                let _ = write!(s, "    o{i} = e{i}");
+                for (coef, p) in [
+                    (cx * cx - 1.0 / 3.0, "pxx"),
+                    (2.0 * cx * cy, "pxy"),
+                    (cy * cy - 1.0 / 3.0, "pyy"),
+                ] {
+                    if coef != 0.0 {
+                        let _ = write!(s, " + {} * {p}", lit(a * coef));
+                    }
+                }
+                s.push_str(";\n");
             }
             s.push_str("}\n");
         }

@@ -91,6 +91,32 @@ fn macro_of(cfg: &Config, flags: &Flags, f: &[f64; 9], x: usize, y: usize) -> (f
     (rho, u)
 }
 
+/// The non-equilibrium part an open cell relaxes (Latt et al.'s regularised boundary): the unknown populations'
+/// f − f_eq taken as their opposites' (so Π_neq = Σ k_i c_i c_i (f_i − e_i), k_i = 1 along the edge, 2 leaving,
+/// 0 entering), projected onto the second-order Hermite basis: w_i 9/2 Q_i : Π_neq, Q_i = c_i c_i − I/3.
+pub fn regularized_neq(flags: &Flags, f: &[f64; 9], e: &[f64; 9], x: usize, y: usize) -> [f64; 9] {
+    let nrm = Flags::edge_normal(flags.nx(), flags.ny(), x, y).expect("open cells lie on an edge");
+    let mut p = [0.0; 3];
+    for i in 0..9 {
+        let d = C[i][0] * nrm[0] + C[i][1] * nrm[1];
+        let k = match d {
+            0 => 1.0,
+            d if d > 0 => 2.0,
+            _ => 0.0,
+        };
+        let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
+        let q = k * (f[i] - e[i]);
+        p[0] += cx * cx * q;
+        p[1] += cx * cy * q;
+        p[2] += cy * cy * q;
+    }
+    std::array::from_fn(|i| {
+        let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
+        4.5 * W[i]
+            * ((cx * cx - 1.0 / 3.0) * p[0] + 2.0 * cx * cy * p[1] + (cy * cy - 1.0 / 3.0) * p[2])
+    })
+}
+
 /// One step: stream (pull), collide; returns the new post-collision state. Solid cells keep their values.
 pub fn step(cfg: &Config, flags: &Flags, s: &[f64]) -> Vec<f64> {
     let (nx, ny) = (cfg.nx, cfg.ny);
@@ -109,8 +135,9 @@ pub fn step(cfg: &Config, flags: &Flags, s: &[f64]) -> Vec<f64> {
             let e = equilibrium(rho, u);
             let idx = y * nx + x;
             if let Cell::Inlet(_) | Cell::Outlet(_) = cell {
+                let reg = regularized_neq(flags, &f, &e, x, y);
                 for i in 0..9 {
-                    out[i * n + idx] = e[i];
+                    out[i * n + idx] = e[i] + (1.0 - op) * reg[i];
                 }
                 continue;
             }
