@@ -224,7 +224,7 @@ fn run_ld(gpu: &Gpu, args: LdArgs) -> Result<(), Error> {
                 return Err(format!("--random `{spec}` is not M,N,SAMPLES").into());
             };
             // Past the device, say so before drawing the bits.
-            let words = samples.div_ceil(32);
+            let words = SnpMatrix::words_for(samples);
             gpu.check_len::<u32>(
                 m.saturating_mul(words),
                 "SNP matrix A (M × SAMPLES/32 words)",

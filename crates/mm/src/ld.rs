@@ -23,13 +23,18 @@ pub struct SnpMatrix {
 }
 
 impl SnpMatrix {
+    /// Words per SNP for `samples` samples (32 to a word).
+    pub fn words_for(samples: usize) -> usize {
+        samples.div_ceil(32)
+    }
+
     /// Packs rows of 0/1 values; every row must have `samples` entries.
     pub fn from_rows<R: AsRef<[bool]>>(rows: &[R]) -> Result<Self> {
         let samples = rows.first().map_or(0, |r| r.as_ref().len());
         if rows.is_empty() || samples == 0 {
             return Err(MmError::Shape("no SNPs or no samples".into()));
         }
-        let words = samples.div_ceil(32);
+        let words = Self::words_for(samples);
         let mut bits = vec![0u32; rows.len() * words];
         for (i, r) in rows.iter().enumerate() {
             let r = r.as_ref();
@@ -99,7 +104,7 @@ impl SnpMatrix {
                 "random SNP matrix needs SNPs and samples".into(),
             ));
         }
-        let words = samples.div_ceil(32);
+        let words = Self::words_for(samples);
         let len = snps
             .checked_mul(words)
             .ok_or_else(|| MmError::Shape(format!("{snps} SNPs × {samples} samples overflow")))?;
