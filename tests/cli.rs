@@ -527,7 +527,54 @@ fn lbm_case_reports_json_and_writes_outputs() {
     let out = bespoke(&["lbm", "taylor-green", "--resume", &p("a.ckpt")]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("shear-wave"));
+    let out = bespoke(&[
+        "lbm",
+        "shear-wave",
+        "--resume",
+        &p("a.ckpt"),
+        "--smagorinsky",
+        "0.1",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ran with C_s = 0"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lbm_smagorinsky_keeps_an_under_resolved_cavity_stable() {
+    if test_gpu().is_none() {
+        return;
+    }
+    // Re 10 000 on 64² (ω 1.992): BGK diverges within 1000 steps; the subgrid model runs on.
+    let args = [
+        "lbm",
+        "cavity",
+        "--re",
+        "10000",
+        "--size",
+        "64x64",
+        "--steps",
+        "3000",
+        "--collision",
+        "bgk",
+    ];
+    let out = bespoke(&args);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("diverged") && err.contains("smagorinsky"),
+        "{err}"
+    );
+    let mut les = args.to_vec();
+    les.extend(["--smagorinsky", "0.15"]);
+    let (v, _) = bespoke_json("les", &les);
+    assert_eq!(v["smagorinsky"].as_f64(), Some(0.15));
+    assert_eq!(v["steps"].as_u64(), Some(3000));
+    assert!(
+        v["metrics"]["steady_change"]
+            .as_f64()
+            .is_some_and(f64::is_finite)
+    );
 }
 
 #[test]
@@ -548,6 +595,11 @@ fn lbm_rejects_bad_parameters_clearly() {
         ),
         (&["lbm", "cylinder", "--u", "0.2"][..], "Mach"),
         (&["lbm", "shear-wave", "--storage", "f8"][..], "storage"),
+        (&["lbm", "cavity", "--smagorinsky=-0.5"][..], "smagorinsky"),
+        (
+            &["lbm", "cavity", "--smagorinsky", "1.5"][..],
+            "smagorinsky",
+        ),
         (
             &["lbm", "cavity", "--interpolated-mask"][..],
             "mask case only",

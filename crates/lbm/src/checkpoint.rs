@@ -1,8 +1,8 @@
 //! Checkpoints: configuration, flags, step count, layout parity and the raw population words, so a restarted run
 //! continues bit for bit like one that never stopped.
 //!
-//! Layout (little-endian): magic (`BSPKLBM3`, `MAGIC` below); u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
-//! streaming, collision; f64 ω, Λ, F_x, F_y; u64 steps done; u8 parity; u64 cell count and per cell
+//! Layout (little-endian): magic (`BSPKLBM4`, `MAGIC` below); u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
+//! streaming, collision; f64 ω, Λ, F_x, F_y, C_s (Smagorinsky; not in version 3, which still reads); u64 steps done; u8 parity; u64 cell count and per cell
 //! kind | value index << 3; u64 value count and the f64 pairs; u64 wall-distance count and per link u64 x, y, d
 //! and f64 q; 9 × (u64 word count, words).
 
@@ -19,7 +19,10 @@ use crate::lattice::Lattice;
 // 2: f16 words pair rows y and y + ny/2 (an odd ny, never paired, stores one f16 per cell in order); in-place
 // walls keep bounced populations in the solid cell.
 // 3: wall distances (interpolated bounce-back).
-const MAGIC: &[u8; 8] = b"BSPKLBM3";
+// 4: the Smagorinsky constant after the force.
+const MAGIC: &[u8; 8] = b"BSPKLBM4";
+/// Version 3 differs only by the missing Smagorinsky constant (0).
+const MAGIC_3: &[u8; 8] = b"BSPKLBM3";
 
 impl Lattice<'_> {
     /// Writes the lattice's full state to `path`, with `meta` (free text, e.g. the case's parameters).
@@ -43,7 +46,7 @@ impl Lattice<'_> {
             Collision::Trt { omega, lambda } => (1, omega, lambda),
         };
         out.push(kind);
-        for v in [omega, lambda, cfg.force[0], cfg.force[1]] {
+        for v in [omega, lambda, cfg.force[0], cfg.force[1], cfg.smagorinsky] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         put_u64(&mut out, self.steps_done());
@@ -81,7 +84,8 @@ impl Lattice<'_> {
             path,
         };
         let magic = r.take(8)?;
-        if magic != MAGIC {
+        let v3 = magic == MAGIC_3;
+        if magic != MAGIC && !v3 {
             return Err(LbmError::file(
                 path,
                 if magic.starts_with(b"BSPKLBM") {
@@ -107,6 +111,7 @@ impl Lattice<'_> {
         };
         let kind = r.u8()?;
         let [omega, lambda, fx, fy] = [r.f64()?, r.f64()?, r.f64()?, r.f64()?];
+        let smagorinsky = if v3 { 0.0 } else { r.f64()? };
         let collision = match kind {
             0 => Collision::Bgk { omega },
             1 => Collision::Trt { omega, lambda },
@@ -141,6 +146,7 @@ impl Lattice<'_> {
             streaming,
             collision,
             force: [fx, fy],
+            smagorinsky,
         };
         let mut lattice =
             Lattice::new(gpu, cfg, flags).map_err(|e| LbmError::file(path, e.to_string()))?;

@@ -25,7 +25,8 @@ pub enum LbmError {
     /// The run produced non-finite values: it went unstable.
     #[error(
         "the simulation diverged by step {step} ({what} is not finite at cell ({x}, {y})): lower the Reynolds \
-             number or the velocity, raise the resolution, or use TRT"
+             number or the velocity, raise the resolution, use TRT, or add a Smagorinsky subgrid model \
+             (`Config::smagorinsky`, `--smagorinsky 0.1`–`0.2`)"
     )]
     Diverged {
         step: u64,

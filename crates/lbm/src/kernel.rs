@@ -52,6 +52,8 @@ pub struct KernelSpec {
     pub storage: Storage,
     pub collision: Collision,
     pub force: [f64; 2],
+    /// Smagorinsky constant C_s of the subgrid model (0: none).
+    pub smagorinsky: f64,
     /// Whether the lattice has a flag field (false: every cell fluid and periodic, no flag reads).
     pub flags: bool,
     /// Whether some links use interpolated bounce-back (wall distances in the boundary table).
@@ -73,7 +75,7 @@ fn lit(v: f64) -> String {
 impl KernelSpec {
     pub fn name(&self) -> String {
         format!(
-            "lbm-{:?}-{:?}-{}-{}{}{}{}",
+            "lbm-{:?}-{:?}-{}-{}{}{}{}{}",
             self.phase,
             self.mode,
             match self.layout() {
@@ -81,6 +83,7 @@ impl KernelSpec {
                 _ => self.storage.name(),
             },
             self.collision.name(),
+            if self.smagorinsky > 0.0 { "-les" } else { "" },
             if self.force != [0.0, 0.0] {
                 "-force"
             } else {
@@ -753,6 +756,26 @@ if (fl & {bit}u) != 0u {{
     /// arithmetic of the per-direction form, which matters where two cells share an invocation.
     fn collide(&self, s: &mut String) {
         let (op, om) = self.collision.rates();
+        let les = self.smagorinsky > 0.0;
+        // The rates: literals, or with a subgrid model the cell's own `op`, `om` computed below.
+        let (ops, oms) = if les {
+            ("op".to_owned(), "om".to_owned())
+        } else {
+            (lit(op), lit(om))
+        };
+        // (1 − ω/2)·k for Guo's terms, folded into one literal when the rate is.
+        let half_rate = |plus: bool, k: f64| -> String {
+            let rate = if plus { op } else { om };
+            if les {
+                format!(
+                    "(1.0 - 0.5 * {}) * {}",
+                    if plus { "op" } else { "om" },
+                    lit(k)
+                )
+            } else {
+                lit((1.0 - 0.5 * rate) * k)
+            }
+        };
         s.push_str("let uu = 1.5 * (ux * ux + uy * uy);\n");
         // Guo forcing: F_i = w_i (3 c·F + 9 (c·u)(c·F) − 3 u·F), split into its even and odd parts for TRT.
         if self.has_force() {
@@ -765,18 +788,6 @@ if (fl & {bit}u) != 0u {{
         }
         let cf = |i: usize| f64::from(C[i][0]) * self.force[0] + f64::from(C[i][1]) * self.force[1];
         let _ = writeln!(s, "// Collide ({}).", self.collision.name());
-        let e0 = format!("{} * (rd - rho * uu)", lit(W[0]));
-        let f0 = if self.has_force() {
-            format!(" + {}", lit((1.0 - 0.5 * op) * -3.0 * W[0])) + " * uf"
-        } else {
-            String::new()
-        };
-        if self.flags {
-            let _ = writeln!(s, "let e0 = {e0};");
-            let _ = writeln!(s, "var o0 = f0 - {} * (f0 - e0){f0};", lit(op));
-        } else {
-            let _ = writeln!(s, "var o0 = f0 - {} * (f0 - {e0}){f0};", lit(op));
-        }
         for i in [1usize, 2, 5, 6] {
             let j = OPP[i];
             let w = lit(W[i]);
@@ -786,7 +797,7 @@ if (fl & {bit}u) != 0u {{
                 cu_expr(i, "ux", "uy")
             );
             if self.flags {
-                // Open boundaries set the populations to the equilibrium itself.
+                // Open boundaries start from the equilibrium itself.
                 let _ = writeln!(
                     s,
                     "let e{i} = {w} * (sy{i} + an{i});\nlet e{j} = {w} * (sy{i} - an{i});"
@@ -796,33 +807,65 @@ if (fl & {bit}u) != 0u {{
                 s,
                 "let p{i} = 0.5 * (f{i} + f{j}) - {w} * sy{i};\nlet m{i} = 0.5 * (f{i} - f{j}) - {w} * an{i};"
             );
+        }
+        if les {
+            // Smagorinsky (Hou et al. 1996): ν = ν₀ + (C_s Δ)² |S|, |S| from the non-equilibrium momentum flux
+            // Π = Σ c c (f − f_eq), which only the even parts p_i carry: Π = 2 Σ_pairs c_i c_i p_i. With
+            // |S| = √2 |Π| / (2 ρ c_s² τ), ν = c_s² (τ − ½) is a quadratic in τ.
+            let tau0 = 1.0 / op;
+            let _ = writeln!(
+                s,
+                "let sxx = 2.0 * (p1 + p5 + p6);
+let syy = 2.0 * (p2 + p5 + p6);
+let sxy = 2.0 * (p5 - p6);
+let tau = 0.5 * ({t0} + sqrt({t0sq} + {k} * sqrt(sxx * sxx + syy * syy + 2.0 * sxy * sxy) / rho));
+let op = 1.0 / tau;",
+                t0 = lit(tau0),
+                t0sq = lit(tau0 * tau0),
+                k = lit(18.0 * std::f64::consts::SQRT_2 * self.smagorinsky * self.smagorinsky),
+            );
+            match self.collision {
+                Collision::Bgk { .. } => s.push_str("let om = op;\n"),
+                // Λ = (τ − ½)(1/ω⁻ − ½) held at its configured value.
+                Collision::Trt { lambda, .. } => {
+                    let _ = writeln!(s, "let om = 1.0 / ({} / (tau - 0.5) + 0.5);", lit(lambda));
+                }
+            }
+        }
+        let e0 = format!("{} * (rd - rho * uu)", lit(W[0]));
+        let f0 = if self.has_force() {
+            format!(" + {} * uf", half_rate(true, -3.0 * W[0]))
+        } else {
+            String::new()
+        };
+        if self.flags {
+            let _ = writeln!(s, "let e0 = {e0};");
+            let _ = writeln!(s, "var o0 = f0 - {ops} * (f0 - e0){f0};");
+        } else {
+            let _ = writeln!(s, "var o0 = f0 - {ops} * (f0 - {e0}){f0};");
+        }
+        for i in [1usize, 2, 5, 6] {
+            let j = OPP[i];
             let (fp, fm) = if self.has_force() {
                 (
                     format!(
                         " + {} * (9.0 * cu{i} * {} - 3.0 * uf)",
-                        lit((1.0 - 0.5 * op) * W[i]),
+                        half_rate(true, W[i]),
                         lit(cf(i))
                     ),
-                    lit((1.0 - 0.5 * om) * 3.0 * W[i] * cf(i)),
+                    half_rate(false, 3.0 * W[i] * cf(i)),
                 )
             } else {
                 (String::new(), String::new())
             };
-            let plus = if fm.is_empty() {
-                String::new()
+            let (plus, minus) = if fm.is_empty() {
+                (String::new(), String::new())
             } else {
-                format!(" + {fm}")
-            };
-            let minus = if fm.is_empty() {
-                String::new()
-            } else {
-                format!(" - {fm}")
+                (format!(" + {fm}"), format!(" - {fm}"))
             };
             let _ = writeln!(
                 s,
-                "var o{i} = f{i} - {op} * p{i} - {om} * m{i}{fp}{plus};\nvar o{j} = f{j} - {op} * p{i} + {om} * m{i}{fp}{minus};",
-                op = lit(op),
-                om = lit(om),
+                "var o{i} = f{i} - {ops} * p{i} - {oms} * m{i}{fp}{plus};\nvar o{j} = f{j} - {ops} * p{i} + {oms} * m{i}{fp}{minus};",
             );
         }
         if self.flags {
@@ -857,10 +900,8 @@ if (fl & {bit}u) != 0u {{
                     let _ = writeln!(s, "    pyy += q{i};");
                 }
             }
-            let relax = 1.0 - op;
             for i in 0..9 {
                 let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
-                let a = relax * 4.5 * W[i];
                 let _ = write!(s, "    o{i} = e{i}");
                 for (coef, p) in [
                     (cx * cx - 1.0 / 3.0, "pxx"),
@@ -868,7 +909,13 @@ if (fl & {bit}u) != 0u {{
                     (cy * cy - 1.0 / 3.0, "pyy"),
                 ] {
                     if coef != 0.0 {
-                        let _ = write!(s, " + {} * {p}", lit(a * coef));
+                        let a = 4.5 * W[i] * coef;
+                        let a = if les {
+                            format!("(1.0 - op) * {}", lit(a))
+                        } else {
+                            lit((1.0 - op) * a)
+                        };
+                        let _ = write!(s, " + {a} * {p}");
                     }
                 }
                 s.push_str(";\n");
@@ -921,7 +968,11 @@ mod tests {
         // ny 6 pairs f16 rows; ny 7 stores one f16 per cell (and needs SHADER_F16).
         for (storage, ny) in [(Storage::F32, 6), (Storage::F16, 6), (Storage::F16, 7)] {
             for collision in [Collision::Bgk { omega: 1.3 }, Collision::trt(0.7)] {
-                for force in [[0.0, 0.0], [1e-5, -2e-6]] {
+                for (force, smagorinsky) in [
+                    ([0.0, 0.0], 0.0),
+                    ([1e-5, -2e-6], 0.0),
+                    ([1e-5, -2e-6], 0.17),
+                ] {
                     for (flags, curved) in [(false, false), (true, false), (true, true)] {
                         for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
                             for mode in [Mode::Step, Mode::Macro, Mode::Probe] {
@@ -931,6 +982,7 @@ mod tests {
                                     storage,
                                     collision,
                                     force,
+                                    smagorinsky,
                                     flags,
                                     curved,
                                     phase,
@@ -949,7 +1001,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(n, 324);
+        assert_eq!(n, 486);
     }
 
     #[test]

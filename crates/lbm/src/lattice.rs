@@ -506,6 +506,7 @@ fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mod
         storage: cfg.storage,
         collision: cfg.collision,
         force: cfg.force,
+        smagorinsky: cfg.smagorinsky,
         flags,
         curved,
         phase,

@@ -117,6 +117,29 @@ pub fn regularized_neq(flags: &Flags, f: &[f64; 9], e: &[f64; 9], x: usize, y: u
     })
 }
 
+/// The Smagorinsky model's local (ω⁺, ω⁻): τ solves c_s²(τ − τ₀) = C_s² |S| with |S| = √2 |Π| / (2ρ c_s² τ),
+/// Π = Σ c c (f − f_eq); ω⁻ keeps TRT's Λ.
+pub fn subgrid_rates(cfg: &Config, f: &[f64; 9], e: &[f64; 9], rho: f64) -> (f64, f64) {
+    let mut p = [0.0; 3];
+    for i in 0..9 {
+        let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
+        let q = f[i] - e[i];
+        p[0] += cx * cx * q;
+        p[1] += cx * cy * q;
+        p[2] += cy * cy * q;
+    }
+    let norm = (p[0] * p[0] + p[2] * p[2] + 2.0 * p[1] * p[1]).sqrt();
+    let tau0 = 1.0 / cfg.collision.omega();
+    let c2 = cfg.smagorinsky * cfg.smagorinsky;
+    let tau =
+        0.5 * (tau0 + (tau0 * tau0 + 18.0 * std::f64::consts::SQRT_2 * c2 * norm / rho).sqrt());
+    let om = match cfg.collision {
+        crate::config::Collision::Bgk { .. } => 1.0 / tau,
+        crate::config::Collision::Trt { lambda, .. } => 1.0 / (lambda / (tau - 0.5) + 0.5),
+    };
+    (1.0 / tau, om)
+}
+
 /// One step: stream (pull), collide; returns the new post-collision state. Solid cells keep their values.
 pub fn step(cfg: &Config, flags: &Flags, s: &[f64]) -> Vec<f64> {
     let (nx, ny) = (cfg.nx, cfg.ny);
@@ -134,6 +157,11 @@ pub fn step(cfg: &Config, flags: &Flags, s: &[f64]) -> Vec<f64> {
             let (rho, u) = macro_of(cfg, flags, &f, x, y);
             let e = equilibrium(rho, u);
             let idx = y * nx + x;
+            let (op, om) = if cfg.smagorinsky > 0.0 {
+                subgrid_rates(cfg, &f, &e, rho)
+            } else {
+                (op, om)
+            };
             if let Cell::Inlet(_) | Cell::Outlet(_) = cell {
                 let reg = regularized_neq(flags, &f, &e, x, y);
                 for i in 0..9 {

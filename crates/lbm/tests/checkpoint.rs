@@ -27,10 +27,12 @@ fn restart_is_bit_identical() {
             let mut flags = base(ny);
             flags.add_circle([12.2, 6.3], 2.4, true);
             assert!(flags.has_wall_distances());
+            // With the subgrid model, whose constant the checkpoint keeps.
             let cfg = Config {
                 storage,
                 streaming,
                 force: [1e-5, 0.0],
+                smagorinsky: 0.12,
                 ..Config::new(nx, ny, Collision::trt(1.3))
             };
             let path = dir.join(format!("{}-{ny}-{}.ckpt", storage.name(), streaming.name()));
@@ -94,5 +96,27 @@ fn restart_is_bit_identical() {
             ));
         }
     }
+    // Version 3 (before the Smagorinsky constant) still reads, as C_s = 0: the same file less those 8 bytes
+    // (after magic, metadata "test", nx, ny, three codes and four f64).
+    let cfg = Config::new(nx, 12, Collision::trt(1.3));
+    let mut lat = Lattice::new(gpu, cfg.clone(), base(12)).expect("lattice");
+    lat.init_equilibrium(|x, _| (1.0, [0.01 * (x as f64).cos(), 0.0]))
+        .expect("init");
+    lat.step(3).expect("steps");
+    let v4 = dir.join("v4.ckpt");
+    lat.checkpoint(&v4, "test").expect("save");
+    let mut bytes = std::fs::read(&v4).expect("read back");
+    let at = 8 + 8 + 4 + 16 + 3 + 32;
+    assert_eq!(bytes[at..at + 8], 0.0f64.to_le_bytes());
+    bytes.drain(at..at + 8);
+    bytes[..8].copy_from_slice(b"BSPKLBM3");
+    let v3 = dir.join("v3.ckpt");
+    std::fs::write(&v3, &bytes).expect("write");
+    let (old, _) = Lattice::resume(gpu, &v3).expect("version 3 reads");
+    assert_eq!(old.config(), &cfg);
+    assert_eq!(
+        old.populations().expect("read"),
+        lat.populations().expect("read")
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

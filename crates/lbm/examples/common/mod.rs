@@ -28,6 +28,7 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         storage,
         collision: Collision::Bgk { omega: 1.0 },
         force: [0.0, 0.0],
+        smagorinsky: 0.0,
         flags: false,
         curved: false,
         phase: Phase::Ab,

@@ -126,6 +126,8 @@ pub struct CaseOptions {
     /// Mask case: walls at the 50 % contour of the image's interpolated lightness, with interpolated bounce-back
     /// (`Flags::add_png_mask_interpolated`), instead of a staircase of its dark pixels.
     pub interpolated_mask: bool,
+    /// Smagorinsky constant of the subgrid model (`Config::smagorinsky`); None: none, or the checkpoint's.
+    pub smagorinsky: Option<f64>,
 }
 
 /// Periodic PNG frames during a run.
@@ -150,6 +152,7 @@ impl Default for CaseOptions {
             resume: None,
             frames: None,
             interpolated_mask: false,
+            smagorinsky: None,
         }
     }
 }
@@ -362,6 +365,19 @@ fn start<'g>(
                 ),
             ));
         }
+        if let Some(asked) = opts.smagorinsky
+            && asked != lat.config().smagorinsky
+        {
+            return Err(LbmError::param(
+                "smagorinsky",
+                asked,
+                format!(
+                    "the checkpoint {} ran with C_s = {}; resume without --smagorinsky or with that value",
+                    path.display(),
+                    lat.config().smagorinsky
+                ),
+            ));
+        }
         return Ok(Start {
             lat,
             resumed: true,
@@ -411,6 +427,7 @@ fn base_config(opts: &CaseOptions, nx: usize, ny: usize, collision: Collision) -
     Config {
         storage: opts.storage,
         streaming: opts.streaming,
+        smagorinsky: opts.smagorinsky.unwrap_or(0.0),
         ..Config::new(nx, ny, collision)
     }
 }
