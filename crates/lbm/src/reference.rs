@@ -1,7 +1,7 @@
 //! Plain-Rust reference of one step, in f64, with the same boundary rules as the kernels. The state is the
 //! post-collision populations S_i(x) (what the two-lattice scheme stores), direction-major: `s[i * n + cell]`.
 
-use crate::config::Config;
+use crate::config::{Collision, Config};
 use crate::d2q9::{C, OPP, W, equilibrium};
 use crate::flags::{Cell, Flags};
 
@@ -91,25 +91,29 @@ fn macro_of(cfg: &Config, flags: &Flags, f: &[f64; 9], x: usize, y: usize) -> (f
     (rho, u)
 }
 
+/// (Π_xx, Π_xy, Π_yy) of Σ k_i c_i c_i (f_i − e_i).
+fn neq_flux(f: &[f64; 9], e: &[f64; 9], k: impl Fn(usize) -> f64) -> [f64; 3] {
+    let mut p = [0.0; 3];
+    for i in 0..9 {
+        let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
+        let q = k(i) * (f[i] - e[i]);
+        p[0] += cx * cx * q;
+        p[1] += cx * cy * q;
+        p[2] += cy * cy * q;
+    }
+    p
+}
+
 /// The non-equilibrium part an open cell relaxes (Latt et al.'s regularised boundary): the unknown populations'
 /// f − f_eq taken as their opposites' (so Π_neq = Σ k_i c_i c_i (f_i − e_i), k_i = 1 along the edge, 2 leaving,
 /// 0 entering), projected onto the second-order Hermite basis: w_i 9/2 Q_i : Π_neq, Q_i = c_i c_i − I/3.
 pub fn regularized_neq(flags: &Flags, f: &[f64; 9], e: &[f64; 9], x: usize, y: usize) -> [f64; 9] {
     let nrm = Flags::edge_normal(flags.nx(), flags.ny(), x, y).expect("open cells lie on an edge");
-    let mut p = [0.0; 3];
-    for i in 0..9 {
-        let d = C[i][0] * nrm[0] + C[i][1] * nrm[1];
-        let k = match d {
-            0 => 1.0,
-            d if d > 0 => 2.0,
-            _ => 0.0,
-        };
-        let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
-        let q = k * (f[i] - e[i]);
-        p[0] += cx * cx * q;
-        p[1] += cx * cy * q;
-        p[2] += cy * cy * q;
-    }
+    let p = neq_flux(f, e, |i| match C[i][0] * nrm[0] + C[i][1] * nrm[1] {
+        0 => 1.0,
+        d if d > 0 => 2.0,
+        _ => 0.0,
+    });
     std::array::from_fn(|i| {
         let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
         4.5 * W[i]
@@ -120,22 +124,15 @@ pub fn regularized_neq(flags: &Flags, f: &[f64; 9], e: &[f64; 9], x: usize, y: u
 /// The Smagorinsky model's local (ω⁺, ω⁻): τ solves c_s²(τ − τ₀) = C_s² |S| with |S| = √2 |Π| / (2ρ c_s² τ),
 /// Π = Σ c c (f − f_eq); ω⁻ keeps TRT's Λ.
 pub fn subgrid_rates(cfg: &Config, f: &[f64; 9], e: &[f64; 9], rho: f64) -> (f64, f64) {
-    let mut p = [0.0; 3];
-    for i in 0..9 {
-        let (cx, cy) = (f64::from(C[i][0]), f64::from(C[i][1]));
-        let q = f[i] - e[i];
-        p[0] += cx * cx * q;
-        p[1] += cx * cy * q;
-        p[2] += cy * cy * q;
-    }
+    let p = neq_flux(f, e, |_| 1.0);
     let norm = (p[0] * p[0] + p[2] * p[2] + 2.0 * p[1] * p[1]).sqrt();
     let tau0 = 1.0 / cfg.collision.omega();
     let c2 = cfg.smagorinsky * cfg.smagorinsky;
     let tau =
         0.5 * (tau0 + (tau0 * tau0 + 18.0 * std::f64::consts::SQRT_2 * c2 * norm / rho).sqrt());
     let om = match cfg.collision {
-        crate::config::Collision::Bgk { .. } => 1.0 / tau,
-        crate::config::Collision::Trt { lambda, .. } => 1.0 / (lambda / (tau - 0.5) + 0.5),
+        Collision::Bgk { .. } => 1.0 / tau,
+        Collision::Trt { lambda, .. } => 1.0 / (lambda / (tau - 0.5) + 0.5),
     };
     (1.0 / tau, om)
 }
