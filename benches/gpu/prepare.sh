@@ -8,7 +8,10 @@ set -euo pipefail
 pyfr=${1:?usage: prepare.sh PYFR_CORE_DIR (the folder of PyFR .mtx operators)}
 [ -d "$pyfr" ] || { echo "prepare.sh: $pyfr is not a folder" >&2; exit 1; }
 cd "$(git rev-parse --show-toplevel)"
-for d in /.gl/ /.devbin/; do grep -qxF "$d" .git/info/exclude || echo "$d" >> .git/info/exclude; done
+# A fresh clone may have no info/ folder.
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")" && touch "$exclude"
+for d in /.gl/ /.devbin/; do grep -qxF "$d" "$exclude" || echo "$d" >> "$exclude"; done
 
 cargo build --release
 mkdir -p .devbin/pyfr .devbin/wheels
