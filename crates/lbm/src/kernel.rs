@@ -669,11 +669,11 @@ if (fl & {bit}u) != 0u {{
             b.push_str("let ir = 1.0 / rho;\nvar ux = jx * ir;\nvar uy = jy * ir;\n");
         }
         if self.flags {
-            b.push_str("let open = ty >= 2u;\nif open {\n");
+            // The outward normal, kept for the regularisation after the collision.
+            b.push_str("let open = ty >= 2u;\nvar nn = vec2<f32>(0.0, 1.0);\nif open {\n");
             b.push_str(
-                "    var n = vec2<f32>(0.0, 1.0);
-    if x == 0u { n = vec2<f32>(-1.0, 0.0); } else if x == NX - 1u { n = vec2<f32>(1.0, 0.0); }
-    else if y == 0u { n = vec2<f32>(0.0, -1.0); }
+                "    if x == 0u { nn = vec2<f32>(-1.0, 0.0); } else if x == NX - 1u { nn = vec2<f32>(1.0, 0.0); }
+    else if y == 0u { nn = vec2<f32>(0.0, -1.0); }
     // Zou/He: populations along the edge count once, those leaving through it twice.
     var s0 = 0.0;
     var sp = 0.0;
@@ -682,7 +682,7 @@ if (fl & {bit}u) != 0u {{
             for i in 0..9 {
                 let _ = writeln!(
                     b,
-                    "    let d{i} = {} * n.x + {} * n.y;\n    s0 += select(0.0, f{i} + {w}, d{i} == 0.0);\n    sp += select(0.0, f{i} + {w}, d{i} > 0.0);",
+                    "    let d{i} = {} * nn.x + {} * nn.y;\n    s0 += select(0.0, f{i} + {w}, d{i} == 0.0);\n    sp += select(0.0, f{i} + {w}, d{i} > 0.0);",
                     lit(f64::from(C[i][0])),
                     lit(f64::from(C[i][1])),
                     w = lit(W[i])
@@ -694,12 +694,12 @@ if (fl & {bit}u) != 0u {{
     if ty == {TYPE_INLET}u {{
         ux = bv.x;
         uy = bv.y;
-        rho = (s0 + 2.0 * sp) / (1.0 + dot(bv, n));
+        rho = (s0 + 2.0 * sp) / (1.0 + dot(bv, nn));
     }} else {{
         rho = bv.x;
         let un = (s0 + 2.0 * sp) / rho - 1.0;
-        ux = un * n.x;
-        uy = un * n.y;
+        ux = un * nn.x;
+        uy = un * nn.y;
     }}
     rd = rho - 1.0;
 }}
@@ -874,9 +874,6 @@ let op = 1.0 / tau;",
             // so the cell carries the shear stress an equilibrium alone drops. No body force at open cells.
             s.push_str(
                 "if open {
-    var nn = vec2<f32>(0.0, 1.0);
-    if x == 0u { nn = vec2<f32>(-1.0, 0.0); } else if x == NX - 1u { nn = vec2<f32>(1.0, 0.0); }
-    else if y == 0u { nn = vec2<f32>(0.0, -1.0); }
     var pxx = 0.0;
     var pxy = 0.0;
     var pyy = 0.0;
