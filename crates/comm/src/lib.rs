@@ -1,0 +1,204 @@
+//! bespoke-comm: the small rank interface bespoke's distributed solvers are written against.
+//!
+//! A rank knows its number and the job's size, starts non-blocking exchanges of `u32` words (bit patterns of
+//! whatever the solver stores: halos move exactly), polls or waits for them, and joins a few collectives
+//! (barrier, all-gather, all-reduce, broadcast). Two implementations:
+//!
+//! - [`ThreadComm`]: ranks as threads of one process ([`run_threads`]), each typically with its own device. It
+//!   serves multi-GPU workstations without `mpirun` and lets the ordinary test suite cover every decomposition.
+//! - `MpiComm` (feature `mpi`): MPI ranks through rsmpi. Across nodes it is MPI; there is no home-made network
+//!   transport.
+//!
+//! Failure never hangs a job: a thread rank that returns an error or panics marks the job failed, and every
+//! other rank's pending or later call returns [`CommError::PeerFailed`] naming it; an MPI rank that fails calls
+//! [`Comm::fail`], which prints the message and aborts the whole job (`MPI_Abort`).
+//!
+//! ```
+//! use bespoke_comm::{Comm, Expect, Message, run_threads};
+//!
+//! // A ring: every rank sends its number to the next and receives from the previous.
+//! let got = run_threads(3, |comm| {
+//!     let (r, p) = (comm.rank(), comm.size());
+//!     let ex = comm.start(
+//!         vec![Message { peer: (r + 1) % p, tag: 7, data: vec![r as u32] }],
+//!         &[Expect { peer: (r + p - 1) % p, tag: 7, len: 1 }],
+//!     )?;
+//!     Ok::<_, bespoke_comm::CommError>(ex.wait()?[0][0])
+//! })
+//! .unwrap();
+//! assert_eq!(got, vec![2, 0, 1]);
+//! ```
+
+#[cfg(feature = "mpi")]
+mod mpi_comm;
+mod threads;
+
+#[cfg(feature = "mpi")]
+pub use mpi_comm::MpiComm;
+pub use threads::{RankFailure, ThreadComm, run_threads};
+
+/// A message tag. Tags at or above [`RESERVED_TAGS`] belong to the collectives.
+pub type Tag = u32;
+/// First tag the collectives use; solver messages use tags below it.
+pub const RESERVED_TAGS: Tag = 1 << 30;
+
+/// Errors of the rank layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommError {
+    /// Another rank failed; this rank's call was abandoned instead of waiting for it forever.
+    #[error("rank {rank} failed: {message}")]
+    PeerFailed { rank: usize, message: String },
+    /// The ranks were given different values of something that must agree (compared before any work).
+    #[error("the ranks disagree on {what}: {detail}")]
+    Mismatch { what: String, detail: String },
+    /// A call with arguments the layer cannot honour (a peer past the job's size, a reserved tag, a length that
+    /// does not match what arrived).
+    #[error("{0}")]
+    Invalid(String),
+    /// An error the MPI library reported.
+    #[error("MPI: {0}")]
+    Mpi(String),
+}
+
+pub type Result<T, E = CommError> = std::result::Result<T, E>;
+
+/// Words to send to `peer` under `tag`.
+#[derive(Clone, Debug)]
+pub struct Message {
+    pub peer: usize,
+    pub tag: Tag,
+    pub data: Vec<u32>,
+}
+
+/// A receive of exactly `len` words from `peer` under `tag`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect {
+    pub peer: usize,
+    pub tag: Tag,
+    pub len: usize,
+}
+
+/// An exchange in flight: its receives are posted and its sends started.
+pub trait Exchange {
+    /// Makes progress without blocking (MPI implementations here progress only inside calls: poll this while
+    /// the device works); true once every receive has arrived.
+    fn test(&mut self) -> Result<bool>;
+    /// Blocks until everything has arrived and been sent; the received words in the order of the `Expect`s.
+    fn wait(self: Box<Self>) -> Result<Vec<Vec<u32>>>;
+}
+
+/// Reductions of [`Comm::all_reduce_f64`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Sum,
+    Min,
+    Max,
+}
+
+/// One rank's view of the job.
+pub trait Comm {
+    /// This rank, 0..size.
+    fn rank(&self) -> usize;
+    /// Ranks in the job.
+    fn size(&self) -> usize;
+    /// "threads" or "mpi".
+    fn kind(&self) -> &'static str;
+    /// Posts the receives, starts the sends, returns at once.
+    fn start(&self, sends: Vec<Message>, recvs: &[Expect]) -> Result<Box<dyn Exchange + '_>>;
+    /// Every rank's `mine`, indexed by rank, on every rank.
+    fn all_gather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
+    /// `data` of rank `root` on every rank.
+    fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()>;
+    /// Element-wise reduction over the ranks, the same on every rank (reduced in rank order, so the result does
+    /// not depend on timing).
+    fn all_reduce_f64(&self, values: &mut [f64], op: Op) -> Result<()> {
+        let mine: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let all = self.all_gather_bytes(&mine)?;
+        for (r, bytes) in all.iter().enumerate() {
+            if bytes.len() != mine.len() {
+                return Err(CommError::Mismatch {
+                    what: "the length of an all-reduce".into(),
+                    detail: format!(
+                        "rank {r} gave {} values, rank {} {}",
+                        bytes.len() / 8,
+                        self.rank(),
+                        values.len()
+                    ),
+                });
+            }
+        }
+        for (j, v) in values.iter_mut().enumerate() {
+            let at = |r: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&all[r][8 * j..8 * j + 8]);
+                f64::from_le_bytes(b)
+            };
+            let mut acc = at(0);
+            for r in 1..all.len() {
+                let x = at(r);
+                acc = match op {
+                    Op::Sum => acc + x,
+                    Op::Min => acc.min(x),
+                    Op::Max => acc.max(x),
+                };
+            }
+            *v = acc;
+        }
+        Ok(())
+    }
+    /// Waits until every rank has called it.
+    fn barrier(&self) -> Result<()> {
+        self.all_gather_bytes(&[]).map(|_| ())
+    }
+    /// Fails the whole job with `message` (threads: the other ranks' calls return `PeerFailed`; MPI: printed,
+    /// then `MPI_Abort`, which does not return).
+    fn fail(&self, message: &str);
+
+    /// Checks that every rank passed the same `value` of `what` (a configuration's text or hash, a step count),
+    /// so that ranks started with different arguments stop with an error before they exchange anything.
+    fn check_same(&self, what: &str, value: &[u8]) -> Result<()> {
+        let all = self.all_gather_bytes(value)?;
+        if let Some(r) = all.iter().position(|v| v != value) {
+            let show = |b: &[u8]| {
+                let s = String::from_utf8_lossy(b);
+                if s.chars().count() > 200 {
+                    format!("{}…", s.chars().take(200).collect::<String>())
+                } else {
+                    s.into_owned()
+                }
+            };
+            return Err(CommError::Mismatch {
+                what: what.into(),
+                detail: format!(
+                    "rank {r} has `{}`, rank {} has `{}`",
+                    show(&all[r]),
+                    self.rank(),
+                    show(value)
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Checks the arguments of [`Comm::start`] against the job (shared by the implementations).
+pub(crate) fn check_start(size: usize, sends: &[Message], recvs: &[Expect]) -> Result<()> {
+    for (peer, tag) in sends
+        .iter()
+        .map(|m| (m.peer, m.tag))
+        .chain(recvs.iter().map(|e| (e.peer, e.tag)))
+    {
+        if peer >= size {
+            return Err(CommError::Invalid(format!(
+                "peer {peer} in a job of {size} ranks"
+            )));
+        }
+        if tag >= RESERVED_TAGS {
+            return Err(CommError::Invalid(format!(
+                "tag {tag} is reserved for the collectives (use < {RESERVED_TAGS})"
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! MPI ranks through rsmpi. Non-blocking exchanges own their buffers (heap memory that stays put until the
+//! requests complete), so they need no scope around the solver's step loop.
+
+use std::os::raw::{c_int, c_void};
+
+use mpi::datatype::PartitionMut;
+use mpi::environment::Universe;
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+use crate::{Comm, CommError, Exchange, Expect, Message, Result, check_start};
+
+/// The world communicator of an MPI job. Made once per process by [`MpiComm::init`]; dropping it finalises MPI.
+pub struct MpiComm {
+    world: SimpleCommunicator,
+    // Dropped last: finalises MPI.
+    _universe: Universe,
+}
+
+impl std::fmt::Debug for MpiComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "MpiComm {{ rank: {}, size: {} }}",
+            self.rank(),
+            self.size()
+        )
+    }
+}
+
+impl MpiComm {
+    /// Initialises MPI and installs a panic hook that aborts the whole job, so a rank that panics never leaves the
+    /// others waiting in a collective or in `MPI_Finalize` (an unwinding panic or a return from `main` would drop
+    /// the universe and hang the job: ../docs/scale.md). None when MPI was initialised already.
+    pub fn init() -> Option<Self> {
+        let universe = mpi::initialize()?;
+        let world = universe.world();
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            hook(info);
+            // SAFETY: MPI is initialised (this hook is installed after `initialize`) and MPI_Abort may be called
+            // from any thread of an initialised process.
+            unsafe {
+                ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 101);
+            }
+        }));
+        Some(Self {
+            world,
+            _universe: universe,
+        })
+    }
+
+    /// The MPI library's version string.
+    pub fn library_version() -> String {
+        mpi::environment::library_version()
+            .unwrap_or_default()
+            .trim_end_matches('\0')
+            .trim()
+            .to_owned()
+    }
+}
+
+fn mpi_result(code: c_int, what: &str) -> Result<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(CommError::Mpi(format!("{what} returned error code {code}")))
+    }
+}
+
+fn count(n: usize) -> Result<c_int> {
+    c_int::try_from(n)
+        .map_err(|_| CommError::Invalid(format!("{n} words in one message exceed MPI's int count")))
+}
+
+/// Receives then sends, each with its own buffer; the buffers live as long as the requests.
+struct MpiExchange {
+    requests: Vec<ffi::MPI_Request>,
+    recv: Vec<Vec<u32>>,
+    _send: Vec<Vec<u32>>,
+    done: bool,
+}
+
+impl Exchange for MpiExchange {
+    fn test(&mut self) -> Result<bool> {
+        if self.done {
+            return Ok(true);
+        }
+        let mut flag: c_int = 0;
+        // SAFETY: the requests were started by `start` on buffers this struct owns, and completed requests are set
+        // to MPI_REQUEST_NULL by MPI_Testall, which is valid to test again.
+        let code = unsafe {
+            ffi::MPI_Testall(
+                count(self.requests.len())?,
+                self.requests.as_mut_ptr(),
+                &mut flag,
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        mpi_result(code, "MPI_Testall")?;
+        self.done = flag != 0;
+        Ok(self.done)
+    }
+
+    fn wait(mut self: Box<Self>) -> Result<Vec<Vec<u32>>> {
+        self.finish()?;
+        Ok(std::mem::take(&mut self.recv))
+    }
+}
+
+impl MpiExchange {
+    fn finish(&mut self) -> Result<()> {
+        if !self.done {
+            // SAFETY: as in `test`.
+            let code = unsafe {
+                ffi::MPI_Waitall(
+                    count(self.requests.len())?,
+                    self.requests.as_mut_ptr(),
+                    ffi::RSMPI_STATUSES_IGNORE,
+                )
+            };
+            self.done = true;
+            mpi_result(code, "MPI_Waitall")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MpiExchange {
+    fn drop(&mut self) {
+        // The buffers must outlive the requests: an exchange dropped early (an error elsewhere) waits first.
+        let _ = self.finish();
+    }
+}
+
+impl Comm for MpiComm {
+    fn rank(&self) -> usize {
+        self.world.rank() as usize
+    }
+    fn size(&self) -> usize {
+        self.world.size() as usize
+    }
+    fn kind(&self) -> &'static str {
+        "mpi"
+    }
+
+    fn start(&self, sends: Vec<Message>, recvs: &[Expect]) -> Result<Box<dyn Exchange + '_>> {
+        check_start(self.size(), &sends, recvs)?;
+        let dt = u32::equivalent_datatype().as_raw();
+        let comm = self.world.as_raw();
+        let mut ex = MpiExchange {
+            requests: Vec::with_capacity(sends.len() + recvs.len()),
+            recv: recvs.iter().map(|e| vec![0u32; e.len]).collect(),
+            _send: Vec::with_capacity(sends.len()),
+            done: false,
+        };
+        // Receives first, so that a peer's send finds its match posted.
+        for (e, buf) in recvs.iter().zip(&mut ex.recv) {
+            // SAFETY: MPI_REQUEST_NULL is a valid initial value that MPI_Irecv overwrites.
+            let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+            // SAFETY: `buf` holds e.len u32 and is owned by `ex`, which waits for the request before freeing it.
+            let code = unsafe {
+                ffi::MPI_Irecv(
+                    buf.as_mut_ptr().cast::<c_void>(),
+                    count(e.len)?,
+                    dt,
+                    e.peer as c_int,
+                    e.tag as c_int,
+                    comm,
+                    &mut req,
+                )
+            };
+            mpi_result(code, "MPI_Irecv")?;
+            ex.requests.push(req);
+        }
+        for m in sends {
+            // SAFETY: as above.
+            let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+            // SAFETY: `m.data` moves into `ex._send` below without moving its heap buffer, and `ex` waits for the
+            // request before dropping it.
+            let code = unsafe {
+                ffi::MPI_Isend(
+                    m.data.as_ptr().cast::<c_void>(),
+                    count(m.data.len())?,
+                    dt,
+                    m.peer as c_int,
+                    m.tag as c_int,
+                    comm,
+                    &mut req,
+                )
+            };
+            mpi_result(code, "MPI_Isend")?;
+            ex.requests.push(req);
+            ex._send.push(m.data);
+        }
+        Ok(Box::new(ex))
+    }
+
+    fn all_gather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let n = count(mine.len())?;
+        let mut counts = vec![0 as c_int; self.size()];
+        self.world.all_gather_into(&n, &mut counts[..]);
+        let displs: Vec<c_int> = counts
+            .iter()
+            .scan(0 as c_int, |acc, &c| {
+                let d = *acc;
+                *acc += c;
+                Some(d)
+            })
+            .collect();
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        let mut all = vec![0u8; total];
+        {
+            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+            self.world.all_gather_varcount_into(mine, &mut part);
+        }
+        Ok(counts
+            .iter()
+            .zip(&displs)
+            .map(|(&c, &d)| all[d as usize..(d + c) as usize].to_vec())
+            .collect())
+    }
+
+    fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
+        if root >= self.size() {
+            return Err(CommError::Invalid(format!(
+                "broadcast root {root} in a job of {} ranks",
+                self.size()
+            )));
+        }
+        let r = self.world.process_at_rank(root as c_int);
+        let mut n = data.len() as u64;
+        r.broadcast_into(&mut n);
+        data.resize(n as usize, 0);
+        r.broadcast_into(&mut data[..]);
+        Ok(())
+    }
+
+    fn fail(&self, message: &str) {
+        eprintln!("error (rank {} of {}): {message}", self.rank(), self.size());
+        self.world.abort(1);
+    }
+}

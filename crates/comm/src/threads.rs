@@ -1,0 +1,493 @@
+//! Ranks as threads of one process: channels between them, a shared failure flag so that no rank waits forever
+//! for one that has stopped.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::{Comm, CommError, Exchange, Expect, Message, RESERVED_TAGS, Result, Tag, check_start};
+
+const TAG_GATHER: Tag = RESERVED_TAGS;
+const TAG_BCAST: Tag = RESERVED_TAGS + 1;
+/// How often a blocked rank looks at the failure flag.
+const POLL: Duration = Duration::from_millis(5);
+
+#[derive(Debug)]
+enum Payload {
+    Words(Vec<u32>),
+    Bytes(Vec<u8>),
+}
+
+#[derive(Debug)]
+struct Packet {
+    src: usize,
+    tag: Tag,
+    data: Payload,
+}
+
+/// The first failure of the job: (rank, message).
+type Failure = Arc<Mutex<Option<(usize, String)>>>;
+
+/// One rank of a job run by [`run_threads`].
+#[derive(Debug)]
+pub struct ThreadComm {
+    rank: usize,
+    size: usize,
+    to: Vec<Sender<Packet>>,
+    inbox: Receiver<Packet>,
+    /// Packets that arrived before anyone asked for them, FIFO per (source, tag).
+    early: RefCell<HashMap<(usize, Tag), VecDeque<Payload>>>,
+    failed: Failure,
+}
+
+/// A rank's failure as [`run_threads`] reports it: the first rank that failed and its message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("rank {rank} of {size} failed: {message}")]
+pub struct RankFailure {
+    pub rank: usize,
+    pub size: usize,
+    pub message: String,
+}
+
+/// Runs `f` on `ranks` threads, each with its own [`ThreadComm`], and returns their results in rank order. A rank
+/// that returns an error or panics fails the job: the others' blocked calls return `PeerFailed` at once, and the
+/// result is the first failure (not the follow-on errors it caused).
+pub fn run_threads<R, E, F>(ranks: usize, f: F) -> std::result::Result<Vec<R>, RankFailure>
+where
+    R: Send,
+    E: std::fmt::Display,
+    F: Fn(ThreadComm) -> std::result::Result<R, E> + Sync,
+{
+    if ranks == 0 {
+        return Err(RankFailure {
+            rank: 0,
+            size: 0,
+            message: "a job needs at least one rank".into(),
+        });
+    }
+    let failed: Failure = Arc::new(Mutex::new(None));
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..ranks).map(|_| channel::<Packet>()).unzip();
+    let comms: Vec<ThreadComm> = rxs
+        .into_iter()
+        .enumerate()
+        .map(|(rank, inbox)| ThreadComm {
+            rank,
+            size: ranks,
+            to: txs.clone(),
+            inbox,
+            early: RefCell::new(HashMap::new()),
+            failed: failed.clone(),
+        })
+        .collect();
+    drop(txs);
+    let results: Vec<Option<R>> = std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .into_iter()
+            .map(|comm| {
+                let f = &f;
+                s.spawn(move || {
+                    let (rank, flag) = (comm.rank, comm.failed.clone());
+                    let mark = |message: String| {
+                        let mut g = flag.lock().unwrap_or_else(|p| p.into_inner());
+                        g.get_or_insert((rank, message));
+                    };
+                    match catch_unwind(AssertUnwindSafe(|| f(comm))) {
+                        Ok(Ok(r)) => Some(r),
+                        Ok(Err(e)) => {
+                            mark(e.to_string());
+                            None
+                        }
+                        Err(p) => {
+                            let msg = p
+                                .downcast_ref::<&str>()
+                                .map(|s| (*s).to_owned())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "panicked".into());
+                            mark(format!("panicked: {msg}"));
+                            None
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    if let Some((rank, message)) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(RankFailure {
+            rank,
+            size: ranks,
+            message,
+        });
+    }
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(rank, r)| {
+            r.ok_or_else(|| RankFailure {
+                rank,
+                size: ranks,
+                message: "stopped without a result".into(),
+            })
+        })
+        .collect()
+}
+
+impl ThreadComm {
+    fn check_failed(&self) -> Result<()> {
+        match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((rank, message)) => Err(CommError::PeerFailed {
+                rank: *rank,
+                message: message.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn send(&self, peer: usize, tag: Tag, data: Payload) -> Result<()> {
+        // A closed inbox means the peer has returned; a receive from it would fail then, not here.
+        let _ = self.to[peer].send(Packet {
+            src: self.rank,
+            tag,
+            data,
+        });
+        Ok(())
+    }
+
+    /// Moves everything that has arrived into `early`.
+    fn drain(&self) {
+        while let Ok(p) = self.inbox.try_recv() {
+            self.early
+                .borrow_mut()
+                .entry((p.src, p.tag))
+                .or_default()
+                .push_back(p.data);
+        }
+    }
+
+    fn take(&self, src: usize, tag: Tag) -> Option<Payload> {
+        self.early
+            .borrow_mut()
+            .get_mut(&(src, tag))
+            .and_then(VecDeque::pop_front)
+    }
+
+    /// Blocks for the next payload from `src` under `tag`, giving up when the job has failed.
+    fn recv(&self, src: usize, tag: Tag) -> Result<Payload> {
+        loop {
+            self.drain();
+            if let Some(p) = self.take(src, tag) {
+                return Ok(p);
+            }
+            self.check_failed()?;
+            match self.inbox.recv_timeout(POLL) {
+                Ok(p) => self
+                    .early
+                    .borrow_mut()
+                    .entry((p.src, p.tag))
+                    .or_default()
+                    .push_back(p.data),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.check_failed()?;
+                    return Err(CommError::Invalid(format!(
+                        "rank {}: every other rank has returned while this one waits for rank {src}",
+                        self.rank
+                    )));
+                }
+            }
+        }
+    }
+}
+
+struct ThreadExchange<'a> {
+    comm: &'a ThreadComm,
+    expects: Vec<Expect>,
+    got: Vec<Option<Vec<u32>>>,
+}
+
+impl ThreadExchange<'_> {
+    fn collect(&mut self) -> Result<()> {
+        self.comm.drain();
+        for (e, slot) in self.expects.iter().zip(&mut self.got) {
+            if slot.is_none() {
+                if let Some(p) = self.comm.take(e.peer, e.tag) {
+                    *slot = Some(words(p, e)?);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn words(p: Payload, e: &Expect) -> Result<Vec<u32>> {
+    match p {
+        Payload::Words(w) if w.len() == e.len => Ok(w),
+        Payload::Words(w) => Err(CommError::Invalid(format!(
+            "rank {} sent {} words under tag {}, {} were expected",
+            e.peer,
+            w.len(),
+            e.tag,
+            e.len
+        ))),
+        Payload::Bytes(_) => Err(CommError::Invalid(format!(
+            "rank {} sent bytes under tag {}",
+            e.peer, e.tag
+        ))),
+    }
+}
+
+impl Exchange for ThreadExchange<'_> {
+    fn test(&mut self) -> Result<bool> {
+        self.collect()?;
+        if self.got.iter().all(Option::is_some) {
+            return Ok(true);
+        }
+        self.comm.check_failed()?;
+        Ok(false)
+    }
+
+    fn wait(mut self: Box<Self>) -> Result<Vec<Vec<u32>>> {
+        self.collect()?;
+        for (e, slot) in self.expects.iter().zip(&mut self.got) {
+            if slot.is_none() {
+                *slot = Some(words(self.comm.recv(e.peer, e.tag)?, e)?);
+            }
+        }
+        Ok(self.got.into_iter().flatten().collect())
+    }
+}
+
+impl Comm for ThreadComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn kind(&self) -> &'static str {
+        "threads"
+    }
+
+    fn start(&self, sends: Vec<Message>, recvs: &[Expect]) -> Result<Box<dyn Exchange + '_>> {
+        check_start(self.size, &sends, recvs)?;
+        self.check_failed()?;
+        for m in sends {
+            self.send(m.peer, m.tag, Payload::Words(m.data))?;
+        }
+        Ok(Box::new(ThreadExchange {
+            comm: self,
+            expects: recvs.to_vec(),
+            got: vec![None; recvs.len()],
+        }))
+    }
+
+    fn all_gather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.check_failed()?;
+        for peer in (0..self.size).filter(|&p| p != self.rank) {
+            self.send(peer, TAG_GATHER, Payload::Bytes(mine.to_vec()))?;
+        }
+        (0..self.size)
+            .map(|r| {
+                if r == self.rank {
+                    return Ok(mine.to_vec());
+                }
+                match self.recv(r, TAG_GATHER)? {
+                    Payload::Bytes(b) => Ok(b),
+                    Payload::Words(_) => {
+                        Err(CommError::Invalid("words under the gather tag".into()))
+                    }
+                }
+            })
+            .collect()
+    }
+
+    fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
+        if root >= self.size {
+            return Err(CommError::Invalid(format!(
+                "broadcast root {root} in a job of {} ranks",
+                self.size
+            )));
+        }
+        self.check_failed()?;
+        if self.rank == root {
+            for peer in (0..self.size).filter(|&p| p != root) {
+                self.send(peer, TAG_BCAST, Payload::Bytes(data.clone()))?;
+            }
+            return Ok(());
+        }
+        match self.recv(root, TAG_BCAST)? {
+            Payload::Bytes(b) => *data = b,
+            Payload::Words(_) => {
+                return Err(CommError::Invalid("words under the broadcast tag".into()));
+            }
+        }
+        Ok(())
+    }
+
+    fn fail(&self, message: &str) {
+        let mut g = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_or_insert((self.rank, message.to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Op;
+
+    #[test]
+    fn exchange_collectives_and_order() {
+        let out = run_threads(4, |c| {
+            let (r, p) = (c.rank(), c.size());
+            // Two messages under one tag arrive in order; a second tag is independent.
+            let sends = vec![
+                Message {
+                    peer: (r + 1) % p,
+                    tag: 1,
+                    data: vec![r as u32, 10],
+                },
+                Message {
+                    peer: (r + 1) % p,
+                    tag: 1,
+                    data: vec![r as u32, 20],
+                },
+                Message {
+                    peer: (r + p - 1) % p,
+                    tag: 2,
+                    data: vec![100 + r as u32],
+                },
+            ];
+            let prev = (r + p - 1) % p;
+            let mut ex = c.start(
+                sends,
+                &[
+                    Expect {
+                        peer: prev,
+                        tag: 1,
+                        len: 2,
+                    },
+                    Expect {
+                        peer: prev,
+                        tag: 1,
+                        len: 2,
+                    },
+                    Expect {
+                        peer: (r + 1) % p,
+                        tag: 2,
+                        len: 1,
+                    },
+                ],
+            )?;
+            while !ex.test()? {}
+            let got = ex.wait()?;
+            assert_eq!(
+                got,
+                vec![
+                    vec![prev as u32, 10],
+                    vec![prev as u32, 20],
+                    vec![100 + ((r + 1) % p) as u32]
+                ]
+            );
+            let mut v = [r as f64, -(r as f64)];
+            c.all_reduce_f64(&mut v, Op::Sum)?;
+            let mut m = [r as f64];
+            c.all_reduce_f64(&mut m, Op::Max)?;
+            let mut b = if r == 2 { b"two".to_vec() } else { Vec::new() };
+            c.broadcast_bytes(2, &mut b)?;
+            c.barrier()?;
+            Ok::<_, CommError>((v, m[0], b))
+        })
+        .unwrap();
+        for (v, m, b) in out {
+            assert_eq!(v, [6.0, -6.0]);
+            assert_eq!(m, 3.0);
+            assert_eq!(b, b"two");
+        }
+    }
+
+    #[test]
+    fn a_failing_rank_never_hangs_the_others() {
+        for panic in [false, true] {
+            let err = run_threads(3, |c| {
+                if c.rank() == 1 {
+                    if panic {
+                        panic!("boom");
+                    }
+                    return Err(CommError::Invalid("bad mesh".into()));
+                }
+                // Waits for rank 1, which never sends.
+                c.start(
+                    vec![],
+                    &[Expect {
+                        peer: 1,
+                        tag: 0,
+                        len: 4,
+                    }],
+                )?
+                .wait()?;
+                Ok(())
+            })
+            .unwrap_err();
+            assert_eq!(err.rank, 1);
+            assert!(
+                err.message
+                    .contains(if panic { "boom" } else { "bad mesh" }),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn mismatches_and_bad_arguments_are_errors() {
+        let err = run_threads(2, |c| {
+            c.check_same(
+                "the configuration",
+                format!("steps={}", 10 + c.rank()).as_bytes(),
+            )?;
+            Ok::<_, CommError>(())
+        })
+        .unwrap_err();
+        assert!(
+            err.message.contains("disagree on the configuration"),
+            "{err}"
+        );
+        let err = run_threads(2, |c| {
+            c.start(
+                vec![Message {
+                    peer: 5,
+                    tag: 0,
+                    data: vec![],
+                }],
+                &[],
+            )?;
+            Ok::<_, CommError>(())
+        })
+        .unwrap_err();
+        assert!(err.message.contains("peer 5"), "{err}");
+        let err = run_threads(2, |c| {
+            let ex = c.start(
+                vec![Message {
+                    peer: 1 - c.rank(),
+                    tag: 0,
+                    data: vec![1, 2, 3],
+                }],
+                &[Expect {
+                    peer: 1 - c.rank(),
+                    tag: 0,
+                    len: 2,
+                }],
+            )?;
+            ex.wait()?;
+            Ok::<_, CommError>(())
+        })
+        .unwrap_err();
+        assert!(err.message.contains("3 words"), "{err}");
+        assert!(run_threads(0, |_| Ok::<_, CommError>(())).is_err());
+    }
+}
