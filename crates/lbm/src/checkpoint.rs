@@ -68,12 +68,34 @@ impl Lattice<'_> {
         for words in self.raw_state()? {
             put_words(&mut out, &words);
         }
+        // Every rank of a distributed lattice gathered the state above; rank 0 writes it.
+        if !self.is_root() {
+            return Ok(());
+        }
         let mut file = std::fs::File::create(path).map_err(|e| LbmError::io(path, e))?;
         file.write_all(&out).map_err(|e| LbmError::io(path, e))
     }
 
     /// Rebuilds a lattice from a checkpoint; returns it with the metadata it was saved with.
     pub fn resume<'g>(gpu: &'g Gpu, path: &Path) -> Result<(Lattice<'g>, String)> {
+        Self::resume_with(gpu, path, None)
+    }
+
+    /// Rebuilds one rank's block of a distributed lattice from a checkpoint (of a single-domain or a
+    /// distributed run: both hold the whole domain's state), on every rank.
+    pub fn resume_distributed<'g>(
+        gpu: &'g Gpu,
+        path: &Path,
+        ranks: &crate::dist::Ranks,
+    ) -> Result<(Lattice<'g>, String)> {
+        Self::resume_with(gpu, path, Some(ranks))
+    }
+
+    fn resume_with<'g>(
+        gpu: &'g Gpu,
+        path: &Path,
+        ranks: Option<&crate::dist::Ranks>,
+    ) -> Result<(Lattice<'g>, String)> {
         let mut bytes = Vec::new();
         std::fs::File::open(path)
             .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -148,8 +170,11 @@ impl Lattice<'_> {
             force: [fx, fy],
             smagorinsky,
         };
-        let mut lattice =
-            Lattice::new(gpu, cfg, flags).map_err(|e| LbmError::file(path, e.to_string()))?;
+        let mut lattice = match ranks {
+            None => Lattice::new(gpu, cfg, flags),
+            Some(r) => Lattice::new_distributed(gpu, cfg, flags, r),
+        }
+        .map_err(|e| LbmError::file(path, e.to_string()))?;
         lattice
             .restore_raw(&words, parity, steps)
             .map_err(|e| LbmError::file(path, e.to_string()))?;

@@ -42,6 +42,11 @@ pub enum LbmError {
     File { path: String, why: String },
     #[error("{path}: {err}")]
     Io { path: String, err: std::io::Error },
+    /// Another rank of a distributed lattice failed, or the ranks disagree.
+    #[error("{0}")]
+    Ranks(String),
+    #[error(transparent)]
+    Comm(#[from] bespoke_comm::CommError),
 }
 
 pub type Result<T, E = LbmError> = std::result::Result<T, E>;

@@ -366,12 +366,42 @@ impl Flags {
 
     /// Checks the cells and packs them for the kernels.
     pub fn encode(&self) -> Result<EncodedFlags> {
+        self.encode_window([0, 0], [self.nx, self.ny])
+    }
+
+    /// The global cell at offset (lx, ly) of a window whose corner is `origin` (wrapping around the domain).
+    pub(crate) fn wrap(&self, origin: [usize; 2], lx: usize, ly: usize) -> (usize, usize) {
+        ((origin[0] + lx) % self.nx, (origin[1] + ly) % self.ny)
+    }
+
+    /// The cells of the `size` window whose corner is `origin` (wrapping around the domain), with the wall
+    /// distances of links that start in it: the flags of one block of a distributed lattice, halo included.
+    pub fn window(&self, origin: [usize; 2], size: [usize; 2]) -> Flags {
+        let mut w = Flags::fluid(size[0], size[1]);
+        for ly in 0..size[1] {
+            for lx in 0..size[0] {
+                let (x, y) = self.wrap(origin, lx, ly);
+                w.cells[ly * size[0] + lx] = self.get(x, y);
+                let c = y * self.nx + x;
+                for (&(_, d), &q) in self.distances.range((c, 0)..(c + 1, 0)) {
+                    w.distances.insert((ly * size[0] + lx, d), q);
+                }
+            }
+        }
+        w
+    }
+
+    /// Checks the cells of a window (as [`Flags::window`] cuts it) and packs them for a block's kernels: each
+    /// cell's mask and open-edge check come from its neighbours in the whole domain, its table entries are the
+    /// window's own. The kernels' arithmetic on a block is then the whole domain's, cell for cell.
+    pub fn encode_window(&self, origin: [usize; 2], size: [usize; 2]) -> Result<EncodedFlags> {
         let (nx, ny) = (self.nx, self.ny);
         let mut table: Vec<[f32; 2]> = vec![[0.0, 0.0]];
         let mut index: HashMap<[u32; 2], u32> = HashMap::from([([0, 0], 0)]);
-        let mut codes = Vec::with_capacity(self.cells.len());
-        for y in 0..ny {
-            for x in 0..nx {
+        let mut codes = Vec::with_capacity(size[0] * size[1]);
+        for ly in 0..size[1] {
+            for lx in 0..size[0] {
+                let (x, y) = self.wrap(origin, lx, ly);
                 let cell = self.get(x, y);
                 match cell {
                     Cell::MovingWall(u) => check_mach("moving wall velocity", u)?,

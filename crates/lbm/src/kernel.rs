@@ -44,6 +44,35 @@ pub enum Mode {
 /// f32 values per probe entry: ρ, u_x, u_y, F_x, F_y.
 pub const PROBE_VALUES: usize = 5;
 
+/// Where the domain's edges lie in a lattice's own coordinates, for the open cells' normals: the whole domain
+/// has them at 0, nx − 1 and 0; a block of a distributed lattice only where its block touches the edge
+/// ([`Edges::NONE`] elsewhere).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Edges {
+    pub x0: u32,
+    pub x1: u32,
+    pub y0: u32,
+}
+
+impl Edges {
+    /// No such edge in this lattice.
+    pub const NONE: u32 = u32::MAX;
+    /// The edges of a whole nx × ny domain.
+    pub fn whole(nx: usize, ny: usize) -> Self {
+        let _ = ny;
+        Self { x0: 0, x1: nx as u32 - 1, y0: 0 }
+    }
+}
+
+/// Which invocations a step kernel runs: all of them, or up to four rectangles `[x0, y0, w, h]` of the invocation
+/// grid (nx across; ny rows up, or ny/2 word rows in the paired layout) — the inner cells of a block and the
+/// ring around them, which a distributed step runs before and after its halos arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Region {
+    All,
+    Rects { count: usize, rects: [[u32; 4]; 4], tag: &'static str },
+}
+
 /// Everything a generated kernel depends on.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct KernelSpec {
@@ -60,6 +89,10 @@ pub struct KernelSpec {
     pub curved: bool,
     pub phase: Phase,
     pub mode: Mode,
+    /// Where the domain's edges are (open cells' normals).
+    pub edges: Edges,
+    /// Which invocations run (step kernels of distributed blocks; `Region::All` otherwise).
+    pub region: Region,
 }
 
 /// An f32 literal exactly as Rust rounds `v` to f32 (shortest round-trip text).
@@ -75,7 +108,7 @@ fn lit(v: f64) -> String {
 impl KernelSpec {
     pub fn name(&self) -> String {
         format!(
-            "lbm-{:?}-{:?}-{}-{}{}{}{}{}",
+            "lbm-{:?}-{:?}-{}-{}{}{}{}{}{}",
             self.phase,
             self.mode,
             match self.layout() {
@@ -90,7 +123,11 @@ impl KernelSpec {
                 ""
             },
             if self.flags { "-flags" } else { "" },
-            if self.curved { "-curved" } else { "" }
+            if self.curved { "-curved" } else { "" },
+            match self.region {
+                Region::All => "",
+                Region::Rects { tag, .. } => tag,
+            }
         )
         .to_lowercase()
     }
@@ -158,6 +195,9 @@ impl KernelSpec {
 
     /// Invocations per launch: one per cell, or one per pair of cells.
     pub fn invocations(&self) -> usize {
+        if let Region::Rects { count, rects, .. } = self.region {
+            return rects[..count].iter().map(|r| (r[2] * r[3]) as usize).sum();
+        }
         let n = self.nx * self.ny;
         if self.paired() { n / 2 } else { n }
     }
@@ -347,7 +387,21 @@ fn rt(v: f32) -> f32 {{
             );
         }
 
-        let entry = if self.mode != Mode::Probe {
+        let entry = if let Region::Rects { count, rects, .. } = self.region {
+            // Invocation k of the region → the cell (or word) index of its rectangle.
+            let mut e = format!("    let k = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    var idx = 0u;\n    ");
+            let mut base = 0u32;
+            for [x0, y0, w, h] in &rects[..count] {
+                let _ = write!(
+                    e,
+                    "if k < {end}u {{\n        let j = k - {base}u;\n        idx = ({y0}u + j / {w}u) * NX + {x0}u + j % {w}u;\n    }} else ",
+                    end = base + w * h
+                );
+                base += w * h;
+            }
+            e.push_str("{\n        return;\n    }\n");
+            e
+        } else if self.mode != Mode::Probe {
             format!(
                 "    let idx = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    if idx >= {} {{ return; }}\n",
                 if self.paired() { "NH" } else { "N" }
@@ -671,9 +725,15 @@ if (fl & {bit}u) != 0u {{
         if self.flags {
             // The outward normal, kept for the regularisation after the collision.
             b.push_str("let open = ty >= 2u;\nvar nn = vec2<f32>(0.0, 1.0);\nif open {\n");
-            b.push_str(
-                "    if x == 0u { nn = vec2<f32>(-1.0, 0.0); } else if x == NX - 1u { nn = vec2<f32>(1.0, 0.0); }
-    else if y == 0u { nn = vec2<f32>(0.0, -1.0); }
+            let (x0, x1, y0) = if self.edges == Edges::whole(self.nx, self.ny) {
+                ("0u".to_owned(), "NX - 1u".to_owned(), "0u".to_owned())
+            } else {
+                (format!("{}u", self.edges.x0), format!("{}u", self.edges.x1), format!("{}u", self.edges.y0))
+            };
+            let _ = write!(
+                b,
+                "    if x == {x0} {{ nn = vec2<f32>(-1.0, 0.0); }} else if x == {x1} {{ nn = vec2<f32>(1.0, 0.0); }}
+    else if y == {y0} {{ nn = vec2<f32>(0.0, -1.0); }}
     // Zou/He: populations along the edge count once, those leaving through it twice.
     var s0 = 0.0;
     var sp = 0.0;
@@ -984,6 +1044,8 @@ mod tests {
                                     curved,
                                     phase,
                                     mode,
+                                    edges: Edges::whole(37, ny),
+                                    region: Region::All,
                                 };
                                 let src = spec.generate();
                                 let f16 = spec.layout() == Layout::F16Single;

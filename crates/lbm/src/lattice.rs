@@ -12,7 +12,7 @@ use crate::d2q9::{OPP, W, equilibrium};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::{EncodedFlags, Flags};
-use crate::kernel::{F16_SCALE, KernelSpec, Mode, Phase, WG, stash_index};
+use crate::kernel::{Edges, F16_SCALE, KernelSpec, Mode, Phase, Region, WG, stash_index};
 
 pub(crate) const NAN_F32: u32 = 0x7fc0_0000;
 const NAN_F16X2: u32 = 0x7e00_7e00;
@@ -22,45 +22,57 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 /// A D2Q9 lattice on one device.
 #[derive(Debug)]
 pub struct Lattice<'g> {
-    gpu: &'g Gpu,
+    pub(crate) gpu: &'g Gpu,
     /// Unique per lattice in the process, so a probe made for one is refused by another.
     id: u64,
-    cfg: Config,
-    flags: Flags,
+    pub(crate) cfg: Config,
+    pub(crate) flags: Flags,
     encoded: Option<EncodedFlags>,
     /// The populations: `a` always, `b` for two-lattice streaming.
-    a: Vec<GpuBuffer<u32>>,
-    b: Vec<GpuBuffer<u32>>,
-    flag_bufs: Option<Boundary>,
+    pub(crate) a: Vec<GpuBuffer<u32>>,
+    pub(crate) b: Vec<GpuBuffer<u32>>,
+    pub(crate) flag_bufs: Option<Boundary>,
     /// Step launches by parity: two-lattice a→b, b→a; in-place odd, even.
-    steps: [Launch; 2],
+    pub(crate) steps: [Launch; 2],
     /// Macroscopic pass per parity and its outputs, made on first use.
     macros: Option<([Launch; 2], [GpuBuffer<f32>; 3])>,
     /// 0: `a` holds the post-collision state S (in-place: next kernel odd); 1: the other.
-    parity: usize,
-    steps_done: u64,
+    pub(crate) parity: usize,
+    pub(crate) steps_done: u64,
     warnings: Vec<String>,
+    /// Whether the kernels treat wall distances (the whole domain's, for a block of a distributed lattice).
+    curved: bool,
+    /// Where the domain's edges lie in this lattice.
+    edges: Edges,
+    /// The rest of the domain when this lattice is one rank's block (`Lattice::new_distributed`).
+    pub(crate) dist: Option<Box<crate::dist::Dist>>,
 }
 
 impl<'g> Lattice<'g> {
     /// Allocates a lattice at rest (ρ = 1, u = 0) after checking the configuration against the device.
     pub fn new(gpu: &'g Gpu, cfg: Config, flags: Flags) -> Result<Self> {
-        let warnings = cfg.check()?;
-        if flags.nx() != cfg.nx || flags.ny() != cfg.ny {
-            return Err(LbmError::Shape(format!(
-                "flags are {}x{} but the lattice is {}x{}",
-                flags.nx(),
-                flags.ny(),
-                cfg.nx,
-                cfg.ny
-            )));
-        }
+        check_shape(&cfg, &flags)?;
         // Wall distances without walls are an error `encode` reports.
         let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
             None
         } else {
             Some(flags.encode()?)
         };
+        let (curved, edges) = (flags.has_wall_distances(), Edges::whole(cfg.nx, cfg.ny));
+        Self::build(gpu, cfg, flags, encoded, curved, edges)
+    }
+
+    /// A lattice with pre-encoded flags: the whole domain, or one block of it (local `cfg` and `flags`, the
+    /// domain's wall-distance switch and edges).
+    pub(crate) fn build(
+        gpu: &'g Gpu,
+        cfg: Config,
+        flags: Flags,
+        encoded: Option<EncodedFlags>,
+        curved: bool,
+        edges: Edges,
+    ) -> Result<Self> {
+        let warnings = cfg.check()?;
         if cfg.layout() == Layout::F16Single && !gpu.has_f16() {
             return Err(LbmError::Unsupported(format!(
                 "f16 storage with an odd ny ({}x{}) stores one f16 per cell, which needs SHADER_F16; adapter `{}` \
@@ -73,14 +85,9 @@ impl<'g> Lattice<'g> {
         check_fits(gpu, &cfg)?;
         let words = cfg.layout().words(cfg.cells());
         let max_bindings = gpu.limits().max_storage_buffers_per_shader_stage as usize;
-        let spec = |phase, mode| {
-            lattice_spec(
-                &cfg,
-                encoded.is_some(),
-                flags.has_wall_distances(),
-                phase,
-                mode,
-            )
+        let spec = |phase, mode| KernelSpec {
+            edges,
+            ..lattice_spec(&cfg, encoded.is_some(), curved, phase, mode)
         };
         for mode in [Mode::Step, Mode::Macro] {
             let phase = match cfg.streaming {
@@ -120,7 +127,7 @@ impl<'g> Lattice<'g> {
                 table: gpu.upload(&e.table)?,
                 // In-place kernels with wall distances read it (`KernelSpec::stashed`). Zeros: the populations
                 // at rest, as `a` starts.
-                stash: if cfg.streaming == Streaming::InPlace && flags.has_wall_distances() {
+                stash: if cfg.streaming == Streaming::InPlace && curved {
                     Some(gpu.alloc_filled::<f32>(2 * e.table.len(), 0.0)?)
                 } else {
                     None
@@ -163,14 +170,19 @@ impl<'g> Lattice<'g> {
             parity: 0,
             steps_done: 0,
             warnings,
+            curved,
+            edges,
+            dist: None,
         })
     }
 
+    /// The lattice's configuration (the whole domain's, also on one rank of a distributed lattice).
     pub fn config(&self) -> &Config {
-        &self.cfg
+        self.dist.as_ref().map_or(&self.cfg, |d| &d.global_cfg)
     }
+    /// The cells of the whole domain.
     pub fn flags(&self) -> &Flags {
-        &self.flags
+        self.dist.as_ref().map_or(&self.flags, |d| &d.global_flags)
     }
     pub fn gpu(&self) -> &'g Gpu {
         self.gpu
@@ -195,10 +207,12 @@ impl<'g> Lattice<'g> {
         let (nx, ny) = (self.cfg.nx, self.cfg.ny);
         let n = nx * ny;
         let mut s = vec![0.0; 9 * n];
-        for y in 0..ny {
-            for x in 0..nx {
-                let idx = y * nx + x;
-                let (rho, u) = if self.flags.get(x, y).is_solid() {
+        for ly in 0..ny {
+            for lx in 0..nx {
+                let idx = ly * nx + lx;
+                // The domain's coordinates (a block's cells, halo included, are the domain's cells).
+                let (x, y) = self.global_xy(lx, ly);
+                let (rho, u) = if self.flags.get(lx, ly).is_solid() {
                     (1.0, [0.0, 0.0])
                 } else {
                     init(x, y)
@@ -217,12 +231,12 @@ impl<'g> Lattice<'g> {
                 }
             }
         }
-        self.set_populations(&s)
+        self.set_local_populations(&s)
     }
 
     /// Sets every non-solid cell to equilibrium from arrays of ρ, u_x, u_y (row-major, nx·ny each).
     pub fn init_from_fields(&mut self, rho: &[f64], ux: &[f64], uy: &[f64]) -> Result<()> {
-        let n = self.cfg.cells();
+        let n = self.config().cells();
         if rho.len() != n || ux.len() != n || uy.len() != n {
             return Err(LbmError::Shape(format!(
                 "fields of {}, {}, {} values for {n} cells",
@@ -231,7 +245,7 @@ impl<'g> Lattice<'g> {
                 uy.len()
             )));
         }
-        let nx = self.cfg.nx;
+        let nx = self.config().nx;
         self.init_equilibrium(|x, y| {
             let i = y * nx + x;
             (rho[i], [ux[i], uy[i]])
@@ -240,7 +254,7 @@ impl<'g> Lattice<'g> {
 
     /// Sets the post-collision populations S_i(x), direction-major (`s[i * nx * ny + y * nx + x]`).
     pub fn set_populations(&mut self, s: &[f64]) -> Result<()> {
-        let n = self.cfg.cells();
+        let n = self.config().cells();
         if s.len() != 9 * n {
             return Err(LbmError::Shape(format!(
                 "{} populations given for {n} cells (need 9 per cell)",
@@ -254,6 +268,18 @@ impl<'g> Lattice<'g> {
                 format!("direction {}, cell {} is not finite", p / n, p % n),
             ));
         }
+        match self.dist.is_some() {
+            true => {
+                let local = self.block_slice(s, 9);
+                self.set_local_populations(&local)
+            }
+            false => self.set_local_populations(s),
+        }
+    }
+
+    /// `set_populations` on this lattice's own cells (a block's, halo included).
+    fn set_local_populations(&mut self, s: &[f64]) -> Result<()> {
+        let n = self.cfg.cells();
         let mut slots = vec![Vec::new(); 9];
         for i in 0..9 {
             // The in-place layout keeps S_i(x) in slot ī of x between an even and an odd step.
@@ -265,6 +291,10 @@ impl<'g> Lattice<'g> {
             self.gpu.write(&self.a[slot], 0, &slots[slot])?;
         }
         self.parity = 0;
+        if let Some(d) = &self.dist {
+            // The halo came from the whole domain's state: the next step needs no exchange.
+            d.fresh.set(true);
+        }
         self.fill_stash(&slots)
     }
 
@@ -310,6 +340,17 @@ impl<'g> Lattice<'g> {
         let n = self.cfg.cells();
         let src = if self.parity == 0 { &self.a } else { &self.b };
         let mut s = vec![0.0; 9 * n];
+        if self.dist.is_some() {
+            for i in 0..9 {
+                let slot = match self.cfg.streaming {
+                    Streaming::Ab => i,
+                    Streaming::InPlace => OPP[i],
+                };
+                let words = self.gpu.read(&src[slot])?;
+                decode(self.cfg.layout(), &words, W[i], &mut s[i * n..(i + 1) * n]);
+            }
+            return self.gather(&s, 9);
+        }
         for i in 0..9 {
             let slot = match self.cfg.streaming {
                 Streaming::Ab => i,
@@ -323,6 +364,9 @@ impl<'g> Lattice<'g> {
 
     /// Runs `n` steps without reading anything back.
     pub fn step(&mut self, n: u64) -> Result<()> {
+        if self.dist.is_some() {
+            return self.step_distributed(n);
+        }
         self.parity = self
             .gpu
             .run_alternating([&self.steps[0], &self.steps[1]], self.parity, n)?;
@@ -333,6 +377,9 @@ impl<'g> Lattice<'g> {
     /// Times `reps` pairs of steps after `warmup` pairs (the state advances by 2·(warmup + reps) steps).
     /// Samples are seconds per pair.
     pub fn time_pairs(&mut self, warmup: usize, reps: usize) -> Result<Timing> {
+        if self.dist.is_some() {
+            return self.time_pairs_distributed(warmup, reps);
+        }
         let p = self.parity;
         let t = self
             .gpu
@@ -343,6 +390,7 @@ impl<'g> Lattice<'g> {
 
     /// ρ and u of every cell, computed on the device from the current state and read back.
     pub fn macroscopic(&mut self) -> Result<Fields> {
+        self.settle()?;
         if self.macros.is_none() {
             self.macros = Some(self.prepare_macros()?);
         }
@@ -354,12 +402,27 @@ impl<'g> Lattice<'g> {
             self.gpu.fill(o, f32::from_bits(NAN_F32))?;
         }
         self.gpu.run(&[&launches[self.parity]])?;
+        let [rho, ux, uy] = [
+            self.gpu.read(&out[0])?,
+            self.gpu.read(&out[1])?,
+            self.gpu.read(&out[2])?,
+        ];
+        if self.dist.is_some() {
+            let cfg = self.config();
+            return Ok(Fields {
+                nx: cfg.nx,
+                ny: cfg.ny,
+                rho: self.gather(&rho, 1)?,
+                ux: self.gather(&ux, 1)?,
+                uy: self.gather(&uy, 1)?,
+            });
+        }
         Ok(Fields {
             nx: self.cfg.nx,
             ny: self.cfg.ny,
-            rho: self.gpu.read(&out[0])?,
-            ux: self.gpu.read(&out[1])?,
-            uy: self.gpu.read(&out[2])?,
+            rho,
+            ux,
+            uy,
         })
     }
 
@@ -376,14 +439,11 @@ impl<'g> Lattice<'g> {
     }
 
     /// The kernel spec of this lattice for `phase` and `mode`.
-    fn spec(&self, phase: Phase, mode: Mode) -> KernelSpec {
-        lattice_spec(
-            &self.cfg,
-            self.encoded.is_some(),
-            self.flags.has_wall_distances(),
-            phase,
-            mode,
-        )
+    pub(crate) fn spec(&self, phase: Phase, mode: Mode) -> KernelSpec {
+        KernelSpec {
+            edges: self.edges,
+            ..lattice_spec(&self.cfg, self.encoded.is_some(), self.curved, phase, mode)
+        }
     }
 
     /// Launches, per parity, of a kernel in `mode` that reads the current state as the next step would (its
@@ -441,6 +501,14 @@ impl<'g> Lattice<'g> {
 
     /// The raw words of the buffers holding the current state, for checkpoints.
     pub(crate) fn raw_state(&self) -> Result<Vec<Vec<u32>>> {
+        if self.dist.is_some() {
+            return self.raw_state_distributed();
+        }
+        self.local_raw_state()
+    }
+
+    /// `raw_state` of this lattice's own buffers.
+    pub(crate) fn local_raw_state(&self) -> Result<Vec<Vec<u32>>> {
         let src = if self.parity == 0 || self.cfg.streaming == Streaming::InPlace {
             &self.a
         } else {
@@ -463,15 +531,26 @@ impl<'g> Lattice<'g> {
         parity: usize,
         steps_done: u64,
     ) -> Result<()> {
-        let expect = self.cfg.layout().words(self.cfg.cells());
+        let expect = self.config().layout().words(self.config().cells());
         if words.len() != 9 || words.iter().any(|w| w.len() != expect) {
             return Err(LbmError::Shape(format!(
                 "checkpoint holds {} direction arrays, expected 9 of {expect} words",
                 words.len()
             )));
         }
+        let local;
+        let words = match self.dist.is_some() {
+            true => {
+                local = self.block_words(words);
+                &local
+            }
+            false => words,
+        };
         for (buf, w) in self.a.iter().zip(words) {
             self.gpu.write(buf, 0, w)?;
+        }
+        if let Some(d) = &self.dist {
+            d.fresh.set(true);
         }
         self.parity = parity;
         self.steps_done = steps_done;
@@ -480,6 +559,20 @@ impl<'g> Lattice<'g> {
             Streaming::Ab => Ok(()),
         }
     }
+}
+
+/// Flags must cover the lattice.
+pub(crate) fn check_shape(cfg: &Config, flags: &Flags) -> Result<()> {
+    if flags.nx() != cfg.nx || flags.ny() != cfg.ny {
+        return Err(LbmError::Shape(format!(
+            "flags are {}x{} but the lattice is {}x{}",
+            flags.nx(),
+            flags.ny(),
+            cfg.nx,
+            cfg.ny
+        )));
+    }
+    Ok(())
 }
 
 /// Whether one direction of a lattice with `cfg` fits one binding of `gpu`: callers that build large host-side
@@ -511,12 +604,14 @@ fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mod
         curved,
         phase,
         mode,
+        edges: Edges::whole(cfg.nx, cfg.ny),
+        region: Region::All,
     }
 }
 
 /// The flag field on the device: codes, the boundary table, and the stash of in-place interpolated links.
 #[derive(Debug)]
-struct Boundary {
+pub(crate) struct Boundary {
     codes: GpuBuffer<u32>,
     table: GpuBuffer<[f32; 2]>,
     stash: Option<GpuBuffer<f32>>,
@@ -524,7 +619,7 @@ struct Boundary {
 
 /// A launch of a lattice kernel: the population buffers, then the flag field, its table and the stash when there
 /// are, then `extra`, in binding order.
-fn prepare_launch(
+pub(crate) fn prepare_launch(
     gpu: &Gpu,
     spec: &KernelSpec,
     pops: &[&GpuBuffer<u32>],
@@ -549,7 +644,7 @@ fn prepare_launch(
 }
 
 /// Both lattices' buffers in binding order.
-fn pops<'a>(first: &'a [GpuBuffer<u32>], second: &'a [GpuBuffer<u32>]) -> Vec<&'a GpuBuffer<u32>> {
+pub(crate) fn pops<'a>(first: &'a [GpuBuffer<u32>], second: &'a [GpuBuffer<u32>]) -> Vec<&'a GpuBuffer<u32>> {
     first.iter().chain(second).collect()
 }
 
@@ -576,20 +671,34 @@ pub fn stored_words(layout: Layout, f: &[f64], w: f64) -> Vec<u32> {
 
 /// The stored (shifted) value of `cell` in one direction's words of a lattice of `n` cells, as a kernel loads it.
 fn stored_value(layout: Layout, words: &[u32], n: usize, cell: usize) -> f32 {
-    // Exact: an f16 times a power of two.
-    let value = |bits: u32| f16::from_bits(bits as u16).to_f32() * (1.0 / F16_SCALE as f32);
+    let bits = cell_bits(layout, words, n, cell);
     match layout {
-        Layout::F32 => f32::from_bits(words[cell]),
-        Layout::F16Paired => {
-            let half = n / 2;
-            if cell < half {
-                value(words[cell] & 0xffff)
-            } else {
-                value(words[cell - half] >> 16)
-            }
-        }
-        Layout::F16Single => value(words[cell / 2] >> (16 * (cell % 2))),
+        Layout::F32 => f32::from_bits(bits),
+        // Exact: an f16 times a power of two.
+        _ => f16::from_bits(bits as u16).to_f32() * (1.0 / F16_SCALE as f32),
     }
+}
+
+/// The raw bits of `cell`'s value in one direction's words (f32 bits, or f16 bits in the low half).
+pub(crate) fn cell_bits(layout: Layout, words: &[u32], n: usize, cell: usize) -> u32 {
+    let (w, part) = crate::dist::word_of(layout, n, cell);
+    let v = words[w as usize];
+    match part {
+        0 => v,
+        1 => v & 0xffff,
+        _ => v >> 16,
+    }
+}
+
+/// Sets `cell`'s raw bits (as `cell_bits` returns them).
+pub(crate) fn put_cell_bits(layout: Layout, words: &mut [u32], n: usize, cell: usize, bits: u32) {
+    let (w, part) = crate::dist::word_of(layout, n, cell);
+    let v = &mut words[w as usize];
+    *v = match part {
+        0 => bits,
+        1 => (*v & 0xffff_0000) | (bits & 0xffff),
+        _ => (*v & 0xffff) | (bits << 16),
+    };
 }
 
 fn decode(layout: Layout, words: &[u32], w: f64, out: &mut [f64]) {

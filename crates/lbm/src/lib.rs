@@ -10,6 +10,7 @@ pub mod cases;
 mod checkpoint;
 mod config;
 pub mod d2q9;
+pub mod dist;
 mod error;
 mod fields;
 mod flags;

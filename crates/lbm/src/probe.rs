@@ -13,8 +13,17 @@ use crate::lattice::{Lattice, NAN_F32};
 pub struct Probe {
     lattice: u64,
     points: usize,
-    entries: usize,
-    /// (cell, link mask) per entry: the requested points first (no links), then the cells with links.
+    /// The entries in this lattice's cells (on a rank of a distributed lattice: those it owns; None if none).
+    local: Option<LocalProbe>,
+}
+
+#[derive(Debug)]
+struct LocalProbe {
+    /// Per entry: the index of the requested point, or for a cell with links its cell index in the domain.
+    ids: Vec<usize>,
+    /// Entries that are points (they come first).
+    points: usize,
+    /// (cell, link mask) per entry.
     _input: GpuBuffer<u32>,
     out: GpuBuffer<f32>,
     launches: [Launch; 2],
@@ -35,6 +44,10 @@ impl Probe {
     /// Requested points.
     pub fn points(&self) -> usize {
         self.points
+    }
+    /// Entries evaluated by this lattice (on a rank of a distributed lattice: in its own cells).
+    pub fn local_entries(&self) -> usize {
+        self.local.as_ref().map_or(0, |l| l.ids.len())
     }
 }
 
@@ -79,56 +92,124 @@ impl Lattice<'_> {
             }
             *masks.entry(y * nx + x).or_default() |= 1 << OPP[d];
         }
-        let entries: Vec<u32> = points
-            .iter()
-            .map(|&(x, y)| [(y * nx + x) as u32, 0])
-            .chain(masks.iter().map(|(&c, &m)| [c as u32, m]))
-            .flatten()
-            .collect();
-        let count = entries.len() / 2;
-        if count == 0 {
+        if points.is_empty() && masks.is_empty() {
             return Err(LbmError::param(
                 "probe",
                 "empty",
                 "give at least one point or link",
             ));
         }
-        let gpu = self.gpu();
-        let input = gpu.upload(&entries)?;
-        let out = gpu.alloc::<f32>(count * PROBE_VALUES)?;
-        let launches = self.prepare_reader(
-            Mode::Probe,
-            &[input.arg(), out.arg()],
-            Grid::cover(count as u64, WG)?,
-        )?;
+        // This lattice's entries: (id, local cell, mask); on a block, the cells it owns.
+        let here = |x: usize, y: usize| -> Option<usize> {
+            match &self.dist {
+                None => Some(y * nx + x),
+                Some(d) => {
+                    let (lx, ly) = d.block.local(x, y)?;
+                    d.block.owns(lx, ly).then_some(ly * d.block.size[0] + lx)
+                }
+            }
+        };
+        let mut ids = Vec::new();
+        let mut entries = Vec::new();
+        for (k, &(x, y)) in points.iter().enumerate() {
+            if let Some(c) = here(x, y) {
+                ids.push(k);
+                entries.extend([c as u32, 0]);
+            }
+        }
+        let local_points = ids.len();
+        for (&c, &m) in &masks {
+            if let Some(lc) = here(c % nx, c / nx) {
+                ids.push(c);
+                entries.extend([lc as u32, m]);
+            }
+        }
+        let count = ids.len();
+        let local = if count == 0 {
+            None
+        } else {
+            let gpu = self.gpu();
+            let input = gpu.upload(&entries)?;
+            let out = gpu.alloc::<f32>(count * PROBE_VALUES)?;
+            let launches = self.prepare_reader(
+                Mode::Probe,
+                &[input.arg(), out.arg()],
+                Grid::cover(count as u64, WG)?,
+            )?;
+            Some(LocalProbe {
+                ids,
+                points: local_points,
+                _input: input,
+                out,
+                launches,
+            })
+        };
         Ok(Probe {
             lattice: self.id(),
             points: points.len(),
-            entries: count,
-            _input: input,
-            out,
-            launches,
+            local,
         })
     }
 
-    /// Runs `probe` on the current state and reads its few values back.
+    /// Runs `probe` on the current state and reads its few values back (on a distributed lattice: on every rank,
+    /// the whole probe's values, the force summed in the same order as on one domain).
     pub fn read_probe(&self, probe: &Probe) -> Result<ProbeValues> {
         if probe.lattice != self.id() {
             return Err(LbmError::State(
                 "this probe was made for another lattice".into(),
             ));
         }
-        let gpu = self.gpu();
-        // Poisoned so that an entry the kernel skips shows as NaN.
-        gpu.fill(&probe.out, f32::from_bits(NAN_F32))?;
-        gpu.run(&[&probe.launches[self.parity()]])?;
-        let v = gpu.read(&probe.out)?;
-        let at = |k: usize, j: usize| f64::from(v[k * PROBE_VALUES + j]);
-        let points = (0..probe.points)
-            .map(|k| (at(k, 0), [at(k, 1), at(k, 2)]))
-            .collect();
-        let force =
-            (probe.points..probe.entries).fold([0.0; 2], |f, k| [f[0] + at(k, 3), f[1] + at(k, 4)]);
+        self.settle()?;
+        // (is a point, id, five values) per entry.
+        let mut rows: Vec<(u32, u64, [f32; PROBE_VALUES])> = Vec::new();
+        if let Some(l) = &probe.local {
+            let gpu = self.gpu();
+            // Poisoned so that an entry the kernel skips shows as NaN.
+            gpu.fill(&l.out, f32::from_bits(NAN_F32))?;
+            gpu.run(&[&l.launches[self.parity()]])?;
+            let v = gpu.read(&l.out)?;
+            for (k, &id) in l.ids.iter().enumerate() {
+                let mut vals = [0.0; PROBE_VALUES];
+                vals.copy_from_slice(&v[k * PROBE_VALUES..(k + 1) * PROBE_VALUES]);
+                rows.push((u32::from(k < l.points), id as u64, vals));
+            }
+        }
+        if let Some(comm) = self.comm() {
+            let mine: Vec<u32> = rows
+                .iter()
+                .flat_map(|(p, id, v)| {
+                    [*p, *id as u32, (*id >> 32) as u32]
+                        .into_iter()
+                        .chain(v.iter().map(|x| x.to_bits()))
+                })
+                .collect();
+            let all = comm.all_gather_bytes(bespoke_gpu::bytemuck::cast_slice(&mine))?;
+            rows.clear();
+            for bytes in all {
+                let w: Vec<u32> = bespoke_gpu::bytemuck::pod_collect_to_vec(&bytes);
+                for r in w.chunks_exact(3 + PROBE_VALUES) {
+                    let mut vals = [0.0; PROBE_VALUES];
+                    for (j, v) in vals.iter_mut().enumerate() {
+                        *v = f32::from_bits(r[3 + j]);
+                    }
+                    rows.push((r[0], u64::from(r[1]) | (u64::from(r[2]) << 32), vals));
+                }
+            }
+        }
+        let mut points = vec![(f64::NAN, [f64::NAN; 2]); probe.points];
+        let mut forces: Vec<(u64, [f32; PROBE_VALUES])> = Vec::new();
+        for (is_point, id, v) in rows {
+            if is_point == 1 {
+                points[id as usize] = (f64::from(v[0]), [f64::from(v[1]), f64::from(v[2])]);
+            } else {
+                forces.push((id, v));
+            }
+        }
+        // In cell order, as one domain sums them.
+        forces.sort_by_key(|f| f.0);
+        let force = forces.iter().fold([0.0; 2], |f, (_, v)| {
+            [f[0] + f64::from(v[3]), f[1] + f64::from(v[4])]
+        });
         Ok(ProbeValues { points, force })
     }
 }

@@ -3,7 +3,7 @@
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
 use bespoke_lbm::d2q9::{W, equilibrium};
-use bespoke_lbm::kernel::{KernelSpec, Mode, Phase, WG};
+use bespoke_lbm::kernel::{Edges, Region, KernelSpec, Mode, Phase, WG};
 use bespoke_lbm::{Collision, Layout, Storage, stored_words};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -33,6 +33,8 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         curved: false,
         phase: Phase::Ab,
         mode: Mode::Step,
+        edges: Edges::whole(nx, ny),
+        region: Region::All,
     }
 }
 

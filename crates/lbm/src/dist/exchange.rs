@@ -1,0 +1,462 @@
+//! One rank's block of a distributed lattice: construction (checked on every rank), the step with its halo
+//! exchange (overlapped with the inner cells or not), and the gathers that give every rank the whole domain's
+//! fields, populations and checkpoint state.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Instant;
+
+use bespoke_comm::{Comm, Expect, Message};
+use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch, Timing, TimingSource, bytemuck};
+
+use super::plan::{Kind, Lists, halo_kernel, lists, pack_entries, unpack_entries};
+use super::{Block, Decomposition, Ranks};
+use crate::config::{Config, Layout, Streaming};
+use crate::error::{LbmError, Result};
+use crate::flags::Flags;
+use crate::kernel::{Mode, Phase, Region, WG};
+use crate::lattice::{Lattice, cell_bits, check_shape, pops, prepare_launch, put_cell_bits};
+
+/// What the halo exchange cost so far on this rank.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ExchangeStats {
+    /// Exchanges done (one per step, plus one per read of a state whose halo was stale).
+    pub exchanges: u64,
+    /// Bytes this rank sent (the values that cross its cuts: 4 per population).
+    pub bytes_sent: u64,
+    /// Host seconds from starting the pack's readback until the received halo was submitted: the exchange as
+    /// the step sees it (with overlap, the inner cells run meanwhile).
+    pub seconds: f64,
+}
+
+/// The exchange one parity's step needs: lists, device buffers and the pack and unpack launches.
+struct Plan {
+    lists: Lists,
+    pack: Launch,
+    unpack: Launch,
+    send: GpuBuffer<u32>,
+    recv: GpuBuffer<u32>,
+    _entries: [GpuBuffer<[u32; 4]>; 2],
+}
+
+/// A lattice's place in a distributed domain (`Lattice::dist`).
+pub(crate) struct Dist {
+    pub comm: Rc<dyn Comm>,
+    pub decomp: Decomposition,
+    pub block: Block,
+    pub global_cfg: Config,
+    pub global_flags: Flags,
+    /// Per parity; None on a single rank (nothing crosses).
+    plans: [Option<Plan>; 2],
+    /// Inner and ring step launches per parity, when overlapping.
+    split: Option<([Launch; 2], [Launch; 2])>,
+    /// Whether the halo (in place: and the cells an odd step's neighbours write) holds what the next step needs.
+    pub fresh: Cell<bool>,
+    stats: RefCell<ExchangeStats>,
+}
+
+impl std::fmt::Debug for Dist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Dist {{ rank {} of {}, {} blocks, block {:?}, overlap {} }}",
+            self.comm.rank(),
+            self.comm.size(),
+            self.decomp.describe(),
+            self.block,
+            self.split.is_some()
+        )
+    }
+}
+
+/// Gathers whether every rank's `r` is Ok; on every rank, the first failure's message (naming its rank) if not.
+fn agree<T>(comm: &dyn Comm, r: Result<T>) -> Result<T> {
+    let mine = match &r {
+        Ok(_) => Vec::new(),
+        Err(e) => format!("{e}").into_bytes(),
+    };
+    let all = comm.all_gather_bytes(&mine)?;
+    if let Some((rank, msg)) = all.iter().enumerate().find(|(_, m)| !m.is_empty()) {
+        if rank == comm.rank() {
+            return r;
+        }
+        return Err(LbmError::Ranks(format!("rank {rank}: {}", String::from_utf8_lossy(msg))));
+    }
+    r
+}
+
+/// Text that identifies a configuration and its cells, compared across ranks before anything is allocated.
+fn identity(cfg: &Config, flags: &Flags, grid: Option<[usize; 2]>, overlap: bool) -> String {
+    let mut cells = Vec::with_capacity(flags.cells().len() * 17);
+    for c in flags.cells() {
+        cells.extend_from_slice(format!("{c:?}").as_bytes());
+    }
+    let distances: Vec<u8> = flags
+        .wall_distances()
+        .flat_map(|((x, y, d), q)| [x as u64, y as u64, d as u64, q.to_bits()])
+        .flat_map(u64::to_le_bytes)
+        .collect();
+    format!(
+        "{cfg:?} grid {grid:?} overlap {overlap} cells {:016x} distances {:016x}",
+        bespoke_gpu::stable_hash(&[&cells]),
+        bespoke_gpu::stable_hash(&[&distances])
+    )
+}
+
+impl<'g> Lattice<'g> {
+    /// One rank's block of the lattice `cfg` × `flags` (the whole domain, the same on every rank: checked),
+    /// decomposed as `ranks` says. Each rank holds its block plus a one-cell halo and steps it with the same
+    /// kernels a single-domain lattice uses; the public methods then act on the whole domain: `step` exchanges
+    /// halos, `macroscopic`, `populations`, probes and checkpoints gather onto every rank. Any rank's error
+    /// (a bad flag in its block, a device too small) is returned on every rank.
+    pub fn new_distributed(gpu: &'g Gpu, cfg: Config, flags: Flags, ranks: &Ranks) -> Result<Self> {
+        let comm = ranks.comm.clone();
+        comm.check_same("the lattice (configuration, cells, decomposition)", identity(&cfg, &flags, ranks.grid, ranks.overlap).as_bytes())?;
+        let r = Self::build_block(gpu, cfg, flags, ranks);
+        agree(&*comm, r)
+    }
+
+    fn build_block(gpu: &'g Gpu, cfg: Config, flags: Flags, ranks: &Ranks) -> Result<Self> {
+        cfg.check()?;
+        check_shape(&cfg, &flags)?;
+        let comm = ranks.comm.clone();
+        let size = comm.size();
+        let decomp = match ranks.grid {
+            Some(g) => Decomposition::new(cfg.nx, cfg.ny, g, cfg.storage)?,
+            None => Decomposition::slabs(cfg.nx, cfg.ny, size, cfg.storage)?,
+        };
+        if decomp.ranks() != size {
+            return Err(LbmError::param(
+                "ranks",
+                decomp.describe(),
+                format!("the decomposition has {} blocks but the job has {size} ranks", decomp.ranks()),
+            ));
+        }
+        let block = decomp.local(comm.rank());
+        let local_cfg = Config { nx: block.size[0], ny: block.size[1], ..cfg.clone() };
+        let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
+            None
+        } else {
+            Some(flags.encode_window(block.origin, block.size)?)
+        };
+        let local_flags = flags.window(block.origin, block.size);
+        let curved = flags.has_wall_distances();
+        let mut lat = Lattice::build(gpu, local_cfg, local_flags, encoded, curved, block.edges())?;
+        let plans = if size == 1 {
+            [None, None]
+        } else {
+            let (k0, k1) = match cfg.streaming {
+                Streaming::Ab => (Kind::Pull { opp: false }, Kind::Pull { opp: false }),
+                Streaming::InPlace => (Kind::Pull { opp: true }, Kind::Push),
+            };
+            let src1 = if cfg.streaming == Streaming::Ab { &lat.b } else { &lat.a };
+            [
+                Some(plan(gpu, &lat.cfg, &decomp, comm.rank(), k0, &lat.a)?),
+                Some(plan(gpu, &lat.cfg, &decomp, comm.rank(), k1, src1)?),
+            ]
+        };
+        let split = if ranks.overlap && size > 1 { lat.split_launches(&block)? } else { None };
+        lat.dist = Some(Box::new(Dist {
+            comm,
+            decomp,
+            block,
+            global_cfg: cfg,
+            global_flags: flags,
+            plans,
+            split,
+            fresh: Cell::new(false),
+            stats: RefCell::new(ExchangeStats::default()),
+        }));
+        Ok(lat)
+    }
+
+    /// The inner and ring step launches of a block, per parity; None when the block is too thin for the ring
+    /// not to meet itself (the step then runs whole after the exchange).
+    fn split_launches(&self, block: &Block) -> Result<Option<([Launch; 2], [Launch; 2])>> {
+        let nx = self.cfg.nx as u32;
+        let probe = self.spec(Phase::Ab, Mode::Step);
+        let rows = (if probe.paired() { self.cfg.ny / 2 } else { self.cfg.ny }) as u32;
+        let [hx, hy] = [block.halo[0] > 0, block.halo[1] > 0];
+        if (hx && nx < 5) || (hy && rows < 5) {
+            return Ok(None);
+        }
+        // The ring: two invocation rows or columns at each cut edge (the halo and the cells next to it).
+        let (r0, r1) = if hy { (2, rows - 2) } else { (0, rows) };
+        let (c0, c1) = if hx { (2, nx - 2) } else { (0, nx) };
+        let mut ring = Vec::new();
+        if hy {
+            ring.push([0, 0, nx, 2]);
+            ring.push([0, rows - 2, nx, 2]);
+        }
+        if hx {
+            ring.push([0, r0, 2, r1 - r0]);
+            ring.push([nx - 2, r0, 2, r1 - r0]);
+        }
+        let mut rects = [[0; 4]; 4];
+        rects[..ring.len()].copy_from_slice(&ring);
+        let inner = Region::Rects { count: 1, rects: [[c0, r0, c1 - c0, r1 - r0], [0; 4], [0; 4], [0; 4]], tag: "-inner" };
+        let outer = Region::Rects { count: ring.len(), rects, tag: "-ring" };
+        let launch = |phase: Phase, region: Region, pops: Vec<&GpuBuffer<u32>>| -> Result<Launch> {
+            let spec = crate::kernel::KernelSpec { region, ..self.spec(phase, Mode::Step) };
+            let grid = Grid::cover(spec.invocations() as u64, WG)?;
+            prepare_launch(self.gpu, &spec, &pops, self.flag_bufs.as_ref(), &[], grid)
+        };
+        let pair = |region: Region| -> Result<[Launch; 2]> {
+            Ok(match self.cfg.streaming {
+                Streaming::Ab => [
+                    launch(Phase::Ab, region, pops(&self.a, &self.b))?,
+                    launch(Phase::Ab, region, pops(&self.b, &self.a))?,
+                ],
+                Streaming::InPlace => [
+                    launch(Phase::AaOdd, region, pops(&self.a, &[]))?,
+                    launch(Phase::AaEven, region, pops(&self.a, &[]))?,
+                ],
+            })
+        };
+        Ok(Some((pair(inner)?, pair(outer)?)))
+    }
+
+    fn dist(&self) -> &Dist {
+        self.dist.as_deref().expect("called on a distributed lattice")
+    }
+
+    /// The domain's coordinates of this lattice's cell (x, y).
+    pub(crate) fn global_xy(&self, x: usize, y: usize) -> (usize, usize) {
+        match &self.dist {
+            Some(d) => d.block.global(x, y),
+            None => (x, y),
+        }
+    }
+
+    /// This block's cells (halo included) of `per_cell` whole-domain arrays (array-major).
+    pub(crate) fn block_slice(&self, s: &[f64], per_cell: usize) -> Vec<f64> {
+        let b = &self.dist().block;
+        let (n, nl, gnx) = (b.n[0] * b.n[1], b.cells(), b.n[0]);
+        let mut out = vec![0.0; per_cell * nl];
+        for k in 0..per_cell {
+            for ly in 0..b.size[1] {
+                for lx in 0..b.size[0] {
+                    let (x, y) = b.global(lx, ly);
+                    out[k * nl + ly * b.size[0] + lx] = s[k * n + y * gnx + x];
+                }
+            }
+        }
+        out
+    }
+
+    /// This block's words (halo included) of the whole domain's raw state (9 directions in the domain's layout).
+    pub(crate) fn block_words(&self, words: &[Vec<u32>]) -> Vec<Vec<u32>> {
+        let d = self.dist();
+        let b = &d.block;
+        let (gl, ll) = (d.global_cfg.layout(), self.cfg.layout());
+        let (n, nl) = (b.n[0] * b.n[1], b.cells());
+        words
+            .iter()
+            .map(|w| {
+                let mut out = vec![0u32; ll.words(nl)];
+                for ly in 0..b.size[1] {
+                    for lx in 0..b.size[0] {
+                        let (x, y) = b.global(lx, ly);
+                        let bits = cell_bits(gl, w, n, y * b.n[0] + x);
+                        put_cell_bits(ll, &mut out, nl, ly * b.size[0] + lx, bits);
+                    }
+                }
+                out
+            })
+            .collect()
+    }
+
+    /// The whole domain's arrays from every block's own cells of `per_cell` local arrays (array-major), on
+    /// every rank.
+    pub(crate) fn gather<T: bytemuck::Pod>(&self, local: &[T], per_cell: usize) -> Result<Vec<T>> {
+        let d = self.dist();
+        fn own(b: &Block) -> impl Iterator<Item = (usize, usize)> + use<> {
+            let [ox, oy, w, h] = [b.halo[0], b.halo[1], b.size[0], b.size[1]];
+            (oy..h - oy).flat_map(move |y| (ox..w - ox).map(move |x| (x, y)))
+        }
+        let b = &d.block;
+        let nl = b.cells();
+        let mine: Vec<T> = (0..per_cell)
+            .flat_map(|k| own(b).map(move |(x, y)| local[k * nl + y * b.size[0] + x]))
+            .collect();
+        let all = d.comm.all_gather_bytes(bytemuck::cast_slice(&mine))?;
+        let (gnx, n) = (b.n[0], b.n[0] * b.n[1]);
+        let mut out = vec![T::zeroed(); per_cell * n];
+        for (r, bytes) in all.iter().enumerate() {
+            let rb = d.decomp.local(r);
+            let vals: Vec<T> = bytemuck::pod_collect_to_vec(bytes);
+            let cells: Vec<(usize, usize)> = own(&rb).map(|(x, y)| rb.global(x, y)).collect();
+            if vals.len() != per_cell * cells.len() {
+                return Err(LbmError::Ranks(format!(
+                    "rank {r} sent {} values for {} cells × {per_cell}",
+                    vals.len(),
+                    cells.len()
+                )));
+            }
+            for k in 0..per_cell {
+                for (j, &(x, y)) in cells.iter().enumerate() {
+                    out[k * n + y * gnx + x] = vals[k * cells.len() + j];
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The whole domain's raw state (the words a single-domain lattice would hold), for checkpoints.
+    pub(crate) fn raw_state_distributed(&self) -> Result<Vec<Vec<u32>>> {
+        self.settle()?;
+        let d = self.dist();
+        let local = self.local_raw_state()?;
+        let (ll, nl) = (self.cfg.layout(), d.block.cells());
+        let gl = d.global_cfg.layout();
+        let n = d.global_cfg.cells();
+        local
+            .iter()
+            .map(|w| {
+                let bits: Vec<u32> = (0..nl).map(|c| cell_bits(ll, w, nl, c)).collect();
+                let all = self.gather(&bits, 1)?;
+                let mut out = vec![0u32; gl.words(n)];
+                for (c, &v) in all.iter().enumerate() {
+                    put_cell_bits(gl, &mut out, n, c, v);
+                }
+                Ok(out)
+            })
+            .collect()
+    }
+
+    /// Completes the exchange the next step would start, so that reads of the current state (fields, probes,
+    /// checkpoints) see every cell as a single domain would. Nothing when it is done already.
+    pub(crate) fn settle(&self) -> Result<()> {
+        let Some(d) = self.dist.as_deref() else { return Ok(()) };
+        if d.fresh.get() {
+            return Ok(());
+        }
+        if let Some(plan) = &d.plans[self.parity] {
+            self.exchange(d, plan, None)?;
+            self.gpu.finish()?;
+        }
+        d.fresh.set(true);
+        Ok(())
+    }
+
+    /// One exchange: pack and read back, run `inner` meanwhile, send and receive, upload and unpack. Submits the
+    /// unpack (and whatever the caller submits next) without waiting.
+    fn exchange(&self, d: &Dist, plan: &Plan, inner: Option<&Launch>) -> Result<()> {
+        let t = Instant::now();
+        let pending = self.gpu.submit_read(&[&plan.pack], &plan.send, plan.lists.send_len())?;
+        if let Some(l) = inner {
+            self.gpu.submit(&[l])?;
+        }
+        let sent = self.gpu.finish_read(pending)?;
+        let mut at = 0;
+        let messages: Vec<Message> = plan
+            .lists
+            .sends
+            .iter()
+            .map(|(peer, l)| {
+                let m = Message { peer: *peer, tag: 0, data: sent[at..at + l.len()].to_vec() };
+                at += l.len();
+                m
+            })
+            .collect();
+        let expects: Vec<Expect> =
+            plan.lists.recvs.iter().map(|(peer, l)| Expect { peer: *peer, tag: 0, len: l.len() }).collect();
+        let got = d.comm.start(messages, &expects)?.wait()?;
+        self.gpu.write(&plan.recv, 0, &got.concat())?;
+        self.gpu.submit(&[&plan.unpack])?;
+        let mut s = d.stats.borrow_mut();
+        s.exchanges += 1;
+        s.bytes_sent += 4 * plan.lists.send_len() as u64;
+        s.seconds += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    pub(crate) fn step_distributed(&mut self, n: u64) -> Result<()> {
+        let d = self.dist.as_deref().expect("distributed");
+        for _ in 0..n {
+            let p = self.parity;
+            match (&d.plans[p], d.fresh.get()) {
+                (Some(plan), false) => match &d.split {
+                    Some((inner, outer)) => {
+                        self.exchange(d, plan, Some(&inner[p]))?;
+                        self.gpu.submit(&[&outer[p]])?;
+                    }
+                    None => {
+                        self.exchange(d, plan, None)?;
+                        self.gpu.submit(&[&self.steps[p]])?;
+                    }
+                },
+                _ => self.gpu.submit(&[&self.steps[p]])?,
+            }
+            d.fresh.set(false);
+            self.parity = 1 - p;
+            self.steps_done += 1;
+        }
+        self.gpu.finish()?;
+        Ok(())
+    }
+
+    /// Wall-clock seconds per pair of steps, exchange included (every rank steps together).
+    pub(crate) fn time_pairs_distributed(&mut self, warmup: usize, reps: usize) -> Result<Timing> {
+        self.step_distributed(2 * warmup as u64)?;
+        let mut samples = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = Instant::now();
+            self.step_distributed(2)?;
+            samples.push(t.elapsed().as_secs_f64());
+        }
+        Ok(Timing { samples, source: TimingSource::WallClock })
+    }
+
+    /// The halo exchange's cost so far on this rank (None for a single-domain lattice).
+    pub fn exchange_stats(&self) -> Option<ExchangeStats> {
+        self.dist.as_deref().map(|d| d.stats.borrow().clone())
+    }
+    /// The decomposition, when distributed.
+    pub fn decomposition(&self) -> Option<&Decomposition> {
+        self.dist.as_deref().map(|d| &d.decomp)
+    }
+    /// The communicator, when distributed.
+    pub fn comm(&self) -> Option<&Rc<dyn Comm>> {
+        self.dist.as_deref().map(|d| &d.comm)
+    }
+    /// Whether this is rank 0 (or a single-domain lattice): the rank that writes files and prints.
+    pub fn is_root(&self) -> bool {
+        self.dist.as_deref().is_none_or(|d| d.comm.rank() == 0)
+    }
+    /// Whether steps overlap the exchange with the inner cells.
+    pub fn overlapped(&self) -> bool {
+        self.dist.as_deref().is_some_and(|d| d.split.is_some())
+    }
+}
+
+/// The exchange of `kind` for the lattice of local configuration `cfg`, packing from and unpacking into `pops`.
+fn plan(gpu: &Gpu, cfg: &Config, d: &Decomposition, me: usize, kind: Kind, pops: &[GpuBuffer<u32>]) -> Result<Plan> {
+    let l = lists(d, me, kind);
+    let (layout, n): (Layout, usize) = (cfg.layout(), cfg.cells());
+    let sends: Vec<(usize, usize)> = l.sends.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    let recvs: Vec<(usize, usize)> = l.recvs.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    let pe = gpu.upload(&pack_entries(layout, n, &sends))?;
+    let ue = gpu.upload(&unpack_entries(layout, n, &recvs))?;
+    let send = gpu.alloc::<u32>(sends.len().max(1))?;
+    let recv = gpu.alloc::<u32>(recvs.len().max(1))?;
+    let launch = |unpack: bool, ent: &GpuBuffer<[u32; 4]>, buf: &GpuBuffer<u32>| -> Result<Launch> {
+        let mut args: Vec<_> = pops.iter().map(GpuBuffer::arg).collect();
+        args.push(ent.arg());
+        args.push(buf.arg());
+        let name = if unpack { "lbm-halo-unpack" } else { "lbm-halo-pack" };
+        // SAFETY: entries hold slots below 9 and word indices `word_of` computed for cells of this lattice,
+        // each below the words of a direction; value indices are below the exchange buffer's length.
+        let k = unsafe { Kernel::new(name, halo_kernel(unpack)).without_bounds_checks() };
+        Ok(gpu.prepare(&k, &args, Grid::cover(ent.len() as u64, WG)?)?)
+    };
+    Ok(Plan {
+        pack: launch(false, &pe, &send)?,
+        unpack: launch(true, &ue, &recv)?,
+        lists: l,
+        send,
+        recv,
+        _entries: [pe, ue],
+    })
+}
