@@ -7,12 +7,16 @@ use bespoke::bench::{probe_options, progress_bar};
 use bespoke::gpu::Gpu;
 use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, run_case};
 use bespoke::lbm::output::{Quantity, write_png, write_vtk};
+use bespoke::comm::{Comm, launched_size};
+use bespoke::lbm::dist::Ranks;
 use bespoke::lbm::{Storage, Streaming};
 use bespoke::report::adapter_json;
 use clap::Args;
 use serde_json::json;
 
 use crate::json_out::{open_json, write_json};
+use crate::ranks::RankSpec;
+use std::rc::Rc;
 
 #[derive(Args, Debug)]
 pub struct LbmArgs {
@@ -76,6 +80,15 @@ pub struct LbmArgs {
     resume: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Run across ranks: a count (slabs across the longer axis) or blocks along x and y (2x2). Without mpirun the
+    /// ranks are threads of this process, each with its own device; under `mpirun -np N` (built with
+    /// `--features mpi`) they are MPI ranks and this may give the blocks (their product must be N).
+    #[arg(long, value_name = "N|PXxPY")]
+    ranks: Option<String>,
+    /// With ranks: exchange halos, then update every cell, instead of updating the inner cells while the halos
+    /// travel (to measure what overlap gains).
+    #[arg(long)]
+    no_overlap: bool,
 }
 
 fn parse_size(s: &str) -> Result<(usize, usize), Error> {
@@ -87,7 +100,16 @@ fn parse_size(s: &str) -> Result<(usize, usize), Error> {
     ))
 }
 
-pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
+pub fn run(a: LbmArgs) -> Result<(), Error> {
+    let spec = a.ranks.as_deref().map(RankSpec::parse).transpose()?;
+    if a.no_overlap && spec.is_none() && launched_size().is_none_or(|n| n < 2) {
+        return Err("--no-overlap applies to runs across ranks (--ranks, or mpirun)".into());
+    }
+    crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, spec, comm))
+}
+
+fn run_on(gpu: &Gpu, a: &LbmArgs, spec: Option<RankSpec>, comm: Option<Rc<dyn Comm>>) -> Result<(), Error> {
+    let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
     let case = Case::parse(&a.case, a.mask.as_deref())?;
     if a.interpolated_mask && !matches!(case, Case::Mask(_)) {
         return Err("--interpolated-mask applies to the mask case only".into());
@@ -114,6 +136,11 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
             every: a.frame_every,
             quantity,
         }),
+        ranks: comm.map(|comm| Ranks {
+            grid: spec.and_then(|s| s.grid),
+            overlap: !a.no_overlap,
+            ..Ranks::new(comm)
+        }),
     };
     if let Some(dir) = &a.frames {
         std::fs::create_dir_all(dir)
@@ -122,9 +149,9 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
             return Err("--frame-every must be at least 1".into());
         }
     }
-    let json_file = open_json(a.json.as_deref())?;
+    let json_file = if root { open_json(a.json.as_deref())? } else { None };
     let probe = gpu.copy_bandwidth(&probe_options(true))?;
-    let bar = progress_bar(1);
+    let bar = if root { progress_bar(1) } else { indicatif::ProgressBar::hidden() };
     bar.set_message(case.name());
     let r = run_case(gpu, &case, &opts, &mut |done, total| {
         bar.set_length(total);
@@ -132,6 +159,9 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
     })?;
     bar.finish_and_clear();
 
+    if !root {
+        return Ok(());
+    }
     let cfg = r.lattice.config().clone();
     let bytes_per_cell = r.lattice.bytes_per_cell();
     let mlups = r.mlups();
@@ -159,6 +189,26 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
         gbps / probe.gbps,
         probe.gbps
     );
+    let dist = r.lattice.decomposition().map(|d| {
+        let x = r.lattice.exchange_stats().unwrap_or_default();
+        let per = |v: f64| if x.exchanges > 0 { v / x.exchanges as f64 } else { 0.0 };
+        json!({
+            "ranks": d.ranks(),
+            "decomposition": d.describe(),
+            "overlap": r.lattice.overlapped(),
+            "transport": r.lattice.comm().map(|c| c.kind()),
+            "exchange_bytes_per_step_rank0": per(x.bytes_sent as f64),
+            "exchange_seconds_per_step_rank0": per(x.seconds),
+        })
+    });
+    if let Some(d) = &dist {
+        println!(
+            "  ranks {} ({} blocks, {}, overlap {}): rank 0 exchanges {:.0} B per step in {:.3} ms",
+            d["ranks"], d["decomposition"].as_str().unwrap_or(""), d["transport"].as_str().unwrap_or(""), d["overlap"],
+            d["exchange_bytes_per_step_rank0"].as_f64().unwrap_or(0.0),
+            1e3 * d["exchange_seconds_per_step_rank0"].as_f64().unwrap_or(0.0)
+        );
+    }
     for (k, v) in &r.metrics {
         println!("  {k} = {v}");
     }
@@ -197,6 +247,7 @@ pub fn run(gpu: &Gpu, a: LbmArgs) -> Result<(), Error> {
             "metrics": r.metrics,
             "notes": r.notes,
             "adapter": adapter_json(gpu),
+            "ranks": dist,
         }),
     )
 }

@@ -3,6 +3,7 @@
 //! This root package re-exports the kernel crates and holds what the CLI and the benches share: the registry
 //! of `bespoke bench` sections and the JSON reports.
 
+pub use bespoke_comm as comm;
 pub use bespoke_fv as fv;
 pub use bespoke_gpu as gpu;
 pub use bespoke_lbm as lbm;

@@ -3,6 +3,7 @@
 mod fv_cmd;
 mod json_out;
 mod lbm_cmd;
+mod ranks;
 mod mm_cmd;
 
 use std::path::PathBuf;
@@ -152,7 +153,7 @@ fn main() -> ExitCode {
         Command::Info { json } => info(json),
         Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
         Command::Fv { cmd } => open_gpu().and_then(|gpu| fv_cmd::run(&gpu, cmd)),
-        Command::Lbm(args) => open_gpu().and_then(|gpu| lbm_cmd::run(&gpu, args)),
+        Command::Lbm(args) => lbm_cmd::run(args),
         Command::Adapters => {
             for a in bespoke::gpu::list_adapters() {
                 println!(

@@ -27,6 +27,9 @@ pub struct GpuOptions {
     pub max_binding_bytes: Option<u64>,
     /// Load and save wgpu's driver pipeline cache under [`Gpu::cache_dir`] where the adapter supports it.
     pub persist_pipeline_cache: bool,
+    /// A rank of a distributed run: take the `rank mod k`-th of the k adapters of the best kind (one GPU per
+    /// rank on a machine with several; several devices on one adapter otherwise).
+    pub rank: Option<usize>,
 }
 
 /// The limits kernels care about, as granted to the device.
@@ -171,6 +174,17 @@ impl Gpu {
             let i = a.get_info();
             (type_rank(i.device_type), backend_rank(i.backend))
         });
+        if let (Some(rank), Some(first)) = (opts.rank, adapters.first()) {
+            // Adapters of the best kind, one per rank in turn.
+            let best = first.get_info();
+            let key = (type_rank(best.device_type), backend_rank(best.backend));
+            adapters.retain(|a| {
+                let i = a.get_info();
+                (type_rank(i.device_type), backend_rank(i.backend)) == key
+            });
+            let k = rank % adapters.len();
+            adapters.rotate_left(k);
+        }
         let Some(adapter) = adapters.into_iter().next() else {
             let mut detail = format!("backends tried: {backends:?}");
             if let Some(name) = wanted_name {

@@ -220,7 +220,7 @@ fn bad_decompositions_and_disagreeing_ranks_fail_on_every_rank() {
     };
     let e = try_run(3, Some([2, 2]), &|_, _| {});
     assert!(e.contains("4 blocks but the job has 3 ranks"), "{e}");
-    let e = try_run(4, Some([4, 1]), &|_, _| {});
+    let e = try_run(5, Some([1, 5]), &|_, _| {});
     assert!(e.contains("more ranks than the lattice can be cut into"), "{e}");
     let e = try_run(6, None, &|_, _| {});
     assert!(e.contains("more ranks than the lattice can be cut into"), "{e}");

@@ -128,6 +128,9 @@ pub struct CaseOptions {
     pub interpolated_mask: bool,
     /// Smagorinsky constant of the subgrid model (`Config::smagorinsky`); None: none, or the checkpoint's.
     pub smagorinsky: Option<f64>,
+    /// Run across ranks (every rank calls `run_case` with its communicator; results are the whole domain's on
+    /// every rank, files are written by rank 0). None: one domain.
+    pub ranks: Option<crate::dist::Ranks>,
 }
 
 /// Periodic PNG frames during a run.
@@ -153,6 +156,7 @@ impl Default for CaseOptions {
             frames: None,
             interpolated_mask: false,
             smagorinsky: None,
+            ranks: None,
         }
     }
 }
@@ -245,7 +249,9 @@ impl<'a, 'g> Runner<'a, 'g> {
                 let path = f
                     .dir
                     .join(format!("frame_{:08}.png", self.lat.steps_done()));
-                crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
+                if self.lat.is_root() {
+                    crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
+                }
             }
             (self.progress)(self.done, self.planned.max(self.done));
         }
@@ -343,7 +349,10 @@ fn start<'g>(
     init: impl Fn(usize, usize) -> (f64, [f64; 2]),
 ) -> Result<Start<'g>> {
     if let Some(path) = &opts.resume {
-        let (lat, text) = Lattice::resume(gpu, path)?;
+        let (lat, text) = match &opts.ranks {
+            Some(r) => Lattice::resume_distributed(gpu, path, r)?,
+            None => Lattice::resume(gpu, path)?,
+        };
         let (name, saved) = parse_meta(&text).map_err(|why| LbmError::file(path, why))?;
         if name != Some(case.name()) {
             return Err(LbmError::file(
@@ -384,8 +393,9 @@ fn start<'g>(
             u: saved,
         });
     }
-    if let Some((nx, ny)) = opts.size {
-        // Before the flags and the initial state take host memory in proportion to the cells.
+    if let (Some((nx, ny)), None) = (opts.size, &opts.ranks) {
+        // Before the flags and the initial state take host memory in proportion to the cells. (A distributed
+        // lattice checks each block against its rank's device.)
         let cfg = Config {
             storage: opts.storage,
             ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
@@ -393,7 +403,10 @@ fn start<'g>(
         check_fits(gpu, &cfg)?;
     }
     let (cfg, flags) = build()?;
-    let mut lat = Lattice::new(gpu, cfg, flags)?;
+    let mut lat = match &opts.ranks {
+        Some(r) => Lattice::new_distributed(gpu, cfg, flags, r)?,
+        None => Lattice::new(gpu, cfg, flags)?,
+    };
     lat.init_equilibrium(init)?;
     Ok(Start {
         lat,

@@ -1,0 +1,97 @@
+//! How a command runs: on one domain, on ranks as threads of this process (`--ranks N` or `PXxPY`), or on MPI
+//! ranks when `mpirun` started it (built with `--features mpi`). Each rank opens its own device: one adapter per
+//! rank where the machine has several of the best kind, several devices on one adapter otherwise.
+
+use std::rc::Rc;
+
+use bespoke::Error;
+use bespoke::comm::{Comm, launched_size, run_threads};
+use bespoke::gpu::{Gpu, GpuOptions};
+
+/// `--ranks`: a rank count, or blocks along x and y.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RankSpec {
+    pub count: usize,
+    pub grid: Option<[usize; 2]>,
+}
+
+impl RankSpec {
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        let bad = || format!("--ranks `{s}` is neither a rank count (4) nor blocks along x and y (2x2)");
+        if let Some((a, b)) = s.split_once(['x', 'X']) {
+            let px: usize = a.trim().parse().map_err(|_| bad())?;
+            let py: usize = b.trim().parse().map_err(|_| bad())?;
+            if px == 0 || py == 0 {
+                return Err(bad().into());
+            }
+            return Ok(Self { count: px * py, grid: Some([px, py]) });
+        }
+        let count: usize = s.trim().parse().map_err(|_| bad())?;
+        if count == 0 {
+            return Err(bad().into());
+        }
+        Ok(Self { count, grid: None })
+    }
+}
+
+fn open_gpu(rank: Option<usize>) -> Result<Gpu, Error> {
+    Ok(Gpu::with_options(GpuOptions { persist_pipeline_cache: true, rank, ..Default::default() })?)
+}
+
+/// Runs `body` on one domain (no communicator), on thread ranks, or on this process's MPI rank.
+pub fn run(
+    spec: Option<RankSpec>,
+    body: impl Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error> + Sync,
+) -> Result<(), Error> {
+    if let Some(size) = launched_size().filter(|&n| n > 1) {
+        return run_mpi(size, spec, &body);
+    }
+    match spec {
+        None => body(&open_gpu(None)?, None),
+        Some(s) => run_threads(s.count, |comm| {
+            let gpu = open_gpu(Some(comm.rank()))?;
+            body(&gpu, Some(Rc::new(comm)))
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string().into()),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi(
+    size: usize,
+    spec: Option<RankSpec>,
+    body: &dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let comm = bespoke::comm::MpiComm::init().ok_or("MPI was already initialised in this process")?;
+    if comm.size() != size {
+        return Err(format!("the launcher announced {size} ranks but MPI has {}", comm.size()).into());
+    }
+    if let Some(s) = spec
+        && s.count != size
+    {
+        // Every rank sees the same arguments and stops with the same message (finalising MPI together).
+        return Err(format!("--ranks asks for {} ranks but mpirun started {size}", s.count).into());
+    }
+    let comm: Rc<dyn Comm> = Rc::new(comm);
+    let result = open_gpu(Some(comm.rank())).and_then(|gpu| body(&gpu, Some(comm.clone())));
+    if let Err(e) = result {
+        // A failure on some ranks only would leave the others waiting: abort the job with the message.
+        comm.fail(&e.to_string());
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(
+    size: usize,
+    _spec: Option<RankSpec>,
+    _body: &dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>,
+) -> Result<(), Error> {
+    Err(format!(
+        "started by an MPI launcher with {size} ranks, but this binary was built without the `mpi` feature, so \
+         every rank would run the whole problem: rebuild with `cargo build --release --features mpi`, or run \
+         without mpirun and --ranks {size} for ranks as threads of one process"
+    )
+    .into())
+}
