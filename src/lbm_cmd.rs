@@ -159,6 +159,10 @@ fn run_on(gpu: &Gpu, a: &LbmArgs, spec: Option<RankSpec>, comm: Option<Rc<dyn Co
     })?;
     bar.finish_and_clear();
 
+    if let Some(p) = &a.checkpoint {
+        // Every rank takes part (the state is gathered); rank 0 writes.
+        r.lattice.checkpoint(p, &r.checkpoint_meta())?;
+    }
     if !root {
         return Ok(());
     }
@@ -220,9 +224,6 @@ fn run_on(gpu: &Gpu, a: &LbmArgs, spec: Option<RankSpec>, comm: Option<Rc<dyn Co
     }
     if let Some(p) = &a.vtk {
         write_vtk(p, &r.fields, r.lattice.flags())?;
-    }
-    if let Some(p) = &a.checkpoint {
-        r.lattice.checkpoint(p, &r.checkpoint_meta())?;
     }
     write_json(
         json_file,

@@ -74,6 +74,10 @@ fn run_mpi(
         return Err(format!("--ranks asks for {} ranks but mpirun started {size}", s.count).into());
     }
     let comm: Rc<dyn Comm> = Rc::new(comm);
+    // Ranks started with different arguments (mpirun's `A : B` form) would step different lattices or counts
+    // and wait for each other forever: every rank stops with this error instead.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    comm.check_same("the command line", args.join(" ").as_bytes())?;
     let result = open_gpu(Some(comm.rank())).and_then(|gpu| body(&gpu, Some(comm.clone())));
     if let Err(e) = result {
         // A failure on some ranks only would leave the others waiting: abort the job with the message.

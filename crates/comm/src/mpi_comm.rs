@@ -199,6 +199,10 @@ impl Comm for MpiComm {
     }
 
     fn all_gather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        // One byte more than asked, never none: an empty Rust slice's address is 0x1, which Open MPI reads as
+        // MPI_IN_PLACE.
+        let padded: Vec<u8> = mine.iter().copied().chain([0]).collect();
+        let mine = &padded[..];
         let n = count(mine.len())?;
         let mut counts = vec![0 as c_int; self.size()];
         self.world.all_gather_into(&n, &mut counts[..]);
@@ -219,7 +223,7 @@ impl Comm for MpiComm {
         Ok(counts
             .iter()
             .zip(&displs)
-            .map(|(&c, &d)| all[d as usize..(d + c) as usize].to_vec())
+            .map(|(&c, &d)| all[d as usize..(d + c - 1) as usize].to_vec())
             .collect())
     }
 
@@ -234,7 +238,9 @@ impl Comm for MpiComm {
         let mut n = data.len() as u64;
         r.broadcast_into(&mut n);
         data.resize(n as usize, 0);
-        r.broadcast_into(&mut data[..]);
+        if n > 0 {
+            r.broadcast_into(&mut data[..]);
+        }
         Ok(())
     }
 

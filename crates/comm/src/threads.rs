@@ -30,6 +30,8 @@ struct Packet {
 
 /// The first failure of the job: (rank, message).
 type Failure = Arc<Mutex<Option<(usize, String)>>>;
+/// Which ranks have returned.
+type Finished = Arc<Mutex<Vec<bool>>>;
 
 /// One rank of a job run by [`run_threads`].
 #[derive(Debug)]
@@ -41,6 +43,7 @@ pub struct ThreadComm {
     /// Packets that arrived before anyone asked for them, FIFO per (source, tag).
     early: RefCell<HashMap<(usize, Tag), VecDeque<Payload>>>,
     failed: Failure,
+    finished: Finished,
 }
 
 /// A rank's failure as [`run_threads`] reports it: the first rank that failed and its message.
@@ -69,6 +72,7 @@ where
         });
     }
     let failed: Failure = Arc::new(Mutex::new(None));
+    let finished: Finished = Arc::new(Mutex::new(vec![false; ranks]));
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..ranks).map(|_| channel::<Packet>()).unzip();
     let comms: Vec<ThreadComm> = rxs
         .into_iter()
@@ -80,6 +84,7 @@ where
             inbox,
             early: RefCell::new(HashMap::new()),
             failed: failed.clone(),
+            finished: finished.clone(),
         })
         .collect();
     drop(txs);
@@ -89,12 +94,14 @@ where
             .map(|comm| {
                 let f = &f;
                 s.spawn(move || {
-                    let (rank, flag) = (comm.rank, comm.failed.clone());
+                    let (rank, flag, finished) = (comm.rank, comm.failed.clone(), comm.finished.clone());
                     let mark = |message: String| {
                         let mut g = flag.lock().unwrap_or_else(|p| p.into_inner());
                         g.get_or_insert((rank, message));
                     };
-                    match catch_unwind(AssertUnwindSafe(|| f(comm))) {
+                    let result = catch_unwind(AssertUnwindSafe(|| f(comm)));
+                    finished.lock().unwrap_or_else(|p| p.into_inner())[rank] = true;
+                    match result {
                         Ok(Ok(r)) => Some(r),
                         Ok(Err(e)) => {
                             mark(e.to_string());
@@ -177,14 +184,24 @@ impl ThreadComm {
             .and_then(VecDeque::pop_front)
     }
 
-    /// Blocks for the next payload from `src` under `tag`, giving up when the job has failed.
+    /// Blocks for the next payload from `src` under `tag`, giving up when the job has failed or `src` has
+    /// returned without sending it.
     fn recv(&self, src: usize, tag: Tag) -> Result<Payload> {
         loop {
+            // Whether `src` had returned before this look at the inbox: then nothing more will come from it.
+            let gone = self.finished.lock().unwrap_or_else(|p| p.into_inner())[src];
             self.drain();
             if let Some(p) = self.take(src, tag) {
                 return Ok(p);
             }
             self.check_failed()?;
+            if gone {
+                return Err(CommError::Invalid(format!(
+                    "rank {src} returned while rank {} waits for its message (tag {tag}): the ranks did not make \
+                     the same calls",
+                    self.rank
+                )));
+            }
             match self.inbox.recv_timeout(POLL) {
                 Ok(p) => self
                     .early
@@ -441,6 +458,19 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn a_rank_that_returns_early_is_an_error_not_a_hang() {
+        let err = run_threads(2, |c| {
+            if c.rank() == 0 {
+                // Rank 1 skips this collective.
+                c.barrier()?;
+            }
+            Ok::<_, CommError>(())
+        })
+        .unwrap_err();
+        assert!(err.message.contains("rank 1 returned while rank 0 waits"), "{err}");
     }
 
     #[test]
