@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
+use bespoke::comm::{Comm, launched_size};
 use bespoke::gpu::Gpu;
 use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, run_case};
-use bespoke::lbm::output::{Quantity, write_png, write_vtk};
-use bespoke::comm::{Comm, launched_size};
 use bespoke::lbm::dist::Ranks;
+use bespoke::lbm::output::{Quantity, write_png, write_vtk};
 use bespoke::lbm::{Storage, Streaming};
 use bespoke::report::adapter_json;
 use clap::Args;
@@ -108,7 +108,12 @@ pub fn run(a: LbmArgs) -> Result<(), Error> {
     crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, spec, comm))
 }
 
-fn run_on(gpu: &Gpu, a: &LbmArgs, spec: Option<RankSpec>, comm: Option<Rc<dyn Comm>>) -> Result<(), Error> {
+fn run_on(
+    gpu: &Gpu,
+    a: &LbmArgs,
+    spec: Option<RankSpec>,
+    comm: Option<Rc<dyn Comm>>,
+) -> Result<(), Error> {
     let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
     let case = Case::parse(&a.case, a.mask.as_deref())?;
     if a.interpolated_mask && !matches!(case, Case::Mask(_)) {
@@ -149,9 +154,17 @@ fn run_on(gpu: &Gpu, a: &LbmArgs, spec: Option<RankSpec>, comm: Option<Rc<dyn Co
             return Err("--frame-every must be at least 1".into());
         }
     }
-    let json_file = if root { open_json(a.json.as_deref())? } else { None };
+    let json_file = if root {
+        open_json(a.json.as_deref())?
+    } else {
+        None
+    };
     let probe = gpu.copy_bandwidth(&probe_options(true))?;
-    let bar = if root { progress_bar(1) } else { indicatif::ProgressBar::hidden() };
+    let bar = if root {
+        progress_bar(1)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     bar.set_message(case.name());
     let r = run_case(gpu, &case, &opts, &mut |done, total| {
         bar.set_length(total);
@@ -195,7 +208,13 @@ fn run_on(gpu: &Gpu, a: &LbmArgs, spec: Option<RankSpec>, comm: Option<Rc<dyn Co
     );
     let dist = r.lattice.decomposition().map(|d| {
         let x = r.lattice.exchange_stats().unwrap_or_default();
-        let per = |v: f64| if x.exchanges > 0 { v / x.exchanges as f64 } else { 0.0 };
+        let per = |v: f64| {
+            if x.exchanges > 0 {
+                v / x.exchanges as f64
+            } else {
+                0.0
+            }
+        };
         json!({
             "ranks": d.ranks(),
             "decomposition": d.describe(),
@@ -208,7 +227,10 @@ fn run_on(gpu: &Gpu, a: &LbmArgs, spec: Option<RankSpec>, comm: Option<Rc<dyn Co
     if let Some(d) = &dist {
         println!(
             "  ranks {} ({} blocks, {}, overlap {}): rank 0 exchanges {:.0} B per step in {:.3} ms",
-            d["ranks"], d["decomposition"].as_str().unwrap_or(""), d["transport"].as_str().unwrap_or(""), d["overlap"],
+            d["ranks"],
+            d["decomposition"].as_str().unwrap_or(""),
+            d["transport"].as_str().unwrap_or(""),
+            d["overlap"],
             d["exchange_bytes_per_step_rank0"].as_f64().unwrap_or(0.0),
             1e3 * d["exchange_seconds_per_step_rank0"].as_f64().unwrap_or(0.0)
         );

@@ -3,8 +3,8 @@
 mod fv_cmd;
 mod json_out;
 mod lbm_cmd;
-mod ranks;
 mod mm_cmd;
+mod ranks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,7 +46,7 @@ enum Command {
         cmd: fv_cmd::FvCommand,
     },
     /// D2Q9 lattice Boltzmann cases: validation against analytic and published results, and throughput.
-    Lbm(lbm_cmd::LbmArgs),
+    Lbm(Box<lbm_cmd::LbmArgs>),
     /// List every adapter wgpu can see (honours WGPU_BACKEND), best first.
     Adapters,
     /// Run every benchmark section and print one table.
@@ -153,7 +153,7 @@ fn main() -> ExitCode {
         Command::Info { json } => info(json),
         Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
         Command::Fv { cmd } => open_gpu().and_then(|gpu| fv_cmd::run(&gpu, cmd)),
-        Command::Lbm(args) => lbm_cmd::run(args),
+        Command::Lbm(args) => lbm_cmd::run(*args),
         Command::Adapters => {
             for a in bespoke::gpu::list_adapters() {
                 println!(

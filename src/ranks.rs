@@ -17,14 +17,18 @@ pub struct RankSpec {
 
 impl RankSpec {
     pub fn parse(s: &str) -> Result<Self, Error> {
-        let bad = || format!("--ranks `{s}` is neither a rank count (4) nor blocks along x and y (2x2)");
+        let bad =
+            || format!("--ranks `{s}` is neither a rank count (4) nor blocks along x and y (2x2)");
         if let Some((a, b)) = s.split_once(['x', 'X']) {
             let px: usize = a.trim().parse().map_err(|_| bad())?;
             let py: usize = b.trim().parse().map_err(|_| bad())?;
             if px == 0 || py == 0 {
                 return Err(bad().into());
             }
-            return Ok(Self { count: px * py, grid: Some([px, py]) });
+            return Ok(Self {
+                count: px * py,
+                grid: Some([px, py]),
+            });
         }
         let count: usize = s.trim().parse().map_err(|_| bad())?;
         if count == 0 {
@@ -34,8 +38,15 @@ impl RankSpec {
     }
 }
 
+/// What runs on each rank: its device and its communicator (None on one domain).
+type Body<'a> = &'a dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>;
+
 fn open_gpu(rank: Option<usize>) -> Result<Gpu, Error> {
-    Ok(Gpu::with_options(GpuOptions { persist_pipeline_cache: true, rank, ..Default::default() })?)
+    Ok(Gpu::with_options(GpuOptions {
+        persist_pipeline_cache: true,
+        rank,
+        ..Default::default()
+    })?)
 }
 
 /// Runs `body` on one domain (no communicator), on thread ranks, or on this process's MPI rank.
@@ -58,20 +69,25 @@ pub fn run(
 }
 
 #[cfg(feature = "mpi")]
-fn run_mpi(
-    size: usize,
-    spec: Option<RankSpec>,
-    body: &dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>,
-) -> Result<(), Error> {
-    let comm = bespoke::comm::MpiComm::init().ok_or("MPI was already initialised in this process")?;
+fn run_mpi(size: usize, spec: Option<RankSpec>, body: Body<'_>) -> Result<(), Error> {
+    let comm =
+        bespoke::comm::MpiComm::init().ok_or("MPI was already initialised in this process")?;
     if comm.size() != size {
-        return Err(format!("the launcher announced {size} ranks but MPI has {}", comm.size()).into());
+        return Err(format!(
+            "the launcher announced {size} ranks but MPI has {}",
+            comm.size()
+        )
+        .into());
     }
     if let Some(s) = spec
         && s.count != size
     {
         // Every rank sees the same arguments and stops with the same message (finalising MPI together).
-        return Err(format!("--ranks asks for {} ranks but mpirun started {size}", s.count).into());
+        return Err(format!(
+            "--ranks asks for {} ranks but mpirun started {size}",
+            s.count
+        )
+        .into());
     }
     let comm: Rc<dyn Comm> = Rc::new(comm);
     // Ranks started with different arguments (mpirun's `A : B` form) would step different lattices or counts
@@ -87,11 +103,7 @@ fn run_mpi(
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(
-    size: usize,
-    _spec: Option<RankSpec>,
-    _body: &dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>,
-) -> Result<(), Error> {
+fn run_mpi(size: usize, _spec: Option<RankSpec>, _body: Body<'_>) -> Result<(), Error> {
     Err(format!(
         "started by an MPI launcher with {size} ranks, but this binary was built without the `mpi` feature, so \
          every rank would run the whole problem: rebuild with `cargo build --release --features mpi`, or run \

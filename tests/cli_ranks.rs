@@ -12,7 +12,10 @@ use serde_json::Value;
 
 fn bespoke(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_bespoke"))
-        .env("BESPOKE_CACHE_DIR", std::env::temp_dir().join("bespoke-cli-test-cache"))
+        .env(
+            "BESPOKE_CACHE_DIR",
+            std::env::temp_dir().join("bespoke-cli-test-cache"),
+        )
         .envs(env.iter().copied())
         .args(args)
         .output()
@@ -28,9 +31,18 @@ fn run(case: &[&str], extra: &[&str], tag: &str) -> (Vec<u8>, Value) {
     let (ckpt, json) = (tmp(&format!("{tag}.ckpt")), tmp(&format!("{tag}.json")));
     let mut args = case.to_vec();
     args.extend(extra);
-    args.extend(["--checkpoint", ckpt.to_str().unwrap(), "--json", json.to_str().unwrap()]);
+    args.extend([
+        "--checkpoint",
+        ckpt.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     let out = bespoke(&args, &[]);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bytes = std::fs::read(&ckpt).unwrap();
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = (std::fs::remove_file(&ckpt), std::fs::remove_file(&json));
@@ -43,21 +55,44 @@ fn cases_on_thread_ranks_match_one_domain_bit_for_bit() {
         return;
     }
     let cases: [&[&str]; 3] = [
-        &["lbm", "cavity", "--re", "100", "--size", "34x34", "--steps", "31", "--streaming", "inplace", "--storage", "f16"],
+        &[
+            "lbm",
+            "cavity",
+            "--re",
+            "100",
+            "--size",
+            "34x34",
+            "--steps",
+            "31",
+            "--streaming",
+            "inplace",
+            "--storage",
+            "f16",
+        ],
         &["lbm", "cylinder", "--steps", "40", "--collision", "bgk"],
         &["lbm", "poiseuille", "--size", "8x24", "--steps", "25"],
     ];
     for (k, case) in cases.iter().enumerate() {
         let (one, v1) = run(case, &[], &format!("{k}-one"));
         assert!(v1["ranks"].is_null());
-        for extra in [&["--ranks", "2"][..], &["--ranks", "2x2", "--no-overlap"][..], &["--ranks", "3"][..]] {
+        for extra in [
+            &["--ranks", "2"][..],
+            &["--ranks", "2x2", "--no-overlap"][..],
+            &["--ranks", "3"][..],
+        ] {
             let (many, v) = run(case, extra, &format!("{k}-{}", extra[1]));
-            assert!(one == many, "{case:?} {extra:?}: the checkpoint differs from the single-domain run");
+            assert!(
+                one == many,
+                "{case:?} {extra:?}: the checkpoint differs from the single-domain run"
+            );
             assert_eq!(v["metrics"], v1["metrics"], "{case:?} {extra:?}");
             let r = &v["ranks"];
             assert_eq!(r["transport"], "threads");
             assert_eq!(r["overlap"], extra.len() == 2);
-            assert!(r["exchange_bytes_per_step_rank0"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(
+                r["exchange_bytes_per_step_rank0"].as_f64().unwrap() > 0.0,
+                "{r}"
+            );
         }
     }
 }
@@ -66,20 +101,38 @@ fn cases_on_thread_ranks_match_one_domain_bit_for_bit() {
 fn launcher_errors_are_clear() {
     // Started by mpirun without the mpi feature: refused before any device is opened.
     if !cfg!(feature = "mpi") {
-        let out = bespoke(&["lbm", "cavity", "--steps", "10"], &[("OMPI_COMM_WORLD_SIZE", "2")]);
+        let out = bespoke(
+            &["lbm", "cavity", "--steps", "10"],
+            &[("OMPI_COMM_WORLD_SIZE", "2")],
+        );
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains("built without the `mpi` feature"), "{err}");
+        assert!(
+            !out.status.success() && err.contains("built without the `mpi` feature"),
+            "{err}"
+        );
     }
     for (args, want) in [
-        (&["lbm", "cavity", "--ranks", "2x0"][..], "neither a rank count"),
-        (&["lbm", "cavity", "--no-overlap"][..], "--no-overlap applies to runs across ranks"),
-        (&["lbm", "cavity", "--size", "6x6", "--ranks", "4"][..], "more ranks than the lattice can be cut into"),
+        (
+            &["lbm", "cavity", "--ranks", "2x0"][..],
+            "neither a rank count",
+        ),
+        (
+            &["lbm", "cavity", "--no-overlap"][..],
+            "--no-overlap applies to runs across ranks",
+        ),
+        (
+            &["lbm", "cavity", "--size", "6x6", "--ranks", "4"][..],
+            "more ranks than the lattice can be cut into",
+        ),
     ] {
         if want == "more ranks than the lattice can be cut into" && test_gpu().is_none() {
             continue;
         }
         let out = bespoke(args, &[]);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{args:?}: {err}"
+        );
     }
 }

@@ -185,9 +185,14 @@ pub trait Comm {
 /// The job size when this process was started by an MPI launcher (`mpirun`, `srun`, `mpiexec`), from the
 /// variables they set (Open MPI's, then PMI's); None otherwise.
 pub fn launched_size() -> Option<usize> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
 /// Checks the arguments of [`Comm::start`] against the job (shared by the implementations).

@@ -94,7 +94,8 @@ where
             .map(|comm| {
                 let f = &f;
                 s.spawn(move || {
-                    let (rank, flag, finished) = (comm.rank, comm.failed.clone(), comm.finished.clone());
+                    let (rank, flag, finished) =
+                        (comm.rank, comm.failed.clone(), comm.finished.clone());
                     let mark = |message: String| {
                         let mut g = flag.lock().unwrap_or_else(|p| p.into_inner());
                         g.get_or_insert((rank, message));
@@ -470,7 +471,10 @@ mod tests {
             Ok::<_, CommError>(())
         })
         .unwrap_err();
-        assert!(err.message.contains("rank 1 returned while rank 0 waits"), "{err}");
+        assert!(
+            err.message.contains("rank 1 returned while rank 0 waits"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -41,7 +41,12 @@ impl Gpu {
 
     /// Records `launches`, then a copy of the first `len` elements of `src` into a staging buffer, and submits
     /// them without waiting. Work submitted afterwards runs on; `finish_read` waits only for this submission.
-    pub fn submit_read<T: Pod>(&self, launches: &[&Launch], src: &GpuBuffer<T>, len: usize) -> Result<PendingRead<T>> {
+    pub fn submit_read<T: Pod>(
+        &self,
+        launches: &[&Launch],
+        src: &GpuBuffer<T>,
+        len: usize,
+    ) -> Result<PendingRead<T>> {
         if len > src.len() {
             return Err(GpuError::InvalidArgument(format!(
                 "readback of {len} elements from a buffer of {}",
@@ -58,9 +63,15 @@ impl Gpu {
         }
         if bytes == 0 {
             self.queue.submit([enc.finish()]);
-            return Ok(PendingRead { staging: None, index: None, mapped: None, len, _t: Default::default() });
+            return Ok(PendingRead {
+                staging: None,
+                index: None,
+                mapped: None,
+                len,
+                _t: Default::default(),
+            });
         }
-        if bytes % 4 != 0 {
+        if !bytes.is_multiple_of(4) {
             return Err(GpuError::InvalidArgument(format!(
                 "an overlapped readback must span a multiple of 4 bytes ({bytes} asked)"
             )));
@@ -78,7 +89,13 @@ impl Gpu {
         });
         let index = self.queue.submit([enc.finish()]);
         self.check_async_errors("submitting an overlapped readback")?;
-        Ok(PendingRead { staging: Some(staging), index: Some(index), mapped: Some(rx), len, _t: Default::default() })
+        Ok(PendingRead {
+            staging: Some(staging),
+            index: Some(index),
+            mapped: Some(rx),
+            len,
+            _t: Default::default(),
+        })
     }
 
     /// Waits for the submission of `p` (not for work submitted after it) and returns the elements read.
@@ -89,8 +106,13 @@ impl Gpu {
         let context = "finishing an overlapped readback";
         self.wait(p.index, context)?;
         rx.recv()
-            .map_err(|_| GpuError::DeviceLost(format!("{context}: the mapping callback was dropped")))?
-            .map_err(|e| GpuError::Wgpu { context: context.to_owned(), message: e.to_string() })?;
+            .map_err(|_| {
+                GpuError::DeviceLost(format!("{context}: the mapping callback was dropped"))
+            })?
+            .map_err(|e| GpuError::Wgpu {
+                context: context.to_owned(),
+                message: e.to_string(),
+            })?;
         let mut out = vec![T::zeroed(); p.len];
         {
             let view = staging.get_mapped_range(..).map_err(|e| GpuError::Wgpu {

@@ -60,7 +60,11 @@ impl Edges {
     /// The edges of a whole nx × ny domain.
     pub fn whole(nx: usize, ny: usize) -> Self {
         let _ = ny;
-        Self { x0: 0, x1: nx as u32 - 1, y0: 0 }
+        Self {
+            x0: 0,
+            x1: nx as u32 - 1,
+            y0: 0,
+        }
     }
 }
 
@@ -70,7 +74,11 @@ impl Edges {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Region {
     All,
-    Rects { count: usize, rects: [[u32; 4]; 4], tag: &'static str },
+    Rects {
+        count: usize,
+        rects: [[u32; 4]; 4],
+        tag: &'static str,
+    },
 }
 
 /// Everything a generated kernel depends on.
@@ -389,7 +397,9 @@ fn rt(v: f32) -> f32 {{
 
         let entry = if let Region::Rects { count, rects, .. } = self.region {
             // Invocation k of the region → the cell (or word) index of its rectangle.
-            let mut e = format!("    let k = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    var idx = 0u;\n    ");
+            let mut e = format!(
+                "    let k = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    var idx = 0u;\n    "
+            );
             let mut base = 0u32;
             for [x0, y0, w, h] in &rects[..count] {
                 let _ = write!(
@@ -728,7 +738,11 @@ if (fl & {bit}u) != 0u {{
             let (x0, x1, y0) = if self.edges == Edges::whole(self.nx, self.ny) {
                 ("0u".to_owned(), "NX - 1u".to_owned(), "0u".to_owned())
             } else {
-                (format!("{}u", self.edges.x0), format!("{}u", self.edges.x1), format!("{}u", self.edges.y0))
+                (
+                    format!("{}u", self.edges.x0),
+                    format!("{}u", self.edges.x1),
+                    format!("{}u", self.edges.y0),
+                )
             };
             let _ = write!(
                 b,

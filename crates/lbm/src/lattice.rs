@@ -644,7 +644,10 @@ pub(crate) fn prepare_launch(
 }
 
 /// Both lattices' buffers in binding order.
-pub(crate) fn pops<'a>(first: &'a [GpuBuffer<u32>], second: &'a [GpuBuffer<u32>]) -> Vec<&'a GpuBuffer<u32>> {
+pub(crate) fn pops<'a>(
+    first: &'a [GpuBuffer<u32>],
+    second: &'a [GpuBuffer<u32>],
+) -> Vec<&'a GpuBuffer<u32>> {
     first.iter().chain(second).collect()
 }
 

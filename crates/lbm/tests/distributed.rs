@@ -31,9 +31,19 @@ enum Domain {
     Periodic,
 }
 
-fn setup(domain: Domain, nx: usize, ny: usize, storage: Storage, streaming: Streaming) -> (Config, Flags) {
+fn setup(
+    domain: Domain,
+    nx: usize,
+    ny: usize,
+    storage: Storage,
+    streaming: Streaming,
+) -> (Config, Flags) {
     let mut flags = Flags::fluid(nx, ny);
-    let mut cfg = Config { storage, streaming, ..Config::new(nx, ny, Collision::trt(1.6)) };
+    let mut cfg = Config {
+        storage,
+        streaming,
+        ..Config::new(nx, ny, Collision::trt(1.6))
+    };
     let (cx, cy) = (nx as f64 / 2.0 - 0.3, ny as f64 / 2.0 + 0.2);
     match domain {
         Domain::Cavity => {
@@ -66,7 +76,9 @@ fn setup(domain: Domain, nx: usize, ny: usize, storage: Storage, streaming: Stre
 fn init(seed: u64) -> impl Fn(usize, usize) -> (f64, [f64; 2]) {
     move |x, y| {
         let h = |k: u64| {
-            let v = (x as u64 * 7919 + y as u64 * 104_729 + k).wrapping_mul(seed | 1).wrapping_add(seed >> 7);
+            let v = (x as u64 * 7919 + y as u64 * 104_729 + k)
+                .wrapping_mul(seed | 1)
+                .wrapping_add(seed >> 7);
             ((v >> 11) % 10_000) as f64 / 10_000.0 - 0.5
         };
         (1.0 + 0.02 * h(1), [0.04 * h(2), 0.04 * h(3)])
@@ -77,19 +89,32 @@ fn init(seed: u64) -> impl Fn(usize, usize) -> (f64, [f64; 2]) {
 /// links into every solid cell.
 fn observe(lat: &mut Lattice<'_>, steps: u64) -> Seen {
     lat.step(steps - 1).expect("steps");
-    let pops = lat.populations().expect("populations").iter().map(|v| v.to_bits()).collect();
+    let pops = lat
+        .populations()
+        .expect("populations")
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
     lat.step(1).expect("step");
     let f = lat.macroscopic().expect("fields");
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let (nx, ny) = (lat.config().nx, lat.config().ny);
     let links = lat.flags().links_into(|_, _| true);
-    let probe = lat.probe(&[(nx / 2 + 3, ny / 2), (1, 1)], &links).expect("probe");
+    let probe = lat
+        .probe(&[(nx / 2 + 3, ny / 2), (1, 1)], &links)
+        .expect("probe");
     let p = lat.read_probe(&probe).expect("read probe");
     let mut probe = vec![p.force[0].to_bits(), p.force[1].to_bits()];
     for (rho, u) in p.points {
         probe.extend([rho.to_bits(), u[0].to_bits(), u[1].to_bits()]);
     }
-    Seen { pops, rho: bits(&f.rho), ux: bits(&f.ux), uy: bits(&f.uy), probe }
+    Seen {
+        pops,
+        rho: bits(&f.rho),
+        ux: bits(&f.ux),
+        uy: bits(&f.uy),
+        probe,
+    }
 }
 
 /// The same run on `p` thread ranks sharing `gpu`; every rank's view of the whole domain.
@@ -103,7 +128,11 @@ fn distributed(
     steps: u64,
 ) -> Vec<Seen> {
     run_threads(p, |comm: ThreadComm| {
-        let ranks = Ranks { grid, overlap, ..Ranks::new(Rc::new(comm)) };
+        let ranks = Ranks {
+            grid,
+            overlap,
+            ..Ranks::new(Rc::new(comm))
+        };
         let mut lat = Lattice::new_distributed(gpu, setup.0.clone(), setup.1.clone(), &ranks)?;
         lat.init_equilibrium(init(seed))?;
         Ok::<_, bespoke_lbm::LbmError>(observe(&mut lat, steps))
@@ -111,9 +140,19 @@ fn distributed(
     .unwrap_or_else(|e| panic!("{p} ranks {grid:?}: {e}"))
 }
 
-fn check(gpu: &Gpu, domain: Domain, nx: usize, ny: usize, storage: Storage, streaming: Streaming, runs: &[(usize, Option<[usize; 2]>, bool)]) {
+fn check(
+    gpu: &Gpu,
+    domain: Domain,
+    nx: usize,
+    ny: usize,
+    storage: Storage,
+    streaming: Streaming,
+    runs: &[(usize, Option<[usize; 2]>, bool)],
+) {
     if storage == Storage::F16 && ny % 2 == 1 && !gpu.has_f16() {
-        eprintln!("SKIPPED {domain:?} {nx}x{ny} f16: one f16 per cell needs SHADER_F16, which the adapter lacks");
+        eprintln!(
+            "SKIPPED {domain:?} {nx}x{ny} f16: one f16 per cell needs SHADER_F16, which the adapter lacks"
+        );
         return;
     }
     let seed = fresh_seed();
@@ -122,13 +161,30 @@ fn check(gpu: &Gpu, domain: Domain, nx: usize, ny: usize, storage: Storage, stre
     let mut one = Lattice::new(gpu, s.0.clone(), s.1.clone()).expect("single domain");
     one.init_equilibrium(init(seed)).expect("init");
     let want = observe(&mut one, steps);
-    assert!(want.rho.iter().all(|r| f32::from_bits(*r).is_finite()), "{domain:?}: the reference diverged");
+    assert!(
+        want.rho.iter().all(|r| f32::from_bits(*r).is_finite()),
+        "{domain:?}: the reference diverged"
+    );
     for &(p, grid, overlap) in runs {
-        for (rank, got) in distributed(gpu, p, grid, overlap, &s, seed, steps).iter().enumerate() {
-            let what = format!("{domain:?} {nx}x{ny} {} {} on {p} ranks {grid:?}, overlap {overlap}, rank {rank}", storage.name(), streaming.name());
+        for (rank, got) in distributed(gpu, p, grid, overlap, &s, seed, steps)
+            .iter()
+            .enumerate()
+        {
+            let what = format!(
+                "{domain:?} {nx}x{ny} {} {} on {p} ranks {grid:?}, overlap {overlap}, rank {rank}",
+                storage.name(),
+                streaming.name()
+            );
             let first = |a: &[u64], b: &[u64]| a.iter().zip(b).position(|(x, y)| x != y);
-            assert!(got.pops == want.pops, "{what}: populations differ first at {:?}", first(&got.pops, &want.pops));
-            assert!(got.rho == want.rho && got.ux == want.ux && got.uy == want.uy, "{what}: fields differ");
+            assert!(
+                got.pops == want.pops,
+                "{what}: populations differ first at {:?}",
+                first(&got.pops, &want.pops)
+            );
+            assert!(
+                got.rho == want.rho && got.ux == want.ux && got.uy == want.uy,
+                "{what}: fields differ"
+            );
             assert_eq!(got.probe, want.probe, "{what}: probe differs");
         }
     }
@@ -141,7 +197,15 @@ fn every_cell_type_layout_and_streaming_matches_one_domain() {
     for domain in [Domain::Cavity, Domain::Channel, Domain::Periodic] {
         for (storage, ny) in [(Storage::F32, 13), (Storage::F16, 12), (Storage::F16, 13)] {
             for streaming in [Streaming::Ab, Streaming::InPlace] {
-                check(gpu, domain, 25, ny, storage, streaming, &[(2, None, true), (3, Some([3, 1]), false)]);
+                check(
+                    gpu,
+                    domain,
+                    25,
+                    ny,
+                    storage,
+                    streaming,
+                    &[(2, None, true), (3, Some([3, 1]), false)],
+                );
             }
         }
     }
@@ -159,12 +223,25 @@ fn cuts_along_y_and_both_axes_with_and_without_overlap() {
                 ny,
                 storage,
                 streaming,
-                &[(1, None, true), (2, Some([1, 2]), true), (4, Some([2, 2]), true), (4, Some([2, 2]), false)],
+                &[
+                    (1, None, true),
+                    (2, Some([1, 2]), true),
+                    (4, Some([2, 2]), true),
+                    (4, Some([2, 2]), false),
+                ],
             );
         }
     }
     // The lid on the cut between two blocks stacked along y, and the circle straddling it.
-    check(gpu, Domain::Cavity, 16, 21, Storage::F32, Streaming::InPlace, &[(3, Some([1, 3]), true)]);
+    check(
+        gpu,
+        Domain::Cavity,
+        16,
+        21,
+        Storage::F32,
+        Streaming::InPlace,
+        &[(3, Some([1, 3]), true)],
+    );
 }
 
 #[test]
@@ -193,13 +270,21 @@ fn devices_of_their_own_and_checkpoints_across_ranks() {
             let (mut again, meta) = Lattice::resume_distributed(&gpu, &path, &ranks)?;
             assert_eq!(meta, "dist");
             again.step(5)?;
-            assert!(again.populations()? == want, "{}: resumed on 2 ranks differs", streaming.name());
+            assert!(
+                again.populations()? == want,
+                "{}: resumed on 2 ranks differs",
+                streaming.name()
+            );
             Ok::<_, bespoke_lbm::LbmError>(())
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let (mut again, _) = Lattice::resume(gpu, &path).expect("resume on one domain");
         again.step(5).expect("steps");
-        assert!(again.populations().expect("read") == want, "{}: resumed on one domain differs", streaming.name());
+        assert!(
+            again.populations().expect("read") == want,
+            "{}: resumed on one domain differs",
+            streaming.name()
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -208,23 +293,35 @@ fn devices_of_their_own_and_checkpoints_across_ranks() {
 fn bad_decompositions_and_disagreeing_ranks_fail_on_every_rank() {
     let Some(gpu) = test_gpu() else { return };
     let s = setup(Domain::Cavity, 10, 8, Storage::F32, Streaming::Ab);
-    let try_run = |p: usize, grid: Option<[usize; 2]>, per_rank: &(dyn Fn(usize, &mut Config) + Sync)| {
-        run_threads(p, |comm: ThreadComm| {
-            let mut cfg = s.0.clone();
-            per_rank(comm.rank(), &mut cfg);
-            let ranks = Ranks { grid, ..Ranks::new(Rc::new(comm)) };
-            Lattice::new_distributed(gpu, cfg, s.1.clone(), &ranks).map(|_| ())
-        })
-        .expect_err("must fail")
-        .to_string()
-    };
+    let try_run =
+        |p: usize, grid: Option<[usize; 2]>, per_rank: &(dyn Fn(usize, &mut Config) + Sync)| {
+            run_threads(p, |comm: ThreadComm| {
+                let mut cfg = s.0.clone();
+                per_rank(comm.rank(), &mut cfg);
+                let ranks = Ranks {
+                    grid,
+                    ..Ranks::new(Rc::new(comm))
+                };
+                Lattice::new_distributed(gpu, cfg, s.1.clone(), &ranks).map(|_| ())
+            })
+            .expect_err("must fail")
+            .to_string()
+        };
     let e = try_run(3, Some([2, 2]), &|_, _| {});
     assert!(e.contains("4 blocks but the job has 3 ranks"), "{e}");
     let e = try_run(5, Some([1, 5]), &|_, _| {});
-    assert!(e.contains("more ranks than the lattice can be cut into"), "{e}");
+    assert!(
+        e.contains("more ranks than the lattice can be cut into"),
+        "{e}"
+    );
     let e = try_run(6, None, &|_, _| {});
-    assert!(e.contains("more ranks than the lattice can be cut into"), "{e}");
-    let e = try_run(2, None, &|r, cfg| cfg.collision = Collision::trt(1.0 + 0.1 * r as f64));
+    assert!(
+        e.contains("more ranks than the lattice can be cut into"),
+        "{e}"
+    );
+    let e = try_run(2, None, &|r, cfg| {
+        cfg.collision = Collision::trt(1.0 + 0.1 * r as f64)
+    });
     assert!(e.contains("disagree on the lattice"), "{e}");
     // A rank that stops mid-run (here: an error of its own after 3 steps) ends the others' steps with an error
     // naming it instead of a hang.

@@ -3,7 +3,7 @@
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
 use bespoke_lbm::d2q9::{W, equilibrium};
-use bespoke_lbm::kernel::{Edges, Region, KernelSpec, Mode, Phase, WG};
+use bespoke_lbm::kernel::{Edges, KernelSpec, Mode, Phase, Region, WG};
 use bespoke_lbm::{Collision, Layout, Storage, stored_words};
 
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;

@@ -81,7 +81,10 @@ fn agree<T>(comm: &dyn Comm, r: Result<T>) -> Result<T> {
         if rank == comm.rank() {
             return r;
         }
-        return Err(LbmError::Ranks(format!("rank {rank}: {}", String::from_utf8_lossy(msg))));
+        return Err(LbmError::Ranks(format!(
+            "rank {rank}: {}",
+            String::from_utf8_lossy(msg)
+        )));
     }
     r
 }
@@ -112,7 +115,10 @@ impl<'g> Lattice<'g> {
     /// (a bad flag in its block, a device too small) is returned on every rank.
     pub fn new_distributed(gpu: &'g Gpu, cfg: Config, flags: Flags, ranks: &Ranks) -> Result<Self> {
         let comm = ranks.comm.clone();
-        comm.check_same("the lattice (configuration, cells, decomposition)", identity(&cfg, &flags, ranks.grid, ranks.overlap).as_bytes())?;
+        comm.check_same(
+            "the lattice (configuration, cells, decomposition)",
+            identity(&cfg, &flags, ranks.grid, ranks.overlap).as_bytes(),
+        )?;
         let r = Self::build_block(gpu, cfg, flags, ranks);
         agree(&*comm, r)
     }
@@ -130,11 +136,18 @@ impl<'g> Lattice<'g> {
             return Err(LbmError::param(
                 "ranks",
                 decomp.describe(),
-                format!("the decomposition has {} blocks but the job has {size} ranks", decomp.ranks()),
+                format!(
+                    "the decomposition has {} blocks but the job has {size} ranks",
+                    decomp.ranks()
+                ),
             ));
         }
         let block = decomp.local(comm.rank());
-        let local_cfg = Config { nx: block.size[0], ny: block.size[1], ..cfg.clone() };
+        let local_cfg = Config {
+            nx: block.size[0],
+            ny: block.size[1],
+            ..cfg.clone()
+        };
         let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
             None
         } else {
@@ -150,13 +163,21 @@ impl<'g> Lattice<'g> {
                 Streaming::Ab => (Kind::Pull { opp: false }, Kind::Pull { opp: false }),
                 Streaming::InPlace => (Kind::Pull { opp: true }, Kind::Push),
             };
-            let src1 = if cfg.streaming == Streaming::Ab { &lat.b } else { &lat.a };
+            let src1 = if cfg.streaming == Streaming::Ab {
+                &lat.b
+            } else {
+                &lat.a
+            };
             [
                 Some(plan(gpu, &lat.cfg, &decomp, comm.rank(), k0, &lat.a)?),
                 Some(plan(gpu, &lat.cfg, &decomp, comm.rank(), k1, src1)?),
             ]
         };
-        let split = if ranks.overlap && size > 1 { lat.split_launches(&block)? } else { None };
+        let split = if ranks.overlap && size > 1 {
+            lat.split_launches(&block)?
+        } else {
+            None
+        };
         lat.dist = Some(Box::new(Dist {
             comm,
             decomp,
@@ -176,7 +197,11 @@ impl<'g> Lattice<'g> {
     fn split_launches(&self, block: &Block) -> Result<Option<([Launch; 2], [Launch; 2])>> {
         let nx = self.cfg.nx as u32;
         let probe = self.spec(Phase::Ab, Mode::Step);
-        let rows = (if probe.paired() { self.cfg.ny / 2 } else { self.cfg.ny }) as u32;
+        let rows = (if probe.paired() {
+            self.cfg.ny / 2
+        } else {
+            self.cfg.ny
+        }) as u32;
         let [hx, hy] = [block.halo[0] > 0, block.halo[1] > 0];
         if (hx && nx < 5) || (hy && rows < 5) {
             return Ok(None);
@@ -195,10 +220,21 @@ impl<'g> Lattice<'g> {
         }
         let mut rects = [[0; 4]; 4];
         rects[..ring.len()].copy_from_slice(&ring);
-        let inner = Region::Rects { count: 1, rects: [[c0, r0, c1 - c0, r1 - r0], [0; 4], [0; 4], [0; 4]], tag: "-inner" };
-        let outer = Region::Rects { count: ring.len(), rects, tag: "-ring" };
+        let inner = Region::Rects {
+            count: 1,
+            rects: [[c0, r0, c1 - c0, r1 - r0], [0; 4], [0; 4], [0; 4]],
+            tag: "-inner",
+        };
+        let outer = Region::Rects {
+            count: ring.len(),
+            rects,
+            tag: "-ring",
+        };
         let launch = |phase: Phase, region: Region, pops: Vec<&GpuBuffer<u32>>| -> Result<Launch> {
-            let spec = crate::kernel::KernelSpec { region, ..self.spec(phase, Mode::Step) };
+            let spec = crate::kernel::KernelSpec {
+                region,
+                ..self.spec(phase, Mode::Step)
+            };
             let grid = Grid::cover(spec.invocations() as u64, WG)?;
             prepare_launch(self.gpu, &spec, &pops, self.flag_bufs.as_ref(), &[], grid)
         };
@@ -218,7 +254,9 @@ impl<'g> Lattice<'g> {
     }
 
     fn dist(&self) -> &Dist {
-        self.dist.as_deref().expect("called on a distributed lattice")
+        self.dist
+            .as_deref()
+            .expect("called on a distributed lattice")
     }
 
     /// The domain's coordinates of this lattice's cell (x, y).
@@ -328,7 +366,9 @@ impl<'g> Lattice<'g> {
     /// Completes the exchange the next step would start, so that reads of the current state (fields, probes,
     /// checkpoints) see every cell as a single domain would. Nothing when it is done already.
     pub(crate) fn settle(&self) -> Result<()> {
-        let Some(d) = self.dist.as_deref() else { return Ok(()) };
+        let Some(d) = self.dist.as_deref() else {
+            return Ok(());
+        };
         if d.fresh.get() {
             return Ok(());
         }
@@ -344,7 +384,9 @@ impl<'g> Lattice<'g> {
     /// unpack (and whatever the caller submits next) without waiting.
     fn exchange(&self, d: &Dist, plan: &Plan, inner: Option<&Launch>) -> Result<()> {
         let t = Instant::now();
-        let pending = self.gpu.submit_read(&[&plan.pack], &plan.send, plan.lists.send_len())?;
+        let pending = self
+            .gpu
+            .submit_read(&[&plan.pack], &plan.send, plan.lists.send_len())?;
         if let Some(l) = inner {
             self.gpu.submit(&[l])?;
         }
@@ -355,13 +397,25 @@ impl<'g> Lattice<'g> {
             .sends
             .iter()
             .map(|(peer, l)| {
-                let m = Message { peer: *peer, tag: 0, data: sent[at..at + l.len()].to_vec() };
+                let m = Message {
+                    peer: *peer,
+                    tag: 0,
+                    data: sent[at..at + l.len()].to_vec(),
+                };
                 at += l.len();
                 m
             })
             .collect();
-        let expects: Vec<Expect> =
-            plan.lists.recvs.iter().map(|(peer, l)| Expect { peer: *peer, tag: 0, len: l.len() }).collect();
+        let expects: Vec<Expect> = plan
+            .lists
+            .recvs
+            .iter()
+            .map(|(peer, l)| Expect {
+                peer: *peer,
+                tag: 0,
+                len: l.len(),
+            })
+            .collect();
         let got = d.comm.start(messages, &expects)?.wait()?;
         self.gpu.write(&plan.recv, 0, &got.concat())?;
         self.gpu.submit(&[&plan.unpack])?;
@@ -406,7 +460,10 @@ impl<'g> Lattice<'g> {
             self.step_distributed(2)?;
             samples.push(t.elapsed().as_secs_f64());
         }
-        Ok(Timing { samples, source: TimingSource::WallClock })
+        Ok(Timing {
+            samples,
+            source: TimingSource::WallClock,
+        })
     }
 
     /// The halo exchange's cost so far on this rank (None for a single-domain lattice).
@@ -432,25 +489,45 @@ impl<'g> Lattice<'g> {
 }
 
 /// The exchange of `kind` for the lattice of local configuration `cfg`, packing from and unpacking into `pops`.
-fn plan(gpu: &Gpu, cfg: &Config, d: &Decomposition, me: usize, kind: Kind, pops: &[GpuBuffer<u32>]) -> Result<Plan> {
+fn plan(
+    gpu: &Gpu,
+    cfg: &Config,
+    d: &Decomposition,
+    me: usize,
+    kind: Kind,
+    pops: &[GpuBuffer<u32>],
+) -> Result<Plan> {
     let l = lists(d, me, kind);
     let (layout, n): (Layout, usize) = (cfg.layout(), cfg.cells());
-    let sends: Vec<(usize, usize)> = l.sends.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-    let recvs: Vec<(usize, usize)> = l.recvs.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    let sends: Vec<(usize, usize)> = l
+        .sends
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .collect();
+    let recvs: Vec<(usize, usize)> = l
+        .recvs
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .collect();
     let pe = gpu.upload(&pack_entries(layout, n, &sends))?;
     let ue = gpu.upload(&unpack_entries(layout, n, &recvs))?;
     let send = gpu.alloc::<u32>(sends.len().max(1))?;
     let recv = gpu.alloc::<u32>(recvs.len().max(1))?;
-    let launch = |unpack: bool, ent: &GpuBuffer<[u32; 4]>, buf: &GpuBuffer<u32>| -> Result<Launch> {
-        let mut args: Vec<_> = pops.iter().map(GpuBuffer::arg).collect();
-        args.push(ent.arg());
-        args.push(buf.arg());
-        let name = if unpack { "lbm-halo-unpack" } else { "lbm-halo-pack" };
-        // SAFETY: entries hold slots below 9 and word indices `word_of` computed for cells of this lattice,
-        // each below the words of a direction; value indices are below the exchange buffer's length.
-        let k = unsafe { Kernel::new(name, halo_kernel(unpack)).without_bounds_checks() };
-        Ok(gpu.prepare(&k, &args, Grid::cover(ent.len() as u64, WG)?)?)
-    };
+    let launch =
+        |unpack: bool, ent: &GpuBuffer<[u32; 4]>, buf: &GpuBuffer<u32>| -> Result<Launch> {
+            let mut args: Vec<_> = pops.iter().map(GpuBuffer::arg).collect();
+            args.push(ent.arg());
+            args.push(buf.arg());
+            let name = if unpack {
+                "lbm-halo-unpack"
+            } else {
+                "lbm-halo-pack"
+            };
+            // SAFETY: entries hold slots below 9 and word indices `word_of` computed for cells of this lattice,
+            // each below the words of a direction; value indices are below the exchange buffer's length.
+            let k = unsafe { Kernel::new(name, halo_kernel(unpack)).without_bounds_checks() };
+            Ok(gpu.prepare(&k, &args, Grid::cover(ent.len() as u64, WG)?)?)
+        };
     Ok(Plan {
         pack: launch(false, &pe, &send)?,
         unpack: launch(true, &ue, &recv)?,

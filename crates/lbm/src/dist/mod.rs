@@ -19,8 +19,8 @@ pub use bespoke_comm::{Comm, CommError};
 use crate::config::{Layout, Storage};
 use crate::error::{LbmError, Result};
 pub(crate) use exchange::Dist;
-pub(crate) use plan::word_of;
 pub use exchange::ExchangeStats;
+pub(crate) use plan::word_of;
 
 /// How a lattice runs across ranks: the communicator, the decomposition (`None`: slabs across the longer axis)
 /// and whether the exchange overlaps the inner cells' update.
@@ -49,13 +49,26 @@ impl std::fmt::Debug for Ranks {
 
 impl Ranks {
     pub fn new(comm: Rc<dyn Comm>) -> Self {
-        Self { comm, grid: None, overlap: true }
+        Self {
+            comm,
+            grid: None,
+            overlap: true,
+        }
     }
     /// Parses `PXxPY` (e.g. `2x1`).
     pub fn parse_grid(text: &str) -> Result<[usize; 2]> {
-        let bad = || LbmError::param("ranks", text, "give blocks along x and y as PXxPY, e.g. 2x1");
+        let bad = || {
+            LbmError::param(
+                "ranks",
+                text,
+                "give blocks along x and y as PXxPY, e.g. 2x1",
+            )
+        };
         let (a, b) = text.split_once('x').ok_or_else(bad)?;
-        let (px, py) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        let (px, py) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
         if px == 0 || py == 0 {
             return Err(bad());
         }
@@ -97,7 +110,11 @@ impl Decomposition {
         // ring of boundary cells must not meet itself.
         for (axis, n, p, c) in [("x", nx, px, &d.xs), ("y", ny, py, &d.ys)] {
             if p == 0 {
-                return Err(LbmError::param("ranks", format!("{px}x{py}"), "each axis needs at least one block"));
+                return Err(LbmError::param(
+                    "ranks",
+                    format!("{px}x{py}"),
+                    "each axis needs at least one block",
+                ));
             }
             if p > 1 {
                 let min = c.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(0);
@@ -155,7 +172,10 @@ impl Decomposition {
         let halo = [usize::from(px > 1), usize::from(py > 1)];
         Block {
             n: [self.nx, self.ny],
-            origin: [(bx.start + self.nx - halo[0]) % self.nx, (by.start + self.ny - halo[1]) % self.ny],
+            origin: [
+                (bx.start + self.nx - halo[0]) % self.nx,
+                (by.start + self.ny - halo[1]) % self.ny,
+            ],
             size: [bx.len() + 2 * halo[0], by.len() + 2 * halo[1]],
             halo,
         }
@@ -181,7 +201,10 @@ impl Block {
     }
     /// The global cell of local (x, y).
     pub fn global(&self, x: usize, y: usize) -> (usize, usize) {
-        ((self.origin[0] + x) % self.n[0], (self.origin[1] + y) % self.n[1])
+        (
+            (self.origin[0] + x) % self.n[0],
+            (self.origin[1] + y) % self.n[1],
+        )
     }
     /// The local position of global (x, y), if this lattice holds it (owned or halo).
     pub fn local(&self, x: usize, y: usize) -> Option<(usize, usize)> {
@@ -214,9 +237,17 @@ impl Block {
         let find = |g: usize, a: usize| -> u32 {
             let l = (g + self.n[a] - self.origin[a]) % self.n[a];
             let own = l >= self.halo[a] && l < self.size[a] - self.halo[a];
-            if own { l as u32 } else { crate::kernel::Edges::NONE }
+            if own {
+                l as u32
+            } else {
+                crate::kernel::Edges::NONE
+            }
         };
-        crate::kernel::Edges { x0: find(0, 0), x1: find(self.n[0] - 1, 0), y0: find(0, 1) }
+        crate::kernel::Edges {
+            x0: find(0, 0),
+            x1: find(self.n[0] - 1, 0),
+            y0: find(0, 1),
+        }
     }
 }
 
@@ -226,7 +257,12 @@ mod tests {
 
     #[test]
     fn cuts_cover_and_owners_agree() {
-        for (nx, ny, grid) in [(10, 7, [3, 2]), (9, 8, [2, 1]), (5, 12, [1, 4]), (8, 8, [1, 1])] {
+        for (nx, ny, grid) in [
+            (10, 7, [3, 2]),
+            (9, 8, [2, 1]),
+            (5, 12, [1, 4]),
+            (8, 8, [1, 1]),
+        ] {
             let d = Decomposition::new(nx, ny, grid, Storage::F32).unwrap();
             let mut seen = vec![0; nx * ny];
             for r in 0..d.ranks() {
@@ -242,7 +278,11 @@ mod tests {
                     for x in 0..b.size[0] {
                         let (gx, gy) = b.global(x, y);
                         assert_eq!(b.local(gx, gy), Some((x, y)));
-                        assert_eq!(b.owns(x, y), d.owner(gx, gy) == r, "{nx}x{ny} {grid:?} rank {r} ({x}, {y})");
+                        assert_eq!(
+                            b.owns(x, y),
+                            d.owner(gx, gy) == r,
+                            "{nx}x{ny} {grid:?} rank {r} ({x}, {y})"
+                        );
                     }
                 }
             }
@@ -256,8 +296,13 @@ mod tests {
         for r in 0..3 {
             assert_eq!(d.block(r)[1].len() % 2, 0, "{:?}", d.block(r));
         }
-        let e = Decomposition::new(5, 8, [3, 1], Storage::F32).unwrap_err().to_string();
-        assert!(e.contains("more ranks than the lattice can be cut into"), "{e}");
+        let e = Decomposition::new(5, 8, [3, 1], Storage::F32)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("more ranks than the lattice can be cut into"),
+            "{e}"
+        );
         assert!(Ranks::parse_grid("2x").is_err() && Ranks::parse_grid("0x2").is_err());
         assert_eq!(Ranks::parse_grid("3x2").unwrap(), [3, 2]);
     }

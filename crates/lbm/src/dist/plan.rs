@@ -43,7 +43,9 @@ fn needs(d: &Decomposition, r: usize, kind: Kind) -> Vec<Need> {
             let h = gy * b.n[0] + gx;
             for i in 1..9 {
                 // Links from this halo cell into an owned cell.
-                let Some((ox, oy)) = b.step(x, y, C[i]) else { continue };
+                let Some((ox, oy)) = b.step(x, y, C[i]) else {
+                    continue;
+                };
                 if !b.owns(ox, oy) {
                     continue;
                 }
@@ -81,7 +83,9 @@ impl Lists {
 pub(crate) fn lists(d: &Decomposition, me: usize, kind: Kind) -> Lists {
     let b = d.local(me);
     let local = |b: &Block, g: usize| -> usize {
-        let (x, y) = b.local(g % b.n[0], g / b.n[0]).expect("a cell that crosses a cut lies in both lattices");
+        let (x, y) = b
+            .local(g % b.n[0], g / b.n[0])
+            .expect("a cell that crosses a cut lies in both lattices");
         y * b.size[0] + x
     };
     let group = |list: Vec<Need>| -> BTreeMap<usize, Vec<(usize, usize)>> {
@@ -104,7 +108,10 @@ pub(crate) fn lists(d: &Decomposition, me: usize, kind: Kind) -> Lists {
             sends.insert(r, mine);
         }
     }
-    Lists { sends: sends.into_iter().collect(), recvs: recvs.into_iter().collect() }
+    Lists {
+        sends: sends.into_iter().collect(),
+        recvs: recvs.into_iter().collect(),
+    }
 }
 
 /// Where a cell's population sits among a direction's words: (word, 0 whole word / 1 low half / 2 high half).
@@ -113,7 +120,11 @@ pub(crate) fn word_of(layout: Layout, n: usize, cell: usize) -> (u32, u32) {
         Layout::F32 => (cell as u32, 0),
         Layout::F16Paired => {
             let h = n / 2;
-            if cell < h { (cell as u32, 1) } else { ((cell - h) as u32, 2) }
+            if cell < h {
+                (cell as u32, 1)
+            } else {
+                ((cell - h) as u32, 2)
+            }
         }
         Layout::F16Single => ((cell / 2) as u32, 1 + (cell % 2) as u32),
     }
@@ -147,7 +158,10 @@ pub(crate) fn unpack_entries(layout: Layout, n: usize, list: &[(usize, usize)]) 
             _ => e[1] = k as u32,
         }
     }
-    words.into_iter().map(|((slot, w), [lo, hi])| [slot, w, lo, hi]).collect()
+    words
+        .into_iter()
+        .map(|((slot, w), [lo, hi])| [slot, w, lo, hi])
+        .collect()
 }
 
 /// WGSL of the pack (`unpack` false) or unpack kernel over the nine direction buffers (as u32 words, whatever
@@ -158,7 +172,10 @@ pub(crate) fn halo_kernel(unpack: bool) -> String {
     s.push_str(if unpack { "unpack" } else { "pack" });
     s.push_str(": populations that cross a cut, as raw bits.\n");
     for i in 0..9 {
-        let _ = writeln!(s, "@group(0) @binding({i}) var<storage, read_write> a{i}: array<u32>;");
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({i}) var<storage, read_write> a{i}: array<u32>;"
+        );
     }
     s.push_str("@group(0) @binding(9) var<storage, read> ent: array<vec4<u32>>;\n");
     let _ = writeln!(
@@ -229,14 +246,28 @@ mod tests {
     #[test]
     fn what_one_rank_sends_the_other_expects() {
         // 3 per edge cell and 1 per corner cross each cut, and both sides list the same cells in the same order.
-        for (nx, ny, grid) in [(12, 9, [2, 1]), (12, 10, [2, 2]), (9, 12, [3, 2]), (8, 11, [1, 3])] {
+        for (nx, ny, grid) in [
+            (12, 9, [2, 1]),
+            (12, 10, [2, 2]),
+            (9, 12, [3, 2]),
+            (8, 11, [1, 3]),
+        ] {
             let d = Decomposition::new(nx, ny, grid, Storage::F32).unwrap();
-            for kind in [Kind::Pull { opp: false }, Kind::Pull { opp: true }, Kind::Push] {
+            for kind in [
+                Kind::Pull { opp: false },
+                Kind::Pull { opp: true },
+                Kind::Push,
+            ] {
                 let all: Vec<Lists> = (0..d.ranks()).map(|r| lists(&d, r, kind)).collect();
                 for (r, l) in all.iter().enumerate() {
                     let b = d.local(r);
                     for (peer, recv) in &l.recvs {
-                        let sent = &all[*peer].sends.iter().find(|(to, _)| *to == r).expect("a matching send").1;
+                        let sent = &all[*peer]
+                            .sends
+                            .iter()
+                            .find(|(to, _)| *to == r)
+                            .expect("a matching send")
+                            .1;
                         assert_eq!(sent.len(), recv.len());
                         let pb = d.local(*peer);
                         for (&(sc, ss), &(rc, rs)) in sent.iter().zip(recv) {
@@ -248,7 +279,8 @@ mod tests {
                     // Per block: 3 per halo-adjacent edge cell (x and y cuts), corners 1 each way.
                     let [bx, by] = d.block(r);
                     let (cx, cy) = (grid[0] > 1, grid[1] > 1);
-                    let edges = 3 * (usize::from(cx) * 2 * by.len() + usize::from(cy) * 2 * bx.len());
+                    let edges =
+                        3 * (usize::from(cx) * 2 * by.len() + usize::from(cy) * 2 * bx.len());
                     // Cuts along both axes: each of the 4 corner cells has 5 links across (3 + 3 counted, one
                     // shared), so 1 less each.
                     let expect = if cx && cy { edges - 4 } else { edges };
