@@ -5,6 +5,7 @@ mod json_out;
 mod lbm_cmd;
 mod mm_cmd;
 mod ranks;
+mod scale_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +48,8 @@ enum Command {
     },
     /// D2Q9 lattice Boltzmann cases: validation against analytic and published results, and throughput.
     Lbm(Box<lbm_cmd::LbmArgs>),
+    /// Weak and strong scaling of the lattice across ranks (--ranks N threads, or under mpirun).
+    Scale(scale_cmd::ScaleArgs),
     /// List every adapter wgpu can see (honours WGPU_BACKEND), best first.
     Adapters,
     /// Run every benchmark section and print one table.
@@ -154,6 +157,7 @@ fn main() -> ExitCode {
         Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
         Command::Fv { cmd } => open_gpu().and_then(|gpu| fv_cmd::run(&gpu, cmd)),
         Command::Lbm(args) => lbm_cmd::run(*args),
+        Command::Scale(args) => scale_cmd::run(args),
         Command::Adapters => {
             for a in bespoke::gpu::list_adapters() {
                 println!(

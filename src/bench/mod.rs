@@ -6,6 +6,9 @@ mod dense;
 mod fv;
 mod lbm;
 mod mm;
+mod scale;
+
+pub use scale::scale_rows;
 
 use std::io::IsTerminal;
 
@@ -61,6 +64,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(mm::MmSection),
         Box::new(lbm::LbmSection),
         Box::new(fv::FvSection),
+        Box::new(scale::ScaleSection),
     ]
 }
 

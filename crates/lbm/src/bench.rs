@@ -6,6 +6,7 @@ use std::f64::consts::PI;
 use bespoke_gpu::Gpu;
 
 use crate::config::{Collision, Config, Storage, Streaming};
+use crate::dist::Ranks;
 use crate::error::Result;
 use crate::flags::Flags;
 use crate::lattice::{Lattice, check_fits};
@@ -33,13 +34,30 @@ pub fn bench_lattice(
     storage: Storage,
     streaming: Streaming,
 ) -> Result<Lattice<'_>> {
+    bench_lattice_on(gpu, nx, ny, storage, streaming, None)
+}
+
+/// `bench_lattice` on one domain, or this rank's block of it across `ranks`.
+pub fn bench_lattice_on<'g>(
+    gpu: &'g Gpu,
+    nx: usize,
+    ny: usize,
+    storage: Storage,
+    streaming: Streaming,
+    ranks: Option<&Ranks>,
+) -> Result<Lattice<'g>> {
     let cfg = Config {
         storage,
         streaming,
         ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
     };
-    check_fits(gpu, &cfg)?;
-    let mut lat = Lattice::new(gpu, cfg, Flags::fluid(nx, ny))?;
+    let mut lat = match ranks {
+        None => {
+            check_fits(gpu, &cfg)?;
+            Lattice::new(gpu, cfg, Flags::fluid(nx, ny))?
+        }
+        Some(r) => Lattice::new_distributed(gpu, cfg, Flags::fluid(nx, ny), r)?,
+    };
     let (kx, ky) = (2.0 * PI / nx as f64, 2.0 * PI / ny as f64);
     lat.init_equilibrium(|x, y| {
         let (x, y) = (kx * x as f64, ky * y as f64);

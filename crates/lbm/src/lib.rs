@@ -19,6 +19,7 @@ mod lattice;
 pub mod output;
 mod probe;
 pub mod reference;
+pub mod scale;
 
 pub use config::{CS, Collision, Config, Layout, MAX_MACH, Storage, Streaming, check_mach};
 pub use error::{LbmError, Result};

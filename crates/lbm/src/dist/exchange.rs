@@ -28,6 +28,11 @@ pub struct ExchangeStats {
     /// Host seconds from starting the pack's readback until the received halo was submitted: the exchange as
     /// the step sees it (with overlap, the inner cells run meanwhile).
     pub seconds: f64,
+    /// Of those, waiting for the packed halo to reach the host (the device finishing the work before the pack —
+    /// without overlap, the whole previous step — then the pack and the copy).
+    pub readback_seconds: f64,
+    /// Of those, sending and receiving the halos (the transport alone).
+    pub message_seconds: f64,
 }
 
 /// The exchange one parity's step needs: lists, device buffers and the pack and unpack launches.
@@ -373,16 +378,22 @@ impl<'g> Lattice<'g> {
             return Ok(());
         }
         if let Some(plan) = &d.plans[self.parity] {
-            self.exchange(d, plan, None)?;
+            self.exchange(d, plan, None, None)?;
             self.gpu.finish()?;
         }
         d.fresh.set(true);
         Ok(())
     }
 
-    /// One exchange: pack and read back, run `inner` meanwhile, send and receive, upload and unpack. Submits the
-    /// unpack (and whatever the caller submits next) without waiting.
-    fn exchange(&self, d: &Dist, plan: &Plan, inner: Option<&Launch>) -> Result<()> {
+    /// One exchange: pack and read back, run `inner` meanwhile, send and receive, upload, then unpack and run
+    /// `then` in one submission, without waiting.
+    fn exchange(
+        &self,
+        d: &Dist,
+        plan: &Plan,
+        inner: Option<&Launch>,
+        then: Option<&Launch>,
+    ) -> Result<()> {
         let t = Instant::now();
         let pending = self
             .gpu
@@ -391,6 +402,7 @@ impl<'g> Lattice<'g> {
             self.gpu.submit(&[l])?;
         }
         let sent = self.gpu.finish_read(pending)?;
+        let t_read = t.elapsed().as_secs_f64();
         let mut at = 0;
         let messages: Vec<Message> = plan
             .lists
@@ -417,12 +429,17 @@ impl<'g> Lattice<'g> {
             })
             .collect();
         let got = d.comm.start(messages, &expects)?.wait()?;
+        let t_msg = t.elapsed().as_secs_f64() - t_read;
         self.gpu.write(&plan.recv, 0, &got.concat())?;
-        self.gpu.submit(&[&plan.unpack])?;
+        let mut launches = vec![&plan.unpack];
+        launches.extend(then);
+        self.gpu.submit(&launches)?;
         let mut s = d.stats.borrow_mut();
         s.exchanges += 1;
         s.bytes_sent += 4 * plan.lists.send_len() as u64;
         s.seconds += t.elapsed().as_secs_f64();
+        s.readback_seconds += t_read;
+        s.message_seconds += t_msg;
         Ok(())
     }
 
@@ -433,13 +450,9 @@ impl<'g> Lattice<'g> {
             match (&d.plans[p], d.fresh.get()) {
                 (Some(plan), false) => match &d.split {
                     Some((inner, outer)) => {
-                        self.exchange(d, plan, Some(&inner[p]))?;
-                        self.gpu.submit(&[&outer[p]])?;
+                        self.exchange(d, plan, Some(&inner[p]), Some(&outer[p]))?
                     }
-                    None => {
-                        self.exchange(d, plan, None)?;
-                        self.gpu.submit(&[&self.steps[p]])?;
-                    }
+                    None => self.exchange(d, plan, None, Some(&self.steps[p]))?,
                 },
                 _ => self.gpu.submit(&[&self.steps[p]])?,
             }
