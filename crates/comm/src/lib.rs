@@ -97,7 +97,7 @@ pub enum Op {
 }
 
 /// One rank's view of the job.
-pub trait Comm {
+pub trait Comm: std::fmt::Debug {
     /// This rank, 0..size.
     fn rank(&self) -> usize;
     /// Ranks in the job.

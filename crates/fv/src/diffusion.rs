@@ -45,21 +45,21 @@ impl Real for f64 {
 /// An operator on the device with two x buffers.
 #[derive(Debug)]
 pub struct Diffusion<'g, T: Real> {
-    gpu: &'g Gpu,
-    n: usize,
+    pub(crate) gpu: &'g Gpu,
+    pub(crate) n: usize,
     /// The device holds x − shift, shift being the steady state (the Dirichlet value, or the volume-weighted mean
     /// of the last `set_x`): differences, and so L·x, do not change, while f32 rounding of x + Δt·L·x shrinks
     /// with the distance to the steady state instead of staying at half an ulp of x. Near the steady state the
     /// same roundings repeat every step, and unshifted they added up to a mass drift of ~1e-6 per 1000 steps.
-    shift: f64,
+    pub(crate) shift: f64,
     /// Cell volumes for the zero-flux mean (None at a Dirichlet boundary).
     volumes: Option<Vec<f64>>,
     /// Where the ghost sits in x: n, or padded4(n) for the four-tets-per-invocation layout. It holds the Dirichlet
     /// value − shift = 0 (zero-flux slots point at their own tet and never read it).
-    ghost_at: usize,
-    x: [GpuBuffer<T>; 2],
-    launches: [Launch; 2],
-    parity: usize,
+    pub(crate) ghost_at: usize,
+    pub(crate) x: [GpuBuffer<T>; 2],
+    pub(crate) launches: [Launch; 2],
+    pub(crate) parity: usize,
     _keep: (Vec<GpuBuffer<T>>, Vec<GpuBuffer<u32>>, Vec<GpuTexture>),
 }
 
@@ -249,6 +249,24 @@ impl<'g, T: Real> Diffusion<'g, T> {
             self.shift = m / w;
         }
         let mut v: Vec<T> = x.iter().map(|&a| T::from_f64(a - self.shift)).collect();
+        v.resize(self.ghost_at, T::from_f64(0.0));
+        v.push(T::from_f64(0.0));
+        self.gpu.write(&self.x[self.parity], 0, &v)?;
+        Ok(())
+    }
+
+    /// Sets the stored x to `x` − `shift` as given (n entries): a rank of a distributed run stores the
+    /// whole domain's shift, so that its values round as the single domain's do.
+    pub(crate) fn set_x_shifted(&mut self, x: &[f64], shift: f64) -> Result<()> {
+        if x.len() != self.n {
+            return Err(FvError::Shape(format!(
+                "{} values for {} tets",
+                x.len(),
+                self.n
+            )));
+        }
+        self.shift = shift;
+        let mut v: Vec<T> = x.iter().map(|&a| T::from_f64(a - shift)).collect();
         v.resize(self.ghost_at, T::from_f64(0.0));
         v.push(T::from_f64(0.0));
         self.gpu.write(&self.x[self.parity], 0, &v)?;

@@ -31,6 +31,9 @@ pub enum FvError {
     /// The adapter lacks something the request needs.
     #[error("{0}")]
     Unsupported(String),
+    /// The rank layer failed (another rank failed, the ranks disagree).
+    #[error(transparent)]
+    Comm(#[from] bespoke_comm::CommError),
 }
 
 pub type Result<T, E = FvError> = std::result::Result<T, E>;

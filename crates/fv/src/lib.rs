@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod diffusion;
+pub mod dist;
 mod error;
 pub mod generate;
 pub mod gmsh;
@@ -19,6 +20,7 @@ pub mod plot;
 pub mod sweep;
 
 pub use diffusion::{Diffusion, Real};
+pub use dist::DistDiffusion;
 pub use error::{FvError, Result};
 pub use mesh::TetMesh;
 pub use operator::{Boundary, Operator};

@@ -1,0 +1,478 @@
+//! Diffusion across ranks: a METIS k-way partition of the tets (computed on rank 0, broadcast), each rank its
+//! own tets (interior first, then those with a neighbour on another rank, each group in the in-rank ordering
+//! asked for) plus a ghost layer of its neighbours' tets, and before every step the ghost values moved from
+//! their owners: packed on the device, read back, exchanged through [`Comm`], uploaded and unpacked.
+//!
+//! A rank's operator rows are the whole operator's rows (same values, same slot order, indices renumbered), and
+//! every rank stores x less the whole domain's shift, so each tet's update is the single-domain update bit for
+//! bit; ghost rows are identity rows (no coefficients) that the exchange overwrites.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::Instant;
+
+use bespoke_comm::{Comm, Expect, Message, Op};
+use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
+
+use crate::diffusion::{Diffusion, Real};
+use crate::error::{FvError, Result};
+use crate::kernel::{DType, KernelKind, Layout, WG};
+use crate::operator::{Boundary, Operator};
+use crate::ordering::{OrderingKind, metis_partition, order};
+
+/// Halo traffic so far on this rank.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct FvExchangeStats {
+    pub exchanges: u64,
+    pub bytes_sent: u64,
+    pub seconds: f64,
+}
+
+/// How each rank steps its part.
+#[derive(Clone, Copy, Debug)]
+pub struct RankSetup {
+    /// The in-rank ordering of its own tets.
+    pub ordering: OrderingKind,
+    pub kind: KernelKind,
+    pub layout: Layout,
+    pub dt: f64,
+}
+
+/// One rank's part of a distributed diffusion.
+#[derive(Debug)]
+pub struct DistDiffusion<'g, T: Real> {
+    comm: Rc<dyn Comm>,
+    local: Diffusion<'g, T>,
+    /// Global tet of each owned local tet (local 0..own).
+    owned: Vec<u32>,
+    /// Owned tets with no neighbour on another rank (they come first).
+    interior: usize,
+    /// Global tet of each ghost (local own..own + ghosts).
+    ghosts: Vec<u32>,
+    /// Tets in the whole mesh.
+    n: usize,
+    volumes: Vec<f64>,
+    boundary: Boundary,
+    /// Per peer: the local tets it needs from this rank, and the ghosts it fills here.
+    sends: Vec<(usize, Vec<u32>)>,
+    recvs: Vec<(usize, Vec<u32>)>,
+    /// Pack and unpack launches per parity of the x buffers, and their exchange buffers.
+    pack: [Launch; 2],
+    unpack: [Launch; 2],
+    send_buf: GpuBuffer<u32>,
+    recv_buf: GpuBuffer<u32>,
+    _entries: [GpuBuffer<u32>; 2],
+    stats: FvExchangeStats,
+}
+
+/// Words of one value of type `T` in x.
+fn words_of<T: Real>() -> usize {
+    if T::DTYPE == DType::F64 { 2 } else { 1 }
+}
+
+fn halo_wgsl(unpack: bool) -> String {
+    let body = if unpack {
+        "x[ent[k]] = buf[k];"
+    } else {
+        "buf[k] = x[ent[k]];"
+    };
+    format!(
+        "{grid}// bespoke-fv halo {what}: x words that cross a cut.
+@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+@group(0) @binding(1) var<storage, read> ent: array<u32>;
+@group(0) @binding(2) var<storage, {access}> buf: array<u32>;
+
+@compute @workgroup_size({WG})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let k = bespoke_workgroup_linear(wid) * {WG}u + lid;
+    if k >= arrayLength(&ent) {{ return; }}
+    {body}
+}}
+",
+        grid = bespoke_gpu::GRID_WGSL,
+        what = if unpack { "unpack" } else { "pack" },
+        access = if unpack { "read" } else { "read_write" },
+    )
+}
+
+/// Every rank's part (`part[t]`): METIS k-way on rank 0, broadcast, so that every rank holds the same.
+pub fn partition(comm: &dyn Comm, op: &Operator) -> Result<Vec<u32>> {
+    let p = comm.size();
+    if p > op.n() {
+        return Err(FvError::param(
+            "ranks",
+            p,
+            format!("more ranks than the mesh's {} tets", op.n()),
+        ));
+    }
+    let mut bytes = Vec::new();
+    let mut err = Vec::new();
+    if comm.rank() == 0 {
+        match metis_partition(op, p) {
+            Ok(part) => bytes = part.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            Err(e) => err = e.to_string().into_bytes(),
+        }
+    }
+    comm.broadcast_bytes(0, &mut err)?;
+    if !err.is_empty() {
+        return Err(FvError::Metis(format!(
+            "on rank 0: {}",
+            String::from_utf8_lossy(&err)
+        )));
+    }
+    comm.broadcast_bytes(0, &mut bytes)?;
+    let part: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let mut count = vec![0usize; p];
+    for &q in &part {
+        count[q as usize] += 1;
+    }
+    if let Some(q) = count.iter().position(|&c| c == 0) {
+        return Err(FvError::Metis(format!(
+            "the partition into {p} parts left part {q} empty"
+        )));
+    }
+    Ok(part)
+}
+
+impl<'g, T: Real> DistDiffusion<'g, T> {
+    /// This rank's part of `op` (the whole operator, the same on every rank) partitioned by `part` (every tet's
+    /// rank), its own tets in the setup's ordering (interior first), on `gpu`.
+    pub fn new(
+        gpu: &'g Gpu,
+        comm: Rc<dyn Comm>,
+        op: &Operator,
+        part: &[u32],
+        setup: RankSetup,
+    ) -> Result<Self> {
+        let RankSetup {
+            ordering,
+            kind,
+            layout,
+            dt,
+        } = setup;
+        let (me, p, n) = (comm.rank(), comm.size(), op.n());
+        if part.len() != n || part.iter().any(|&q| q as usize >= p) {
+            return Err(FvError::Shape(format!(
+                "a partition of {} entries into ranks below {p} for {n} tets",
+                part.len()
+            )));
+        }
+        let owner = |t: u32| part[t as usize] as usize;
+        let off_rank = |t: usize| {
+            op.indices[t]
+                .iter()
+                .any(|&j| (j as usize) < n && owner(j) != owner(t as u32))
+        };
+        // Own tets in the in-rank ordering (of the sub-operator), interior first.
+        let mine: Vec<u32> = (0..n as u32).filter(|&t| owner(t) == me).collect();
+        let sub = sub_operator(op, &mine);
+        let (perm, _) = order(&sub, ordering)?;
+        let ordered: Vec<u32> = perm
+            .new_to_old()
+            .iter()
+            .map(|&i| mine[i as usize])
+            .collect();
+        let (mut owned, boundary): (Vec<u32>, Vec<u32>) =
+            ordered.iter().partition(|&&t| !off_rank(t as usize));
+        let interior = owned.len();
+        owned.extend(boundary);
+        // Ghosts: off-rank neighbours, by owner then global tet (the order their owner sends them in).
+        let ghosts: BTreeSet<(usize, u32)> = owned
+            .iter()
+            .flat_map(|&t| op.indices[t as usize].iter().copied())
+            .filter(|&j| (j as usize) < n && owner(j) != me)
+            .map(|j| (owner(j), j))
+            .collect();
+        let ghosts: Vec<u32> = ghosts.into_iter().map(|(_, j)| j).collect();
+        let nl = owned.len() + ghosts.len();
+        let mut local_of: BTreeMap<u32, u32> = BTreeMap::new();
+        for (l, &t) in owned.iter().chain(&ghosts).enumerate() {
+            local_of.insert(t, l as u32);
+        }
+        // Rows: owned rows renumbered (the Dirichlet ghost n → nl), then identity rows for the ghosts.
+        let mut lop = Operator {
+            values: Vec::with_capacity(nl),
+            indices: Vec::with_capacity(nl),
+            volumes: Vec::with_capacity(nl),
+            centroids: Vec::with_capacity(nl),
+            boundary: op.boundary,
+        };
+        for (l, &t) in owned.iter().chain(&ghosts).enumerate() {
+            let t = t as usize;
+            let own = l < owned.len();
+            lop.values.push(if own { op.values[t] } else { [0.0; 4] });
+            lop.indices.push(if own {
+                op.indices[t].map(|j| {
+                    if j as usize == n {
+                        nl as u32
+                    } else {
+                        local_of[&j]
+                    }
+                })
+            } else {
+                [l as u32; 4]
+            });
+            lop.volumes.push(op.volumes[t]);
+            lop.centroids.push(op.centroids[t]);
+        }
+        // The whole operator's step bound, so every rank accepts or refuses Δt alike.
+        let bound = 1.0 / op.max_row_sum();
+        if !(dt > 0.0 && dt < bound) {
+            return Err(FvError::param(
+                "dt",
+                dt,
+                format!("explicit Euler needs 0 < Δt < 1 / max row sum = {bound:e}"),
+            ));
+        }
+        let local = Diffusion::<T>::new(gpu, &lop, kind, layout, dt)?;
+        // Exchange lists: what each peer needs from me (its ghosts that I own), what I receive (mine it owns).
+        let mut recvs: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for &g in &ghosts {
+            recvs.entry(owner(g)).or_default().push(local_of[&g]);
+        }
+        let mut sends: BTreeMap<usize, BTreeSet<u32>> = BTreeMap::new();
+        for &t in &owned {
+            for &j in &op.indices[t as usize] {
+                if (j as usize) < n && owner(j) != me {
+                    sends.entry(owner(j)).or_default().insert(t);
+                }
+            }
+        }
+        let sends: Vec<(usize, Vec<u32>)> = sends
+            .into_iter()
+            .map(|(q, s)| (q, s.into_iter().map(|t| local_of[&t]).collect()))
+            .collect();
+        let recvs: Vec<(usize, Vec<u32>)> = recvs.into_iter().collect();
+        let w = words_of::<T>() as u32;
+        let to_words = |l: &[(usize, Vec<u32>)]| -> Vec<u32> {
+            l.iter()
+                .flat_map(|(_, v)| v.iter().flat_map(|&i| (0..w).map(move |k| i * w + k)))
+                .collect()
+        };
+        let (sw, rw) = (to_words(&sends), to_words(&recvs));
+        let send_ent = gpu.upload(&padded(&sw))?;
+        let recv_ent = gpu.upload(&padded(&rw))?;
+        let send_buf = gpu.alloc::<u32>(sw.len().max(1))?;
+        let recv_buf = gpu.alloc::<u32>(rw.len().max(1))?;
+        let launch = |unpack: bool,
+                      x: &GpuBuffer<T>,
+                      ent: &GpuBuffer<u32>,
+                      len: usize,
+                      buf: &GpuBuffer<u32>| {
+            // SAFETY: entries are word indices of tets below nl, inside x; k stays below the entry count, which
+            // is the exchange buffer's length.
+            let k = unsafe {
+                Kernel::new(
+                    if unpack {
+                        "fv-halo-unpack"
+                    } else {
+                        "fv-halo-pack"
+                    },
+                    halo_wgsl(unpack),
+                )
+                .without_bounds_checks()
+            };
+            let args = [x.arg(), ent.arg(), buf.arg()];
+            gpu.prepare(&k, &args, Grid::cover(len as u64, WG)?)
+                .map_err(FvError::from)
+        };
+        let x = &local.x;
+        let pack = [
+            launch(false, &x[0], &send_ent, sw.len(), &send_buf)?,
+            launch(false, &x[1], &send_ent, sw.len(), &send_buf)?,
+        ];
+        let unpack = [
+            launch(true, &x[0], &recv_ent, rw.len(), &recv_buf)?,
+            launch(true, &x[1], &recv_ent, rw.len(), &recv_buf)?,
+        ];
+        Ok(Self {
+            comm,
+            local,
+            owned,
+            interior,
+            ghosts,
+            n,
+            volumes: op.volumes.clone(),
+            boundary: op.boundary,
+            sends,
+            recvs,
+            pack,
+            unpack,
+            send_buf,
+            recv_buf,
+            _entries: [send_ent, recv_ent],
+            stats: FvExchangeStats::default(),
+        })
+    }
+
+    /// Sets x from the whole mesh's values (n entries, the operator's numbering), on every rank.
+    pub fn set_x(&mut self, x: &[f64]) -> Result<()> {
+        if x.len() != self.n {
+            return Err(FvError::Shape(format!(
+                "{} values for {} tets",
+                x.len(),
+                self.n
+            )));
+        }
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(FvError::param(
+                "x",
+                x[i],
+                format!("entry {i} is not finite"),
+            ));
+        }
+        // The shift a single domain stores with (the Dirichlet value, or the volume-weighted mean in the
+        // operator's numbering): every rank the same, to the bit.
+        let shift = match self.boundary {
+            Boundary::Dirichlet(v) => v,
+            Boundary::ZeroFlux => {
+                let (m, w) = x
+                    .iter()
+                    .zip(&self.volumes)
+                    .fold((0.0, 0.0), |(m, w), (x, v)| (m + x * v, w + v));
+                m / w
+            }
+        };
+        let local: Vec<f64> = self
+            .owned
+            .iter()
+            .chain(&self.ghosts)
+            .map(|&t| x[t as usize])
+            .collect();
+        self.local.set_x_shifted(&local, shift)
+    }
+
+    /// The whole mesh's x (operator numbering), gathered on every rank.
+    pub fn x(&self) -> Result<Vec<f64>> {
+        let mine = self.local.x()?;
+        let bytes: Vec<u8> = self
+            .owned
+            .iter()
+            .zip(&mine)
+            .flat_map(|(&t, v)| t.to_le_bytes().into_iter().chain(v.to_le_bytes()))
+            .collect();
+        let mut x = vec![f64::NAN; self.n];
+        for b in self.comm.all_gather_bytes(&bytes)? {
+            for c in b.chunks_exact(12) {
+                let t = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
+                let mut v = [0u8; 8];
+                v.copy_from_slice(&c[4..12]);
+                x[t] = f64::from_le_bytes(v);
+            }
+        }
+        Ok(x)
+    }
+
+    /// Σ V x over the whole mesh (an all-reduce of the ranks' sums).
+    pub fn mass(&self) -> Result<f64> {
+        let x = self.local.x()?;
+        let mut m = [self
+            .owned
+            .iter()
+            .zip(&x)
+            .map(|(&t, v)| self.volumes[t as usize] * v)
+            .sum::<f64>()];
+        self.comm.all_reduce_f64(&mut m, Op::Sum)?;
+        Ok(m[0])
+    }
+
+    /// Runs `k` steps, each after the exchange of the ghost values it reads.
+    pub fn step(&mut self, k: usize) -> Result<()> {
+        let gpu = self.local.gpu;
+        for _ in 0..k {
+            let p = self.local.parity;
+            if self.comm.size() > 1 {
+                let t = Instant::now();
+                let total: usize =
+                    self.sends.iter().map(|(_, v)| v.len()).sum::<usize>() * words_of::<T>();
+                let pending = gpu.submit_read(&[&self.pack[p]], &self.send_buf, total)?;
+                let sent = gpu.finish_read(pending)?;
+                let w = words_of::<T>();
+                let mut at = 0;
+                let messages: Vec<Message> = self
+                    .sends
+                    .iter()
+                    .map(|(q, v)| {
+                        let m = Message {
+                            peer: *q,
+                            tag: 1,
+                            data: sent[at..at + w * v.len()].to_vec(),
+                        };
+                        at += w * v.len();
+                        m
+                    })
+                    .collect();
+                let expects: Vec<Expect> = self
+                    .recvs
+                    .iter()
+                    .map(|(q, v)| Expect {
+                        peer: *q,
+                        tag: 1,
+                        len: w * v.len(),
+                    })
+                    .collect();
+                let got = self.comm.start(messages, &expects)?.wait()?;
+                gpu.write(&self.recv_buf, 0, &got.concat())?;
+                gpu.submit(&[&self.unpack[p], &self.local.launches[p]])?;
+                self.stats.exchanges += 1;
+                self.stats.bytes_sent += 4 * total as u64;
+                self.stats.seconds += t.elapsed().as_secs_f64();
+            } else {
+                gpu.submit(&[&self.local.launches[p]])?;
+            }
+            self.local.parity = 1 - p;
+        }
+        gpu.finish()?;
+        Ok(())
+    }
+
+    /// Own tets, of which interior (no neighbour on another rank), and ghosts.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.owned.len(), self.interior, self.ghosts.len())
+    }
+    pub fn exchange_stats(&self) -> &FvExchangeStats {
+        &self.stats
+    }
+    pub fn comm(&self) -> &Rc<dyn Comm> {
+        &self.comm
+    }
+}
+
+/// An entry list never empty (a binding needs a byte).
+fn padded(v: &[u32]) -> Vec<u32> {
+    if v.is_empty() { vec![0] } else { v.to_vec() }
+}
+
+/// The rows of `tets` as an operator of their own, for the in-rank ordering: neighbours outside dropped (as a
+/// zero-flux face).
+fn sub_operator(op: &Operator, tets: &[u32]) -> Operator {
+    let local: BTreeMap<u32, u32> = tets
+        .iter()
+        .enumerate()
+        .map(|(l, &t)| (t, l as u32))
+        .collect();
+    let m = tets.len() as u32;
+    Operator {
+        values: tets.iter().map(|&t| op.values[t as usize]).collect(),
+        indices: tets
+            .iter()
+            .enumerate()
+            .map(|(l, &t)| {
+                op.indices[t as usize].map(|j| {
+                    local.get(&j).copied().unwrap_or(if j as usize == op.n() {
+                        m
+                    } else {
+                        l as u32
+                    })
+                })
+            })
+            .collect(),
+        volumes: tets.iter().map(|&t| op.volumes[t as usize]).collect(),
+        centroids: tets.iter().map(|&t| op.centroids[t as usize]).collect(),
+        boundary: op.boundary,
+    }
+}

@@ -1,0 +1,147 @@
+//! Diffusion across ranks (threads of this process) is bitwise the single-domain run: every tet's update is the
+//! same arithmetic on the same values, whatever the partition, the in-rank ordering, the kernel or the layout.
+//! Mass is conserved as on one domain; bad partitions are errors.
+
+use std::rc::Rc;
+
+use bespoke_comm::{Comm, run_threads};
+use bespoke_fv::dist::{RankSetup, partition};
+use bespoke_fv::generate::{BoxMesh, SplitMix};
+use bespoke_fv::kernel::{KernelKind, Layout};
+use bespoke_fv::operator::adjacency;
+use bespoke_fv::ordering::OrderingKind;
+use bespoke_fv::{Boundary, Diffusion, DistDiffusion, FvError, Operator, Real};
+use bespoke_gpu::Gpu;
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
+
+fn mesh_op(boundary: Boundary) -> Operator {
+    let mesh = BoxMesh {
+        cells: [7, 5, 4],
+        jitter: 0.2,
+        shuffle: Some(3),
+        seed: 11,
+    }
+    .build()
+    .expect("mesh");
+    let adj = adjacency(&mesh).expect("adjacency");
+    Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator")
+}
+
+fn field(n: usize, seed: u64) -> Vec<f64> {
+    let mut r = SplitMix(seed);
+    (0..n).map(|_| 1.0 + r.unit()).collect()
+}
+
+fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layout) {
+    let op = mesh_op(boundary);
+    let n = op.n();
+    let seed = fresh_seed();
+    let x0 = field(n, seed);
+    let dt = 0.5 / op.max_row_sum();
+    let steps = 23;
+    let mut one = Diffusion::<T>::new(gpu, &op, kind, layout, dt).expect("one domain");
+    one.set_x(&x0).expect("x");
+    one.step(steps).expect("steps");
+    let want: Vec<u64> = one.x().expect("x").iter().map(|v| v.to_bits()).collect();
+    for p in [1, 2, 3, 4] {
+        for ordering in [
+            OrderingKind::AsRead,
+            OrderingKind::Metis { block: 64 },
+            OrderingKind::Rcm,
+        ] {
+            let got = run_threads(p, |comm| {
+                let comm: Rc<dyn Comm> = Rc::new(comm);
+                let part = partition(&*comm, &op)?;
+                let setup = RankSetup {
+                    ordering,
+                    kind,
+                    layout,
+                    dt,
+                };
+                let mut d = DistDiffusion::<T>::new(gpu, comm, &op, &part, setup)?;
+                d.set_x(&x0)?;
+                let m0 = d.mass()?;
+                d.step(steps)?;
+                let m1 = d.mass()?;
+                if boundary == Boundary::ZeroFlux {
+                    assert!(
+                        (m1 - m0).abs() <= 1e-7 * m0,
+                        "mass drift {}",
+                        (m1 - m0) / m0
+                    );
+                }
+                let (own, interior, ghosts) = d.sizes();
+                assert!(
+                    interior <= own && (p == 1) == (ghosts == 0),
+                    "{own} {interior} {ghosts}"
+                );
+                Ok::<_, FvError>(d.x()?.iter().map(|v| v.to_bits()).collect::<Vec<u64>>())
+            })
+            .unwrap_or_else(|e| panic!("{p} ranks: {e}"));
+            for (rank, g) in got.iter().enumerate() {
+                let first = g.iter().zip(&want).position(|(a, b)| a != b);
+                assert!(
+                    first.is_none(),
+                    "{boundary:?} {} {} {}: {p} ranks, {} ordering, rank {rank}: tet {first:?} differs",
+                    kind.name(),
+                    layout.name(),
+                    std::any::type_name::<T>(),
+                    ordering.name()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_kernel_and_layout_matches_one_domain_bit_for_bit() {
+    let Some(gpu) = test_gpu() else { return };
+    for boundary in [Boundary::ZeroFlux, Boundary::Dirichlet(0.25)] {
+        for layout in [
+            Layout::SlotMajor,
+            Layout::TetMajor,
+            Layout::SlotMajorX4,
+            Layout::Texture,
+        ] {
+            check::<f32>(gpu, boundary, KernelKind::Gather, layout);
+        }
+        check::<f32>(
+            gpu,
+            boundary,
+            KernelKind::BlockCached { block: 256 },
+            Layout::SlotMajor,
+        );
+        if gpu.has_f64() {
+            check::<f64>(gpu, boundary, KernelKind::Gather, Layout::SlotMajor);
+        } else {
+            eprintln!("SKIPPED f64 across ranks: the adapter lacks SHADER_F64");
+        }
+    }
+}
+
+#[test]
+fn bad_partitions_are_errors() {
+    let Some(gpu) = test_gpu() else { return };
+    let op = mesh_op(Boundary::ZeroFlux);
+    let setup = RankSetup {
+        ordering: OrderingKind::AsRead,
+        kind: KernelKind::Gather,
+        layout: Layout::SlotMajor,
+        dt: 0.5 / op.max_row_sum(),
+    };
+    let err = run_threads(2, |comm| {
+        let comm: Rc<dyn Comm> = Rc::new(comm);
+        // A partition naming a rank past the job's.
+        let part = vec![2u32; op.n()];
+        DistDiffusion::<f32>::new(gpu, comm, &op, &part, setup).map(|_| ())
+    })
+    .unwrap_err();
+    assert!(err.message.contains("ranks below 2"), "{err}");
+    let err = run_threads(2, |comm| {
+        let comm: Rc<dyn Comm> = Rc::new(comm);
+        let part = partition(&*comm, &op)?;
+        DistDiffusion::<f32>::new(gpu, comm, &op, &part, RankSetup { dt: 1.0, ..setup }).map(|_| ())
+    })
+    .unwrap_err();
+    assert!(err.message.contains("explicit Euler"), "{err}");
+}
