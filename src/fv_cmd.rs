@@ -5,20 +5,24 @@ use std::time::Instant;
 
 use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
+use bespoke::comm::Comm;
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
+use bespoke::fv::dist::{RankSetup, partition};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
 use bespoke::fv::kernel::{DType, KernelKind, Layout};
 use bespoke::fv::operator::adjacency;
 use bespoke::fv::ordering::{OrderingKind, order};
 use bespoke::fv::output::write_vtu;
-use bespoke::fv::{Boundary, Diffusion, Operator, Real, TetMesh};
+use bespoke::fv::{Boundary, Diffusion, DistDiffusion, Operator, Real, TetMesh};
 use bespoke::gpu::Gpu;
 use bespoke::report::adapter_json;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::json_out::{open_json, write_json};
+use crate::ranks::RankSpec;
+use std::rc::Rc;
 
 #[derive(Subcommand, Debug)]
 pub enum FvCommand {
@@ -108,6 +112,11 @@ pub struct RunArgs {
     vtu: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Run across ranks: METIS splits the mesh into N parts, each rank orders its own tets with --ordering and
+    /// exchanges a ghost layer every step. Threads of this process, or MPI ranks under `mpirun -np N` (built
+    /// with `--features mpi`).
+    #[arg(long, value_name = "N")]
+    ranks: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -125,16 +134,21 @@ pub struct BenchArgs {
     json: Option<PathBuf>,
 }
 
-pub fn run(gpu: &Gpu, cmd: FvCommand) -> Result<(), Error> {
+pub fn run(cmd: FvCommand) -> Result<(), Error> {
+    let gpu = || crate::open_gpu();
     match cmd {
-        FvCommand::Run(a) => match crate::mm_cmd::parse_dtype(&a.dtype)? {
-            DType::F32 => run_diffusion::<f32>(gpu, a),
-            DType::F64 => run_diffusion::<f64>(gpu, a),
-        },
-        FvCommand::Bench(a) => bench(gpu, a),
+        FvCommand::Run(a) => {
+            let dtype = crate::mm_cmd::parse_dtype(&a.dtype)?;
+            let spec = a.ranks.map(|count| RankSpec { count, grid: None });
+            crate::ranks::run(spec, |gpu, comm| match dtype {
+                DType::F32 => run_diffusion::<f32>(gpu, &a, comm),
+                DType::F64 => run_diffusion::<f64>(gpu, &a, comm),
+            })
+        }
+        FvCommand::Bench(a) => bench(&gpu()?, a),
         FvCommand::Sweep(a) => match crate::mm_cmd::parse_dtype(&a.dtype)? {
-            DType::F32 => sweep_cmd::<f32>(gpu, a),
-            DType::F64 => sweep_cmd::<f64>(gpu, a),
+            DType::F32 => sweep_cmd::<f32>(&gpu()?, a),
+            DType::F64 => sweep_cmd::<f64>(&gpu()?, a),
         },
     }
 }
@@ -145,8 +159,13 @@ fn operator(mesh: &TetMesh, dirichlet: Option<f64>) -> Result<Operator, Error> {
     Ok(Operator::diffusion(mesh, &adj, 1.0, boundary)?)
 }
 
-fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
-    let json_file = open_json(a.json.as_deref())?;
+fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) -> Result<(), Error> {
+    let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
+    let json_file = if root {
+        open_json(a.json.as_deref())?
+    } else {
+        None
+    };
     let kernel = match a.kernel.as_str() {
         "gather" => KernelKind::Gather,
         "block-cached" => KernelKind::BlockCached {
@@ -166,8 +185,6 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
     let kind = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
     let (name, mesh) = a.mesh.load()?;
     let op = operator(&mesh, a.dirichlet)?;
-    let (perm, ordering_seconds) = order(&op, kind)?;
-    let permuted = perm.apply_operator(&op);
     // A Gaussian bump around the mesh's centre, a fifth of its extent wide.
     let n = op.n();
     let mut lo = [f64::INFINITY; 3];
@@ -187,14 +204,58 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
         .collect();
     let mass = |x: &[f64]| op.volumes.iter().zip(x).map(|(v, x)| v * x).sum::<f64>();
     let dt = 0.5 / op.max_row_sum();
-    let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
-    d.set_x(&perm.apply(&x0))?;
-    // The initial mass of x as stored (rounded to the precision), so the drift is the steps' alone.
-    let m0 = mass(&perm.undo(&d.x()?));
-    let t = Instant::now();
-    d.step(a.steps)?;
-    let seconds = t.elapsed().as_secs_f64();
-    let x = perm.undo(&d.x()?);
+    let (x, m0, seconds, ordering_seconds, dist) = match comm {
+        None => {
+            let (perm, ordering_seconds) = order(&op, kind)?;
+            let permuted = perm.apply_operator(&op);
+            let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
+            d.set_x(&perm.apply(&x0))?;
+            // The initial mass of x as stored (rounded to the precision), so the drift is the steps' alone.
+            let m0 = mass(&perm.undo(&d.x()?));
+            let t = Instant::now();
+            d.step(a.steps)?;
+            let seconds = t.elapsed().as_secs_f64();
+            (perm.undo(&d.x()?), m0, seconds, ordering_seconds, None)
+        }
+        Some(comm) => {
+            let t = Instant::now();
+            let part = partition(&*comm, &op)?;
+            let setup = RankSetup {
+                ordering: kind,
+                kind: kernel,
+                layout,
+                dt,
+            };
+            let mut d = DistDiffusion::<T>::new(gpu, comm.clone(), &op, &part, setup)?;
+            let ordering_seconds = t.elapsed().as_secs_f64();
+            d.set_x(&x0)?;
+            let m0 = mass(&d.x()?);
+            comm.barrier()?;
+            let t = Instant::now();
+            d.step(a.steps)?;
+            let seconds = t.elapsed().as_secs_f64();
+            let x = d.x()?;
+            let (own, interior, ghosts) = d.sizes();
+            let st = d.exchange_stats();
+            let per = |v: f64| {
+                if st.exchanges > 0 {
+                    v / st.exchanges as f64
+                } else {
+                    0.0
+                }
+            };
+            let info = json!({
+                "ranks": comm.size(), "transport": comm.kind(), "partition": "metis k-way",
+                "rank0_tets": own, "rank0_interior": interior, "rank0_ghosts": ghosts,
+                "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
+                "exchange_seconds_per_step_rank0": per(st.seconds),
+            });
+            (x, m0, seconds, ordering_seconds, Some(info))
+        }
+    };
+    if !root {
+        return Ok(());
+    }
     let m1 = mass(&x);
     println!(
         "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel, {} layout) in {seconds:.3} s; \
@@ -205,6 +266,18 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
         layout.name(),
         (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE)
     );
+    if let Some(d) = &dist {
+        println!(
+            "  ranks {} ({}, METIS k-way): rank 0 owns {} tets ({} interior) and {} ghosts, exchanges {:.0} B per step in {:.3} ms",
+            d["ranks"],
+            d["transport"].as_str().unwrap_or(""),
+            d["rank0_tets"],
+            d["rank0_interior"],
+            d["rank0_ghosts"],
+            d["exchange_bytes_per_step_rank0"].as_f64().unwrap_or(0.0),
+            1e3 * d["exchange_seconds_per_step_rank0"].as_f64().unwrap_or(0.0)
+        );
+    }
     if let Some(p) = &a.vtu {
         write_vtu(p, &mesh, &[("x", &x), ("x0", &x0)])?;
     }
@@ -214,7 +287,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: RunArgs) -> Result<(), Error> {
             "mesh": name, "tets": n, "steps": a.steps, "ordering": kind.name(), "kernel": kernel.name(),
             "layout": layout.name(), "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
             "mass_rel_drift": (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE), "seconds": seconds,
-            "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu),
+            "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu), "ranks": dist,
         }),
     )
 }

@@ -66,7 +66,7 @@ enum Command {
     },
 }
 
-fn open_gpu() -> Result<Gpu, Error> {
+pub(crate) fn open_gpu() -> Result<Gpu, Error> {
     Ok(Gpu::with_options(GpuOptions {
         persist_pipeline_cache: true,
         ..Default::default()
@@ -155,7 +155,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info { json } => info(json),
         Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
-        Command::Fv { cmd } => open_gpu().and_then(|gpu| fv_cmd::run(&gpu, cmd)),
+        Command::Fv { cmd } => fv_cmd::run(cmd),
         Command::Lbm(args) => lbm_cmd::run(*args),
         Command::Scale(args) => scale_cmd::run(args),
         Command::Adapters => {

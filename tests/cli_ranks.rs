@@ -98,6 +98,54 @@ fn cases_on_thread_ranks_match_one_domain_bit_for_bit() {
 }
 
 #[test]
+fn fv_on_thread_ranks_matches_one_rank_bit_for_bit() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let vtu = |ranks: &str, tag: &str| {
+        let p = tmp(&format!("fv-{tag}.vtu"));
+        let out = bespoke(
+            &[
+                "fv",
+                "run",
+                "--box",
+                "8",
+                "--steps",
+                "30",
+                "--ordering",
+                "rcm",
+                "--ranks",
+                ranks,
+                "--vtu",
+                p.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let bytes = std::fs::read(&p).unwrap();
+        let _ = std::fs::remove_file(&p);
+        (bytes, text)
+    };
+    let (one, _) = vtu("1", "1");
+    for r in ["2", "4"] {
+        let (many, text) = vtu(r, r);
+        assert!(
+            one == many,
+            "fv on {r} ranks: the VTU differs from one rank"
+        );
+        assert!(
+            text.contains(&format!("ranks {r} (threads, METIS k-way)")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
 fn launcher_errors_are_clear() {
     // Started by mpirun without the mpi feature: refused before any device is opened.
     if !cfg!(feature = "mpi") {
