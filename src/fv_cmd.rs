@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// with `--features mpi`).
     #[arg(long, value_name = "N")]
     ranks: Option<usize>,
+    /// With ranks: exchange the ghost values, then update every tet, instead of updating the interior tets
+    /// while they travel.
+    #[arg(long)]
+    no_overlap: bool,
 }
 
 #[derive(Args, Debug)]
@@ -225,6 +229,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) ->
                 kind: kernel,
                 layout,
                 dt,
+                overlap: !a.no_overlap,
             };
             let mut d = DistDiffusion::<T>::new(gpu, comm.clone(), &op, &part, setup)?;
             let ordering_seconds = t.elapsed().as_secs_f64();
@@ -246,7 +251,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) ->
             };
             let info = json!({
                 "ranks": comm.size(), "transport": comm.kind(), "partition": "metis k-way",
-                "rank0_tets": own, "rank0_interior": interior, "rank0_ghosts": ghosts,
+                "rank0_tets": own, "rank0_interior": interior, "rank0_ghosts": ghosts, "overlap": d.overlapped(),
                 "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
                 "exchange_seconds_per_step_rank0": per(st.seconds),
             });

@@ -5,7 +5,9 @@ use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Grid, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
-use crate::kernel::{DType, KernelKind, Layout, WG, padded4, step_wgsl, texture_width};
+use crate::kernel::{
+    DType, KernelKind, Layout, WG, padded4, step_rows_wgsl, step_wgsl, texture_width,
+};
 use crate::operator::{Boundary, Operator};
 
 /// f32 or f64 on the device.
@@ -60,6 +62,9 @@ pub struct Diffusion<'g, T: Real> {
     pub(crate) x: [GpuBuffer<T>; 2],
     pub(crate) launches: [Launch; 2],
     pub(crate) parity: usize,
+    kind: KernelKind,
+    layout: Layout,
+    dt: f64,
     _keep: (Vec<GpuBuffer<T>>, Vec<GpuBuffer<u32>>, Vec<GpuTexture>),
 }
 
@@ -221,8 +226,50 @@ impl<'g, T: Real> Diffusion<'g, T> {
             x,
             launches,
             parity: 0,
+            kind,
+            layout,
+            dt,
             _keep: (vals, idx, textures),
         })
+    }
+
+    /// Step launches (per parity) that update only the tets `rows`; None for the kernels that update whole
+    /// blocks (block-cached, four tets per invocation).
+    pub(crate) fn row_launches(&self, rows: std::ops::Range<usize>) -> Result<Option<[Launch; 2]>> {
+        if self.kind != KernelKind::Gather || self.layout == Layout::SlotMajorX4 || rows.is_empty()
+        {
+            return Ok(None);
+        }
+        // SAFETY: as for the whole-range kernel in `new`: the same bindings, indices checked ≤ n, and rows within
+        // 0..n.
+        let kernel = unsafe {
+            Kernel::new(
+                format!("fv-gather-{}-{}-rows", self.layout.name(), T::DTYPE.wgsl()),
+                step_rows_wgsl(
+                    self.kind,
+                    self.layout,
+                    T::DTYPE,
+                    self.n,
+                    self.dt,
+                    rows.clone(),
+                ),
+            )
+            .without_bounds_checks()
+        };
+        let grid = Grid::cover(rows.len() as u64, WG)?;
+        let (vals, idx, textures) = &self._keep;
+        let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
+            let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
+            args.extend(vals.iter().map(|b| b.arg()));
+            args.extend(idx.iter().map(|b| b.arg()));
+            args.push(from.arg());
+            args.push(to.arg());
+            Ok(self.gpu.prepare(&kernel, &args, grid)?)
+        };
+        Ok(Some([
+            prepare(&self.x[0], &self.x[1])?,
+            prepare(&self.x[1], &self.x[0])?,
+        ]))
     }
 
     /// Sets x (n entries), stored less the steady state it tends to (see `shift`).

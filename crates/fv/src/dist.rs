@@ -37,6 +37,9 @@ pub struct RankSetup {
     pub kind: KernelKind,
     pub layout: Layout,
     pub dt: f64,
+    /// Update the interior tets while the ghost values travel, then the rest (the gather kernel in the
+    /// slot-major, tet-major and texture layouts; the others update every tet after the exchange).
+    pub overlap: bool,
 }
 
 /// One rank's part of a distributed diffusion.
@@ -63,6 +66,8 @@ pub struct DistDiffusion<'g, T: Real> {
     send_buf: GpuBuffer<u32>,
     recv_buf: GpuBuffer<u32>,
     _entries: [GpuBuffer<u32>; 2],
+    /// Interior-only and remaining-rows step launches per parity, when overlapping.
+    split: Option<([Launch; 2], [Launch; 2])>,
     stats: FvExchangeStats,
 }
 
@@ -153,6 +158,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             kind,
             layout,
             dt,
+            overlap,
         } = setup;
         let (me, p, n) = (comm.rank(), comm.size(), op.n());
         if part.len() != n || part.iter().any(|&q| q as usize >= p) {
@@ -289,7 +295,14 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             launch(true, &x[0], &recv_ent, rw.len(), &recv_buf)?,
             launch(true, &x[1], &recv_ent, rw.len(), &recv_buf)?,
         ];
+        let split = match (overlap && p > 1, local.row_launches(0..interior)?) {
+            (true, Some(inner)) => local
+                .row_launches(interior..nl)?
+                .map(|outer| (inner, outer)),
+            _ => None,
+        };
         Ok(Self {
+            split,
             comm,
             local,
             owned,
@@ -390,6 +403,9 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
                 let total: usize =
                     self.sends.iter().map(|(_, v)| v.len()).sum::<usize>() * words_of::<T>();
                 let pending = gpu.submit_read(&[&self.pack[p]], &self.send_buf, total)?;
+                if let Some((inner, _)) = &self.split {
+                    gpu.submit(&[&inner[p]])?;
+                }
                 let sent = gpu.finish_read(pending)?;
                 let w = words_of::<T>();
                 let mut at = 0;
@@ -417,7 +433,11 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
                     .collect();
                 let got = self.comm.start(messages, &expects)?.wait()?;
                 gpu.write(&self.recv_buf, 0, &got.concat())?;
-                gpu.submit(&[&self.unpack[p], &self.local.launches[p]])?;
+                let rest = match &self.split {
+                    Some((_, outer)) => &outer[p],
+                    None => &self.local.launches[p],
+                };
+                gpu.submit(&[&self.unpack[p], rest])?;
                 self.stats.exchanges += 1;
                 self.stats.bytes_sent += 4 * total as u64;
                 self.stats.seconds += t.elapsed().as_secs_f64();
@@ -433,6 +453,10 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     /// Own tets, of which interior (no neighbour on another rank), and ghosts.
     pub fn sizes(&self) -> (usize, usize, usize) {
         (self.owned.len(), self.interior, self.ghosts.len())
+    }
+    /// Whether steps overlap the exchange with the interior tets.
+    pub fn overlapped(&self) -> bool {
+        self.split.is_some()
     }
     pub fn exchange_stats(&self) -> &FvExchangeStats {
         &self.stats
@@ -474,5 +498,18 @@ fn sub_operator(op: &Operator, tets: &[u32]) -> Operator {
         volumes: tets.iter().map(|&t| op.volumes[t as usize]).collect(),
         centroids: tets.iter().map(|&t| op.centroids[t as usize]).collect(),
         boundary: op.boundary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bespoke_gpu::{caps_for, validate_wgsl};
+
+    #[test]
+    fn halo_kernels_validate() {
+        for unpack in [false, true] {
+            let src = super::halo_wgsl(unpack);
+            validate_wgsl(&src, caps_for(false, false)).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        }
     }
 }

@@ -90,6 +90,19 @@ pub const WG: u32 = 256;
 /// Tet-major: 0 values (vec4 per tet), 1 indices (vec4<u32>), 2 x, 3 y. Texture: as tet-major, 0 and 1 being
 /// textures of [`texture_width`] texels per row.
 pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f64) -> String {
+    step_rows_wgsl(kind, layout, dtype, n, dt, 0..n)
+}
+
+/// `step_wgsl` updating only the tets `rows` (the gather kernel; other kernels update all): a rank of a
+/// distributed run updates its interior tets while the ghost values travel, then the rest.
+pub fn step_rows_wgsl(
+    kind: KernelKind,
+    layout: Layout,
+    dtype: DType,
+    n: usize,
+    dt: f64,
+    rows: std::ops::Range<usize>,
+) -> String {
     if layout == Layout::SlotMajorX4 {
         return gather_x4_wgsl(dtype, n, dt);
     }
@@ -179,6 +192,14 @@ pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f
     };
     let [v0, v1, v2, v3] = v;
     let [j0, j1, j2, j3] = j;
+    let entry = if rows == (0..n) {
+        format!("let i = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    if i >= N {{ return; }}")
+    } else {
+        format!(
+            "// Tets {}..{} only.\n    let i = {}u + bespoke_workgroup_linear(wid) * {WG}u + lid;\n    if i >= {}u {{ return; }}",
+            rows.start, rows.end, rows.start, rows.end
+        )
+    };
     match kind {
         KernelKind::Gather => {
             let _ = write!(
@@ -186,8 +207,7 @@ pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f
                 "
 @compute @workgroup_size({WG})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let i = bespoke_workgroup_linear(wid) * {WG}u + lid;
-    if i >= N {{ return; }}
+    {entry}
     let xi = x[i];
     {fetch}let acc = {v0} * (x[{j0}] - xi) + {v1} * (x[{j1}] - xi) + {v2} * (x[{j2}] - xi) + {v3} * (x[{j3}] - xi);
     y[i] = xi + DT * acc;
@@ -313,10 +333,13 @@ mod tests {
                     if layout == Layout::Texture && dtype == DType::F64 {
                         continue;
                     }
-                    let src = step_wgsl(kind, layout, dtype, 12345, 0.01);
-                    validate_wgsl(&src, caps_for(dtype == DType::F64, false)).unwrap_or_else(|e| {
-                        panic!("{} {dtype:?} {layout:?}: {e}\n{src}", kind.name())
-                    });
+                    // The whole range, and the rows a rank of a distributed run updates after its exchange.
+                    for rows in [0..12345, 1000..12345] {
+                        let src = step_rows_wgsl(kind, layout, dtype, 12345, 0.01, rows);
+                        validate_wgsl(&src, caps_for(dtype == DType::F64, false)).unwrap_or_else(
+                            |e| panic!("{} {dtype:?} {layout:?}: {e}\n{src}", kind.name()),
+                        );
+                    }
                 }
             }
         }

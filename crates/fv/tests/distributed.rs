@@ -44,10 +44,10 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
     one.step(steps).expect("steps");
     let want: Vec<u64> = one.x().expect("x").iter().map(|v| v.to_bits()).collect();
     for p in [1, 2, 3, 4] {
-        for ordering in [
-            OrderingKind::AsRead,
-            OrderingKind::Metis { block: 64 },
-            OrderingKind::Rcm,
+        for (ordering, overlap) in [
+            (OrderingKind::AsRead, true),
+            (OrderingKind::Metis { block: 64 }, true),
+            (OrderingKind::Rcm, false),
         ] {
             let got = run_threads(p, |comm| {
                 let comm: Rc<dyn Comm> = Rc::new(comm);
@@ -57,6 +57,7 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                     kind,
                     layout,
                     dt,
+                    overlap,
                 };
                 let mut d = DistDiffusion::<T>::new(gpu, comm, &op, &part, setup)?;
                 d.set_x(&x0)?;
@@ -71,6 +72,9 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                     );
                 }
                 let (own, interior, ghosts) = d.sizes();
+                let splits =
+                    overlap && p > 1 && kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
+                assert_eq!(d.overlapped(), splits, "{p} ranks, overlap {overlap}");
                 assert!(
                     interior <= own && (p == 1) == (ghosts == 0),
                     "{own} {interior} {ghosts}"
@@ -128,6 +132,7 @@ fn bad_partitions_are_errors() {
         kind: KernelKind::Gather,
         layout: Layout::SlotMajor,
         dt: 0.5 / op.max_row_sum(),
+        overlap: true,
     };
     let err = run_threads(2, |comm| {
         let comm: Rc<dyn Comm> = Rc::new(comm);
