@@ -1,11 +1,11 @@
-//! `bespoke scale`: weak and strong scaling of the lattice on the job's ranks (thread ranks with `--ranks N`, MPI
-//! ranks under `mpirun`), printed and written as JSON by rank 0.
+//! `bespoke scale`: weak and strong scaling of the lattice and the mesh on the job's ranks (thread ranks with
+//! `--ranks N`, MPI ranks under `mpirun`), printed and written as JSON by rank 0.
 
 use std::path::PathBuf;
 
 use bespoke::Error;
 use bespoke::bench::{format_table, scale_rows};
-use bespoke::lbm::scale::{ScaleOptions, scale};
+use bespoke::fv::ordering::OrderingKind;
 use bespoke::lbm::{Storage, Streaming};
 use clap::Args;
 
@@ -14,19 +14,28 @@ use crate::ranks::RankSpec;
 
 #[derive(Args, Debug)]
 pub struct ScaleArgs {
-    /// Cells per rank for weak scaling (P blocks side by side along x).
+    /// lbm, fv or both.
+    #[arg(long, default_value = "both")]
+    code: String,
+    /// Lattice cells per rank for weak scaling (P blocks side by side along x).
     #[arg(long, default_value = "512x512", value_name = "NXxNY")]
     block: String,
-    /// The domain for strong scaling (default: two blocks along x).
+    /// The lattice for strong scaling (default: two blocks along x).
     #[arg(long, value_name = "NXxNY")]
     domain: Option<String>,
+    /// Mesh: cubes per side of each rank's box (6 c³ tets per rank) for weak scaling.
+    #[arg(long, default_value_t = 24)]
+    cubes: usize,
+    /// Mesh: cubes per side of the strong-scaling box (default: 5/4 of --cubes).
+    #[arg(long)]
+    strong_cubes: Option<usize>,
     #[arg(long, default_value_t = 50)]
     steps: u64,
     #[arg(long, default_value = "f32")]
     storage: String,
     #[arg(long, default_value = "ab")]
     streaming: String,
-    /// Ranks as threads of this process (ignored under mpirun, which sets the ranks).
+    /// Ranks as threads of this process (under mpirun the launcher sets them).
     #[arg(long, value_name = "N")]
     ranks: Option<usize>,
     #[arg(long, value_name = "FILE")]
@@ -43,8 +52,14 @@ fn size(s: &str, what: &str) -> Result<[usize; 2], Error> {
 }
 
 pub fn run(a: ScaleArgs) -> Result<(), Error> {
+    let (do_lbm, do_fv) = match a.code.as_str() {
+        "lbm" => (true, false),
+        "fv" => (false, true),
+        "both" => (true, true),
+        c => return Err(format!("--code `{c}`: expected lbm, fv or both").into()),
+    };
     let block = size(&a.block, "block")?;
-    let opts = ScaleOptions {
+    let lbm = bespoke::lbm::scale::ScaleOptions {
         block,
         domain: a
             .domain
@@ -55,6 +70,15 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
         steps: a.steps.max(1),
         storage: Storage::parse(&a.storage)?,
         streaming: Streaming::parse(&a.streaming)?,
+    };
+    if a.cubes == 0 {
+        return Err("--cubes must be at least 1".into());
+    }
+    let fv = bespoke::fv::scale::ScaleOptions {
+        cubes: a.cubes,
+        strong_cubes: a.strong_cubes.unwrap_or(a.cubes * 5 / 4).max(1),
+        steps: a.steps.max(1) as usize,
+        ordering: OrderingKind::Rcm,
     };
     let spec = a.ranks.map(|count| RankSpec { count, grid: None });
     crate::ranks::run(spec, |gpu, comm| {
@@ -67,18 +91,23 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
         } else {
             None
         };
-        let r = scale(gpu, comm, &opts)?;
+        let mut reports = Vec::new();
+        if do_lbm {
+            reports.push(bespoke::lbm::scale::scale(gpu, comm.clone(), &lbm)?);
+        }
+        if do_fv {
+            reports.push(bespoke::fv::scale::scale(gpu, comm.clone(), &fv)?);
+        }
         if root {
             println!(
-                "{} ranks ({}), {} {}, adapter {}",
-                r.ranks,
-                r.transport,
-                r.storage,
-                r.streaming,
+                "{} ranks ({}), adapter {}",
+                comm.size(),
+                comm.kind(),
                 gpu.adapter_name()
             );
-            print!("{}", format_table(&scale_rows(&r)));
-            write_json(json, &serde_json::to_value(&r)?)?;
+            let rows: Vec<_> = reports.iter().flat_map(scale_rows).collect();
+            print!("{}", format_table(&rows));
+            write_json(json, &serde_json::to_value(&reports)?)?;
         }
         Ok(())
     })

@@ -1,13 +1,12 @@
-//! The `scale` section: the lattice on two ranks as threads of this process (each its own device), weak scaling
-//! at a fixed block per rank and strong scaling on a fixed domain, the exchange's bytes and time per step and
-//! the share of it that overlap hides. `bespoke scale` measures the same under `mpirun`.
+//! The `scale` section: the lattice and the mesh on two ranks as threads of this process (each its own
+//! device): weak scaling at a fixed size per rank and strong scaling on a fixed domain, the exchange's bytes
+//! and time per step and the share of it that overlap hides. `bespoke scale` measures the same under `mpirun`.
 
 use std::rc::Rc;
 
-use bespoke_comm::{Comm, run_threads};
+use bespoke_comm::run_threads;
+use bespoke_comm::scaling::ScaleReport;
 use bespoke_gpu::{Gpu, GpuOptions};
-use bespoke_lbm::scale::{ScaleOptions, ScaleReport, scale};
-use bespoke_lbm::{Storage, Streaming};
 use serde_json::json;
 
 use super::{BenchContext, Row, Section, SectionOutput};
@@ -16,30 +15,26 @@ use crate::Error;
 #[derive(Debug)]
 pub struct ScaleSection;
 
-/// The section's rows from a report.
+/// The section's rows from a report: weak scaling (rate per rank, E against one rank alone) and strong.
 pub fn scale_rows(r: &ScaleReport) -> Vec<Row> {
-    let on = &r.weak[0];
-    let off = &r.weak[1];
+    let (w, off) = (&r.weak, &r.weak_no_overlap);
     vec![
         Row {
             section: "scale",
-            case: format!(
-                "lbm weak {}×{}/rank, {} ranks",
-                r.weak_one.nx, r.weak_one.ny, r.ranks
-            ),
-            seconds: on.seconds_per_step,
-            rate: on.mlups_per_rank,
-            unit: "MLUPS/rank",
+            case: format!("{}: weak, {} ranks", r.code, r.ranks),
+            seconds: w.seconds_per_step,
+            rate: w.mups_per_rank,
+            unit: "M/s/rank",
             fraction: Some(r.weak_efficiency),
             note: format!(
-                "E(weak) {:.3} vs 1 rank alone {:.1} MLUPS, {:.3} vs {} independent ranks {:.1}; {:.0} B/step, messages {:.3} ms; without overlap {:.3} ms/step \
-                 (exchange +{:.3} ms), overlap hides {:.0} %",
+                "E {:.3} vs one rank alone ({:.1} M/s), {:.3} vs {} independent ranks ({:.1}); {:.0} B/step, \
+                 messages {:.3} ms; no overlap {:.3} ms/step (exchange +{:.3} ms), overlap hides {:.0} %",
                 r.weak_efficiency,
-                r.weak_one.mlups_per_rank,
+                r.weak_one.mups_per_rank,
                 r.exchange_efficiency,
                 r.ranks,
-                r.weak_independent.mlups_per_rank,
-                on.exchange_bytes_per_step,
+                r.weak_independent.mups_per_rank,
+                w.exchange_bytes_per_step,
                 1e3 * off.message_seconds_per_step,
                 1e3 * off.seconds_per_step,
                 1e3 * r.exchange_cost,
@@ -48,20 +43,37 @@ pub fn scale_rows(r: &ScaleReport) -> Vec<Row> {
         },
         Row {
             section: "scale",
-            case: format!(
-                "lbm strong {}×{}, {} ranks",
-                r.strong.nx, r.strong.ny, r.ranks
-            ),
+            case: format!("{}: strong, {} ranks", r.code, r.ranks),
             seconds: r.strong.seconds_per_step,
-            rate: r.strong.mlups_per_rank,
-            unit: "MLUPS/rank",
+            rate: r.strong.mups_per_rank,
+            unit: "M/s/rank",
             fraction: Some(r.strong_efficiency),
             note: format!(
-                "E(strong) {:.3} vs 1 rank {:.1} MLUPS",
-                r.strong_efficiency, r.strong_one.mlups_per_rank
+                "E {:.3} vs one rank ({:.1} M/s)",
+                r.strong_efficiency, r.strong_one.mups_per_rank
             ),
         },
     ]
+}
+
+/// Both codes' reports on `ranks` thread ranks.
+pub fn thread_reports(
+    ranks: usize,
+    lbm: &bespoke_lbm::scale::ScaleOptions,
+    fv: &bespoke_fv::scale::ScaleOptions,
+) -> Result<Vec<ScaleReport>, Error> {
+    let reports = run_threads(ranks, |comm| {
+        let gpu = Gpu::with_options(GpuOptions {
+            rank: Some(bespoke_comm::Comm::rank(&comm)),
+            ..Default::default()
+        })?;
+        let comm: Rc<dyn bespoke_comm::Comm> = Rc::new(comm);
+        let a = bespoke_lbm::scale::scale(&gpu, comm.clone(), lbm)?;
+        let b = bespoke_fv::scale::scale(&gpu, comm, fv)?;
+        Ok::<_, Error>(vec![a, b])
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(reports.into_iter().next().unwrap_or_default())
 }
 
 impl Section for ScaleSection {
@@ -70,32 +82,30 @@ impl Section for ScaleSection {
     }
 
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
-        let side = if ctx.quick {
-            128
+        let (side, cubes) = if ctx.quick {
+            (128, 8)
         } else if ctx.gpu.is_cpu() {
-            512
+            (512, 24)
         } else {
-            4096
+            (4096, 96)
         };
-        let opts = ScaleOptions {
+        let lbm = bespoke_lbm::scale::ScaleOptions {
             block: [side, side],
             domain: [2 * side, side],
             steps: if ctx.quick { 10 } else { 50 },
-            storage: Storage::F32,
-            streaming: Streaming::Ab,
+            storage: bespoke_lbm::Storage::F32,
+            streaming: bespoke_lbm::Streaming::Ab,
         };
-        let reports = run_threads(2, |comm| {
-            let gpu = Gpu::with_options(GpuOptions {
-                rank: Some(comm.rank()),
-                ..Default::default()
-            })?;
-            Ok::<_, Error>(scale(&gpu, Rc::new(comm), &opts)?)
-        })
-        .map_err(|e| e.to_string())?;
-        let r = &reports[0];
+        let fv = bespoke_fv::scale::ScaleOptions {
+            cubes,
+            strong_cubes: cubes * 5 / 4,
+            steps: if ctx.quick { 10 } else { 50 },
+            ordering: bespoke_fv::ordering::OrderingKind::Rcm,
+        };
+        let reports = thread_reports(2, &lbm, &fv)?;
         Ok(SectionOutput {
-            rows: scale_rows(r),
-            json: json!(r),
+            rows: reports.iter().flat_map(scale_rows).collect(),
+            json: json!(reports),
         })
     }
 }

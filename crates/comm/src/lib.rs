@@ -31,6 +31,7 @@
 
 #[cfg(feature = "mpi")]
 mod mpi_comm;
+pub mod scaling;
 mod threads;
 
 #[cfg(feature = "mpi")]

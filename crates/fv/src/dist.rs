@@ -26,7 +26,10 @@ use crate::ordering::{OrderingKind, metis_partition, order};
 pub struct FvExchangeStats {
     pub exchanges: u64,
     pub bytes_sent: u64,
+    /// Host seconds from the pack's readback to the ghosts' upload.
     pub seconds: f64,
+    /// Of those, sending and receiving alone.
+    pub message_seconds: f64,
 }
 
 /// How each rank steps its part.
@@ -431,7 +434,9 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
                         len: w * v.len(),
                     })
                     .collect();
+                let t_msg = Instant::now();
                 let got = self.comm.start(messages, &expects)?.wait()?;
+                self.stats.message_seconds += t_msg.elapsed().as_secs_f64();
                 gpu.write(&self.recv_buf, 0, &got.concat())?;
                 let rest = match &self.split {
                     Some((_, outer)) => &outer[p],

@@ -17,6 +17,7 @@ pub mod operator;
 pub mod ordering;
 pub mod output;
 pub mod plot;
+pub mod scale;
 pub mod sweep;
 
 pub use diffusion::{Diffusion, Real};

@@ -1,0 +1,146 @@
+//! Weak and strong scaling, the same way for every solver: the solver times one configuration at a time
+//! ([`Setup`]), this module runs them in order on every rank, takes the slowest rank's figures and derives the
+//! efficiencies and the share of the exchange that overlap hides.
+
+use serde::Serialize;
+
+use crate::{Comm, Op};
+
+/// What the solver is asked to time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setup {
+    /// One domain of the weak-scaling size per rank (`alone`: rank 0 only, the others wait; otherwise every
+    /// rank at once, no exchange).
+    WeakSingle { alone: bool },
+    /// The strong-scaling domain on rank 0 alone.
+    StrongSingle,
+    /// The weak-scaling domain (P times the single size) across every rank.
+    Weak { overlap: bool },
+    /// The strong-scaling domain across every rank.
+    Strong,
+}
+
+/// A solver's figures for one setup on one rank, per step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timed {
+    pub seconds: f64,
+    /// Updates (cells, tets) in this rank's part.
+    pub updates: f64,
+    pub exchange_bytes: f64,
+    pub exchange_seconds: f64,
+    pub message_seconds: f64,
+}
+
+/// One timed setup, the slowest rank's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScaleRun {
+    pub setup: String,
+    pub ranks: usize,
+    pub seconds_per_step: f64,
+    /// Million updates per second per rank (cells for a lattice, tets for a mesh).
+    pub mups_per_rank: f64,
+    pub exchange_bytes_per_step: f64,
+    /// Host seconds per step from the pack's readback to the halo's upload, including the wait for the device
+    /// to finish what precedes the pack.
+    pub exchange_seconds_per_step: f64,
+    /// Of which sending and receiving alone.
+    pub message_seconds_per_step: f64,
+}
+
+/// Weak and strong scaling on the job's ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScaleReport {
+    pub code: String,
+    pub ranks: usize,
+    pub transport: &'static str,
+    pub weak_one: ScaleRun,
+    pub weak_independent: ScaleRun,
+    pub weak: ScaleRun,
+    pub weak_no_overlap: ScaleRun,
+    pub strong_one: ScaleRun,
+    pub strong: ScaleRun,
+    /// T(1)/T(P) at a fixed size per rank, T(1) rank 0 alone.
+    pub weak_efficiency: f64,
+    /// T(independent)/T(P): every rank on its own domain at once versus coupled: the exchange's share alone
+    /// (ranks that share memory bandwidth or cores slow each other without any exchange).
+    pub exchange_efficiency: f64,
+    /// T(1)/(P·T(P)) on the fixed domain.
+    pub strong_efficiency: f64,
+    /// T(P) without overlap − T(independent): what the exchange costs a step when nothing hides it.
+    pub exchange_cost: f64,
+    /// (T(P) without overlap − T(P) with) / `exchange_cost`: the share of it overlap hides (noise can push it
+    /// past 1 or below 0).
+    pub overlap_hidden: f64,
+}
+
+/// Runs every setup through `time` on every rank (collectively) and reports.
+pub fn scaling<E: From<crate::CommError>>(
+    comm: &dyn Comm,
+    code: &str,
+    mut time: impl FnMut(Setup) -> Result<Timed, E>,
+) -> Result<ScaleReport, E> {
+    let p = comm.size();
+    let mut run = |setup: Setup, name: &str| -> Result<ScaleRun, E> {
+        comm.barrier()?;
+        let alone = matches!(
+            setup,
+            Setup::WeakSingle { alone: true } | Setup::StrongSingle
+        );
+        let t = if alone && comm.rank() != 0 {
+            Timed::default()
+        } else {
+            time(setup)?
+        };
+        let mut v = [
+            t.seconds,
+            t.exchange_bytes,
+            t.exchange_seconds,
+            t.message_seconds,
+            t.updates,
+        ];
+        comm.all_reduce_f64(&mut v, Op::Max)?;
+        let ranks = if matches!(setup, Setup::Weak { .. } | Setup::Strong) {
+            p
+        } else {
+            1
+        };
+        Ok(ScaleRun {
+            setup: name.to_owned(),
+            ranks,
+            seconds_per_step: v[0],
+            mups_per_rank: v[4] / v[0] / 1e6,
+            exchange_bytes_per_step: v[1],
+            exchange_seconds_per_step: v[2],
+            message_seconds_per_step: v[3],
+        })
+    };
+    let weak_one = run(Setup::WeakSingle { alone: true }, "weak, one rank alone")?;
+    let weak_independent = run(
+        Setup::WeakSingle { alone: false },
+        "weak, every rank alone at once",
+    )?;
+    let weak = run(Setup::Weak { overlap: true }, "weak, across ranks, overlap")?;
+    let weak_no_overlap = run(
+        Setup::Weak { overlap: false },
+        "weak, across ranks, no overlap",
+    )?;
+    let strong_one = run(Setup::StrongSingle, "strong, one rank alone")?;
+    let strong = run(Setup::Strong, "strong, across ranks, overlap")?;
+    let cost = weak_no_overlap.seconds_per_step - weak_independent.seconds_per_step;
+    Ok(ScaleReport {
+        code: code.to_owned(),
+        ranks: p,
+        transport: comm.kind(),
+        weak_efficiency: weak_one.seconds_per_step / weak.seconds_per_step,
+        exchange_efficiency: weak_independent.seconds_per_step / weak.seconds_per_step,
+        strong_efficiency: strong_one.seconds_per_step / (p as f64 * strong.seconds_per_step),
+        exchange_cost: cost,
+        overlap_hidden: (weak_no_overlap.seconds_per_step - weak.seconds_per_step) / cost,
+        weak_one,
+        weak_independent,
+        weak,
+        weak_no_overlap,
+        strong_one,
+        strong,
+    })
+}
