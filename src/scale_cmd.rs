@@ -29,8 +29,12 @@ pub struct ScaleArgs {
     /// Mesh: cubes per side of the strong-scaling box (default: 5/4 of --cubes).
     #[arg(long)]
     strong_cubes: Option<usize>,
-    #[arg(long, default_value_t = 50)]
+    /// Steps per timed batch.
+    #[arg(long, default_value_t = 20)]
     steps: u64,
+    /// Interleaved rounds of every setup (figures are medians; this VM's speed drifts between runs).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
     #[arg(long, default_value = "f32")]
     storage: String,
     #[arg(long, default_value = "ab")]
@@ -68,6 +72,7 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
             .transpose()?
             .unwrap_or([2 * block[0], block[1]]),
         steps: a.steps.max(1),
+        rounds: a.rounds.max(1),
         storage: Storage::parse(&a.storage)?,
         streaming: Streaming::parse(&a.streaming)?,
     };
@@ -78,6 +83,7 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
         cubes: a.cubes,
         strong_cubes: a.strong_cubes.unwrap_or(a.cubes * 5 / 4).max(1),
         steps: a.steps.max(1) as usize,
+        rounds: a.rounds.max(1),
         ordering: OrderingKind::Rcm,
     };
     let spec = a.ranks.map(|count| RankSpec { count, grid: None });

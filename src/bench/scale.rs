@@ -92,14 +92,16 @@ impl Section for ScaleSection {
         let lbm = bespoke_lbm::scale::ScaleOptions {
             block: [side, side],
             domain: [2 * side, side],
-            steps: if ctx.quick { 10 } else { 50 },
+            steps: if ctx.quick { 5 } else { 20 },
+            rounds: if ctx.quick { 1 } else { 5 },
             storage: bespoke_lbm::Storage::F32,
             streaming: bespoke_lbm::Streaming::Ab,
         };
         let fv = bespoke_fv::scale::ScaleOptions {
             cubes,
             strong_cubes: cubes * 5 / 4,
-            steps: if ctx.quick { 10 } else { 50 },
+            steps: if ctx.quick { 5 } else { 20 },
+            rounds: if ctx.quick { 1 } else { 5 },
             ordering: bespoke_fv::ordering::OrderingKind::Rcm,
         };
         let reports = thread_reports(2, &lbm, &fv)?;

@@ -53,6 +53,8 @@ pub struct ScaleReport {
     pub code: String,
     pub ranks: usize,
     pub transport: &'static str,
+    /// Interleaved rounds each figure is the median of.
+    pub rounds: usize,
     pub weak_one: ScaleRun,
     pub weak_independent: ScaleRun,
     pub weak: ScaleRun,
@@ -73,64 +75,75 @@ pub struct ScaleReport {
     pub overlap_hidden: f64,
 }
 
-/// Runs every setup through `time` on every rank (collectively) and reports.
-pub fn scaling<E: From<crate::CommError>>(
+/// Times one batch of steps of a built setup.
+pub type Timer<'a, E> = Box<dyn FnMut() -> Result<Timed, E> + 'a>;
+
+/// Builds every setup once through `make` (None where this rank takes no part: the "alone" setups off rank 0),
+/// then times them interleaved, `rounds` times over (so a machine whose speed drifts moves every setup alike),
+/// collectively; each figure is the median over the rounds of the slowest rank's.
+pub fn scaling<'a, E: From<crate::CommError>>(
     comm: &dyn Comm,
     code: &str,
-    mut time: impl FnMut(Setup) -> Result<Timed, E>,
+    rounds: usize,
+    mut make: impl FnMut(Setup) -> Result<Option<Timer<'a, E>>, E>,
 ) -> Result<ScaleReport, E> {
     let p = comm.size();
-    let mut run = |setup: Setup, name: &str| -> Result<ScaleRun, E> {
+    let setups = [
+        (Setup::WeakSingle { alone: true }, "weak, one rank alone"),
+        (Setup::WeakSingle { alone: false }, "weak, every rank alone at once"),
+        (Setup::Weak { overlap: true }, "weak, across ranks, overlap"),
+        (Setup::Weak { overlap: false }, "weak, across ranks, no overlap"),
+        (Setup::StrongSingle, "strong, one rank alone"),
+        (Setup::Strong, "strong, across ranks, overlap"),
+    ];
+    let mut timers: Vec<Option<Timer<'a, E>>> = Vec::new();
+    for (setup, _) in setups {
+        let alone = matches!(setup, Setup::WeakSingle { alone: true } | Setup::StrongSingle);
+        timers.push(if alone && comm.rank() != 0 { None } else { make(setup)? });
         comm.barrier()?;
-        let alone = matches!(
-            setup,
-            Setup::WeakSingle { alone: true } | Setup::StrongSingle
-        );
-        let t = if alone && comm.rank() != 0 {
-            Timed::default()
-        } else {
-            time(setup)?
-        };
-        let mut v = [
-            t.seconds,
-            t.exchange_bytes,
-            t.exchange_seconds,
-            t.message_seconds,
-            t.updates,
-        ];
-        comm.all_reduce_f64(&mut v, Op::Max)?;
-        let ranks = if matches!(setup, Setup::Weak { .. } | Setup::Strong) {
-            p
-        } else {
-            1
-        };
-        Ok(ScaleRun {
-            setup: name.to_owned(),
-            ranks,
-            seconds_per_step: v[0],
-            mups_per_rank: v[4] / v[0] / 1e6,
-            exchange_bytes_per_step: v[1],
-            exchange_seconds_per_step: v[2],
-            message_seconds_per_step: v[3],
+    }
+    let mut samples: Vec<Vec<[f64; 5]>> = vec![Vec::new(); setups.len()];
+    for _ in 0..rounds.max(1) {
+        for (k, timer) in timers.iter_mut().enumerate() {
+            comm.barrier()?;
+            let t = match timer {
+                Some(f) => f()?,
+                None => Timed::default(),
+            };
+            let mut v = [t.seconds, t.exchange_bytes, t.exchange_seconds, t.message_seconds, t.updates];
+            comm.all_reduce_f64(&mut v, Op::Max)?;
+            samples[k].push(v);
+        }
+    }
+    let runs: Vec<ScaleRun> = setups
+        .iter()
+        .zip(&samples)
+        .map(|(&(setup, name), s)| {
+            let med = |j: usize| {
+                let mut v: Vec<f64> = s.iter().map(|x| x[j]).collect();
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let ranks = if matches!(setup, Setup::Weak { .. } | Setup::Strong) { p } else { 1 };
+            ScaleRun {
+                setup: name.to_owned(),
+                ranks,
+                seconds_per_step: med(0),
+                mups_per_rank: med(4) / med(0) / 1e6,
+                exchange_bytes_per_step: med(1),
+                exchange_seconds_per_step: med(2),
+                message_seconds_per_step: med(3),
+            }
         })
-    };
-    let weak_one = run(Setup::WeakSingle { alone: true }, "weak, one rank alone")?;
-    let weak_independent = run(
-        Setup::WeakSingle { alone: false },
-        "weak, every rank alone at once",
-    )?;
-    let weak = run(Setup::Weak { overlap: true }, "weak, across ranks, overlap")?;
-    let weak_no_overlap = run(
-        Setup::Weak { overlap: false },
-        "weak, across ranks, no overlap",
-    )?;
-    let strong_one = run(Setup::StrongSingle, "strong, one rank alone")?;
-    let strong = run(Setup::Strong, "strong, across ranks, overlap")?;
+        .collect();
+    let [weak_one, weak_independent, weak, weak_no_overlap, strong_one, strong]: [ScaleRun; 6] =
+        runs.try_into().expect("six setups");
     let cost = weak_no_overlap.seconds_per_step - weak_independent.seconds_per_step;
     Ok(ScaleReport {
         code: code.to_owned(),
         ranks: p,
         transport: comm.kind(),
+        rounds: rounds.max(1),
         weak_efficiency: weak_one.seconds_per_step / weak.seconds_per_step,
         exchange_efficiency: weak_independent.seconds_per_step / weak.seconds_per_step,
         strong_efficiency: strong_one.seconds_per_step / (p as f64 * strong.seconds_per_step),

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bespoke_comm::Comm;
-use bespoke_comm::scaling::{ScaleReport, Setup, Timed, scaling};
+use bespoke_comm::scaling::{ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::diffusion::Diffusion;
@@ -23,7 +23,10 @@ pub struct ScaleOptions {
     pub cubes: usize,
     /// Cubes per side of the strong-scaling box.
     pub strong_cubes: usize,
+    /// Steps per timed batch.
     pub steps: usize,
+    /// Interleaved rounds (each figure is the median).
+    pub rounds: usize,
     /// In-rank ordering.
     pub ordering: OrderingKind,
 }
@@ -44,13 +47,10 @@ fn box_operator(cells: [usize; 3]) -> Result<Operator> {
 pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleReport> {
     let p = comm.size();
     let (c, s) = (o.cubes, o.strong_cubes);
-    let code = format!(
-        "fv diffusion f32, {} tets per rank, strong {} tets",
-        6 * c * c * c,
-        6 * s * s * s
-    );
+    let code = format!("fv diffusion f32, {} tets per rank, strong {} tets", 6 * c * c * c, 6 * s * s * s);
     let cc = comm.clone();
-    scaling::<FvError>(&*comm, &code, |setup| {
+    let steps = o.steps;
+    scaling::<FvError>(&*comm, &code, o.rounds, |setup| {
         let (cells, overlap) = match setup {
             Setup::WeakSingle { .. } => ([c, c, c], None),
             Setup::StrongSingle => ([s, s, s], None),
@@ -65,39 +65,33 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             let (perm, _) = order(&op, o.ordering)?;
             let mut d = Diffusion::<f32>::new(gpu, &perm.apply_operator(&op), kind, layout, dt)?;
             d.set_x(&perm.apply(&x0))?;
-            d.step(4)?;
-            let t = Instant::now();
-            d.step(o.steps)?;
-            return Ok(Timed {
-                seconds: t.elapsed().as_secs_f64() / o.steps as f64,
-                updates: op.n() as f64,
-                ..Timed::default()
-            });
+            d.step(2)?;
+            let updates = op.n() as f64;
+            return Ok(Some(Box::new(move || {
+                let t = Instant::now();
+                d.step(steps)?;
+                Ok(Timed { seconds: t.elapsed().as_secs_f64() / steps as f64, updates, ..Timed::default() })
+            }) as Timer<'_, FvError>));
         };
         let part = partition(&*cc, &op)?;
-        let setup = RankSetup {
-            ordering: o.ordering,
-            kind,
-            layout,
-            dt,
-            overlap,
-        };
+        let setup = RankSetup { ordering: o.ordering, kind, layout, dt, overlap };
         let mut d = DistDiffusion::<f32>::new(gpu, cc.clone(), &op, &part, setup)?;
         d.set_x(&x0)?;
-        d.step(4)?;
-        let before = d.exchange_stats().clone();
-        cc.barrier()?;
-        let t = Instant::now();
-        d.step(o.steps)?;
-        let seconds = t.elapsed().as_secs_f64() / o.steps as f64;
-        let after = d.exchange_stats();
-        let n = (after.exchanges - before.exchanges).max(1) as f64;
-        Ok(Timed {
-            seconds,
-            updates: d.sizes().0 as f64,
-            exchange_bytes: (after.bytes_sent - before.bytes_sent) as f64 / n,
-            exchange_seconds: (after.seconds - before.seconds) / n,
-            message_seconds: (after.message_seconds - before.message_seconds) / n,
-        })
+        d.step(2)?;
+        Ok(Some(Box::new(move || {
+            let before = d.exchange_stats().clone();
+            let t = Instant::now();
+            d.step(steps)?;
+            let seconds = t.elapsed().as_secs_f64() / steps as f64;
+            let after = d.exchange_stats();
+            let n = (after.exchanges - before.exchanges).max(1) as f64;
+            Ok(Timed {
+                seconds,
+                updates: d.sizes().0 as f64,
+                exchange_bytes: (after.bytes_sent - before.bytes_sent) as f64 / n,
+                exchange_seconds: (after.seconds - before.seconds) / n,
+                message_seconds: (after.message_seconds - before.message_seconds) / n,
+            })
+        }) as Timer<'_, FvError>))
     })
 }

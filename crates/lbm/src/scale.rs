@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bespoke_comm::Comm;
-use bespoke_comm::scaling::{ScaleReport, Setup, Timed, scaling};
+use bespoke_comm::scaling::{ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::bench::bench_lattice_on;
@@ -21,7 +21,10 @@ pub struct ScaleOptions {
     pub block: [usize; 2],
     /// The domain of strong scaling.
     pub domain: [usize; 2],
+    /// Steps per timed batch.
     pub steps: u64,
+    /// Interleaved rounds (each figure is the median).
+    pub rounds: usize,
     pub storage: Storage,
     pub streaming: Streaming,
 }
@@ -39,43 +42,32 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
         o.domain[1]
     );
     let c = comm.clone();
-    scaling::<LbmError>(&*comm, &code, |setup| {
-        let across = |overlap| Ranks {
-            grid: Some([p, 1]),
-            overlap,
-            ..Ranks::new(c.clone())
-        };
+    scaling::<LbmError>(&*comm, &code, o.rounds, |setup| {
+        let across = |overlap| Ranks { grid: Some([p, 1]), overlap, ..Ranks::new(c.clone()) };
         let (size, ranks) = match setup {
             Setup::WeakSingle { .. } => (o.block, None),
             Setup::StrongSingle => (o.domain, None),
             Setup::Weak { overlap } => ([o.block[0] * p, o.block[1]], Some(across(overlap))),
             Setup::Strong => (o.domain, Some(across(true))),
         };
-        let mut lat = bench_lattice_on(
-            gpu,
-            size[0],
-            size[1],
-            o.storage,
-            o.streaming,
-            ranks.as_ref(),
-        )?;
-        lat.step(4)?;
-        let before = lat.exchange_stats().unwrap_or_default();
-        if let Some(r) = &ranks {
-            r.comm.barrier()?;
-        }
-        let t = Instant::now();
-        lat.step(o.steps)?;
-        let seconds = t.elapsed().as_secs_f64() / o.steps as f64;
-        let after = lat.exchange_stats().unwrap_or_default();
-        let n = (after.exchanges - before.exchanges).max(1) as f64;
-        let parts = if ranks.is_some() { p } else { 1 };
-        Ok(Timed {
-            seconds,
-            updates: (size[0] * size[1] / parts) as f64,
-            exchange_bytes: (after.bytes_sent - before.bytes_sent) as f64 / n,
-            exchange_seconds: (after.seconds - before.seconds) / n,
-            message_seconds: (after.message_seconds - before.message_seconds) / n,
-        })
+        let mut lat = bench_lattice_on(gpu, size[0], size[1], o.storage, o.streaming, ranks.as_ref())?;
+        lat.step(2)?;
+        let updates = (size[0] * size[1] / if ranks.is_some() { p } else { 1 }) as f64;
+        let steps = o.steps;
+        Ok(Some(Box::new(move || {
+            let before = lat.exchange_stats().unwrap_or_default();
+            let t = Instant::now();
+            lat.step(steps)?;
+            let seconds = t.elapsed().as_secs_f64() / steps as f64;
+            let after = lat.exchange_stats().unwrap_or_default();
+            let n = (after.exchanges - before.exchanges).max(1) as f64;
+            Ok(Timed {
+                seconds,
+                updates,
+                exchange_bytes: (after.bytes_sent - before.bytes_sent) as f64 / n,
+                exchange_seconds: (after.seconds - before.seconds) / n,
+                message_seconds: (after.message_seconds - before.message_seconds) / n,
+            })
+        }) as Timer<'_, LbmError>))
     })
 }
