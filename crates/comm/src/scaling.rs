@@ -90,16 +90,29 @@ pub fn scaling<'a, E: From<crate::CommError>>(
     let p = comm.size();
     let setups = [
         (Setup::WeakSingle { alone: true }, "weak, one rank alone"),
-        (Setup::WeakSingle { alone: false }, "weak, every rank alone at once"),
+        (
+            Setup::WeakSingle { alone: false },
+            "weak, every rank alone at once",
+        ),
         (Setup::Weak { overlap: true }, "weak, across ranks, overlap"),
-        (Setup::Weak { overlap: false }, "weak, across ranks, no overlap"),
+        (
+            Setup::Weak { overlap: false },
+            "weak, across ranks, no overlap",
+        ),
         (Setup::StrongSingle, "strong, one rank alone"),
         (Setup::Strong, "strong, across ranks, overlap"),
     ];
     let mut timers: Vec<Option<Timer<'a, E>>> = Vec::new();
     for (setup, _) in setups {
-        let alone = matches!(setup, Setup::WeakSingle { alone: true } | Setup::StrongSingle);
-        timers.push(if alone && comm.rank() != 0 { None } else { make(setup)? });
+        let alone = matches!(
+            setup,
+            Setup::WeakSingle { alone: true } | Setup::StrongSingle
+        );
+        timers.push(if alone && comm.rank() != 0 {
+            None
+        } else {
+            make(setup)?
+        });
         comm.barrier()?;
     }
     let mut samples: Vec<Vec<[f64; 5]>> = vec![Vec::new(); setups.len()];
@@ -110,7 +123,13 @@ pub fn scaling<'a, E: From<crate::CommError>>(
                 Some(f) => f()?,
                 None => Timed::default(),
             };
-            let mut v = [t.seconds, t.exchange_bytes, t.exchange_seconds, t.message_seconds, t.updates];
+            let mut v = [
+                t.seconds,
+                t.exchange_bytes,
+                t.exchange_seconds,
+                t.message_seconds,
+                t.updates,
+            ];
             comm.all_reduce_f64(&mut v, Op::Max)?;
             samples[k].push(v);
         }
@@ -124,7 +143,11 @@ pub fn scaling<'a, E: From<crate::CommError>>(
                 v.sort_by(f64::total_cmp);
                 v[v.len() / 2]
             };
-            let ranks = if matches!(setup, Setup::Weak { .. } | Setup::Strong) { p } else { 1 };
+            let ranks = if matches!(setup, Setup::Weak { .. } | Setup::Strong) {
+                p
+            } else {
+                1
+            };
             ScaleRun {
                 setup: name.to_owned(),
                 ranks,
@@ -136,8 +159,14 @@ pub fn scaling<'a, E: From<crate::CommError>>(
             }
         })
         .collect();
-    let [weak_one, weak_independent, weak, weak_no_overlap, strong_one, strong]: [ScaleRun; 6] =
-        runs.try_into().expect("six setups");
+    let [
+        weak_one,
+        weak_independent,
+        weak,
+        weak_no_overlap,
+        strong_one,
+        strong,
+    ]: [ScaleRun; 6] = runs.try_into().expect("six setups");
     let cost = weak_no_overlap.seconds_per_step - weak_independent.seconds_per_step;
     Ok(ScaleReport {
         code: code.to_owned(),

@@ -47,7 +47,11 @@ fn box_operator(cells: [usize; 3]) -> Result<Operator> {
 pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleReport> {
     let p = comm.size();
     let (c, s) = (o.cubes, o.strong_cubes);
-    let code = format!("fv diffusion f32, {} tets per rank, strong {} tets", 6 * c * c * c, 6 * s * s * s);
+    let code = format!(
+        "fv diffusion f32, {} tets per rank, strong {} tets",
+        6 * c * c * c,
+        6 * s * s * s
+    );
     let cc = comm.clone();
     let steps = o.steps;
     scaling::<FvError>(&*comm, &code, o.rounds, |setup| {
@@ -70,11 +74,21 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             return Ok(Some(Box::new(move || {
                 let t = Instant::now();
                 d.step(steps)?;
-                Ok(Timed { seconds: t.elapsed().as_secs_f64() / steps as f64, updates, ..Timed::default() })
+                Ok(Timed {
+                    seconds: t.elapsed().as_secs_f64() / steps as f64,
+                    updates,
+                    ..Timed::default()
+                })
             }) as Timer<'_, FvError>));
         };
         let part = partition(&*cc, &op)?;
-        let setup = RankSetup { ordering: o.ordering, kind, layout, dt, overlap };
+        let setup = RankSetup {
+            ordering: o.ordering,
+            kind,
+            layout,
+            dt,
+            overlap,
+        };
         let mut d = DistDiffusion::<f32>::new(gpu, cc.clone(), &op, &part, setup)?;
         d.set_x(&x0)?;
         d.step(2)?;

@@ -43,14 +43,25 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
     );
     let c = comm.clone();
     scaling::<LbmError>(&*comm, &code, o.rounds, |setup| {
-        let across = |overlap| Ranks { grid: Some([p, 1]), overlap, ..Ranks::new(c.clone()) };
+        let across = |overlap| Ranks {
+            grid: Some([p, 1]),
+            overlap,
+            ..Ranks::new(c.clone())
+        };
         let (size, ranks) = match setup {
             Setup::WeakSingle { .. } => (o.block, None),
             Setup::StrongSingle => (o.domain, None),
             Setup::Weak { overlap } => ([o.block[0] * p, o.block[1]], Some(across(overlap))),
             Setup::Strong => (o.domain, Some(across(true))),
         };
-        let mut lat = bench_lattice_on(gpu, size[0], size[1], o.storage, o.streaming, ranks.as_ref())?;
+        let mut lat = bench_lattice_on(
+            gpu,
+            size[0],
+            size[1],
+            o.storage,
+            o.streaming,
+            ranks.as_ref(),
+        )?;
         lat.step(2)?;
         let updates = (size[0] * size[1] / if ranks.is_some() { p } else { 1 }) as f64;
         let steps = o.steps;
