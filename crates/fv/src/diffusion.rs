@@ -274,20 +274,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
 
     /// Sets x (n entries), stored less the steady state it tends to (see `shift`).
     pub fn set_x(&mut self, x: &[f64]) -> Result<()> {
-        if x.len() != self.n {
-            return Err(FvError::Shape(format!(
-                "{} values for {} tets",
-                x.len(),
-                self.n
-            )));
-        }
-        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
-            return Err(FvError::param(
-                "x",
-                x[i],
-                format!("entry {i} is not finite"),
-            ));
-        }
+        check_field(x, self.n)?;
         if let Some(vol) = &self.volumes {
             let (m, w) = x
                 .iter()
@@ -358,6 +345,21 @@ impl<'g, T: Real> Diffusion<'g, T> {
         self.gpu.write(spare, self.ghost_at, &[T::from_f64(0.0)])?;
         Ok(())
     }
+}
+
+/// A field for `n` tets: n finite values.
+pub(crate) fn check_field(x: &[f64], n: usize) -> Result<()> {
+    if x.len() != n {
+        return Err(FvError::Shape(format!("{} values for {n} tets", x.len())));
+    }
+    if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+        return Err(FvError::param(
+            "x",
+            x[i],
+            format!("entry {i} is not finite"),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `block` is a block the block-cached kernel can run with values of type `T` on `gpu`: a non-zero

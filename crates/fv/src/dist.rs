@@ -327,20 +327,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
 
     /// Sets x from the whole mesh's values (n entries, the operator's numbering), on every rank.
     pub fn set_x(&mut self, x: &[f64]) -> Result<()> {
-        if x.len() != self.n {
-            return Err(FvError::Shape(format!(
-                "{} values for {} tets",
-                x.len(),
-                self.n
-            )));
-        }
-        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
-            return Err(FvError::param(
-                "x",
-                x[i],
-                format!("entry {i} is not finite"),
-            ));
-        }
+        crate::diffusion::check_field(x, self.n)?;
         // The shift a single domain stores with (the Dirichlet value, or the volume-weighted mean in the
         // operator's numbering): every rank the same, to the bit.
         let shift = match self.boundary {

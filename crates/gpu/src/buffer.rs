@@ -241,7 +241,17 @@ impl Gpu {
             let _ = tx.send(r);
         });
         let idx = self.queue.submit([enc.finish()]);
-        self.wait(Some(idx), context)?;
+        self.wait_mapped(Some(idx), &rx, context)
+    }
+
+    /// Waits for submission `index`, then for the mapping whose callback reports on `rx`.
+    pub(crate) fn wait_mapped(
+        &self,
+        index: Option<wgpu::SubmissionIndex>,
+        rx: &std::sync::mpsc::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>,
+        context: &str,
+    ) -> Result<()> {
+        self.wait(index, context)?;
         rx.recv()
             .map_err(|_| {
                 GpuError::DeviceLost(format!("{context}: the mapping callback was dropped"))

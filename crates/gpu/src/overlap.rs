@@ -104,15 +104,7 @@ impl Gpu {
             return Ok(Vec::new());
         };
         let context = "finishing an overlapped readback";
-        self.wait(p.index, context)?;
-        rx.recv()
-            .map_err(|_| {
-                GpuError::DeviceLost(format!("{context}: the mapping callback was dropped"))
-            })?
-            .map_err(|e| GpuError::Wgpu {
-                context: context.to_owned(),
-                message: e.to_string(),
-            })?;
+        self.wait_mapped(p.index, &rx, context)?;
         let mut out = vec![T::zeroed(); p.len];
         {
             let view = staging.get_mapped_range(..).map_err(|e| GpuError::Wgpu {

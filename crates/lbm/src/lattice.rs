@@ -340,17 +340,6 @@ impl<'g> Lattice<'g> {
         let n = self.cfg.cells();
         let src = if self.parity == 0 { &self.a } else { &self.b };
         let mut s = vec![0.0; 9 * n];
-        if self.dist.is_some() {
-            for i in 0..9 {
-                let slot = match self.cfg.streaming {
-                    Streaming::Ab => i,
-                    Streaming::InPlace => OPP[i],
-                };
-                let words = self.gpu.read(&src[slot])?;
-                decode(self.cfg.layout(), &words, W[i], &mut s[i * n..(i + 1) * n]);
-            }
-            return self.gather(&s, 9);
-        }
         for i in 0..9 {
             let slot = match self.cfg.streaming {
                 Streaming::Ab => i,
@@ -359,7 +348,11 @@ impl<'g> Lattice<'g> {
             let words = self.gpu.read(&src[slot])?;
             decode(self.cfg.layout(), &words, W[i], &mut s[i * n..(i + 1) * n]);
         }
-        Ok(s)
+        match self.dist.is_some() {
+            // A block's own cells of every rank, as the whole domain's populations.
+            true => self.gather(&s, 9),
+            false => Ok(s),
+        }
     }
 
     /// Runs `n` steps without reading anything back.
