@@ -17,6 +17,8 @@ use serde_json::json;
 use crate::json_out::{open_json, write_json};
 use crate::ranks::RankSpec;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 #[derive(Args, Debug)]
 pub struct LbmArgs {
@@ -72,9 +74,13 @@ pub struct LbmArgs {
     /// Write the final fields as VTK image data for ParaView.
     #[arg(long, value_name = "FILE")]
     vtk: Option<PathBuf>,
-    /// Save the final state here.
+    /// Save the final state here (written to a temporary file, then renamed: a crash never leaves a torn
+    /// checkpoint). SIGINT or SIGTERM stops the run after the step batch in flight and saves the state here.
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
+    /// Also save the state to --checkpoint every N steps (of the run's total count), keeping the latest.
+    #[arg(long, value_name = "N", requires = "checkpoint")]
+    checkpoint_every: Option<u64>,
     /// Continue from a checkpoint of the same case.
     #[arg(long, value_name = "FILE")]
     resume: Option<PathBuf>,
@@ -105,7 +111,16 @@ pub fn run(a: LbmArgs) -> Result<(), Error> {
     if a.no_overlap && spec.is_none() && launched_size().is_none_or(|n| n < 2) {
         return Err("--no-overlap applies to runs across ranks (--ranks, or mpirun)".into());
     }
-    crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, spec, comm))
+    if a.checkpoint_every == Some(0) {
+        return Err("--checkpoint-every must be at least 1".into());
+    }
+    // SIGINT and SIGTERM raise the flag; the run stops after the batch in flight, saving to --checkpoint.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("installing a signal handler: {e}"))?;
+    }
+    crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, spec, comm, &stop))
 }
 
 fn run_on(
@@ -113,6 +128,7 @@ fn run_on(
     a: &LbmArgs,
     spec: Option<RankSpec>,
     comm: Option<Rc<dyn Comm>>,
+    stop: &Arc<AtomicBool>,
 ) -> Result<(), Error> {
     let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
     let case = Case::parse(&a.case, a.mask.as_deref())?;
@@ -141,6 +157,9 @@ fn run_on(
             every: a.frame_every,
             quantity,
         }),
+        checkpoint: a.checkpoint.clone(),
+        checkpoint_every: a.checkpoint_every,
+        stop: Some(stop.clone()),
         ranks: comm.map(|comm| Ranks {
             grid: spec.and_then(|s| s.grid),
             overlap: !a.no_overlap,

@@ -1,10 +1,13 @@
 //! Checkpoints: configuration, flags, step count, layout parity and the raw population words, so a restarted run
 //! continues bit for bit like one that never stopped.
 //!
-//! Layout (little-endian): magic (`BSPKLBM4`, `MAGIC` below); u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
+//! Layout (little-endian): magic (`BSPKLBM5`, `MAGIC` below); u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
 //! streaming, collision; f64 ω, Λ, F_x, F_y, C_s (Smagorinsky; not in version 3, which still reads); u64 steps done; u8 parity; u64 cell count and per cell
 //! kind | value index << 3; u64 value count and the f64 pairs; u64 wall-distance count and per link u64 x, y, d
-//! and f64 q; 9 × (u64 word count, words).
+//! and f64 q; 9 × (u64 word count, words); a CRC-32 (IEEE) of everything before it, u32.
+//!
+//! Files are written to a temporary file in the same folder, flushed and synced, then renamed over the old one:
+//! a crash or a full disk during a write leaves the previous checkpoint as it was.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -20,8 +23,10 @@ use crate::lattice::Lattice;
 // walls keep bounced populations in the solid cell.
 // 3: wall distances (interpolated bounce-back).
 // 4: the Smagorinsky constant after the force.
-const MAGIC: &[u8; 8] = b"BSPKLBM4";
-/// Version 3 differs only by the missing Smagorinsky constant (0).
+// 5: a CRC-32 of the file at its end.
+const MAGIC: &[u8; 8] = b"BSPKLBM5";
+/// Version 4 differs only by the missing checksum, version 3 by the missing Smagorinsky constant (0) too.
+const MAGIC_4: &[u8; 8] = b"BSPKLBM4";
 const MAGIC_3: &[u8; 8] = b"BSPKLBM3";
 
 impl Lattice<'_> {
@@ -68,12 +73,13 @@ impl Lattice<'_> {
         for words in self.raw_state()? {
             put_words(&mut out, &words);
         }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
         // Every rank of a distributed lattice gathered the state above; rank 0 writes it.
         if !self.is_root() {
             return Ok(());
         }
-        let mut file = std::fs::File::create(path).map_err(|e| LbmError::io(path, e))?;
-        file.write_all(&out).map_err(|e| LbmError::io(path, e))
+        write_atomic(path, &out, None)
     }
 
     /// Rebuilds a lattice from a checkpoint; returns it with the metadata it was saved with.
@@ -106,8 +112,8 @@ impl Lattice<'_> {
             path,
         };
         let magic = r.take(8)?;
-        let v3 = magic == MAGIC_3;
-        if magic != MAGIC && !v3 {
+        let (v3, v4) = (magic == MAGIC_3, magic == MAGIC_4);
+        if magic != MAGIC && !v3 && !v4 {
             return Err(LbmError::file(
                 path,
                 if magic.starts_with(b"BSPKLBM") {
@@ -117,59 +123,42 @@ impl Lattice<'_> {
                 },
             ));
         }
-        let meta = String::from_utf8(r.bytes()?.to_vec())
-            .map_err(|_| LbmError::file(path, "metadata is not UTF-8"))?;
-        let nx = r.usize()?;
-        let ny = r.usize()?;
-        let storage = match r.u8()? {
-            0 => Storage::F32,
-            1 => Storage::F16,
-            v => return Err(LbmError::file(path, format!("unknown storage code {v}"))),
-        };
-        let streaming = match r.u8()? {
-            0 => Streaming::Ab,
-            1 => Streaming::InPlace,
-            v => return Err(LbmError::file(path, format!("unknown streaming code {v}"))),
-        };
-        let kind = r.u8()?;
-        let [omega, lambda, fx, fy] = [r.f64()?, r.f64()?, r.f64()?, r.f64()?];
-        let smagorinsky = if v3 { 0.0 } else { r.f64()? };
-        let collision = match kind {
-            0 => Collision::Bgk { omega },
-            1 => Collision::Trt { omega, lambda },
-            v => return Err(LbmError::file(path, format!("unknown collision code {v}"))),
-        };
-        let steps = r.u64()?;
-        let parity = usize::from(r.u8()?);
-        if parity > 1 {
-            return Err(LbmError::file(path, format!("bad parity {parity}")));
+        if magic == MAGIC {
+            let body = bytes
+                .len()
+                .checked_sub(4)
+                .filter(|&b| b >= 8)
+                .ok_or_else(|| LbmError::file(path, "truncated: no room for the checksum"))?;
+            let stored = u32::from_le_bytes([
+                bytes[body],
+                bytes[body + 1],
+                bytes[body + 2],
+                bytes[body + 3],
+            ]);
+            let computed = crc32fast::hash(&bytes[..body]);
+            if stored != computed {
+                return Err(LbmError::file(
+                    path,
+                    format!(
+                        "checksum mismatch (stored {stored:08x}, computed {computed:08x}): the file is corrupted or \
+                         truncated; resume from another checkpoint or restart"
+                    ),
+                ));
+            }
+            r.bytes = &bytes[..body];
         }
-        let codes = r.words()?;
-        let table_len = r.usize()?;
-        let table: Vec<[f64; 2]> = (0..table_len)
-            .map(|_| Ok([r.f64()?, r.f64()?]))
-            .collect::<Result<_>>()?;
-        let mut flags = flags_of(nx, ny, &codes, &table)
-            .map_err(|why| LbmError::file(path, format!("flags: {why}")))?;
-        for _ in 0..r.usize()? {
-            let (x, y, d, q) = (r.usize()?, r.usize()?, r.usize()?, r.f64()?);
-            flags
-                .set_wall_distance(x, y, d, q)
-                .map_err(|e| LbmError::file(path, format!("flags: {e}")))?;
-        }
-        let words: Vec<Vec<u32>> = (0..9).map(|_| r.words()).collect::<Result<_>>()?;
-        if r.at != bytes.len() {
-            return Err(LbmError::file(path, "trailing bytes after the populations"));
-        }
-        let cfg = Config {
-            nx,
-            ny,
-            storage,
-            streaming,
-            collision,
-            force: [fx, fy],
-            smagorinsky,
-        };
+        // Older formats carry no checksum: say so with any error, and warn when they load.
+        let unchecked = (v3 || v4).then_some(if v3 { 3 } else { 4 });
+        let r = &mut r;
+        let parsed = (|| -> Result<_> {
+            let meta = String::from_utf8(r.bytes()?.to_vec())
+                .map_err(|_| LbmError::file(path, "metadata is not UTF-8"))?;
+            parse_body(r, path, v3).map(|b| (meta, b))
+        })();
+        let (meta, (cfg, flags, words, parity, steps)) = parsed.map_err(|e| match unchecked {
+            Some(v) => LbmError::file(path, format!("{e} (format {v} carries no checksum)")),
+            None => e,
+        })?;
         let mut lattice = match ranks {
             None => Lattice::new(gpu, cfg, flags),
             Some(r) => Lattice::new_distributed(gpu, cfg, flags, r),
@@ -178,8 +167,74 @@ impl Lattice<'_> {
         lattice
             .restore_raw(&words, parity, steps)
             .map_err(|e| LbmError::file(path, e.to_string()))?;
+        if let Some(v) = unchecked {
+            lattice.warn(format!(
+                "{} is a format-{v} checkpoint, which carries no checksum: corruption in it would go unnoticed \
+                 (checkpoints written now carry one)",
+                path.display()
+            ));
+        }
         Ok((lattice, meta))
     }
+}
+
+/// What a checkpoint's body holds: configuration, flags, raw words, parity, steps done.
+type Body = (Config, Flags, Vec<Vec<u32>>, usize, u64);
+
+/// Reads the body after the metadata.
+fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool) -> Result<Body> {
+    let nx = r.usize()?;
+    let ny = r.usize()?;
+    let storage = match r.u8()? {
+        0 => Storage::F32,
+        1 => Storage::F16,
+        v => return Err(LbmError::file(path, format!("unknown storage code {v}"))),
+    };
+    let streaming = match r.u8()? {
+        0 => Streaming::Ab,
+        1 => Streaming::InPlace,
+        v => return Err(LbmError::file(path, format!("unknown streaming code {v}"))),
+    };
+    let kind = r.u8()?;
+    let [omega, lambda, fx, fy] = [r.f64()?, r.f64()?, r.f64()?, r.f64()?];
+    let smagorinsky = if v3 { 0.0 } else { r.f64()? };
+    let collision = match kind {
+        0 => Collision::Bgk { omega },
+        1 => Collision::Trt { omega, lambda },
+        v => return Err(LbmError::file(path, format!("unknown collision code {v}"))),
+    };
+    let steps = r.u64()?;
+    let parity = usize::from(r.u8()?);
+    if parity > 1 {
+        return Err(LbmError::file(path, format!("bad parity {parity}")));
+    }
+    let codes = r.words()?;
+    let table_len = r.usize()?;
+    let table: Vec<[f64; 2]> = (0..table_len)
+        .map(|_| Ok([r.f64()?, r.f64()?]))
+        .collect::<Result<_>>()?;
+    let mut flags = flags_of(nx, ny, &codes, &table)
+        .map_err(|why| LbmError::file(path, format!("flags: {why}")))?;
+    for _ in 0..r.usize()? {
+        let (x, y, d, q) = (r.usize()?, r.usize()?, r.usize()?, r.f64()?);
+        flags
+            .set_wall_distance(x, y, d, q)
+            .map_err(|e| LbmError::file(path, format!("flags: {e}")))?;
+    }
+    let words: Vec<Vec<u32>> = (0..9).map(|_| r.words()).collect::<Result<_>>()?;
+    if r.at != r.bytes.len() {
+        return Err(LbmError::file(path, "trailing bytes after the populations"));
+    }
+    let cfg = Config {
+        nx,
+        ny,
+        storage,
+        streaming,
+        collision,
+        force: [fx, fy],
+        smagorinsky,
+    };
+    Ok((cfg, flags, words, parity, steps))
 }
 
 /// Cells as kind | (index of their exact f64 value) << 3, and the value table.
@@ -248,6 +303,35 @@ fn put_words(out: &mut Vec<u8>, w: &[u32]) {
     }
 }
 
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, synced, renamed over `path`, the
+/// folder synced. `fail_after` (tests) stops the write after that many bytes with an error, as a full disk would.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let io = |e: std::io::Error| LbmError::io(path, e);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".bespoke-checkpoint-")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    if let Some(n) = fail_after {
+        tmp.write_all(&bytes[..n.min(bytes.len())]).map_err(io)?;
+        // The temporary file is removed as `tmp` drops; `path` is untouched.
+        return Err(io(std::io::Error::other(
+            "simulated failure half-way through the write",
+        )));
+    }
+    tmp.write_all(bytes).map_err(io)?;
+    tmp.as_file().sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    // The rename is durable once the folder is synced (not every platform lets a folder be opened).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -292,5 +376,31 @@ impl<'a> Reader<'a> {
         Ok(b.chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_atomic;
+
+    #[test]
+    fn a_write_that_fails_half_way_leaves_the_previous_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.ckpt");
+        write_atomic(&path, b"the previous, good checkpoint", None).expect("first write");
+        let e = write_atomic(&path, &[7u8; 4096], Some(1000)).expect_err("the simulated failure");
+        assert!(e.to_string().contains("simulated failure"), "{e}");
+        assert_eq!(
+            std::fs::read(&path).expect("read"),
+            b"the previous, good checkpoint"
+        );
+        // No temporary file is left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        write_atomic(&path, b"new", None).expect("a later write");
+        assert_eq!(std::fs::read(&path).expect("read"), b"new");
     }
 }

@@ -42,6 +42,12 @@ pub enum LbmError {
     File { path: String, why: String },
     #[error("{path}: {err}")]
     Io { path: String, err: std::io::Error },
+    /// A stop was asked for (a signal); the state was saved where `saved` says, if anywhere.
+    #[error("interrupted at step {step}{}", match saved {
+        Some(p) => format!("; the state is saved in {p} (resume with --resume {p})"),
+        None => "; nothing was saved (give --checkpoint FILE to keep the state)".to_owned(),
+    })]
+    Interrupted { step: u64, saved: Option<String> },
     /// Another rank of a distributed lattice failed, or the ranks disagree.
     #[error("{0}")]
     Ranks(String),

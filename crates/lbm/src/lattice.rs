@@ -191,6 +191,9 @@ impl<'g> Lattice<'g> {
     pub fn warnings(&self) -> &[String] {
         &self.warnings
     }
+    pub(crate) fn warn(&mut self, w: String) {
+        self.warnings.push(w);
+    }
     pub fn steps_done(&self) -> u64 {
         self.steps_done
     }

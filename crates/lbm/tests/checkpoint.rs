@@ -2,6 +2,10 @@
 //! included); bad files are errors.
 
 use bespoke_gpu::testing::test_gpu;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use bespoke_lbm::cases::{Case, CaseOptions, run_case};
 use bespoke_lbm::{Cell, Collision, Config, Flags, Lattice, LbmError, Storage, Streaming};
 
 #[test]
@@ -106,6 +110,19 @@ fn restart_is_bit_identical() {
     let v4 = dir.join("v4.ckpt");
     lat.checkpoint(&v4, "test").expect("save");
     let mut bytes = std::fs::read(&v4).expect("read back");
+    // Version 4: the same without the checksum; it reads, with a warning that it carries none.
+    bytes.truncate(bytes.len() - 4);
+    bytes[..8].copy_from_slice(b"BSPKLBM4");
+    let v4 = dir.join("v4.ckpt");
+    std::fs::write(&v4, &bytes).expect("write");
+    let (old4, _) = Lattice::resume(gpu, &v4).expect("version 4 reads");
+    assert!(
+        old4.warnings()
+            .iter()
+            .any(|w| w.contains("carries no checksum")),
+        "{:?}",
+        old4.warnings()
+    );
     let at = 8 + 8 + 4 + 16 + 3 + 32;
     assert_eq!(bytes[at..at + 8], 0.0f64.to_le_bytes());
     bytes.drain(at..at + 8);
@@ -117,6 +134,111 @@ fn restart_is_bit_identical() {
     assert_eq!(
         old.populations().expect("read"),
         lat.populations().expect("read")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_flipped_bit_anywhere_is_refused() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = std::env::temp_dir().join(format!("bespoke-lbm-flip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut flags = Flags::fluid(14, 10);
+    flags.channel_walls();
+    flags.add_circle([6.5, 4.7], 2.1, true);
+    let mut lat =
+        Lattice::new(gpu, Config::new(14, 10, Collision::trt(1.2)), flags).expect("lattice");
+    lat.init_equilibrium(|x, y| (1.0 + 0.001 * (x + y) as f64, [0.01, 0.0]))
+        .expect("init");
+    lat.step(5).expect("steps");
+    let good = dir.join("good.ckpt");
+    lat.checkpoint(&good, "flip").expect("save");
+    let bytes = std::fs::read(&good).expect("read");
+    let n = bytes.len();
+    // The header (metadata, sizes), the flags, the wall distances, the populations, the checksum itself.
+    for at in [9, 20, 60, n / 3, n / 2, n - 100, n - 5, n - 1] {
+        for bit in [0, 7] {
+            let mut b = bytes.clone();
+            b[at] ^= 1 << bit;
+            let bad = dir.join("bad.ckpt");
+            std::fs::write(&bad, &b).expect("write");
+            match Lattice::resume(gpu, &bad) {
+                Err(LbmError::File { why, .. }) => assert!(
+                    why.contains("checksum mismatch")
+                        || why.contains("magic")
+                        || why.contains("version"),
+                    "byte {at} bit {bit}: {why}"
+                ),
+                other => {
+                    panic!("byte {at} bit {bit}: a corrupted checkpoint was accepted: {other:?}")
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A taylor-green case's options for a checkpointed run.
+fn tg_opts(steps: u64, checkpoint: Option<std::path::PathBuf>) -> CaseOptions {
+    CaseOptions {
+        size: Some((24, 24)),
+        steps: Some(steps),
+        checkpoint,
+        ..CaseOptions::default()
+    }
+}
+
+#[test]
+fn periodic_checkpoints_and_a_stop_resume_bit_for_bit() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = std::env::temp_dir().join(format!("bespoke-lbm-periodic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let case = Case::TaylorGreen;
+    let straight = run_case(gpu, &case, &tg_opts(1500, None), &mut |_, _| {}).expect("run");
+    let want = straight.lattice.populations().expect("read");
+    let finish = |path: &std::path::Path, left: u64| {
+        let opts = CaseOptions {
+            resume: Some(path.to_owned()),
+            ..tg_opts(left, None)
+        };
+        let r = run_case(gpu, &case, &opts, &mut |_, _| {}).expect("resumed run");
+        assert_eq!(r.lattice.steps_done(), 1500);
+        r.lattice.populations().expect("read")
+    };
+
+    // Every 600 steps: the file holds step 1200 when a 1500-step run ends (the caller writes the final state).
+    let every = dir.join("every.ckpt");
+    let opts = CaseOptions {
+        checkpoint_every: Some(600),
+        ..tg_opts(1500, Some(every.clone()))
+    };
+    run_case(gpu, &case, &opts, &mut |_, _| {}).expect("run");
+    let (lat, _) = Lattice::resume(gpu, &every).expect("periodic checkpoint");
+    assert_eq!(lat.steps_done(), 1200);
+    assert!(
+        finish(&every, 300) == want,
+        "resumed from the periodic checkpoint, the run differs"
+    );
+
+    // A stop raised before the run: it ends after the first batch (the case's first sampling point, 300 steps,
+    // before the checkpoint cadence), saving the state, and says so.
+    let stopped = dir.join("stopped.ckpt");
+    let opts = CaseOptions {
+        checkpoint_every: Some(400),
+        stop: Some(Arc::new(AtomicBool::new(true))),
+        ..tg_opts(1500, Some(stopped.clone()))
+    };
+    let at = match run_case(gpu, &case, &opts, &mut |_, _| {}) {
+        Err(LbmError::Interrupted {
+            step,
+            saved: Some(p),
+        }) if p.contains("stopped.ckpt") => step,
+        other => panic!("expected an interruption that saved the state: {other:?}"),
+    };
+    assert!(at > 0 && at <= 400, "stopped at step {at}");
+    assert!(
+        finish(&stopped, 1500 - at) == want,
+        "resumed after the stop at step {at}, the run differs"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

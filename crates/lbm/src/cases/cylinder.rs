@@ -167,7 +167,7 @@ pub(super) fn run<'g>(
         .unwrap_or((150.0 * t_conv).round() as u64)
         .max(100);
     let sample_every = ((t_conv / 40.0).round() as u64).max(1);
-    let mut r = Runner::new(lat, u, steps, progress, opts);
+    let mut r = Runner::new("cylinder", lat, u, steps, progress, opts);
     // Let the wake develop for the first half, sample the second.
     let settle = steps / 2;
     r.run(settle)?;

@@ -56,7 +56,7 @@ pub(super) fn run<'g>(
     let steps = opts
         .steps
         .unwrap_or((lat.config().nx as f64 / u).round() as u64);
-    let mut r = Runner::new(lat, u, steps, progress, opts);
+    let mut r = Runner::new("mask", lat, u, steps, progress, opts);
     // The obstacles: solid cells off the channel walls (rows 0 and ny − 1), and the links into them.
     let flags = r.lat.flags();
     let fny = flags.ny();

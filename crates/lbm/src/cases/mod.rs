@@ -10,6 +10,8 @@ mod taylor_green;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bespoke_gpu::Gpu;
@@ -131,6 +133,13 @@ pub struct CaseOptions {
     /// Run across ranks (every rank calls `run_case` with its communicator; results are the whole domain's on
     /// every rank, files are written by rank 0). None: one domain.
     pub ranks: Option<crate::dist::Ranks>,
+    /// Where the run keeps its state: every `checkpoint_every` steps (of the domain's count, so a resumed run
+    /// keeps the cadence), and when `stop` is raised. The caller writes the final state itself.
+    pub checkpoint: Option<PathBuf>,
+    pub checkpoint_every: Option<u64>,
+    /// Raised (by a signal handler) to stop after the step batch in flight: the state is saved to `checkpoint`
+    /// if there is one and the run ends with `LbmError::Interrupted`. Ranks agree on it before they stop.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// Periodic PNG frames during a run.
@@ -157,6 +166,9 @@ impl Default for CaseOptions {
             interpolated_mask: false,
             smagorinsky: None,
             ranks: None,
+            checkpoint: None,
+            checkpoint_every: None,
+            stop: None,
         }
     }
 }
@@ -200,6 +212,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 
 /// Steps a lattice in chunks, timing only the stepping and reporting progress.
 struct Runner<'a, 'g> {
+    case: &'static str,
     lat: Lattice<'g>,
     /// The characteristic velocity, reported and checkpointed with the run.
     u: f64,
@@ -208,10 +221,14 @@ struct Runner<'a, 'g> {
     planned: u64,
     progress: Progress<'a>,
     frames: Option<Frames>,
+    checkpoint: Option<PathBuf>,
+    every: Option<u64>,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl<'a, 'g> Runner<'a, 'g> {
     fn new(
+        case: &'static str,
         lat: Lattice<'g>,
         u: f64,
         planned: u64,
@@ -219,6 +236,12 @@ impl<'a, 'g> Runner<'a, 'g> {
         opts: &CaseOptions,
     ) -> Self {
         Self {
+            case,
+            checkpoint: opts.checkpoint.clone(),
+            every: opts
+                .checkpoint_every
+                .filter(|&e| e > 0 && opts.checkpoint.is_some()),
+            stop: opts.stop.clone(),
             lat,
             u,
             seconds: 0.0,
@@ -237,6 +260,10 @@ impl<'a, 'g> Runner<'a, 'g> {
                 // Stop at the next frame boundary.
                 k = k.min(f.every - self.done % f.every);
             }
+            if let Some(e) = self.every {
+                // And at the next checkpoint.
+                k = k.min(e - self.lat.steps_done() % e);
+            }
             let t = Instant::now();
             self.lat.step(k)?;
             self.seconds += t.elapsed().as_secs_f64();
@@ -253,9 +280,39 @@ impl<'a, 'g> Runner<'a, 'g> {
                     crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
                 }
             }
+            if let (Some(e), Some(path)) = (self.every, &self.checkpoint)
+                && self.lat.steps_done().is_multiple_of(e)
+            {
+                self.lat.checkpoint(path, &meta(self.case, self.u))?;
+            }
+            if self.stop_requested()? {
+                let saved = match &self.checkpoint {
+                    Some(path) => {
+                        self.lat.checkpoint(path, &meta(self.case, self.u))?;
+                        Some(path.display().to_string())
+                    }
+                    None => None,
+                };
+                return Err(LbmError::Interrupted {
+                    step: self.lat.steps_done(),
+                    saved,
+                });
+            }
             (self.progress)(self.done, self.planned.max(self.done));
         }
         Ok(())
+    }
+
+    /// Whether a stop was asked for, on any rank (all ranks then stop after the same batch).
+    fn stop_requested(&self) -> Result<bool> {
+        let Some(flag) = &self.stop else {
+            return Ok(false);
+        };
+        let mut v = [f64::from(u8::from(flag.load(Ordering::Relaxed)))];
+        if let Some(comm) = self.lat.comm() {
+            comm.all_reduce_f64(&mut v, bespoke_comm::Op::Max)?;
+        }
+        Ok(v[0] > 0.0)
     }
     /// Steps in chunks of `interval` until one chunk changes u_x by less than `tol`·`scale` everywhere, or until
     /// `max_steps` in all. Returns whether it became steady and the last chunk's largest change / `scale`.

@@ -60,7 +60,7 @@ pub(super) fn run<'g>(
         .steps
         .unwrap_or_else(|| ((1.0 / (nu * k * k)).round() as u64).clamp(200, 20_000))
         .max(10);
-    let mut r = Runner::new(lat, u, steps, progress, opts);
+    let mut r = Runner::new("shear-wave", lat, u, steps, progress, opts);
     // Skip the first fifth: an equilibrium start lacks the non-equilibrium part and rings briefly.
     let t1 = steps / 5;
     r.run(t1)?;

@@ -62,7 +62,7 @@ pub(super) fn run<'g>(
         .steps
         .unwrap_or_else(|| ((1.0 / rate).round() as u64).clamp(200, 20_000))
         .max(10);
-    let mut r = Runner::new(lat, u, steps, progress, opts);
+    let mut r = Runner::new("taylor-green", lat, u, steps, progress, opts);
     let t1 = steps / 5;
     r.run(t1)?;
     let e1 = energy(&r.fields()?);
