@@ -5,14 +5,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
-use half::f16;
 
-use crate::config::{Config, Layout, Storage, Streaming, check_mach};
-use crate::d2q9::{OPP, W, equilibrium};
+use crate::config::{Config, Layout, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::{EncodedFlags, Flags};
-use crate::kernel::{Edges, F16_SCALE, KernelSpec, Mode, Phase, Region, WG, stash_index};
+use crate::kernel::{Edges, KernelSpec, Mode, Phase, Region, WG};
+pub use crate::storage::stored_words;
+pub(crate) use crate::storage::{cell_bits, put_cell_bits};
 
 pub(crate) const NAN_F32: u32 = 0x7fc0_0000;
 const NAN_F16X2: u32 = 0x7e00_7e00;
@@ -27,7 +27,7 @@ pub struct Lattice<'g> {
     id: u64,
     pub(crate) cfg: Config,
     pub(crate) flags: Flags,
-    encoded: Option<EncodedFlags>,
+    pub(crate) encoded: Option<EncodedFlags>,
     /// The populations: `a` always, `b` for two-lattice streaming.
     pub(crate) a: Vec<GpuBuffer<u32>>,
     pub(crate) b: Vec<GpuBuffer<u32>>,
@@ -202,162 +202,6 @@ impl<'g> Lattice<'g> {
         18 * self.cfg.storage.bytes() + if self.encoded.is_some() { 4 } else { 0 }
     }
 
-    /// Sets every non-solid cell to equilibrium at the density and velocity `init(x, y)` gives.
-    pub fn init_equilibrium(
-        &mut self,
-        init: impl Fn(usize, usize) -> (f64, [f64; 2]),
-    ) -> Result<()> {
-        let (nx, ny) = (self.cfg.nx, self.cfg.ny);
-        let n = nx * ny;
-        let mut s = vec![0.0; 9 * n];
-        for ly in 0..ny {
-            for lx in 0..nx {
-                let idx = ly * nx + lx;
-                // The domain's coordinates (a block's cells, halo included, are the domain's cells).
-                let (x, y) = self.global_xy(lx, ly);
-                let (rho, u) = if self.flags.get(lx, ly).is_solid() {
-                    (1.0, [0.0, 0.0])
-                } else {
-                    init(x, y)
-                };
-                if !(rho > 0.0 && rho.is_finite()) {
-                    return Err(LbmError::param(
-                        "initial density",
-                        rho,
-                        format!("at cell ({x}, {y}) it must be positive and finite"),
-                    ));
-                }
-                check_mach("initial velocity", u)?;
-                let e = equilibrium(rho, u);
-                for i in 0..9 {
-                    s[i * n + idx] = e[i];
-                }
-            }
-        }
-        self.set_local_populations(&s)
-    }
-
-    /// Sets every non-solid cell to equilibrium from arrays of ρ, u_x, u_y (row-major, nx·ny each).
-    pub fn init_from_fields(&mut self, rho: &[f64], ux: &[f64], uy: &[f64]) -> Result<()> {
-        let n = self.config().cells();
-        if rho.len() != n || ux.len() != n || uy.len() != n {
-            return Err(LbmError::Shape(format!(
-                "fields of {}, {}, {} values for {n} cells",
-                rho.len(),
-                ux.len(),
-                uy.len()
-            )));
-        }
-        let nx = self.config().nx;
-        self.init_equilibrium(|x, y| {
-            let i = y * nx + x;
-            (rho[i], [ux[i], uy[i]])
-        })
-    }
-
-    /// Sets the post-collision populations S_i(x), direction-major (`s[i * nx * ny + y * nx + x]`).
-    pub fn set_populations(&mut self, s: &[f64]) -> Result<()> {
-        let n = self.config().cells();
-        if s.len() != 9 * n {
-            return Err(LbmError::Shape(format!(
-                "{} populations given for {n} cells (need 9 per cell)",
-                s.len()
-            )));
-        }
-        if let Some(p) = s.iter().position(|v| !v.is_finite()) {
-            return Err(LbmError::param(
-                "population",
-                s[p],
-                format!("direction {}, cell {} is not finite", p / n, p % n),
-            ));
-        }
-        match self.dist.is_some() {
-            true => {
-                let local = self.block_slice(s, 9);
-                self.set_local_populations(&local)
-            }
-            false => self.set_local_populations(s),
-        }
-    }
-
-    /// `set_populations` on this lattice's own cells (a block's, halo included).
-    fn set_local_populations(&mut self, s: &[f64]) -> Result<()> {
-        let n = self.cfg.cells();
-        let mut slots = vec![Vec::new(); 9];
-        for i in 0..9 {
-            // The in-place layout keeps S_i(x) in slot ī of x between an even and an odd step.
-            let slot = match self.cfg.streaming {
-                Streaming::Ab => i,
-                Streaming::InPlace => OPP[i],
-            };
-            slots[slot] = stored_words(self.cfg.layout(), &s[i * n..(i + 1) * n], W[i]);
-            self.gpu.write(&self.a[slot], 0, &slots[slot])?;
-        }
-        self.parity = 0;
-        if let Some(d) = &self.dist {
-            // The halo came from the whole domain's state: the next step needs no exchange.
-            d.fresh.set(true);
-        }
-        self.fill_stash(&slots)
-    }
-
-    /// Sets the stash of in-place interpolated links (`KernelSpec::stashed`) from the in-place state `slots` (the
-    /// words of `a`) at the current parity: f_i*(x) sits in slot ī of x before an odd step and in slot i of
-    /// x + c_i before an even one, until that step overwrites it.
-    fn fill_stash(&self, slots: &[Vec<u32>]) -> Result<()> {
-        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
-            return Ok(());
-        };
-        let Some(stash) = &b.stash else {
-            return Ok(());
-        };
-        let (nx, n, layout) = (self.cfg.nx, self.cfg.cells(), self.cfg.layout());
-        let mut values = vec![0.0f32; 2 * e.table.len()];
-        for (cell, i, k) in e.interpolated_links() {
-            let (slot, at) = if self.parity == 0 {
-                (OPP[i], cell)
-            } else {
-                let (x, y) = self.flags.neighbour(cell % nx, cell / nx, i);
-                (i, y * nx + x)
-            };
-            values[stash_index(k, i)] = stored_value(layout, &slots[slot], n, at);
-        }
-        Ok(self.gpu.write(stash, 0, &values)?)
-    }
-
-    /// Whether `populations` can be read now (false for in-place streaming after an odd number of steps).
-    pub fn populations_readable(&self) -> bool {
-        self.parity == 0 || self.cfg.streaming == Streaming::Ab
-    }
-
-    /// The post-collision populations S_i(x) (direction-major). For in-place streaming they exist only after an
-    /// even number of steps since the state was set.
-    pub fn populations(&self) -> Result<Vec<f64>> {
-        if !self.populations_readable() {
-            return Err(LbmError::State(
-                "the in-place lattice holds pre-collision populations after an odd number of steps; \
-                 step once more to read the post-collision state"
-                    .into(),
-            ));
-        }
-        let n = self.cfg.cells();
-        let src = if self.parity == 0 { &self.a } else { &self.b };
-        let mut s = vec![0.0; 9 * n];
-        for i in 0..9 {
-            let slot = match self.cfg.streaming {
-                Streaming::Ab => i,
-                Streaming::InPlace => OPP[i],
-            };
-            let words = self.gpu.read(&src[slot])?;
-            decode(self.cfg.layout(), &words, W[i], &mut s[i * n..(i + 1) * n]);
-        }
-        match self.dist.is_some() {
-            // A block's own cells of every rank, as the whole domain's populations.
-            true => self.gather(&s, 9),
-            false => Ok(s),
-        }
-    }
-
     /// Runs `n` steps without reading anything back.
     pub fn step(&mut self, n: u64) -> Result<()> {
         if self.dist.is_some() {
@@ -494,67 +338,6 @@ impl<'g> Lattice<'g> {
         }
         Ok(())
     }
-
-    /// The raw words of the buffers holding the current state, for checkpoints.
-    pub(crate) fn raw_state(&self) -> Result<Vec<Vec<u32>>> {
-        if self.dist.is_some() {
-            return self.raw_state_distributed();
-        }
-        self.local_raw_state()
-    }
-
-    /// `raw_state` of this lattice's own buffers.
-    pub(crate) fn local_raw_state(&self) -> Result<Vec<Vec<u32>>> {
-        let src = if self.parity == 0 || self.cfg.streaming == Streaming::InPlace {
-            &self.a
-        } else {
-            &self.b
-        };
-        src.iter().map(|b| Ok(self.gpu.read(b)?)).collect()
-    }
-
-    /// In-place: which kernel runs next (0 odd, 1 even); two-lattice: always 0 after a restore.
-    pub(crate) fn layout_parity(&self) -> usize {
-        match self.cfg.streaming {
-            Streaming::Ab => 0,
-            Streaming::InPlace => self.parity,
-        }
-    }
-
-    pub(crate) fn restore_raw(
-        &mut self,
-        words: &[Vec<u32>],
-        parity: usize,
-        steps_done: u64,
-    ) -> Result<()> {
-        let expect = self.config().layout().words(self.config().cells());
-        if words.len() != 9 || words.iter().any(|w| w.len() != expect) {
-            return Err(LbmError::Shape(format!(
-                "checkpoint holds {} direction arrays, expected 9 of {expect} words",
-                words.len()
-            )));
-        }
-        let local;
-        let words = match self.dist.is_some() {
-            true => {
-                local = self.block_words(words);
-                &local
-            }
-            false => words,
-        };
-        for (buf, w) in self.a.iter().zip(words) {
-            self.gpu.write(buf, 0, w)?;
-        }
-        if let Some(d) = &self.dist {
-            d.fresh.set(true);
-        }
-        self.parity = parity;
-        self.steps_done = steps_done;
-        match self.cfg.streaming {
-            Streaming::InPlace => self.fill_stash(words),
-            Streaming::Ab => Ok(()),
-        }
-    }
 }
 
 /// Flags must cover the lattice.
@@ -610,7 +393,7 @@ fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mod
 pub(crate) struct Boundary {
     codes: GpuBuffer<u32>,
     table: GpuBuffer<[f32; 2]>,
-    stash: Option<GpuBuffer<f32>>,
+    pub(crate) stash: Option<GpuBuffer<f32>>,
 }
 
 /// A launch of a lattice kernel: the population buffers, then the flag field, its table and the stash when there
@@ -645,64 +428,4 @@ pub(crate) fn pops<'a>(
     second: &'a [GpuBuffer<u32>],
 ) -> Vec<&'a GpuBuffer<u32>> {
     first.iter().chain(second).collect()
-}
-
-/// Stored words of populations `f` (unshifted, one per cell) of one direction with weight `w`, as the kernels
-/// read them in `layout` (`Layout` says where each cell's half sits).
-pub fn stored_words(layout: Layout, f: &[f64], w: f64) -> Vec<u32> {
-    let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
-    match layout {
-        Layout::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
-        Layout::F16Paired => {
-            let (lo, hi) = f.split_at(f.len() / 2);
-            lo.iter()
-                .zip(hi)
-                .map(|(&l, &h)| bits(l) | (bits(h) << 16))
-                .collect()
-        }
-        // An odd count leaves the last high half 0 (+0.0), never read.
-        Layout::F16Single => f
-            .chunks(2)
-            .map(|c| bits(c[0]) | c.get(1).map_or(0, |&h| bits(h) << 16))
-            .collect(),
-    }
-}
-
-/// The stored (shifted) value of `cell` in one direction's words of a lattice of `n` cells, as a kernel loads it.
-fn stored_value(layout: Layout, words: &[u32], n: usize, cell: usize) -> f32 {
-    let bits = cell_bits(layout, words, n, cell);
-    match layout {
-        Layout::F32 => f32::from_bits(bits),
-        // Exact: an f16 times a power of two.
-        _ => f16::from_bits(bits as u16).to_f32() * (1.0 / F16_SCALE as f32),
-    }
-}
-
-/// The raw bits of `cell`'s value in one direction's words (f32 bits, or f16 bits in the low half).
-pub(crate) fn cell_bits(layout: Layout, words: &[u32], n: usize, cell: usize) -> u32 {
-    let (w, part) = crate::dist::word_of(layout, n, cell);
-    let v = words[w as usize];
-    match part {
-        0 => v,
-        1 => v & 0xffff,
-        _ => v >> 16,
-    }
-}
-
-/// Sets `cell`'s raw bits (as `cell_bits` returns them).
-pub(crate) fn put_cell_bits(layout: Layout, words: &mut [u32], n: usize, cell: usize, bits: u32) {
-    let (w, part) = crate::dist::word_of(layout, n, cell);
-    let v = &mut words[w as usize];
-    *v = match part {
-        0 => bits,
-        1 => (*v & 0xffff_0000) | (bits & 0xffff),
-        _ => (*v & 0xffff) | (bits << 16),
-    };
-}
-
-fn decode(layout: Layout, words: &[u32], w: f64, out: &mut [f64]) {
-    let n = out.len();
-    for (cell, o) in out.iter_mut().enumerate() {
-        *o = f64::from(stored_value(layout, words, n, cell)) + w;
-    }
 }

@@ -20,6 +20,8 @@ pub mod output;
 mod probe;
 pub mod reference;
 pub mod scale;
+mod state;
+mod storage;
 
 pub use config::{CS, Collision, Config, Layout, MAX_MACH, Storage, Streaming, check_mach};
 pub use error::{LbmError, Result};

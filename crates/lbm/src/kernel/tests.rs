@@ -1,0 +1,57 @@
+//! Every kernel the generator makes validates without a device.
+
+use super::collide::cu_expr;
+use super::*;
+use bespoke_gpu::{caps_for, validate_wgsl};
+
+#[test]
+fn every_kernel_validates() {
+    let mut n = 0;
+    // ny 6 pairs f16 rows; ny 7 stores one f16 per cell (and needs SHADER_F16).
+    for (storage, ny) in [(Storage::F32, 6), (Storage::F16, 6), (Storage::F16, 7)] {
+        for collision in [Collision::Bgk { omega: 1.3 }, Collision::trt(0.7)] {
+            for (force, smagorinsky) in [
+                ([0.0, 0.0], 0.0),
+                ([1e-5, -2e-6], 0.0),
+                ([1e-5, -2e-6], 0.17),
+            ] {
+                for (flags, curved) in [(false, false), (true, false), (true, true)] {
+                    for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
+                        for mode in [Mode::Step, Mode::Macro, Mode::Probe] {
+                            let spec = KernelSpec {
+                                nx: 37,
+                                ny,
+                                storage,
+                                collision,
+                                force,
+                                smagorinsky,
+                                flags,
+                                curved,
+                                phase,
+                                mode,
+                                edges: Edges::whole(37, ny),
+                                region: Region::All,
+                            };
+                            let src = spec.generate();
+                            let f16 = spec.layout() == Layout::F16Single;
+                            validate_wgsl(&src, caps_for(false, f16))
+                                .unwrap_or_else(|e| panic!("{}: {e}\n{src}", spec.name()));
+                            let decl = src.matches("@group(0) @binding(").count();
+                            assert_eq!(decl, spec.storage_bindings(), "{}", spec.name());
+                            n += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(n, 486);
+}
+
+#[test]
+fn cu_expressions() {
+    assert_eq!(cu_expr(0, "ux", "uy"), "0.0");
+    assert_eq!(cu_expr(1, "ux", "uy"), "(ux)");
+    assert_eq!(cu_expr(7, "ux", "uy"), "(- ux - uy)");
+    assert_eq!(cu_expr(8, "ux", "uy"), "(ux - uy)");
+}

@@ -1,0 +1,228 @@
+//! A lattice's state on the host side: initial states, populations in and out, and the raw words checkpoints
+//! save and restore (for a block of a distributed lattice, the whole domain's, gathered or sliced).
+
+use crate::config::{Streaming, check_mach};
+use crate::d2q9::{OPP, W, equilibrium};
+use crate::error::{LbmError, Result};
+use crate::kernel::stash_index;
+use crate::lattice::Lattice;
+use crate::storage::{decode, stored_value, stored_words};
+
+impl Lattice<'_> {
+    /// Sets every non-solid cell to equilibrium at the density and velocity `init(x, y)` gives.
+    pub fn init_equilibrium(
+        &mut self,
+        init: impl Fn(usize, usize) -> (f64, [f64; 2]),
+    ) -> Result<()> {
+        let (nx, ny) = (self.cfg.nx, self.cfg.ny);
+        let n = nx * ny;
+        let mut s = vec![0.0; 9 * n];
+        for ly in 0..ny {
+            for lx in 0..nx {
+                let idx = ly * nx + lx;
+                // The domain's coordinates (a block's cells, halo included, are the domain's cells).
+                let (x, y) = self.global_xy(lx, ly);
+                let (rho, u) = if self.flags.get(lx, ly).is_solid() {
+                    (1.0, [0.0, 0.0])
+                } else {
+                    init(x, y)
+                };
+                if !(rho > 0.0 && rho.is_finite()) {
+                    return Err(LbmError::param(
+                        "initial density",
+                        rho,
+                        format!("at cell ({x}, {y}) it must be positive and finite"),
+                    ));
+                }
+                check_mach("initial velocity", u)?;
+                let e = equilibrium(rho, u);
+                for i in 0..9 {
+                    s[i * n + idx] = e[i];
+                }
+            }
+        }
+        self.set_local_populations(&s)
+    }
+
+    /// Sets every non-solid cell to equilibrium from arrays of ρ, u_x, u_y (row-major, nx·ny each).
+    pub fn init_from_fields(&mut self, rho: &[f64], ux: &[f64], uy: &[f64]) -> Result<()> {
+        let n = self.config().cells();
+        if rho.len() != n || ux.len() != n || uy.len() != n {
+            return Err(LbmError::Shape(format!(
+                "fields of {}, {}, {} values for {n} cells",
+                rho.len(),
+                ux.len(),
+                uy.len()
+            )));
+        }
+        let nx = self.config().nx;
+        self.init_equilibrium(|x, y| {
+            let i = y * nx + x;
+            (rho[i], [ux[i], uy[i]])
+        })
+    }
+
+    /// Sets the post-collision populations S_i(x), direction-major (`s[i * nx * ny + y * nx + x]`).
+    pub fn set_populations(&mut self, s: &[f64]) -> Result<()> {
+        let n = self.config().cells();
+        if s.len() != 9 * n {
+            return Err(LbmError::Shape(format!(
+                "{} populations given for {n} cells (need 9 per cell)",
+                s.len()
+            )));
+        }
+        if let Some(p) = s.iter().position(|v| !v.is_finite()) {
+            return Err(LbmError::param(
+                "population",
+                s[p],
+                format!("direction {}, cell {} is not finite", p / n, p % n),
+            ));
+        }
+        match self.dist.is_some() {
+            true => {
+                let local = self.block_slice(s, 9);
+                self.set_local_populations(&local)
+            }
+            false => self.set_local_populations(s),
+        }
+    }
+
+    /// `set_populations` on this lattice's own cells (a block's, halo included).
+    fn set_local_populations(&mut self, s: &[f64]) -> Result<()> {
+        let n = self.cfg.cells();
+        let mut slots = vec![Vec::new(); 9];
+        for i in 0..9 {
+            // The in-place layout keeps S_i(x) in slot ī of x between an even and an odd step.
+            let slot = match self.cfg.streaming {
+                Streaming::Ab => i,
+                Streaming::InPlace => OPP[i],
+            };
+            slots[slot] = stored_words(self.cfg.layout(), &s[i * n..(i + 1) * n], W[i]);
+            self.gpu.write(&self.a[slot], 0, &slots[slot])?;
+        }
+        self.parity = 0;
+        if let Some(d) = &self.dist {
+            // The halo came from the whole domain's state: the next step needs no exchange.
+            d.fresh.set(true);
+        }
+        self.fill_stash(&slots)
+    }
+
+    /// Sets the stash of in-place interpolated links (`KernelSpec::stashed`) from the in-place state `slots` (the
+    /// words of `a`) at the current parity: f_i*(x) sits in slot ī of x before an odd step and in slot i of
+    /// x + c_i before an even one, until that step overwrites it.
+    fn fill_stash(&self, slots: &[Vec<u32>]) -> Result<()> {
+        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
+            return Ok(());
+        };
+        let Some(stash) = &b.stash else {
+            return Ok(());
+        };
+        let (nx, n, layout) = (self.cfg.nx, self.cfg.cells(), self.cfg.layout());
+        let mut values = vec![0.0f32; 2 * e.table.len()];
+        for (cell, i, k) in e.interpolated_links() {
+            let (slot, at) = if self.parity == 0 {
+                (OPP[i], cell)
+            } else {
+                let (x, y) = self.flags.neighbour(cell % nx, cell / nx, i);
+                (i, y * nx + x)
+            };
+            values[stash_index(k, i)] = stored_value(layout, &slots[slot], n, at);
+        }
+        Ok(self.gpu.write(stash, 0, &values)?)
+    }
+
+    /// Whether `populations` can be read now (false for in-place streaming after an odd number of steps).
+    pub fn populations_readable(&self) -> bool {
+        self.parity == 0 || self.cfg.streaming == Streaming::Ab
+    }
+
+    /// The post-collision populations S_i(x) (direction-major). For in-place streaming they exist only after an
+    /// even number of steps since the state was set.
+    pub fn populations(&self) -> Result<Vec<f64>> {
+        if !self.populations_readable() {
+            return Err(LbmError::State(
+                "the in-place lattice holds pre-collision populations after an odd number of steps; \
+                 step once more to read the post-collision state"
+                    .into(),
+            ));
+        }
+        let n = self.cfg.cells();
+        let src = if self.parity == 0 { &self.a } else { &self.b };
+        let mut s = vec![0.0; 9 * n];
+        for i in 0..9 {
+            let slot = match self.cfg.streaming {
+                Streaming::Ab => i,
+                Streaming::InPlace => OPP[i],
+            };
+            let words = self.gpu.read(&src[slot])?;
+            decode(self.cfg.layout(), &words, W[i], &mut s[i * n..(i + 1) * n]);
+        }
+        match self.dist.is_some() {
+            // A block's own cells of every rank, as the whole domain's populations.
+            true => self.gather(&s, 9),
+            false => Ok(s),
+        }
+    }
+
+    /// The raw words of the buffers holding the current state, for checkpoints.
+    pub(crate) fn raw_state(&self) -> Result<Vec<Vec<u32>>> {
+        if self.dist.is_some() {
+            return self.raw_state_distributed();
+        }
+        self.local_raw_state()
+    }
+
+    /// `raw_state` of this lattice's own buffers.
+    pub(crate) fn local_raw_state(&self) -> Result<Vec<Vec<u32>>> {
+        let src = if self.parity == 0 || self.cfg.streaming == Streaming::InPlace {
+            &self.a
+        } else {
+            &self.b
+        };
+        src.iter().map(|b| Ok(self.gpu.read(b)?)).collect()
+    }
+
+    /// In-place: which kernel runs next (0 odd, 1 even); two-lattice: always 0 after a restore.
+    pub(crate) fn layout_parity(&self) -> usize {
+        match self.cfg.streaming {
+            Streaming::Ab => 0,
+            Streaming::InPlace => self.parity,
+        }
+    }
+
+    pub(crate) fn restore_raw(
+        &mut self,
+        words: &[Vec<u32>],
+        parity: usize,
+        steps_done: u64,
+    ) -> Result<()> {
+        let expect = self.config().layout().words(self.config().cells());
+        if words.len() != 9 || words.iter().any(|w| w.len() != expect) {
+            return Err(LbmError::Shape(format!(
+                "checkpoint holds {} direction arrays, expected 9 of {expect} words",
+                words.len()
+            )));
+        }
+        let local;
+        let words = match self.dist.is_some() {
+            true => {
+                local = self.block_words(words);
+                &local
+            }
+            false => words,
+        };
+        for (buf, w) in self.a.iter().zip(words) {
+            self.gpu.write(buf, 0, w)?;
+        }
+        if let Some(d) = &self.dist {
+            d.fresh.set(true);
+        }
+        self.parity = parity;
+        self.steps_done = steps_done;
+        match self.cfg.streaming {
+            Streaming::InPlace => self.fill_stash(words),
+            Streaming::Ab => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! How populations sit in a direction's u32 words (`Layout`), on the host: encoding, decoding, and the raw bits
+//! of one cell (what checkpoints and the distributed gathers move).
+
+use half::f16;
+
+use crate::config::Layout;
+use crate::kernel::F16_SCALE;
+
+/// Stored words of populations `f` (unshifted, one per cell) of one direction with weight `w`, as the kernels
+/// read them in `layout` (`Layout` says where each cell's half sits).
+pub fn stored_words(layout: Layout, f: &[f64], w: f64) -> Vec<u32> {
+    let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
+    match layout {
+        Layout::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
+        Layout::F16Paired => {
+            let (lo, hi) = f.split_at(f.len() / 2);
+            lo.iter()
+                .zip(hi)
+                .map(|(&l, &h)| bits(l) | (bits(h) << 16))
+                .collect()
+        }
+        // An odd count leaves the last high half 0 (+0.0), never read.
+        Layout::F16Single => f
+            .chunks(2)
+            .map(|c| bits(c[0]) | c.get(1).map_or(0, |&h| bits(h) << 16))
+            .collect(),
+    }
+}
+
+/// The stored (shifted) value of `cell` in one direction's words of a lattice of `n` cells, as a kernel loads it.
+pub(crate) fn stored_value(layout: Layout, words: &[u32], n: usize, cell: usize) -> f32 {
+    let bits = cell_bits(layout, words, n, cell);
+    match layout {
+        Layout::F32 => f32::from_bits(bits),
+        // Exact: an f16 times a power of two.
+        _ => f16::from_bits(bits as u16).to_f32() * (1.0 / F16_SCALE as f32),
+    }
+}
+
+/// The raw bits of `cell`'s value in one direction's words (f32 bits, or f16 bits in the low half).
+pub(crate) fn cell_bits(layout: Layout, words: &[u32], n: usize, cell: usize) -> u32 {
+    let (w, part) = crate::dist::word_of(layout, n, cell);
+    let v = words[w as usize];
+    match part {
+        0 => v,
+        1 => v & 0xffff,
+        _ => v >> 16,
+    }
+}
+
+/// Sets `cell`'s raw bits (as `cell_bits` returns them).
+pub(crate) fn put_cell_bits(layout: Layout, words: &mut [u32], n: usize, cell: usize, bits: u32) {
+    let (w, part) = crate::dist::word_of(layout, n, cell);
+    let v = &mut words[w as usize];
+    *v = match part {
+        0 => bits,
+        1 => (*v & 0xffff_0000) | (bits & 0xffff),
+        _ => (*v & 0xffff) | (bits << 16),
+    };
+}
+
+pub(crate) fn decode(layout: Layout, words: &[u32], w: f64, out: &mut [f64]) {
+    let n = out.len();
+    for (cell, o) in out.iter_mut().enumerate() {
+        *o = f64::from(stored_value(layout, words, n, cell)) + w;
+    }
+}
