@@ -118,7 +118,7 @@ fn every_kernel_and_layout_matches_one_domain_bit_for_bit() {
         if gpu.has_f64() {
             check::<f64>(gpu, boundary, KernelKind::Gather, Layout::SlotMajor);
         } else {
-            eprintln!("SKIPPED f64 across ranks: the adapter lacks SHADER_F64");
+            bespoke_gpu::testing::skipped("fv f64 across ranks: the adapter lacks SHADER_F64");
         }
     }
 }

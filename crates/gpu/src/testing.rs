@@ -22,8 +22,29 @@ pub fn test_gpu() -> Option<&'static Gpu> {
         Ok(g) => Some(g),
         Err(e) if gpu_required() => panic!("BESPOKE_REQUIRE_GPU=1 but no GPU could be opened: {e}"),
         Err(e) => {
-            eprintln!("SKIPPED (no GPU; set BESPOKE_REQUIRE_GPU=1 to make this fail): {e}");
+            skipped(&format!(
+                "no GPU (set BESPOKE_REQUIRE_GPU=1 to make this fail): {e}"
+            ));
             None
+        }
+    }
+}
+
+/// Says that a test (or part of one) did not run and why: a `SKIPPED: …` line on stderr (shown with
+/// `--nocapture`), and a line in the file `BESPOKE_SKIP_LOG` names when set, which CI prints as a summary after
+/// the tests (cargo hides the stderr of passing tests).
+pub fn skipped(what: &str) {
+    eprintln!("SKIPPED: {what}");
+    if let Some(path) = std::env::var_os("BESPOKE_SKIP_LOG").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        let test = std::thread::current().name().unwrap_or("?").to_owned();
+        // One short line per write with O_APPEND: concurrent tests do not interleave within a line.
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(format!("{test}: {what}\n").as_bytes());
         }
     }
 }

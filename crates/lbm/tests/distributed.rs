@@ -150,9 +150,9 @@ fn check(
     runs: &[(usize, Option<[usize; 2]>, bool)],
 ) {
     if storage == Storage::F16 && ny % 2 == 1 && !gpu.has_f16() {
-        eprintln!(
-            "SKIPPED {domain:?} {nx}x{ny} f16: one f16 per cell needs SHADER_F16, which the adapter lacks"
-        );
+        bespoke_gpu::testing::skipped(&format!(
+            "{domain:?} {nx}x{ny} f16 across ranks: one f16 per cell needs SHADER_F16, which the adapter lacks"
+        ));
         return;
     }
     let seed = fresh_seed();
