@@ -94,14 +94,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 gpu.adapter_name()
             )));
         }
-        let bound = 1.0 / op.max_row_sum();
-        if !(dt > 0.0 && dt < bound) {
-            return Err(FvError::param(
-                "dt",
-                dt,
-                format!("explicit Euler needs 0 < Δt < 1 / max row sum = {bound:e}"),
-            ));
-        }
+        check_dt(op, dt)?;
         if let Some((t, j)) = op
             .indices
             .iter()
@@ -345,6 +338,19 @@ impl<'g, T: Real> Diffusion<'g, T> {
         self.gpu.write(spare, self.ghost_at, &[T::from_f64(0.0)])?;
         Ok(())
     }
+}
+
+/// Explicit Euler on `op` is stable for 0 < Δt < 1 / max row sum.
+pub(crate) fn check_dt(op: &Operator, dt: f64) -> Result<()> {
+    let bound = 1.0 / op.max_row_sum();
+    if !(dt > 0.0 && dt < bound) {
+        return Err(FvError::param(
+            "dt",
+            dt,
+            format!("explicit Euler needs 0 < Δt < 1 / max row sum = {bound:e}"),
+        ));
+    }
+    Ok(())
 }
 
 /// A field for `n` tets: n finite values.

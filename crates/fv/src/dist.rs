@@ -229,14 +229,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             lop.centroids.push(op.centroids[t]);
         }
         // The whole operator's step bound, so every rank accepts or refuses Δt alike.
-        let bound = 1.0 / op.max_row_sum();
-        if !(dt > 0.0 && dt < bound) {
-            return Err(FvError::param(
-                "dt",
-                dt,
-                format!("explicit Euler needs 0 < Δt < 1 / max row sum = {bound:e}"),
-            ));
-        }
+        crate::diffusion::check_dt(op, dt)?;
         let local = Diffusion::<T>::new(gpu, &lop, kind, layout, dt)?;
         // Exchange lists: what each peer needs from me (its ghosts that I own), what I receive (mine it owns).
         let mut recvs: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
