@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use bespoke::bench::device_time;
 use bespoke::gpu::Gpu;
+use bespoke::mm::dense::Machine;
+use bespoke::mm::dense::microbench::Op;
 use bespoke::mm::spec::{Choice, MatMul, Panel, Variant, parse_mtx};
-use bespoke::mm::{DType, DenseGemm, GemmShape};
+use bespoke::mm::{DType, GemmShape};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const MATRICES: &[(&str, &str)] = &[
@@ -29,6 +31,7 @@ fn mm(c: &mut Criterion) {
             return;
         }
     };
+    let machine = Machine::load_or_measure(&gpu, Op::Fma(DType::F32), false).map(|(m, _)| m);
     let n = 32_768;
     let panel = Panel::packed(n);
     let mut group = c.benchmark_group("mm");
@@ -58,7 +61,10 @@ fn mm(c: &mut Criterion) {
             ldb: n,
             ldc: n,
         };
-        if let Ok(g) = DenseGemm::picked(&gpu, shape, DType::F32, 1.0, beta) {
+        if let Ok(g) = machine.as_ref().map_err(|e| e.to_string()).and_then(|m| {
+            m.gemm(&gpu, shape, DType::F32, 1.0, beta)
+                .map_err(|e| e.to_string())
+        }) {
             choices.push(Choice::Dense(g.params));
         }
         for choice in choices {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::KernelId;
+use crate::disk::{DiskCache, Lookup};
 use crate::error::{GpuError, Result};
 use crate::pipeline::CachedPipeline;
 
@@ -75,7 +76,7 @@ pub struct Gpu {
     pub(crate) limits: wgpu::Limits,
     pub(crate) binding_limit: u64,
     pub(crate) pipelines: Mutex<HashMap<KernelId, Arc<CachedPipeline>>>,
-    pub(crate) driver_cache: Option<(wgpu::PipelineCache, PathBuf)>,
+    pub(crate) driver_cache: Option<wgpu::PipelineCache>,
     /// Errors wgpu raised outside an error scope, and device loss; checked after every wait.
     pub(crate) async_errors: Arc<Mutex<Vec<String>>>,
     pub(crate) lost: Arc<Mutex<Option<String>>>,
@@ -422,15 +423,28 @@ impl Gpu {
         self.check_async_errors(context)
     }
 
-    fn load_driver_cache(&self) -> Option<(wgpu::PipelineCache, PathBuf)> {
+    /// The driver cache's namespace and key: one entry per adapter, driver and driver version.
+    fn driver_cache_entry(&self) -> Option<(DiskCache, String)> {
+        let key = wgpu::util::pipeline_cache_key(&self.adapter_info)?;
+        Some((DiskCache::user("driver-pipelines", 1)?, key))
+    }
+
+    fn load_driver_cache(&self) -> Option<wgpu::PipelineCache> {
         if !self.features.contains(wgpu::Features::PIPELINE_CACHE) {
             return None;
         }
-        let key = wgpu::util::pipeline_cache_key(&self.adapter_info)?;
-        let path = Self::cache_dir()?.join(format!("{key}.bin"));
-        let data = std::fs::read(&path).ok();
-        // SAFETY: the data was written by `save_pipeline_cache` for an adapter with the same cache key, and
-        // `fallback: true` makes the driver discard data it does not accept.
+        let (cache, key) = self.driver_cache_entry()?;
+        let data = match cache.get(&key) {
+            Lookup::Hit(d) => Some(d),
+            Lookup::Miss => None,
+            Lookup::Corrupt(why) => {
+                crate::disk::report(&why);
+                None
+            }
+        };
+        // SAFETY: the data was written by `save_pipeline_cache` for an adapter with the same cache key (the
+        // entry's checksum and stored key say it is whole and ours), and `fallback: true` makes the driver
+        // discard data it does not accept.
         let cache = unsafe {
             self.device
                 .create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
@@ -439,26 +453,17 @@ impl Gpu {
                     fallback: true,
                 })
         };
-        Some((cache, path))
+        Some(cache)
     }
 
     /// Writes the driver pipeline cache to disk (no-op where the adapter has none or it was not requested).
     pub fn save_pipeline_cache(&self) -> Result<()> {
-        let Some((cache, path)) = &self.driver_cache else {
+        let Some(cache) = &self.driver_cache else {
             return Ok(());
         };
-        let Some(data) = cache.get_data() else {
+        let (Some(data), Some((disk, key))) = (cache.get_data(), self.driver_cache_entry()) else {
             return Ok(());
         };
-        let io = |source, what: &str| GpuError::Io {
-            context: format!("{what} {}", path.display()),
-            source,
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io(e, "creating the folder of"))?;
-        }
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, data).map_err(|e| io(e, "writing"))?;
-        std::fs::rename(&tmp, path).map_err(|e| io(e, "renaming into"))
+        disk.put(&key, &data)
     }
 }

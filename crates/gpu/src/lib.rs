@@ -19,6 +19,7 @@
 
 mod buffer;
 mod context;
+mod disk;
 mod dispatch;
 mod dtype;
 mod error;
@@ -35,6 +36,7 @@ pub use buffer::{GpuBuffer, Window};
 pub use context::{
     AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, WANTED_FEATURES, list_adapters,
 };
+pub use disk::{DiskCache, Lookup, write_atomic, write_atomic_failing};
 pub use dispatch::{Arg, Grid, Launch};
 pub use dtype::DType;
 pub use error::{GpuError, Result};

@@ -85,7 +85,7 @@ impl Gpu {
                             constants: &constants,
                             zero_initialize_workgroup_memory: false,
                         },
-                        cache: self.driver_cache.as_ref().map(|(c, _)| c),
+                        cache: self.driver_cache.as_ref(),
                     })
             },
         )?;

@@ -9,7 +9,7 @@
 //! Files are written to a temporary file in the same folder, flushed and synced, then renamed over the old one:
 //! a crash or a full disk during a write leaves the previous checkpoint as it was.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use bespoke_gpu::Gpu;
@@ -306,30 +306,11 @@ fn put_words(out: &mut Vec<u8>, w: &[u32]) {
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, synced, renamed over `path`, the
 /// folder synced. `fail_after` (tests) stops the write after that many bytes with an error, as a full disk would.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let io = |e: std::io::Error| LbmError::io(path, e);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".bespoke-checkpoint-")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    if let Some(n) = fail_after {
-        tmp.write_all(&bytes[..n.min(bytes.len())]).map_err(io)?;
-        // The temporary file is removed as `tmp` drops; `path` is untouched.
-        return Err(io(std::io::Error::other(
-            "simulated failure half-way through the write",
-        )));
+    match fail_after {
+        None => bespoke_gpu::write_atomic(path, bytes),
+        Some(n) => bespoke_gpu::write_atomic_failing(path, bytes, n),
     }
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    // The rename is durable once the folder is synced (not every platform lets a folder be opened).
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    .map_err(|e| LbmError::io(path, e))
 }
 
 struct Reader<'a> {

@@ -412,6 +412,27 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
             .report
             .from_cache
     );
+    // Every remembered decision corrupted (one byte flipped): read as misses and tuned again, never misread.
+    let entries: Vec<_> = std::fs::read_dir(dir.join("mm-tune-v2"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 3, "{entries:?}");
+    for e in &entries {
+        let mut bytes = std::fs::read(e).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x10;
+        std::fs::write(e, bytes).unwrap();
+    }
+    let retuned = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
+    assert!(!retuned.report.from_cache);
+    assert!(
+        MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts)
+            .unwrap()
+            .report
+            .from_cache,
+        "the re-tuned decision replaced the corrupt entry"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -5,12 +5,12 @@
 
 use std::path::PathBuf;
 
-use bespoke_gpu::{Gpu, ProbeOptions};
+use bespoke_gpu::{DiskCache, Gpu, ProbeOptions};
 use serde::{Deserialize, Serialize};
 
 use super::microbench::{Measured, Op, measure};
 use super::params::{DenseParams, TileLimits, legal_space};
-use super::run::GemmShape;
+use super::run::{DenseGemm, GemmShape};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
@@ -75,44 +75,55 @@ impl Machine {
         })
     }
 
-    /// The cache file for this adapter and operation, if there is a cache folder.
-    pub fn cache_path(gpu: &Gpu, op: Op) -> Option<PathBuf> {
-        Gpu::cache_dir().map(|d| {
-            d.join("dense-model").join(format!(
-                "{}-{}-v{MACHINE_VERSION}.json",
-                gpu.adapter_key(),
-                op.name()
-            ))
-        })
+    /// The cache entry's key for this adapter and operation.
+    fn cache_key(gpu: &Gpu, op: Op) -> String {
+        format!("{}-{}", gpu.adapter_key(), op.name())
     }
 
-    /// The cached inputs for this adapter and operation, if a sane, current cache exists.
+    /// The namespace of the model's inputs in the user's cache folder, if there is one.
+    pub fn cache() -> Option<DiskCache> {
+        DiskCache::user("dense-model", MACHINE_VERSION)
+    }
+
+    /// The cached inputs for this adapter and operation, if a sane, current entry exists (a corrupt one is
+    /// reported and read as a miss).
     pub fn load_cached(gpu: &Gpu, op: Op) -> Option<Self> {
-        let text = std::fs::read_to_string(Self::cache_path(gpu, op)?).ok()?;
-        serde_json::from_str::<Self>(&text)
-            .ok()
+        Self::cache()?
+            .get_json::<Self>(&Self::cache_key(gpu, op))
             .filter(|m| m.version == MACHINE_VERSION && m.is_sane())
     }
 
     /// The cached inputs for this adapter, or measures and caches them. `remeasure` ignores the cache.
     pub fn load_or_measure(gpu: &Gpu, op: Op, remeasure: bool) -> Result<(Self, MachineSource)> {
-        let path = Self::cache_path(gpu, op);
+        let cache = Self::cache();
+        let key = Self::cache_key(gpu, op);
         if !remeasure
-            && let Some(p) = &path
+            && let Some(c) = &cache
             && let Some(m) = Self::load_cached(gpu, op)
         {
-            return Ok((m, MachineSource::Cache(p.clone())));
+            return Ok((m, MachineSource::Cache(c.entry_path(&key))));
         }
         let m = Self::measure(gpu, op, false)?;
         // A cache that cannot be written costs a re-measurement next time, nothing else.
-        let saved = path.filter(|p| {
-            p.parent()
-                .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
-                && serde_json::to_string_pretty(&m)
-                    .ok()
-                    .is_some_and(|s| std::fs::write(p, s).is_ok())
-        });
+        let saved = cache
+            .filter(|c| c.put_json(&key, &m).is_ok())
+            .map(|c| c.entry_path(&key));
         Ok((m, MachineSource::Measured(saved)))
+    }
+
+    /// A dense GEMM of `shape` with the tiling this model picks (the model's inputs are `self`: measured or
+    /// loaded by the caller, never by the GEMM).
+    pub fn gemm(
+        &self,
+        gpu: &Gpu,
+        shape: GemmShape,
+        dtype: DType,
+        alpha: f64,
+        beta: f64,
+    ) -> Result<DenseGemm> {
+        shape.check()?;
+        let (p, _) = self.pick(dtype, &TileLimits::of(gpu), &shape, beta != 0.0)?;
+        DenseGemm::new(shape, dtype, p, alpha, beta)
     }
 
     /// Every figure positive and finite (a corrupt or hand-edited cache is re-measured).

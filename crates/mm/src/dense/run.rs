@@ -166,22 +166,6 @@ impl DenseGemm {
         })
     }
 
-    /// The same, with the tiling the analytical model picks for `shape` on `gpu` (its inputs come from the
-    /// per-adapter cache and are measured on first use).
-    pub fn picked(
-        gpu: &Gpu,
-        shape: GemmShape,
-        dtype: DType,
-        alpha: f64,
-        beta: f64,
-    ) -> Result<Self> {
-        shape.check()?;
-        let (machine, _) =
-            super::model::Machine::load_or_measure(gpu, super::microbench::Op::Fma(dtype), false)?;
-        let (p, _) = machine.pick(dtype, &TileLimits::of(gpu), &shape, beta != 0.0)?;
-        Self::new(shape, dtype, p, alpha, beta)
-    }
-
     /// Binds the GEMM on `gpu` to the given buffers, splitting rows of A/C and of B into blocks that each fit
     /// one binding (K blocks after the first accumulate with β = 1).
     pub fn plan<T: Element>(

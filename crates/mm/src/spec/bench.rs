@@ -3,11 +3,11 @@
 
 use bespoke_gpu::Gpu;
 
-use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport, dense_shape};
+use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport, model_dense};
 use super::operator::Operator;
 use super::run::Panel;
+use crate::dense::Element;
 use crate::dense::bench::fill;
-use crate::dense::{DenseGemm, Element};
 use crate::error::Result;
 use crate::reference::{Shape, gemm_ref, rel_err};
 
@@ -82,9 +82,7 @@ pub fn bench_operator<T: Element>(
             let params = match opts.dense {
                 DenseSource::Off => None,
                 DenseSource::Fixed(p) => Some(p),
-                DenseSource::Model => Some(
-                    DenseGemm::picked(gpu, dense_shape(op, panel), T::DTYPE, 1.0, beta)?.params,
-                ),
+                DenseSource::Model => Some(model_dense(gpu, op, panel, T::DTYPE, beta)?),
             };
             match params {
                 Some(p) => {

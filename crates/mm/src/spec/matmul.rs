@@ -13,7 +13,8 @@ use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_cache::{self, Decision};
 use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dense::bench::fill;
-use crate::dense::{DenseGemm, DenseParams, Element, GemmPlan, GemmShape};
+use crate::dense::microbench::Op;
+use crate::dense::{DenseGemm, DenseParams, Element, GemmPlan, GemmShape, Machine};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
@@ -249,14 +250,14 @@ impl<T: Element> MatMul<T> {
     ) -> Result<Self> {
         panel.check()?;
         T::DTYPE.require(gpu, "specialised matmul")?;
-        let key = tune_cache::key(op, T::DTYPE, beta, panel);
-        let path = opts
+        let key = tune_cache::key(&gpu.adapter_key(), op, T::DTYPE, beta, panel);
+        let cache = opts
             .cache_dir
             .clone()
             .or_else(Gpu::cache_dir)
-            .map(|d| tune_cache::path(&d, &gpu.adapter_key()))
+            .map(|d| tune_cache::cache(&d))
             .filter(|_| opts.use_cache);
-        if let Some(d) = path.as_ref().and_then(|p| tune_cache::load(p, &key))
+        if let Some(d) = cache.as_ref().and_then(|c| c.get_json::<Decision>(&key))
             && let Some(choice) = Choice::parse(&d.choice)
             && let Ok(mut mm) = Self::with_choice(gpu, op, beta, panel, choice)
         {
@@ -267,17 +268,17 @@ impl<T: Element> MatMul<T> {
             return Ok(mm);
         }
         let mut mm = Self::tune(gpu, op, beta, panel, opts)?;
-        if let Some(p) = &path {
-            tune_cache::store(
-                p,
-                &key,
-                Decision {
-                    choice: mm.choice.name(),
-                    seconds: mm.report.seconds.unwrap_or(f64::NAN),
-                    dense_seconds: mm.report.dense_seconds,
-                    n: panel.n,
-                },
-            );
+        if let Some(c) = &cache {
+            let decision = Decision {
+                choice: mm.choice.name(),
+                seconds: mm.report.seconds,
+                dense_seconds: mm.report.dense_seconds,
+                n: panel.n,
+            };
+            // A decision that cannot be written costs a re-tune next time, nothing else; say so.
+            if let Err(e) = c.put_json(&key, &decision) {
+                eprintln!("bespoke: could not remember the tuning decision: {e}");
+            }
         }
         mm.report.from_cache = false;
         Ok(mm)
@@ -296,8 +297,7 @@ impl<T: Element> MatMul<T> {
         let mut choices: Vec<Choice> = variants.into_iter().map(Choice::Spec).collect();
         match opts.dense {
             DenseSource::Model => {
-                let g = DenseGemm::picked(gpu, dense_shape(op, panel), T::DTYPE, 1.0, beta)?;
-                choices.push(Choice::Dense(g.params));
+                choices.push(Choice::Dense(model_dense(gpu, op, panel, T::DTYPE, beta)?));
             }
             DenseSource::Fixed(p) => choices.push(Choice::Dense(p)),
             DenseSource::Off => {}
@@ -444,4 +444,19 @@ pub(crate) fn dense_shape(op: &Operator, p: Panel) -> GemmShape {
         ldb: p.ldb,
         ldc: p.ldc,
     }
+}
+
+/// The dense tiling the analytical model picks for `op`'s product: the model's inputs are loaded from the
+/// per-adapter cache, or measured once and cached, here in the tuner (the GEMM itself never measures).
+pub fn model_dense(
+    gpu: &Gpu,
+    op: &Operator,
+    panel: Panel,
+    dtype: DType,
+    beta: f64,
+) -> Result<DenseParams> {
+    let (machine, _) = Machine::load_or_measure(gpu, Op::Fma(dtype), false)?;
+    Ok(machine
+        .gemm(gpu, dense_shape(op, panel), dtype, 1.0, beta)?
+        .params)
 }

@@ -1,0 +1,342 @@
+//! The one on-disk cache of bespoke, and the one atomic file write.
+//!
+//! Every cache the project keeps (the driver's pipeline cache, the tuner's decisions, the dense model's
+//! micro-benchmark figures) goes through [`DiskCache`]: one file per entry under
+//! `<cache folder>/<namespace>-v<version>/`, each written to a temporary file in the same folder, synced and
+//! renamed over the old one ([`write_atomic`]). So:
+//! - concurrent writers never tear a file: each rename replaces a whole entry, the last one wins, and writers of
+//!   different keys never touch each other's files (no read-modify-write of a shared file, so no lock is needed);
+//! - concurrent readers see either the old or the new entry, never half of one;
+//! - an entry carries its key and a CRC-32 of everything before it: a truncated, corrupted or colliding file is
+//!   a [`Lookup::Corrupt`] (the caller re-measures and reports it), never a wrong value.
+//!
+//! A bumped `version` opens a fresh folder: old entries are ignored, not misread.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::context::Gpu;
+use crate::error::{GpuError, Result};
+use crate::kernel::stable_hash;
+
+const MAGIC: &[u8; 8] = b"BSPKCACH";
+/// The layout of one entry file (not the namespace's version).
+const ENTRY_FORMAT: u32 = 1;
+/// Longest readable key prefix kept in a file name.
+const NAME_CHARS: usize = 60;
+
+/// Writes `bytes` to `path` so that `path` holds either its old content or all of `bytes`, never a mix: a
+/// temporary file in the same folder, flushed and synced, renamed over `path`, then the folder synced.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_impl(path, bytes, None)
+}
+
+/// [`write_atomic`] that fails after writing `after` bytes, for tests of what a failed write leaves.
+#[doc(hidden)]
+pub fn write_atomic_failing(path: &Path, bytes: &[u8], after: usize) -> std::io::Result<()> {
+    write_atomic_impl(path, bytes, Some(after))
+}
+
+fn write_atomic_impl(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    if let Some(n) = fail_after {
+        tmp.write_all(&bytes[..n.min(bytes.len())])?;
+        // The temporary file is removed as `tmp` drops; `path` is untouched.
+        return Err(std::io::Error::other(
+            "simulated failure half-way through the write",
+        ));
+    }
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    // The rename is durable once the folder is synced (not every platform lets a folder be opened).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// What a cache lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The entry, whole and checked.
+    Hit(Vec<u8>),
+    /// No entry for this key.
+    Miss,
+    /// A file is there but is not a whole, matching entry; the message says why and where.
+    Corrupt(String),
+}
+
+/// One namespace of the on-disk cache: versioned, one file per entry, safe under concurrent processes.
+#[derive(Debug, Clone)]
+pub struct DiskCache {
+    dir: PathBuf,
+    version: u32,
+}
+
+impl DiskCache {
+    /// The namespace under the user's cache folder ([`Gpu::cache_dir`]); `None` where there is no such folder.
+    pub fn user(namespace: &str, version: u32) -> Option<Self> {
+        Gpu::cache_dir().map(|root| Self::at(&root, namespace, version))
+    }
+
+    /// The namespace under `root`.
+    pub fn at(root: &Path, namespace: &str, version: u32) -> Self {
+        Self {
+            dir: root.join(format!("{namespace}-v{version}")),
+            version,
+        }
+    }
+
+    /// The folder that holds this namespace's entries.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file that holds `key`'s entry: a readable prefix of the key plus its hash.
+    pub fn entry_path(&self, key: &str) -> PathBuf {
+        let readable: String = key
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(NAME_CHARS)
+            .collect();
+        self.dir.join(format!(
+            "{readable}-{:016x}.entry",
+            stable_hash(&[key.as_bytes()])
+        ))
+    }
+
+    /// Looks `key` up. Never fails: an unreadable file is [`Lookup::Corrupt`] and the caller treats it as a miss.
+    pub fn get(&self, key: &str) -> Lookup {
+        let path = self.entry_path(key);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Miss,
+            Err(e) => return Lookup::Corrupt(format!("{}: {e}", path.display())),
+        };
+        match self.decode(key, &bytes) {
+            Ok(payload) => Lookup::Hit(payload),
+            Err(why) => Lookup::Corrupt(format!("{}: {why}", path.display())),
+        }
+    }
+
+    /// Stores `payload` under `key`, replacing any previous entry atomically.
+    pub fn put(&self, key: &str, payload: &[u8]) -> Result<()> {
+        let path = self.entry_path(key);
+        let io = |source, what: &str| GpuError::Io {
+            context: format!("{what} cache entry {}", path.display()),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| io(e, "creating the folder of"))?;
+        write_atomic(&path, &self.encode(key, payload)).map_err(|e| io(e, "writing"))
+    }
+
+    /// Removes `key`'s entry (absent is fine).
+    pub fn remove(&self, key: &str) -> Result<()> {
+        let path = self.entry_path(key);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(GpuError::Io {
+                context: format!("removing cache entry {}", path.display()),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A JSON value under `key`; a corrupt entry, or one that does not parse as `T`, is reported on stderr
+    /// (once per lookup) and read as a miss.
+    pub fn get_json<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        match self.get(key) {
+            Lookup::Hit(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    report(&format!(
+                        "{}: not the expected JSON ({e})",
+                        self.entry_path(key).display()
+                    ));
+                    None
+                }
+            },
+            Lookup::Miss => None,
+            Lookup::Corrupt(why) => {
+                report(&why);
+                None
+            }
+        }
+    }
+
+    /// Stores `value` as JSON under `key`.
+    pub fn put_json<T: serde::Serialize>(&self, key: &str, value: &T) -> Result<()> {
+        let text = serde_json::to_vec_pretty(value)
+            .map_err(|e| GpuError::InvalidArgument(format!("cache entry `{key}`: {e}")))?;
+        self.put(key, &text)
+    }
+
+    fn encode(&self, key: &str, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(40 + key.len() + payload.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&ENTRY_FORMAT.to_le_bytes());
+        out.extend_from_slice(&self.version.to_le_bytes());
+        out.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        out.extend_from_slice(payload);
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    fn decode(&self, key: &str, bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        let n = bytes.len();
+        if n < MAGIC.len() + 4 + 4 + 8 + 8 + 4 || &bytes[..8] != MAGIC {
+            return Err(format!("not a bespoke cache entry ({n} bytes, no header)"));
+        }
+        let (body, tail) = bytes.split_at(n - 4);
+        let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+        if crc32fast::hash(body) != stored {
+            return Err("checksum mismatch: the entry is corrupted or truncated".into());
+        }
+        let u32_at =
+            |at: usize| u32::from_le_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+        let u64_at = |at: usize| -> Option<usize> {
+            let b: [u8; 8] = body.get(at..at + 8)?.try_into().ok()?;
+            usize::try_from(u64::from_le_bytes(b)).ok()
+        };
+        if u32_at(8) != ENTRY_FORMAT || u32_at(12) != self.version {
+            return Err(format!(
+                "entry format {} version {}, expected {ENTRY_FORMAT} and {}",
+                u32_at(8),
+                u32_at(12),
+                self.version
+            ));
+        }
+        let bad = || "lengths do not add up".to_string();
+        let key_len = u64_at(16).ok_or_else(bad)?;
+        let key_end = 24usize.checked_add(key_len).ok_or_else(bad)?;
+        let stored_key = body.get(24..key_end).ok_or_else(bad)?;
+        if stored_key != key.as_bytes() {
+            return Err(format!(
+                "holds another key (`{}`), a hash collision",
+                String::from_utf8_lossy(stored_key)
+            ));
+        }
+        let len = u64_at(key_end).ok_or_else(bad)?;
+        let start = key_end + 8;
+        if start.checked_add(len) != Some(body.len()) {
+            return Err(bad());
+        }
+        Ok(body[start..].to_vec())
+    }
+}
+
+/// Says on stderr that a cache entry was unreadable and will be rebuilt.
+pub fn report(why: &str) {
+    eprintln!("bespoke: ignoring a corrupt cache entry, it will be rebuilt: {why}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache() -> (tempfile::TempDir, DiskCache) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let c = DiskCache::at(dir.path(), "test", 3);
+        (dir, c)
+    }
+
+    #[test]
+    fn round_trip_and_miss() {
+        let (_d, c) = cache();
+        assert_eq!(c.get("a key / with: odd chars"), Lookup::Miss);
+        c.put("a key / with: odd chars", b"payload").expect("put");
+        assert_eq!(
+            c.get("a key / with: odd chars"),
+            Lookup::Hit(b"payload".to_vec())
+        );
+        c.put("a key / with: odd chars", b"").expect("put empty");
+        assert_eq!(c.get("a key / with: odd chars"), Lookup::Hit(vec![]));
+        c.remove("a key / with: odd chars").expect("remove");
+        assert_eq!(c.get("a key / with: odd chars"), Lookup::Miss);
+        c.remove("never stored").expect("removing nothing is fine");
+    }
+
+    #[test]
+    fn every_flipped_bit_and_every_truncation_is_corrupt() {
+        let (_d, c) = cache();
+        c.put("k", b"{\"x\": 1.5}").expect("put");
+        let path = c.entry_path("k");
+        let good = std::fs::read(&path).expect("read");
+        for byte in 0..good.len() {
+            for bit in 0..8 {
+                let mut bad = good.clone();
+                bad[byte] ^= 1 << bit;
+                std::fs::write(&path, &bad).expect("write");
+                assert!(
+                    matches!(c.get("k"), Lookup::Corrupt(_)),
+                    "bit {bit} of byte {byte} flipped was read as whole"
+                );
+            }
+        }
+        for len in 0..good.len() {
+            std::fs::write(&path, &good[..len]).expect("write");
+            assert!(
+                matches!(c.get("k"), Lookup::Corrupt(_)),
+                "{len} bytes read as whole"
+            );
+            assert_eq!(c.get_json::<serde_json::Value>("k"), None);
+        }
+    }
+
+    #[test]
+    fn versions_and_keys_do_not_mix() {
+        let (d, c) = cache();
+        c.put("k", b"v3").expect("put");
+        let v4 = DiskCache::at(d.path(), "test", 4);
+        assert_eq!(v4.get("k"), Lookup::Miss, "a new version is a fresh folder");
+        // The same file read under another key (as a hash collision would) is refused, not misread.
+        std::fs::copy(c.entry_path("k"), c.entry_path("other")).expect("copy");
+        match c.get("other") {
+            Lookup::Corrupt(why) => assert!(why.contains("another key"), "{why}"),
+            other => panic!("expected a collision report, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_entries() {
+        let (_d, c) = cache();
+        c.put_json("j", &vec![1.0f64, 2.5]).expect("put");
+        assert_eq!(c.get_json::<Vec<f64>>("j"), Some(vec![1.0, 2.5]));
+        assert_eq!(c.get_json::<String>("j"), None, "wrong shape is a miss");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temporary() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.bin");
+        write_atomic(&path, b"old").expect("first write");
+        write_atomic_failing(&path, &[7u8; 4096], 1000).expect_err("simulated failure");
+        assert_eq!(std::fs::read(&path).expect("read"), b"old");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "left behind: {names:?}");
+    }
+}
