@@ -48,7 +48,7 @@ fn worker() {
     for r in 0..ROUNDS {
         for k in 0..KEYS {
             let key = format!("shared key {k}");
-            if (k + r + w) % 2 == 0 {
+            if (k + r + w).is_multiple_of(2) {
                 cache.put(&key, &payload(k, w, r)).expect("put");
             }
             match cache.get(&key) {
