@@ -4,6 +4,22 @@
 //! form ([`operator`]) → an ordering ([`ordering`]: as read, random, RCM, Hilbert, METIS blocks, METIS nested
 //! dissection) → WGSL step kernels ([`kernel`]: gather, block-cached) run by [`Diffusion`]. The CPU reference
 //! of a step is [`Operator::step_reference`].
+//!
+//! ```
+//! use bespoke_fv::generate::BoxMesh;
+//! use bespoke_fv::operator::adjacency;
+//! use bespoke_fv::{Boundary, Operator};
+//!
+//! let mesh = BoxMesh::cube(2).build()?; // 2×2×2 cubes, 48 tets
+//! let op = Operator::diffusion(&mesh, &adjacency(&mesh)?, 1.0, Boundary::ZeroFlux)?;
+//! let x = vec![1.0; op.n()];
+//! // A uniform field is steady under zero flux: the CPU reference step leaves it alone.
+//! let y = op.step_reference(&x, 0.5 / op.max_row_sum());
+//! assert!(y.iter().all(|v| (v - 1.0).abs() < 1e-12));
+//! # Ok::<(), bespoke_fv::FvError>(())
+//! ```
+//!
+//! On a device, [`Diffusion::new`] uploads the operator in a layout and [`Diffusion::step`] runs `k` steps.
 
 pub mod bench;
 pub mod diffusion;

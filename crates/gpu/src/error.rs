@@ -2,6 +2,7 @@
 
 /// Errors from adapter selection, resource creation, shader validation and execution.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GpuError {
     /// No adapter matched; the message names the fix.
     #[error(

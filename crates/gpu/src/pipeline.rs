@@ -11,7 +11,7 @@ use crate::validate::validate_named;
 
 /// The grid prelude (`shaders/grid.wgsl`): prepend it to a kernel whose grid may exceed 65535 workgroups in a
 /// dimension, and address workgroups with `bespoke_workgroup(wid)` instead of `wid`.
-pub const GRID_WGSL: &str = include_str!("../../../shaders/grid.wgsl");
+pub const GRID_WGSL: &str = include_str!("../shaders/grid.wgsl");
 
 /// A compiled kernel and what the dispatch path needs to know about it.
 #[derive(Debug)]

@@ -8,8 +8,8 @@ use crate::kernel::Kernel;
 use crate::pipeline::GRID_WGSL;
 use crate::timing::TimingSource;
 
-const COPY_WGSL: &str = include_str!("../../../shaders/copy.wgsl");
-const COPY_TEXTURE_WGSL: &str = include_str!("../../../shaders/copy_texture.wgsl");
+const COPY_WGSL: &str = include_str!("../shaders/copy.wgsl");
+const COPY_TEXTURE_WGSL: &str = include_str!("../shaders/copy_texture.wgsl");
 
 /// Texels per row of the texture-read probe's texture.
 const TEXTURE_ROW: u32 = 4096;

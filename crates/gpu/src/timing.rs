@@ -8,6 +8,7 @@ use crate::error::{GpuError, Result};
 
 /// Where the samples came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TimingSource {
     GpuTimestamps,
     WallClock,

@@ -3,6 +3,7 @@
 use bespoke_gpu::GpuError;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LbmError {
     #[error(transparent)]
     Gpu(#[from] GpuError),

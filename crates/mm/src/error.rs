@@ -3,6 +3,7 @@
 use bespoke_gpu::GpuError;
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MmError {
     #[error(transparent)]
     Gpu(#[from] GpuError),

@@ -206,7 +206,7 @@ fn every_variant_f64_where_the_adapter_has_it() {
 fn shipped_pyfr_matrices_with_their_beta() {
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/pyfr");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyfr");
     let mut seen = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

@@ -94,7 +94,7 @@ fn odd_n_allows_only_scalar_columns() {
 
 #[test]
 fn shipped_pyfr_matrices_validate() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/pyfr");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyfr");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
