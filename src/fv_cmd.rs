@@ -20,7 +20,7 @@ use bespoke::report::adapter_json;
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::json_out::{open_json, write_json};
+use crate::json_out::{JsonOut, open_json, write_json};
 use crate::ranks::RankSpec;
 use std::rc::Rc;
 
@@ -46,7 +46,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 2048)]
     block_size: u32,
     #[arg(long, default_value = "f32")]
-    dtype: String,
+    dtype: DType,
     #[arg(long, default_value_t = 3)]
     reps: usize,
     #[arg(long, value_name = "FILE")]
@@ -68,6 +68,11 @@ pub struct MeshArgs {
 }
 
 impl MeshArgs {
+    /// Whether a mesh file or a box was given.
+    fn given(&self) -> bool {
+        self.mesh.is_some() || self.r#box.is_some()
+    }
+
     fn load(&self) -> Result<(String, TetMesh), Error> {
         match (&self.mesh, self.r#box) {
             (Some(p), None) => Ok((p.display().to_string(), read_msh(p)?)),
@@ -107,7 +112,7 @@ pub struct RunArgs {
     #[arg(long)]
     dirichlet: Option<f64>,
     #[arg(long, default_value = "f32")]
-    dtype: String,
+    dtype: DType,
     #[arg(long, value_name = "FILE")]
     vtu: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
@@ -130,7 +135,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2048)]
     block_size: u32,
     #[arg(long, default_value = "f32")]
-    dtype: String,
+    dtype: DType,
     /// Timed step pairs per configuration (after two warm-up pairs).
     #[arg(long, default_value_t = 5)]
     reps: usize,
@@ -138,22 +143,33 @@ pub struct BenchArgs {
     json: Option<PathBuf>,
 }
 
+/// Runs an `fv` command: arguments and the mesh are checked first, the device is opened after.
 pub fn run(cmd: FvCommand) -> Result<(), Error> {
-    let gpu = || crate::open_gpu();
     match cmd {
         FvCommand::Run(a) => {
-            let dtype = crate::mm_cmd::parse_dtype(&a.dtype)?;
+            let job = RunJob::prepare(&a)?;
             let spec = a.ranks.map(|count| RankSpec { count, grid: None });
-            crate::ranks::run(spec, |gpu, comm| match dtype {
-                DType::F32 => run_diffusion::<f32>(gpu, &a, comm),
-                DType::F64 => run_diffusion::<f64>(gpu, &a, comm),
+            crate::ranks::run(spec, |gpu, comm| match a.dtype {
+                DType::F32 => run_diffusion::<f32>(gpu, &a, &job, comm),
+                DType::F64 => run_diffusion::<f64>(gpu, &a, &job, comm),
             })
         }
-        FvCommand::Bench(a) => bench(&gpu()?, a),
-        FvCommand::Sweep(a) => match crate::mm_cmd::parse_dtype(&a.dtype)? {
-            DType::F32 => sweep_cmd::<f32>(&gpu()?, a),
-            DType::F64 => sweep_cmd::<f64>(&gpu()?, a),
-        },
+        FvCommand::Bench(a) => {
+            let json_file = open_json(a.json.as_deref())?;
+            let (name, mesh) = a.mesh.load()?;
+            let op = operator(&mesh, None)?;
+            drop(mesh);
+            bench(&crate::open_gpu()?, a, json_file, name, op)
+        }
+        FvCommand::Sweep(a) => {
+            let json_file = open_json(a.json.as_deref())?;
+            let mesh = a.mesh.given().then(|| a.mesh.load()).transpose()?;
+            let gpu = crate::open_gpu()?;
+            match a.dtype {
+                DType::F32 => sweep_cmd::<f32>(&gpu, a, json_file, mesh),
+                DType::F64 => sweep_cmd::<f64>(&gpu, a, json_file, mesh),
+            }
+        }
     }
 }
 
@@ -163,55 +179,67 @@ fn operator(mesh: &TetMesh, dirichlet: Option<f64>) -> Result<Operator, Error> {
     Ok(Operator::diffusion(mesh, &adj, 1.0, boundary)?)
 }
 
-fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) -> Result<(), Error> {
+/// What `fv run` reads and decides before a device is opened.
+struct RunJob {
+    name: String,
+    mesh: TetMesh,
+    op: Operator,
+    kernel: KernelKind,
+    layout: Layout,
+    ordering: OrderingKind,
+}
+
+impl RunJob {
+    fn prepare(a: &RunArgs) -> Result<Self, Error> {
+        let kernel = match a.kernel.as_str() {
+            "gather" => KernelKind::Gather,
+            "block-cached" => KernelKind::BlockCached {
+                block: a.block_size,
+            },
+            k => return Err(format!("--kernel `{k}`: expected gather or block-cached").into()),
+        };
+        let layout = match a.layout.as_str() {
+            "auto" => Layout::default_for(a.dtype),
+            l => l
+                .parse::<Layout>()
+                .map_err(|e| format!("--layout: {e} (or auto)"))?,
+        };
+        let ordering = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
+        let (name, mesh) = a.mesh.load()?;
+        let op = operator(&mesh, a.dirichlet)?;
+        Ok(Self {
+            name,
+            mesh,
+            op,
+            kernel,
+            layout,
+            ordering,
+        })
+    }
+}
+
+fn run_diffusion<T: Real>(
+    gpu: &Gpu,
+    a: &RunArgs,
+    job: &RunJob,
+    comm: Option<Rc<dyn Comm>>,
+) -> Result<(), Error> {
     let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
     let json_file = if root {
         open_json(a.json.as_deref())?
     } else {
         None
     };
-    let kernel = match a.kernel.as_str() {
-        "gather" => KernelKind::Gather,
-        "block-cached" => KernelKind::BlockCached {
-            block: a.block_size,
-        },
-        k => return Err(format!("--kernel `{k}`: expected gather or block-cached").into()),
-    };
-    let layout = match a.layout.as_str() {
-        "auto" => Layout::default_for(T::DTYPE),
-        l => Layout::parse(l).ok_or_else(|| {
-            format!(
-                "--layout `{l}`: expected auto, {}",
-                Layout::ALL.map(|l| l.name()).join(", ")
-            )
-        })?,
-    };
-    let kind = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
-    let (name, mesh) = a.mesh.load()?;
-    let op = operator(&mesh, a.dirichlet)?;
-    // A Gaussian bump around the mesh's centre, a fifth of its extent wide.
+    let (name, mesh, op) = (&job.name, &job.mesh, &job.op);
+    let (kernel, layout, kind) = (job.kernel, job.layout, job.ordering);
     let n = op.n();
-    let mut lo = [f64::INFINITY; 3];
-    let mut hi = [f64::NEG_INFINITY; 3];
-    for c in &op.centroids {
-        for d in 0..3 {
-            lo[d] = lo[d].min(c[d]);
-            hi[d] = hi[d].max(c[d]);
-        }
-    }
-    let mid: [f64; 3] = std::array::from_fn(|d| 0.5 * (lo[d] + hi[d]));
-    let width = 0.2 * (0..3).map(|d| hi[d] - lo[d]).fold(0.0, f64::max);
-    let x0: Vec<f64> = op
-        .centroids
-        .iter()
-        .map(|c| (-(0..3).map(|d| (c[d] - mid[d]).powi(2)).sum::<f64>() / (width * width)).exp())
-        .collect();
-    let mass = |x: &[f64]| op.volumes.iter().zip(x).map(|(v, x)| v * x).sum::<f64>();
+    let x0 = op.gaussian_bump();
+    let mass = |x: &[f64]| op.mass(x);
     let dt = 0.5 / op.max_row_sum();
     let (x, m0, seconds, ordering_seconds, dist) = match comm {
         None => {
-            let (perm, ordering_seconds) = order(&op, kind)?;
-            let permuted = perm.apply_operator(&op);
+            let (perm, ordering_seconds) = order(op, kind)?;
+            let permuted = perm.apply_operator(op);
             let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
             d.set_x(&perm.apply(&x0))?;
             // The initial mass of x as stored (rounded to the precision), so the drift is the steps' alone.
@@ -223,7 +251,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) ->
         }
         Some(comm) => {
             let t = Instant::now();
-            let part = partition(&*comm, &op)?;
+            let part = partition(&*comm, op)?;
             let setup = RankSetup {
                 ordering: kind,
                 kind: kernel,
@@ -231,7 +259,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) ->
                 dt,
                 overlap: !a.no_overlap,
             };
-            let mut d = DistDiffusion::<T>::new(gpu, comm.clone(), &op, &part, setup)?;
+            let mut d = DistDiffusion::<T>::new(gpu, comm.clone(), op, &part, setup)?;
             let ordering_seconds = t.elapsed().as_secs_f64();
             d.set_x(&x0)?;
             let m0 = mass(&d.x()?);
@@ -269,7 +297,7 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) ->
         kind.name(),
         kernel.name(),
         layout.name(),
-        (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE)
+        Operator::relative_drift(m0, m1)
     );
     if let Some(d) = &dist {
         println!(
@@ -284,25 +312,27 @@ fn run_diffusion<T: Real>(gpu: &Gpu, a: &RunArgs, comm: Option<Rc<dyn Comm>>) ->
         );
     }
     if let Some(p) = &a.vtu {
-        write_vtu(p, &mesh, &[("x", &x), ("x0", &x0)])?;
+        write_vtu(p, mesh, &[("x", &x), ("x0", &x0)])?;
     }
     write_json(
         json_file,
         &json!({
             "mesh": name, "tets": n, "steps": a.steps, "ordering": kind.name(), "kernel": kernel.name(),
             "layout": layout.name(), "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
-            "mass_rel_drift": (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE), "seconds": seconds,
+            "mass_rel_drift": Operator::relative_drift(m0, m1), "seconds": seconds,
             "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu), "ranks": dist,
         }),
     )
 }
 
-fn bench(gpu: &Gpu, a: BenchArgs) -> Result<(), Error> {
-    let json_file = open_json(a.json.as_deref())?;
-    let dtype = crate::mm_cmd::parse_dtype(&a.dtype)?;
-    let (name, mesh) = a.mesh.load()?;
-    let op = operator(&mesh, None)?;
-    drop(mesh);
+fn bench(
+    gpu: &Gpu,
+    a: BenchArgs,
+    json_file: JsonOut,
+    name: String,
+    op: Operator,
+) -> Result<(), Error> {
+    let dtype = a.dtype;
     let probe = gpu.copy_bandwidth(&probe_options(false))?;
     let orderings = OrderingKind::all(a.block_size as usize);
     let bar = progress_bar(orderings.len() as u64);
@@ -370,11 +400,15 @@ const ORDER_COLOURS: [(&str, [u8; 3]); 6] = [
     ("metis-nd", [86, 180, 233]),
 ];
 
-fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
+fn sweep_cmd<T: Real>(
+    gpu: &Gpu,
+    a: SweepArgs,
+    json_file: JsonOut,
+    mesh: Option<(String, TetMesh)>,
+) -> Result<(), Error> {
     use bespoke::fv::plot::{Series, write_plot};
-    use bespoke::fv::sweep::{default_blocks, sweep};
+    use bespoke::fv::sweep::{default_blocks, equivalent_block, sweep};
 
-    let json_file = open_json(a.json.as_deref())?;
     // The real mesh runs the block-cached kernel at this block after the sweep: refuse a bad one first.
     bespoke::fv::diffusion::check_kernel_block::<T>(gpu, a.block_size)?;
     let n = a
@@ -388,8 +422,8 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
         bar.inc(1);
     })?;
     bar.set_message("real mesh");
-    let (name, mesh) = if a.mesh.mesh.is_some() || a.mesh.r#box.is_some() {
-        a.mesh.load()?
+    let (name, mesh) = if let Some(m) = mesh {
+        m
     } else {
         let side = ((n as f64 / 6.0).cbrt().round() as usize).max(2);
         MeshArgs {
@@ -515,11 +549,4 @@ fn sweep_cmd<T: Real>(gpu: &Gpu, a: SweepArgs) -> Result<(), Error> {
             "mesh": name, "mesh_tets": op.n(), "block_size": a.block_size, "orderings": marks,
             "adapter": adapter_json(gpu)}),
     )
-}
-
-/// The ideal block size at which a real ordering sits: for an ideal operator with blocks of b, a window of w
-/// consecutive tets catches a fraction min(1, w/b) of the references (blocks larger than the window spill);
-/// invert at the measured fraction f: b = w / f (clamped to [w, n]).
-fn equivalent_block(f: f64, window: f64, n: f64) -> f64 {
-    (window / f.max(1e-9)).clamp(window, n.max(window))
 }

@@ -6,7 +6,7 @@ use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_size};
 use bespoke::gpu::Gpu;
-use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, run_case};
+use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, check, run_case};
 use bespoke::lbm::dist::Ranks;
 use bespoke::lbm::output::{Quantity, write_png, write_vtk};
 use bespoke::lbm::{Storage, Streaming};
@@ -43,12 +43,13 @@ pub struct LbmArgs {
     u: Option<f64>,
     /// bgk or trt (default per case).
     #[arg(long)]
-    collision: Option<String>,
+    collision: Option<CollisionKind>,
+    /// f32, or f16 (populations as (f − w)·2¹⁴: half the bytes).
     #[arg(long, default_value = "f32")]
-    storage: String,
+    storage: Storage,
     /// ab (two lattices) or inplace (AA pattern, half the memory).
     #[arg(long, default_value = "ab")]
-    streaming: String,
+    streaming: Streaming,
     /// Obstacle mask for the `mask` case (dark pixels are walls).
     #[arg(long, value_name = "PNG")]
     mask: Option<PathBuf>,
@@ -65,7 +66,7 @@ pub struct LbmArgs {
     png: Option<PathBuf>,
     /// speed or vorticity, for --png and --frames.
     #[arg(long, default_value = "speed")]
-    png_quantity: String,
+    png_quantity: Quantity,
     /// Write a PNG frame into this folder every --frame-every steps (frame_<step>.png).
     #[arg(long, value_name = "DIR")]
     frames: Option<PathBuf>,
@@ -106,6 +107,8 @@ fn parse_size(s: &str) -> Result<(usize, usize), Error> {
     ))
 }
 
+/// Runs an `lbm` case: arguments, the mask image and a checkpoint to resume are checked first (bespoke-lbm's
+/// `cases::check`), the devices are opened after.
 pub fn run(a: LbmArgs) -> Result<(), Error> {
     let spec = a.ranks.as_deref().map(RankSpec::parse).transpose()?;
     if a.no_overlap && spec.is_none() && launched_size().is_none_or(|n| n < 2) {
@@ -114,65 +117,72 @@ pub fn run(a: LbmArgs) -> Result<(), Error> {
     if a.checkpoint_every == Some(0) {
         return Err("--checkpoint-every must be at least 1".into());
     }
-    // SIGINT and SIGTERM raise the flag; the run stops after the batch in flight, saving to --checkpoint.
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())
-            .map_err(|e| format!("installing a signal handler: {e}"))?;
-    }
-    crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, spec, comm, &stop))
-}
-
-fn run_on(
-    gpu: &Gpu,
-    a: &LbmArgs,
-    spec: Option<RankSpec>,
-    comm: Option<Rc<dyn Comm>>,
-    stop: &Arc<AtomicBool>,
-) -> Result<(), Error> {
-    let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
     let case = Case::parse(&a.case, a.mask.as_deref())?;
     if a.interpolated_mask && !matches!(case, Case::Mask(_)) {
         return Err("--interpolated-mask applies to the mask case only".into());
     }
-    let quantity = Quantity::parse(&a.png_quantity)?;
-    let opts = CaseOptions {
+    if let Some(dir) = &a.frames {
+        if a.frame_every == 0 {
+            return Err("--frame-every must be at least 1".into());
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the frame folder {}: {e}", dir.display()))?;
+    }
+    // SIGINT and SIGTERM raise the flag; the run stops after the batch in flight, saving to --checkpoint.
+    let stop = Arc::new(AtomicBool::new(false));
+    let opts = case_options(&a, &stop)?;
+    check(&case, &opts)?;
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("installing a signal handler: {e}"))?;
+    }
+    crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, &case, &stop, spec, comm))
+}
+
+/// The case options the arguments ask for, on one domain (each rank adds its communicator).
+fn case_options(a: &LbmArgs, stop: &Arc<AtomicBool>) -> Result<CaseOptions, Error> {
+    Ok(CaseOptions {
         size: a.size.as_deref().map(parse_size).transpose()?,
         steps: a.steps,
         omega: a.omega,
         re: a.re,
         u: a.u,
-        collision: a
-            .collision
-            .as_deref()
-            .map(CollisionKind::parse)
-            .transpose()?,
-        storage: Storage::parse(&a.storage)?,
-        streaming: Streaming::parse(&a.streaming)?,
+        collision: a.collision,
+        storage: a.storage,
+        streaming: a.streaming,
         resume: a.resume.clone(),
         interpolated_mask: a.interpolated_mask,
         smagorinsky: a.smagorinsky,
         frames: a.frames.clone().map(|dir| Frames {
             dir,
             every: a.frame_every,
-            quantity,
+            quantity: a.png_quantity,
         }),
         checkpoint: a.checkpoint.clone(),
         checkpoint_every: a.checkpoint_every,
         stop: Some(stop.clone()),
+        ranks: None,
+    })
+}
+
+fn run_on(
+    gpu: &Gpu,
+    a: &LbmArgs,
+    case: &Case,
+    stop: &Arc<AtomicBool>,
+    spec: Option<RankSpec>,
+    comm: Option<Rc<dyn Comm>>,
+) -> Result<(), Error> {
+    let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
+    let quantity = a.png_quantity;
+    let opts = CaseOptions {
         ranks: comm.map(|comm| Ranks {
             grid: spec.and_then(|s| s.grid),
             overlap: !a.no_overlap,
             ..Ranks::new(comm)
         }),
+        ..case_options(a, stop)?
     };
-    if let Some(dir) = &a.frames {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the frame folder {}: {e}", dir.display()))?;
-        if a.frame_every == 0 {
-            return Err("--frame-every must be at least 1".into());
-        }
-    }
     let json_file = if root {
         open_json(a.json.as_deref())?
     } else {
@@ -185,7 +195,7 @@ fn run_on(
         indicatif::ProgressBar::hidden()
     };
     bar.set_message(case.name());
-    let r = run_case(gpu, &case, &opts, &mut |done, total| {
+    let r = run_case(gpu, case, &opts, &mut |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })?;

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bespoke::Error;
-use bespoke::bench::{format_seconds, format_table, probe_options, run_all};
+use bespoke::bench::{check_sections, format_seconds, format_table, probe_options, run_all};
 use bespoke::gpu::{Gpu, GpuOptions};
 use bespoke::report::{adapter_json, capabilities_json, probe_json};
 use clap::{Parser, Subcommand};
@@ -132,6 +132,7 @@ fn bench(quick: bool, json_path: Option<PathBuf>, only: &[String]) -> Result<(),
                 .map_err(|e| format!("cannot write the JSON report to {}: {e}", p.display()))
         })
         .transpose()?;
+    check_sections(only)?;
     let gpu = open_gpu()?;
     let (rows, report) = run_all(&gpu, quick, only)?;
     println!(
@@ -154,7 +155,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info { json } => info(json),
-        Command::Mm { cmd } => open_gpu().and_then(|gpu| mm_cmd::run(&gpu, cmd)),
+        Command::Mm { cmd } => mm_cmd::run(cmd),
         Command::Fv { cmd } => fv_cmd::run(cmd),
         Command::Lbm(args) => lbm_cmd::run(*args),
         Command::Scale(args) => scale_cmd::run(args),

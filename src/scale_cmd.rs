@@ -36,9 +36,9 @@ pub struct ScaleArgs {
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     #[arg(long, default_value = "f32")]
-    storage: String,
+    storage: Storage,
     #[arg(long, default_value = "ab")]
-    streaming: String,
+    streaming: Streaming,
     /// Ranks as threads of this process (under mpirun the launcher sets them).
     #[arg(long, value_name = "N")]
     ranks: Option<usize>,
@@ -73,8 +73,8 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
             .unwrap_or([2 * block[0], block[1]]),
         steps: a.steps.max(1),
         rounds: a.rounds.max(1),
-        storage: Storage::parse(&a.storage)?,
-        streaming: Streaming::parse(&a.streaming)?,
+        storage: a.storage,
+        streaming: a.streaming,
     };
     if a.cubes == 0 {
         return Err("--cubes must be at least 1".into());

@@ -620,7 +620,7 @@ fn lbm_rejects_bad_parameters_clearly() {
 
 fn fv_mesh(name: &str) -> String {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("crates/fv/data")
+        .join("tests/data/meshes")
         .join(name)
         .to_str()
         .unwrap()

@@ -118,9 +118,9 @@ pub fn device_time_by<E>(
     std::time::Duration::try_from_secs_f64(total).unwrap_or(std::time::Duration::MAX)
 }
 
-/// Runs the copy probe, then every section (or those named in `only`); returns the table rows and the report.
-pub fn run_all(gpu: &Gpu, quick: bool, only: &[String]) -> Result<(Vec<Row>, Value), Error> {
-    let mut all = sections();
+/// Err naming the first of `only` that is not a section (checked before a device is opened).
+pub fn check_sections(only: &[String]) -> Result<(), Error> {
+    let all = sections();
     if let Some(bad) = only
         .iter()
         .find(|n| !all.iter().any(|s| s.name() == n.as_str()))
@@ -128,6 +128,13 @@ pub fn run_all(gpu: &Gpu, quick: bool, only: &[String]) -> Result<(Vec<Row>, Val
         let names: Vec<&str> = all.iter().map(|s| s.name()).collect();
         return Err(format!("no bench section `{bad}` (sections: {})", names.join(", ")).into());
     }
+    Ok(())
+}
+
+/// Runs the copy probe, then every section (or those named in `only`); returns the table rows and the report.
+pub fn run_all(gpu: &Gpu, quick: bool, only: &[String]) -> Result<(Vec<Row>, Value), Error> {
+    check_sections(only)?;
+    let mut all = sections();
     if !only.is_empty() {
         all.retain(|s| only.iter().any(|n| n == s.name()));
     }

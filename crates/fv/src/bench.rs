@@ -3,10 +3,10 @@
 
 use crate::diffusion::{Diffusion, Real, check_kernel_block};
 use crate::error::Result;
-use crate::generate::SplitMix;
 use crate::kernel::{KernelKind, Layout};
 use crate::operator::Operator;
 use crate::ordering::{OrderingKind, in_block_fraction, order};
+use bespoke_gpu::rng::{Rng, seeded};
 
 /// One timed configuration.
 #[derive(Clone, Debug)]
@@ -50,8 +50,8 @@ pub fn bench_operator<T: Real>(
     check_kernel_block::<T>(gpu, block)?;
     let n = op.n();
     let dt = 0.5 / op.max_row_sum();
-    let mut rng = SplitMix(7);
-    let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+    let mut rng = seeded(7);
+    let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
     let bytes = (min_bytes_per_tet(T::DTYPE.size()) * n) as f64;
     let mut runs = Vec::new();
     for &kind in orderings {

@@ -1,6 +1,5 @@
 //! The device driver: k explicit Euler steps x ← x + Δt·L·x without reading back in between.
 
-use bespoke_gpu::bytemuck::Pod;
 use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Grid, Kernel, Launch, Timing};
 
@@ -10,39 +9,8 @@ use crate::kernel::{
 };
 use crate::operator::{Boundary, Operator};
 
-/// f32 or f64 on the device.
-pub trait Real: Pod + Copy + Send + Sync + 'static {
-    const DTYPE: DType;
-    fn from_f64(v: f64) -> Self;
-    fn to_f64(self) -> f64;
-    fn nan() -> Self;
-}
-
-impl Real for f32 {
-    const DTYPE: DType = DType::F32;
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-    fn nan() -> Self {
-        f32::NAN
-    }
-}
-
-impl Real for f64 {
-    const DTYPE: DType = DType::F64;
-    fn from_f64(v: f64) -> Self {
-        v
-    }
-    fn to_f64(self) -> f64 {
-        self
-    }
-    fn nan() -> Self {
-        f64::NAN
-    }
-}
+/// f32 or f64 on the device: the device layer's one element trait, named for what it holds here.
+pub use bespoke_gpu::Element as Real;
 
 /// An operator on the device with two x buffers.
 #[derive(Debug)]

@@ -4,35 +4,7 @@
 
 use crate::error::{FvError, Result};
 use crate::mesh::TetMesh;
-
-/// SplitMix64: a small, good, deterministic generator for orderings and jitter.
-#[derive(Clone, Debug)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Uniform in 0..n.
-    pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
-    }
-    /// Fisher–Yates shuffle.
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
-}
+use bespoke_gpu::rng::{Rng, SliceRandom, seeded};
 
 /// How to build a box mesh.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -85,7 +57,7 @@ impl BoxMesh {
             ));
         }
         let node = |i: usize, j: usize, k: usize| ((k * (ny + 1) + j) * (nx + 1) + i) as u32;
-        let mut rng = SplitMix(self.seed);
+        let mut rng = seeded(self.seed);
         let h = [1.0 / nx as f64, 1.0 / ny as f64, 1.0 / nz as f64];
         let mut nodes = Vec::with_capacity((nx + 1) * (ny + 1) * (nz + 1));
         for k in 0..=nz {
@@ -96,7 +68,7 @@ impl BoxMesh {
                     nodes.push(std::array::from_fn(|d| {
                         let inner = idx[d] > 0 && idx[d] < lim[d];
                         let shake = if inner && self.jitter > 0.0 {
-                            (2.0 * rng.unit() - 1.0) * self.jitter * h[d]
+                            (2.0 * rng.random::<f64>() - 1.0) * self.jitter * h[d]
                         } else {
                             0.0
                         };
@@ -132,7 +104,7 @@ impl BoxMesh {
             }
         }
         if let Some(seed) = self.shuffle {
-            SplitMix(seed).shuffle(&mut out);
+            out.shuffle(&mut seeded(seed));
         }
         let mut mesh = TetMesh {
             nodes,

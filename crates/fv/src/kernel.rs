@@ -311,6 +311,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     s
 }
 
+impl std::str::FromStr for Layout {
+    type Err = crate::error::FvError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| {
+            crate::error::FvError::param(
+                "layout",
+                s,
+                format!("expected one of {}", Self::ALL.map(|l| l.name()).join(", ")),
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,6 +184,37 @@ impl Operator {
             .fold(0.0, f64::max)
     }
 
+    /// The volume integral Σ Vᵢ·xᵢ of a field (its "mass"; explicit Euler conserves it under zero flux).
+    pub fn mass(&self, x: &[f64]) -> f64 {
+        self.volumes.iter().zip(x).map(|(v, x)| v * x).sum()
+    }
+
+    /// |m₁ − m₀| / |m₀|: the mass drift of a run, relative (guarded against m₀ = 0).
+    pub fn relative_drift(m0: f64, m1: f64) -> f64 {
+        (m1 - m0).abs() / m0.abs().max(f64::MIN_POSITIVE)
+    }
+
+    /// A Gaussian bump exp(−|c − mid|² / w²) at every tet's centroid c, around the middle of the mesh's bounding
+    /// box, w a fifth of its largest extent: the initial field of `bespoke fv run`.
+    pub fn gaussian_bump(&self) -> Vec<f64> {
+        let mut lo = [f64::INFINITY; 3];
+        let mut hi = [f64::NEG_INFINITY; 3];
+        for c in &self.centroids {
+            for d in 0..3 {
+                lo[d] = lo[d].min(c[d]);
+                hi[d] = hi[d].max(c[d]);
+            }
+        }
+        let mid: [f64; 3] = std::array::from_fn(|d| 0.5 * (lo[d] + hi[d]));
+        let width = 0.2 * (0..3).map(|d| hi[d] - lo[d]).fold(0.0, f64::max);
+        self.centroids
+            .iter()
+            .map(|c| {
+                (-(0..3).map(|d| (c[d] - mid[d]).powi(2)).sum::<f64>() / (width * width)).exp()
+            })
+            .collect()
+    }
+
     /// The ghost value x[n] (Dirichlet value, or 0).
     pub fn ghost(&self) -> f64 {
         match self.boundary {

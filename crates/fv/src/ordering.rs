@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::error::{FvError, Result};
-use crate::generate::SplitMix;
 use crate::operator::Operator;
+use bespoke_gpu::rng::{SliceRandom, seeded};
 
 /// new index → old index and its inverse.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ pub fn order(op: &Operator, kind: OrderingKind) -> Result<(Permutation, f64)> {
         OrderingKind::AsRead => Permutation::identity(n),
         OrderingKind::Random => {
             let mut v: Vec<u32> = (0..n as u32).collect();
-            SplitMix(0x5eed).shuffle(&mut v);
+            v.shuffle(&mut seeded(0x5eed));
             Permutation::from_new_to_old(v)?
         }
         OrderingKind::Rcm => {

@@ -5,9 +5,9 @@
 use crate::bench::min_bytes_per_tet;
 use crate::diffusion::{Diffusion, Real};
 use crate::error::{FvError, Result};
-use crate::generate::SplitMix;
 use crate::kernel::{KernelKind, Layout, WG};
 use crate::operator::{Boundary, Operator};
+use bespoke_gpu::rng::{Rng, seeded};
 
 /// n tets in blocks of `block`; each tet gets four distinct random neighbours from its own block (fewer, with
 /// zero-flux self slots, when the block is smaller than 5) and positive coefficients.
@@ -26,7 +26,7 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
             "too many tets for 32-bit indices",
         ));
     }
-    let mut rng = SplitMix(seed);
+    let mut rng = seeded(seed);
     let mut values = Vec::with_capacity(n);
     let mut indices = Vec::with_capacity(n);
     for i in 0..n {
@@ -38,10 +38,10 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
         let mut tries = 0;
         while k < 4 && len > 1 && tries < 64 {
             tries += 1;
-            let j = (start + rng.below(len)) as u32;
+            let j = (start + rng.random_range(0..len)) as u32;
             if j as usize != i && !row[..k].contains(&j) {
                 row[k] = j;
-                vals[k] = 0.5 + rng.unit();
+                vals[k] = 0.5 + rng.random::<f64>();
                 k += 1;
             }
         }
@@ -133,10 +133,28 @@ pub fn default_blocks(n: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The ideal block size at which a real ordering sits on the sweep's plot: for an ideal operator with blocks of
+/// b, a window of w consecutive tets catches a fraction min(1, w/b) of the references (blocks larger than the
+/// window spill); inverted at the measured in-block fraction f: b = w / f (clamped to [w, n]).
+pub fn equivalent_block(f: f64, window: f64, n: f64) -> f64 {
+    (window / f.max(1e-9)).clamp(window, n.max(window))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ordering::in_block_fraction;
+
+    #[test]
+    fn equivalent_block_inverts_the_in_block_fraction() {
+        assert_eq!(super::equivalent_block(1.0, 2048.0, 1e6), 2048.0);
+        assert_eq!(super::equivalent_block(0.25, 2048.0, 1e6), 8192.0);
+        assert_eq!(
+            super::equivalent_block(0.0, 2048.0, 1e4),
+            1e4,
+            "clamped to the mesh"
+        );
+    }
 
     #[test]
     fn ideal_operators_past_32_bit_indices_are_errors() {

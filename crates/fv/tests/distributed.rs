@@ -6,12 +6,13 @@ use std::rc::Rc;
 
 use bespoke_comm::{Comm, run_threads};
 use bespoke_fv::dist::{RankSetup, partition};
-use bespoke_fv::generate::{BoxMesh, SplitMix};
+use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::kernel::{KernelKind, Layout};
 use bespoke_fv::operator::adjacency;
 use bespoke_fv::ordering::OrderingKind;
 use bespoke_fv::{Boundary, Diffusion, DistDiffusion, FvError, Operator, Real};
 use bespoke_gpu::Gpu;
+use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 
 fn mesh_op(boundary: Boundary) -> Operator {
@@ -28,8 +29,8 @@ fn mesh_op(boundary: Boundary) -> Operator {
 }
 
 fn field(n: usize, seed: u64) -> Vec<f64> {
-    let mut r = SplitMix(seed);
-    (0..n).map(|_| 1.0 + r.unit()).collect()
+    let mut r = seeded(seed);
+    (0..n).map(|_| 1.0 + r.random::<f64>()).collect()
 }
 
 fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layout) {

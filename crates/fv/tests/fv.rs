@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
-use bespoke_fv::generate::{BoxMesh, SplitMix};
+use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::gmsh::read_msh;
 use bespoke_fv::kernel::{DType, KernelKind, Layout};
 use bespoke_fv::operator::{BOUNDARY, adjacency};
 use bespoke_fv::ordering::{OrderingKind, in_block_fraction, metis_partition, order};
 use bespoke_fv::{Boundary, Diffusion, FvError, Operator, Real, TetMesh};
+use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 
 fn data(name: &str) -> PathBuf {
@@ -176,8 +177,8 @@ fn check_device<T: Real>(
     let op = Operator::diffusion(mesh, &adj, 1.0, boundary).expect("operator");
     let n = op.n();
     let dt = 0.9 / op.max_row_sum();
-    let mut rng = SplitMix(seed);
-    let x0: Vec<f64> = (0..n).map(|_| rng.unit() * 2.0 - 0.5).collect();
+    let mut rng = seeded(seed);
+    let x0: Vec<f64> = (0..n).map(|_| rng.random::<f64>() * 2.0 - 0.5).collect();
     let mut want = x0.clone();
     want.push(op.ghost());
     for _ in 0..3 {
@@ -257,8 +258,8 @@ fn zero_flux_conserves_and_dirichlet_converges() {
     let adj = adjacency(&mesh).expect("adjacency");
     let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
     let dt = 0.9 / op.max_row_sum();
-    let mut rng = SplitMix(fresh_seed());
-    let x0: Vec<f64> = (0..op.n()).map(|_| rng.unit()).collect();
+    let mut rng = seeded(fresh_seed());
+    let x0: Vec<f64> = (0..op.n()).map(|_| rng.random::<f64>()).collect();
     let m0 = weighted_mass(&op, &x0);
     let mut d =
         Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, Layout::SlotMajor, dt).expect("f32");

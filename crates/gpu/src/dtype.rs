@@ -66,6 +66,49 @@ impl DType {
     }
 }
 
+/// The Rust types kernels store and compute in, tied to their [`DType`]: the one element trait of every crate
+/// (bespoke-mm's GEMMs, bespoke-fv's steps).
+pub trait Element: bytemuck::Pod + Send + Sync + 'static {
+    const DTYPE: DType;
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+    /// The NaN tests poison outputs with.
+    fn nan() -> Self;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn nan() -> Self {
+        f32::NAN
+    }
+}
+
+impl Element for f64 {
+    const DTYPE: DType = DType::F64;
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn nan() -> Self {
+        f64::NAN
+    }
+}
+
+impl std::str::FromStr for DType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s).ok_or_else(|| format!("`{s}` is not a precision: expected f32 or f64"))
+    }
+}
+
 impl std::fmt::Display for DType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.wgsl())

@@ -27,6 +27,7 @@ mod kernel;
 mod overlap;
 mod pipeline;
 mod probe;
+pub mod rng;
 pub mod testing;
 mod texture;
 mod timing;
@@ -38,7 +39,7 @@ pub use context::{
 };
 pub use disk::{DiskCache, Lookup, write_atomic, write_atomic_failing};
 pub use dispatch::{Arg, Grid, Launch};
-pub use dtype::DType;
+pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};
 pub use kernel::{Kernel, KernelId, stable_hash};
 pub use overlap::PendingRead;

@@ -102,6 +102,48 @@ impl Lattice<'_> {
         path: &Path,
         ranks: Option<&crate::dist::Ranks>,
     ) -> Result<(Lattice<'g>, String)> {
+        let Saved {
+            meta,
+            cfg,
+            flags,
+            words,
+            parity,
+            steps,
+            unchecked,
+        } = Saved::read(path)?;
+        let mut lattice = match ranks {
+            None => Lattice::new(gpu, cfg, flags),
+            Some(r) => Lattice::new_distributed(gpu, cfg, flags, r),
+        }
+        .map_err(|e| LbmError::file(path, e.to_string()))?;
+        lattice
+            .restore_raw(&words, parity, steps)
+            .map_err(|e| LbmError::file(path, e.to_string()))?;
+        if let Some(v) = unchecked {
+            lattice.warn(format!(
+                "{} is a format-{v} checkpoint, which carries no checksum: corruption in it would go unnoticed \
+                 (checkpoints written now carry one)",
+                path.display()
+            ));
+        }
+        Ok((lattice, meta))
+    }
+}
+
+/// A checkpoint read from disk and checked (checksum, format, every field), before any device is involved.
+pub(crate) struct Saved {
+    pub meta: String,
+    pub cfg: Config,
+    pub flags: Flags,
+    words: Vec<Vec<u32>>,
+    parity: usize,
+    pub steps: u64,
+    /// The format version of a file that carries no checksum (3 or 4).
+    unchecked: Option<u32>,
+}
+
+impl Saved {
+    pub(crate) fn read(path: &Path) -> Result<Self> {
         let mut bytes = Vec::new();
         std::fs::File::open(path)
             .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -159,22 +201,17 @@ impl Lattice<'_> {
             Some(v) => LbmError::file(path, format!("{e} (format {v} carries no checksum)")),
             None => e,
         })?;
-        let mut lattice = match ranks {
-            None => Lattice::new(gpu, cfg, flags),
-            Some(r) => Lattice::new_distributed(gpu, cfg, flags, r),
-        }
-        .map_err(|e| LbmError::file(path, e.to_string()))?;
-        lattice
-            .restore_raw(&words, parity, steps)
-            .map_err(|e| LbmError::file(path, e.to_string()))?;
-        if let Some(v) = unchecked {
-            lattice.warn(format!(
-                "{} is a format-{v} checkpoint, which carries no checksum: corruption in it would go unnoticed \
-                 (checkpoints written now carry one)",
-                path.display()
-            ));
-        }
-        Ok((lattice, meta))
+        cfg.check()
+            .map_err(|e| LbmError::file(path, format!("its configuration: {e}")))?;
+        Ok(Self {
+            meta,
+            cfg,
+            flags,
+            words,
+            parity,
+            steps,
+            unchecked,
+        })
     }
 }
 

@@ -485,14 +485,14 @@ impl Flags {
     }
 }
 
-struct Mask {
+pub(crate) struct Mask {
     width: usize,
     height: usize,
     /// Per pixel, row-major from the top: lightness in [0, 1] composited over white.
     lightness: Vec<f64>,
 }
 
-fn read_mask(path: &Path) -> Result<Mask> {
+pub(crate) fn read_mask(path: &Path) -> Result<Mask> {
     let file = std::fs::File::open(path).map_err(|e| LbmError::io(path, e))?;
     let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
     decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);

@@ -143,6 +143,13 @@ pub fn write_vtk(path: &Path, fields: &Fields, flags: &Flags) -> Result<()> {
     std::fs::write(path, out).map_err(|e| LbmError::io(path, e))
 }
 
+impl std::str::FromStr for Quantity {
+    type Err = LbmError;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@
 //! allele); every line the same length; blank lines and lines starting with `#` are skipped.
 
 use bespoke_gpu::Gpu;
+use bespoke_gpu::rng::{Rng, seeded};
 
 use crate::dense::microbench::Op;
 use crate::dense::model::Machine;
@@ -111,14 +112,14 @@ impl SnpMatrix {
         // Packed as drawn (one bit per sample, not a byte), keeping only the previous SNP's row.
         let mut bits = vec![0u32; len];
         let mut prev = vec![false; samples];
-        let mut rng = SplitMix(seed);
+        let mut rng = seeded(seed);
         for i in 0..snps {
-            let f = 0.05 + 0.45 * rng.unit();
+            let f = 0.05 + 0.45 * rng.random::<f64>();
             for (s, p) in prev.iter_mut().enumerate() {
-                let b = if i % 2 == 1 && rng.unit() >= 0.1 {
+                let b = if i % 2 == 1 && rng.random::<f64>() >= 0.1 {
                     *p
                 } else {
-                    rng.unit() < f
+                    rng.random::<f64>() < f
                 };
                 *p = b;
                 bits[i * words + s / 32] |= u32::from(b) << (s % 32);
@@ -138,22 +139,6 @@ impl SnpMatrix {
             .chunks(self.words)
             .map(|r| r.iter().map(|w| w.count_ones()).sum())
             .collect()
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so the CLI needs no RNG dependency.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -179,6 +164,66 @@ pub struct LdResult {
     pub r2: Vec<f64>,
     /// Median device time of the popcount GEMM, seconds.
     pub seconds: f64,
+}
+
+/// Largest |Δr²| between the device and the CPU reference that counts as agreement.
+pub const R2_TOLERANCE: f64 = 1e-6;
+
+/// What an r² matrix says in a few numbers.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct R2Summary {
+    /// Mean over the defined pairs (NaN when none is).
+    pub mean: f64,
+    pub defined: usize,
+    /// Pairs with r² ≥ 0.8 (strong linkage).
+    pub strong: usize,
+    /// Pairs with a monomorphic SNP (r² undefined).
+    pub undefined: usize,
+}
+
+impl R2Summary {
+    pub fn of(r2: &[f64]) -> Self {
+        let finite: Vec<f64> = r2.iter().copied().filter(|v| v.is_finite()).collect();
+        Self {
+            mean: finite.iter().sum::<f64>() / finite.len() as f64,
+            defined: finite.len(),
+            strong: finite.iter().filter(|v| **v >= 0.8).count(),
+            undefined: r2.len() - finite.len(),
+        }
+    }
+}
+
+/// Compares the device's r² with the CPU reference: the largest |Δr²| (two undefined values agree), or an error
+/// past [`R2_TOLERANCE`] or where one side is undefined and the other is not.
+pub fn check_r2(got: &[f64], a: &SnpMatrix, b: &SnpMatrix) -> Result<f64> {
+    let want = ld_ref(a, b)?;
+    if got.len() != want.len() {
+        return Err(MmError::Shape(format!(
+            "{} r² values for {} pairs",
+            got.len(),
+            want.len()
+        )));
+    }
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| {
+            if g.is_nan() && w.is_nan() {
+                0.0
+            } else {
+                (g - w).abs()
+            }
+        })
+        .fold(
+            0.0,
+            |m: f64, d| if d.is_nan() { f64::NAN } else { m.max(d) },
+        );
+    if worst.is_nan() || worst > R2_TOLERANCE {
+        return Err(MmError::Shape(format!(
+            "r² differs from the CPU reference by {worst:e} (tolerance {R2_TOLERANCE:e})"
+        )));
+    }
+    Ok(worst)
 }
 
 /// r² for every pair, CPU only: the reference the device result is checked against.

@@ -6,6 +6,7 @@ mod cylinder;
 mod mask;
 mod poiseuille;
 mod shear_wave;
+mod start;
 mod taylor_green;
 
 use std::collections::BTreeMap;
@@ -16,13 +17,16 @@ use std::time::Instant;
 
 use bespoke_gpu::Gpu;
 
-use crate::config::{Collision, Config, Storage, Streaming, check_mach};
+use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
-use crate::flags::Flags;
-use crate::lattice::{Lattice, check_fits};
+use crate::lattice::Lattice;
 
 pub use cavity::{GHIA_CSV, ghia_table};
+pub use start::check;
+#[cfg(test)]
+use start::parse_meta;
+use start::{Start, meta, speed, start};
 
 /// The cases `bespoke lbm` runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -373,126 +377,6 @@ impl<'a, 'g> Runner<'a, 'g> {
     }
 }
 
-/// A case's starting lattice, whether it came from a checkpoint, and the characteristic velocity it runs at.
-struct Start<'g> {
-    lat: Lattice<'g>,
-    resumed: bool,
-    u: f64,
-}
-
-/// The characteristic velocity a case is built with: `--u` or the case's default, positive and below the Mach
-/// limit.
-fn speed(case: &Case, opts: &CaseOptions) -> Result<f64> {
-    let u = opts.u.unwrap_or_else(|| case.default_speed());
-    if !(u.is_finite() && u > 0.0) {
-        return Err(LbmError::param(
-            "u",
-            u,
-            "the characteristic velocity must be positive",
-        ));
-    }
-    check_mach("characteristic velocity (--u)", [u, 0.0])?;
-    Ok(u)
-}
-
-/// The lattice a case starts from: its own (built by `build` for velocity `u`) or a checkpoint of the same case,
-/// which carries the velocity it was run at.
-fn start<'g>(
-    gpu: &'g Gpu,
-    case: &Case,
-    opts: &CaseOptions,
-    u: f64,
-    build: impl FnOnce() -> Result<(Config, Flags)>,
-    init: impl Fn(usize, usize) -> (f64, [f64; 2]),
-) -> Result<Start<'g>> {
-    if let Some(path) = &opts.resume {
-        let (lat, text) = match &opts.ranks {
-            Some(r) => Lattice::resume_distributed(gpu, path, r)?,
-            None => Lattice::resume(gpu, path)?,
-        };
-        let (name, saved) = parse_meta(&text).map_err(|why| LbmError::file(path, why))?;
-        if name != Some(case.name()) {
-            return Err(LbmError::file(
-                path,
-                format!("checkpoint is of `{text}`, not of case `{}`", case.name()),
-            ));
-        }
-        // Checkpoints from before `--u` existed ran at the default.
-        let saved = saved.unwrap_or_else(|| case.default_speed());
-        if let Some(asked) = opts.u
-            && asked != saved
-        {
-            return Err(LbmError::param(
-                "u",
-                asked,
-                format!(
-                    "the checkpoint {} ran at u = {saved}; resume without --u or with that value",
-                    path.display()
-                ),
-            ));
-        }
-        if let Some(asked) = opts.smagorinsky
-            && asked != lat.config().smagorinsky
-        {
-            return Err(LbmError::param(
-                "smagorinsky",
-                asked,
-                format!(
-                    "the checkpoint {} ran with C_s = {}; resume without --smagorinsky or with that value",
-                    path.display(),
-                    lat.config().smagorinsky
-                ),
-            ));
-        }
-        return Ok(Start {
-            lat,
-            resumed: true,
-            u: saved,
-        });
-    }
-    if let (Some((nx, ny)), None) = (opts.size, &opts.ranks) {
-        // Before the flags and the initial state take host memory in proportion to the cells. (A distributed
-        // lattice checks each block against its rank's device.)
-        let cfg = Config {
-            storage: opts.storage,
-            ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
-        };
-        check_fits(gpu, &cfg)?;
-    }
-    let (cfg, flags) = build()?;
-    let mut lat = match &opts.ranks {
-        Some(r) => Lattice::new_distributed(gpu, cfg, flags, r)?,
-        None => Lattice::new(gpu, cfg, flags)?,
-    };
-    lat.init_equilibrium(init)?;
-    Ok(Start {
-        lat,
-        resumed: false,
-        u,
-    })
-}
-
-/// Checkpoint metadata: `case=NAME u=U` (U round-trips exactly).
-fn meta(case: &str, u: f64) -> String {
-    format!("case={case} u={u:?}")
-}
-
-/// The case name and velocity in checkpoint metadata; older checkpoints carry only the name.
-fn parse_meta(text: &str) -> std::result::Result<(Option<&str>, Option<f64>), String> {
-    let mut name = None;
-    let mut u = None;
-    for tok in text.split_whitespace() {
-        if let Some(v) = tok.strip_prefix("case=") {
-            name = Some(v);
-        } else if let Some(v) = tok.strip_prefix("u=") {
-            u = Some(v.parse().map_err(|_| {
-                format!("checkpoint metadata `{text}` has an unreadable velocity `{v}`")
-            })?);
-        }
-    }
-    Ok((name, u))
-}
-
 fn base_config(opts: &CaseOptions, nx: usize, ny: usize, collision: Collision) -> Config {
     Config {
         storage: opts.storage,
@@ -552,6 +436,13 @@ fn max_change(a: &[f32], b: &[f32], scale: f64) -> f64 {
         .map(|(x, y)| f64::from((x - y).abs()))
         .fold(0.0, f64::max)
         / scale
+}
+
+impl std::str::FromStr for CollisionKind {
+    type Err = LbmError;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::parse(s)
+    }
 }
 
 #[cfg(test)]

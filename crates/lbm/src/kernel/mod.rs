@@ -102,9 +102,10 @@ pub struct KernelSpec {
     pub region: Region,
 }
 
-/// An f32 literal exactly as Rust rounds `v` to f32 (shortest round-trip text).
+/// An f32 literal exactly as Rust rounds `v` to f32 (the one literal formatter, [`DType::literal`]), negative
+/// ones in parentheses so they can follow an operator.
 fn lit(v: f64) -> String {
-    let s = format!("{:?}", v as f32);
+    let s = bespoke_gpu::DType::F32.literal(v);
     if s.starts_with('-') {
         format!("({s})")
     } else {

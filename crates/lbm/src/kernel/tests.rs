@@ -55,3 +55,31 @@ fn cu_expressions() {
     assert_eq!(cu_expr(7, "ux", "uy"), "(- ux - uy)");
     assert_eq!(cu_expr(8, "ux", "uy"), "(ux - uy)");
 }
+
+/// The WGSL of one step kernel per streaming phase and storage, pinned as insta snapshots
+/// (`src/kernel/snapshots/`): a generator change shows up as a reviewable diff. Accept an intended change with
+/// `cargo insta review` (or `INSTA_UPDATE=always cargo test -p bespoke-lbm --lib snapshots`).
+#[test]
+fn snapshots_of_one_kernel_per_phase_and_storage() {
+    for (storage, ny, phase, collision) in [
+        (Storage::F32, 6, Phase::Ab, Collision::Bgk { omega: 1.3 }),
+        (Storage::F16, 6, Phase::AaEven, Collision::trt(0.7)),
+        (Storage::F16, 7, Phase::AaOdd, Collision::trt(0.7)),
+    ] {
+        let spec = KernelSpec {
+            nx: 37,
+            ny,
+            storage,
+            collision,
+            force: [1e-5, -2e-6],
+            smagorinsky: 0.17,
+            flags: true,
+            curved: true,
+            phase,
+            mode: Mode::Step,
+            edges: Edges::whole(37, ny),
+            region: Region::All,
+        };
+        insta::assert_snapshot!(spec.name(), spec.generate());
+    }
+}

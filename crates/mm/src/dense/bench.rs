@@ -26,13 +26,12 @@ pub fn time_dense(
     DenseTimer::new(gpu, dtype, shape)?.time(gpu, params, reps)
 }
 
-/// Deterministic values in [-1, 1): the data does not change the timing, so no RNG dependency.
+/// Deterministic values in [-1, 1) from seed `salt` (the data does not change the timing).
 pub(crate) fn fill<T: Element>(n: usize, salt: u64) -> Vec<T> {
-    (0..n as u64)
-        .map(|i| {
-            let h = (i ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 11;
-            T::from_f64(h as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
-        })
+    use bespoke_gpu::rng::{Rng, seeded};
+    let mut r = seeded(salt);
+    (0..n)
+        .map(|_| T::from_f64(r.random::<f64>() * 2.0 - 1.0))
         .collect()
 }
 

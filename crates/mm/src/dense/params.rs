@@ -173,6 +173,19 @@ pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
     out
 }
 
+impl std::str::FromStr for DenseParams {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::parse(s).ok_or_else(|| format!("`{s}` is not a tiling key like t8x8v4-w16x16-k8-s1"))
+    }
+}
+
+impl std::fmt::Display for DenseParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,32 +8,8 @@ use crate::dtype::DType;
 use crate::error::{MmError, Result};
 use crate::reference::Shape;
 
-/// Element types the kernels run on.
-pub trait Element: Pod + Send + Sync + 'static {
-    const DTYPE: DType;
-    fn from_f64(v: f64) -> Self;
-    fn to_f64(self) -> f64;
-}
-
-impl Element for f32 {
-    const DTYPE: DType = DType::F32;
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
-}
-
-impl Element for f64 {
-    const DTYPE: DType = DType::F64;
-    fn from_f64(v: f64) -> Self {
-        v
-    }
-    fn to_f64(self) -> f64 {
-        self
-    }
-}
+/// Element types the kernels run on: the device layer's one element trait.
+pub use bespoke_gpu::Element;
 
 /// Sizes of C = α·A·B + β·C with row-major A (m×k), B (k×n), C (m×n) and leading dimensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

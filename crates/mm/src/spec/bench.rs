@@ -8,6 +8,7 @@ use super::operator::Operator;
 use super::run::Panel;
 use crate::dense::Element;
 use crate::dense::bench::fill;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::reference::{Shape, gemm_ref, rel_err};
 
@@ -28,6 +29,45 @@ pub struct MatrixBench {
     pub speedup_vs_dense: Option<f64>,
     pub rel_err: f64,
     pub tune: TuneReport,
+}
+
+/// Largest relative error against the f64 reference a product may have in `dtype`.
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::F64 => 1e-12,
+    }
+}
+
+/// A suite of operators in a few numbers: speedups over the dense kernel and the products past tolerance.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SuiteSummary {
+    pub matrices: usize,
+    /// Geometric mean of the speedups over dense (None when no operator had a dense time).
+    pub geomean_speedup_vs_dense: Option<f64>,
+    pub min_speedup_vs_dense: Option<f64>,
+    pub below_dense: usize,
+    /// `name: rel_err` of every product past [`tolerance`] (or NaN).
+    pub failures: Vec<String>,
+}
+
+impl SuiteSummary {
+    pub fn of(rows: &[MatrixBench], dtype: DType) -> Self {
+        let speedups: Vec<f64> = rows.iter().filter_map(|r| r.speedup_vs_dense).collect();
+        let n = speedups.len();
+        Self {
+            matrices: rows.len(),
+            geomean_speedup_vs_dense: (n > 0)
+                .then(|| (speedups.iter().map(|s| s.ln()).sum::<f64>() / n as f64).exp()),
+            min_speedup_vs_dense: speedups.iter().copied().reduce(f64::min),
+            below_dense: speedups.iter().filter(|s| **s < 1.0).count(),
+            failures: rows
+                .iter()
+                .filter(|r| r.rel_err.is_nan() || r.rel_err > tolerance(dtype))
+                .map(|r| format!("{}: rel_err {:e}", r.name, r.rel_err))
+                .collect(),
+        }
+    }
 }
 
 /// Tunes `op` for (β, panel), checks it on random B and C against the CPU, times the choice and dense.

@@ -15,7 +15,7 @@ pub mod variant;
 mod emit;
 mod families;
 
-pub use bench::{MatrixBench, bench_operator};
+pub use bench::{MatrixBench, SuiteSummary, bench_operator, tolerance};
 pub use generate::{MAX_TERMS, Skip, generate, terms_per_launch};
 pub use layout::{Layout, RowTerms, plan_layouts};
 pub use matmul::{

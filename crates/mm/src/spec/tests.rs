@@ -8,13 +8,8 @@ use crate::dtype::DType;
 
 /// A deterministic pseudo-random operator with about `zeros` of its entries zero and few distinct magnitudes.
 pub(crate) fn random_operator(m: usize, k: usize, zeros: f64, seed: u64) -> Operator {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rng = bespoke_gpu::rng::seeded(seed);
+    let mut next = || bespoke_gpu::rng::Rng::random::<f64>(&mut rng);
     let a = (0..m * k)
         .map(|_| {
             if next() < zeros {

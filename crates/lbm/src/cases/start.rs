@@ -1,0 +1,192 @@
+//! How a case starts: its options checked (also without a device, [`check`]), then a fresh lattice built or a
+//! checkpoint of the same case resumed; and the metadata a case writes into its checkpoints.
+
+use std::path::Path;
+
+use bespoke_gpu::Gpu;
+
+use super::{Case, CaseOptions};
+use crate::config::{Collision, Config, check_mach};
+use crate::error::{LbmError, Result};
+use crate::flags::Flags;
+use crate::lattice::{Lattice, check_fits};
+
+/// A case's starting lattice, whether it came from a checkpoint, and the characteristic velocity it runs at.
+pub(super) struct Start<'g> {
+    pub(super) lat: Lattice<'g>,
+    pub(super) resumed: bool,
+    pub(super) u: f64,
+}
+
+/// The characteristic velocity a case is built with: `--u` or the case's default, positive and below the Mach
+/// limit.
+pub(super) fn speed(case: &Case, opts: &CaseOptions) -> Result<f64> {
+    let u = opts.u.unwrap_or_else(|| case.default_speed());
+    if !(u.is_finite() && u > 0.0) {
+        return Err(LbmError::param(
+            "u",
+            u,
+            "the characteristic velocity must be positive",
+        ));
+    }
+    check_mach("characteristic velocity (--u)", [u, 0.0])?;
+    Ok(u)
+}
+
+/// A checkpoint's metadata against the case and options resuming it: the same case, and --u and --smagorinsky
+/// absent or equal to what it ran with. Returns the velocity it ran at.
+fn check_resume(
+    case: &Case,
+    opts: &CaseOptions,
+    path: &Path,
+    text: &str,
+    smagorinsky: f64,
+) -> Result<f64> {
+    let (name, saved) = parse_meta(text).map_err(|why| LbmError::file(path, why))?;
+    if name != Some(case.name()) {
+        return Err(LbmError::file(
+            path,
+            format!("checkpoint is of `{text}`, not of case `{}`", case.name()),
+        ));
+    }
+    // Checkpoints from before `--u` existed ran at the default.
+    let saved = saved.unwrap_or_else(|| case.default_speed());
+    if let Some(asked) = opts.u
+        && asked != saved
+    {
+        return Err(LbmError::param(
+            "u",
+            asked,
+            format!(
+                "the checkpoint {} ran at u = {saved}; resume without --u or with that value",
+                path.display()
+            ),
+        ));
+    }
+    if let Some(asked) = opts.smagorinsky
+        && asked != smagorinsky
+    {
+        return Err(LbmError::param(
+            "smagorinsky",
+            asked,
+            format!(
+                "the checkpoint {} ran with C_s = {}; resume without --smagorinsky or with that value",
+                path.display(),
+                smagorinsky
+            ),
+        ));
+    }
+    Ok(saved)
+}
+
+/// Checks a case's options and input files without a device, as `run_case` would before its first step: the
+/// velocity, ω, Re, Smagorinsky constant and size; the mask image decodes; a checkpoint to resume is whole
+/// (checksum) and of this case; the folder a checkpoint will be written to exists. A CLI calls it before opening
+/// a device, so bad input gets its own error on a machine without a driver.
+pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
+    if let Some(path) = &opts.checkpoint {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(LbmError::file(
+                path,
+                format!("the checkpoint's folder {} does not exist", dir.display()),
+            ));
+        }
+    }
+    if let Some(path) = &opts.resume {
+        let saved = crate::checkpoint::Saved::read(path)?;
+        check_resume(case, opts, path, &saved.meta, saved.cfg.smagorinsky)?;
+        return Ok(());
+    }
+    speed(case, opts)?;
+    if let Some(re) = opts.re
+        && !(re > 0.0 && re.is_finite())
+    {
+        return Err(LbmError::param(
+            "re",
+            re,
+            "the Reynolds number must be positive",
+        ));
+    }
+    let (nx, ny) = opts.size.unwrap_or((16, 16));
+    let omega = opts.omega.unwrap_or(1.0);
+    let cfg = Config {
+        storage: opts.storage,
+        streaming: opts.streaming,
+        smagorinsky: opts.smagorinsky.unwrap_or(0.0),
+        ..Config::new(nx, ny, Collision::Bgk { omega })
+    };
+    cfg.check()?;
+    if let Case::Mask(png) = case {
+        crate::flags::read_mask(png)?;
+    }
+    Ok(())
+}
+
+/// The lattice a case starts from: its own (built by `build` for velocity `u`) or a checkpoint of the same case,
+/// which carries the velocity it was run at.
+pub(super) fn start<'g>(
+    gpu: &'g Gpu,
+    case: &Case,
+    opts: &CaseOptions,
+    u: f64,
+    build: impl FnOnce() -> Result<(Config, Flags)>,
+    init: impl Fn(usize, usize) -> (f64, [f64; 2]),
+) -> Result<Start<'g>> {
+    if let Some(path) = &opts.resume {
+        let (lat, text) = match &opts.ranks {
+            Some(r) => Lattice::resume_distributed(gpu, path, r)?,
+            None => Lattice::resume(gpu, path)?,
+        };
+        let saved = check_resume(case, opts, path, &text, lat.config().smagorinsky)?;
+        return Ok(Start {
+            lat,
+            resumed: true,
+            u: saved,
+        });
+    }
+    if let (Some((nx, ny)), None) = (opts.size, &opts.ranks) {
+        // Before the flags and the initial state take host memory in proportion to the cells. (A distributed
+        // lattice checks each block against its rank's device.)
+        let cfg = Config {
+            storage: opts.storage,
+            ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
+        };
+        check_fits(gpu, &cfg)?;
+    }
+    let (cfg, flags) = build()?;
+    let mut lat = match &opts.ranks {
+        Some(r) => Lattice::new_distributed(gpu, cfg, flags, r)?,
+        None => Lattice::new(gpu, cfg, flags)?,
+    };
+    lat.init_equilibrium(init)?;
+    Ok(Start {
+        lat,
+        resumed: false,
+        u,
+    })
+}
+
+/// Checkpoint metadata: `case=NAME u=U` (U round-trips exactly).
+pub(super) fn meta(case: &str, u: f64) -> String {
+    format!("case={case} u={u:?}")
+}
+
+/// The case name and velocity in checkpoint metadata; older checkpoints carry only the name.
+pub(super) fn parse_meta(text: &str) -> std::result::Result<(Option<&str>, Option<f64>), String> {
+    let mut name = None;
+    let mut u = None;
+    for tok in text.split_whitespace() {
+        if let Some(v) = tok.strip_prefix("case=") {
+            name = Some(v);
+        } else if let Some(v) = tok.strip_prefix("u=") {
+            u = Some(v.parse().map_err(|_| {
+                format!("checkpoint metadata `{text}` has an unreadable velocity `{v}`")
+            })?);
+        }
+    }
+    Ok((name, u))
+}

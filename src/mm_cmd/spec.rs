@@ -1,0 +1,161 @@
+//! `bespoke mm gen` and `bespoke mm bench`: the specialised kernels of PyFR-like operators.
+
+use std::path::PathBuf;
+
+use bespoke::Error;
+use bespoke::bench::progress_bar;
+use bespoke::mm::DType;
+use bespoke::mm::spec::{Panel, SpecKernel, SuiteSummary, TuneOptions, bench_operator, read_mtx};
+use bespoke::report::adapter_json;
+use serde_json::{Value, json};
+
+use super::{BenchArgs, GenArgs};
+use crate::json_out::{open_json, write_json};
+use crate::open_gpu;
+
+pub(super) fn run_gen(a: GenArgs) -> Result<(), Error> {
+    let op = read_mtx(&a.file)?;
+    let beta = a.beta.or(op.beta_hint).unwrap_or(0.0);
+    let panel = Panel {
+        n: a.n,
+        ldb: a.ldb.unwrap_or(a.n),
+        ldc: a.ldc.unwrap_or(a.n),
+    };
+    panel.check()?;
+    let gpu = open_gpu()?;
+    let k = SpecKernel::new(&gpu, &op, a.variant, a.dtype, beta, panel)?;
+    for src in k.sources() {
+        println!("{src}");
+    }
+    eprintln!(
+        "{}: {}×{} with {} non-zeros, {} launch(es), {} bytes of WGSL generated in {:.1} ms",
+        op.name,
+        op.m,
+        op.k,
+        op.nnz(),
+        k.sources().len(),
+        k.compile.source_bytes,
+        k.compile.generate_seconds * 1e3
+    );
+    Ok(())
+}
+
+/// The .mtx files named, folders expanded (sorted).
+fn mtx_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| format!("reading {}: {e}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "mtx"))
+                .collect();
+            v.sort();
+            if v.is_empty() {
+                return Err(format!("{} holds no .mtx files", p.display()).into());
+            }
+            out.extend(v);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
+    let out = open_json(a.json.as_deref())?;
+    let dtype = a.dtype;
+    if !a.beta.is_finite() {
+        return Err(format!("--beta must be finite, got {}", a.beta).into());
+    }
+    // Every matrix is read (and refused, if it must be) before a device is opened.
+    let ops = mtx_files(&a.paths)?
+        .iter()
+        .map(|f| read_mtx(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = TuneOptions {
+        variants: a.variants.clone(),
+        reps: a.reps,
+        use_cache: true,
+        ..Default::default()
+    };
+    let opts = if a.retune {
+        // Re-tune, and store the new decision: a cache folder that is written but never read.
+        TuneOptions {
+            cache_dir: Some(
+                std::env::temp_dir().join(format!("bespoke-retune-{}", std::process::id())),
+            ),
+            ..opts
+        }
+    } else {
+        opts
+    };
+    let gpu = open_gpu()?;
+    let gpu = &gpu;
+    dtype.require(gpu, "mm bench")?;
+    let probe = gpu.copy_bandwidth(&bespoke::bench::probe_options(false))?;
+    let copy = probe.gbps;
+    println!(
+        "adapter: {}, copy bandwidth {copy:.2} GB/s, {dtype}, N = {}",
+        gpu.adapter_name(),
+        a.n
+    );
+    let bar = progress_bar(ops.len() as u64);
+    let mut rows = Vec::new();
+    for op in &ops {
+        let beta = op.beta_hint.unwrap_or(a.beta);
+        bar.set_message(op.name.clone());
+        let r = match dtype {
+            DType::F32 => bench_operator::<f32>(gpu, op, beta, Panel::packed(a.n), &opts, 1)?,
+            DType::F64 => bench_operator::<f64>(gpu, op, beta, Panel::packed(a.n), &opts, 1)?,
+        };
+        bar.suspend(|| {
+            println!(
+                "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
+                r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy,
+                r.dense_seconds.unwrap_or(f64::NAN) * 1e3, r.speedup_vs_dense.unwrap_or(f64::NAN), r.rel_err,
+                if r.tune.from_cache { " (cached decision)".to_owned() } else { format!(" (tuned in {:.1} s)", r.tune.tune_seconds) }
+            )
+        });
+        rows.push(r);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let sum = SuiteSummary::of(&rows, dtype);
+    println!(
+        "{} matrices: geomean speedup over dense ×{:.2}, min ×{:.2}, {} below 1.0",
+        sum.matrices,
+        sum.geomean_speedup_vs_dense.unwrap_or(f64::NAN),
+        sum.min_speedup_vs_dense.unwrap_or(f64::NAN),
+        sum.below_dense
+    );
+    let matrices: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "variant": r.variant,
+                "seconds": r.seconds, "gbps": r.gbps, "copy_fraction": r.gbps / copy,
+                "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
+                "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
+                "candidates": r.tune.candidates,
+            })
+        })
+        .collect();
+    write_json(
+        out,
+        &json!({
+            "adapter": adapter_json(gpu), "copy_gbps": copy, "dtype": dtype.wgsl(), "n": a.n,
+            "matrices": matrices, "geomean_speedup_vs_dense": sum.geomean_speedup_vs_dense,
+            "min_speedup_vs_dense": sum.min_speedup_vs_dense,
+        }),
+    )?;
+    if !sum.failures.is_empty() {
+        return Err(format!(
+            "{} matrices exceed the tolerance: {}",
+            sum.failures.len(),
+            sum.failures.join("; ")
+        )
+        .into());
+    }
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! Bad input gets its own error before a device is needed: every command below runs with no Vulkan driver
+//! (`VK_DRIVER_FILES` and `VK_ICD_FILENAMES` point nowhere, `WGPU_BACKEND=vulkan` keeps wgpu off GL) and must name
+//! the bad argument or file, not "no GPU adapter". A control proves the driver really is absent, so none of these
+//! can pass by finding one. Needs no device.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn without_driver(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bespoke"))
+        .args(args)
+        .env("VK_DRIVER_FILES", "/nonexistent/bespoke-no-driver.json")
+        .env("VK_ICD_FILENAMES", "/nonexistent/bespoke-no-driver.json")
+        .env("WGPU_BACKEND", "vulkan")
+        .env_remove("WGPU_ADAPTER_NAME")
+        .env(
+            "BESPOKE_CACHE_DIR",
+            std::env::temp_dir().join("bespoke-no-driver-cache"),
+        )
+        .output()
+        .expect("run the bespoke binary")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bespoke-no-driver-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("scratch folder");
+    d
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("write input");
+    p.to_str().expect("utf-8 path").to_owned()
+}
+
+fn refuses(args: &[&str], needles: &[&str]) {
+    let o = without_driver(args);
+    let e = stderr(&o);
+    assert!(!o.status.success(), "{args:?} succeeded without a driver");
+    assert!(
+        !e.contains("no GPU adapter"),
+        "{args:?} looked for a device before checking its input:\n{e}"
+    );
+    for n in needles {
+        assert!(e.contains(n), "{args:?}: `{n}` missing from:\n{e}");
+    }
+}
+
+#[test]
+fn control_there_really_is_no_driver() {
+    let o = without_driver(&["info"]);
+    assert!(
+        !o.status.success(),
+        "an adapter was found: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("no GPU adapter"), "{}", stderr(&o));
+}
+
+#[test]
+fn mm_inputs_are_checked_first() {
+    let d = scratch("mm");
+    let bad = write(
+        &d,
+        "bad.mtx",
+        b"%%MatrixMarket matrix array real general\n2 2\n1.0\nnot-a-number\n",
+    );
+    refuses(&["mm", "gen", &bad], &["bad.mtx"]);
+    refuses(
+        &["mm", "gen", "/nonexistent/op.mtx"],
+        &["/nonexistent/op.mtx"],
+    );
+    refuses(
+        &["mm", "gen", &bad, "--variant", "zigzag"],
+        &["zigzag", "not a variant"],
+    );
+    refuses(&["mm", "gen", &bad, "--dtype", "f16"], &["f16"]);
+    // A folder with one bad matrix among good ones: named before anything is tuned.
+    let suite = scratch("mm-suite");
+    write(
+        &suite,
+        "a-good.mtx",
+        b"%%MatrixMarket matrix array real general\n1 1\n2.0\n",
+    );
+    write(
+        &suite,
+        "b-bad.mtx",
+        b"%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1.0\n",
+    );
+    refuses(
+        &["mm", "bench", suite.to_str().expect("utf-8")],
+        &["b-bad.mtx"],
+    );
+    let snps = write(&d, "snps.txt", b"0101\n01x1\n");
+    refuses(&["mm", "ld", &snps], &["snps.txt"]);
+    refuses(&["mm", "ld", "--random", "10,10"], &["M,N,SAMPLES"]);
+    refuses(
+        &["mm", "dense-bench", "--m", "0", "--n", "8", "--k", "8"],
+        &["0"],
+    );
+    refuses(
+        &[
+            "mm",
+            "dense-bench",
+            "--m",
+            "8",
+            "--n",
+            "8",
+            "--k",
+            "8",
+            "--params",
+            "t3",
+        ],
+        &["t3"],
+    );
+    refuses(&["mm", "dense-model", "--m", "64"], &["--m, --n and --k"]);
+}
+
+#[test]
+fn fv_inputs_are_checked_first() {
+    let d = scratch("fv");
+    let bad = write(
+        &d,
+        "torn.msh",
+        b"$MeshFormat\n2.2 0 8\n$EndMeshFormat\n$Nodes\n3\n1 0 0 0\n",
+    );
+    refuses(&["fv", "run", &bad], &["torn.msh"]);
+    refuses(&["fv", "bench", &bad], &["torn.msh"]);
+    refuses(&["fv", "sweep", &bad], &["torn.msh"]);
+    refuses(
+        &["fv", "run", "--box", "2", "--layout", "diagonal"],
+        &["diagonal"],
+    );
+    refuses(
+        &["fv", "run", "--box", "2", "--ordering", "alphabetical"],
+        &["alphabetical"],
+    );
+    refuses(
+        &["fv", "run", "--box", "2", "--kernel", "magic"],
+        &["magic"],
+    );
+    refuses(&["fv", "run", "--box", "2", "--dtype", "f8"], &["f8"]);
+}
+
+#[test]
+fn lbm_inputs_are_checked_first() {
+    let d = scratch("lbm");
+    refuses(&["lbm", "cavity", "--omega", "2.5"], &["2.5"]);
+    refuses(&["lbm", "cavity", "--re=-3"], &["Reynolds"]);
+    refuses(&["lbm", "cavity", "--u", "0.9"], &["Mach"]);
+    refuses(&["lbm", "cavity", "--size", "1x1"], &["1x1"]);
+    refuses(&["lbm", "cavity", "--storage", "f8"], &["f8"]);
+    refuses(&["lbm", "vortex-street"], &["vortex-street"]);
+    let png = write(&d, "mask.png", b"\x89PNG\r\n\x1a\nthis is not a PNG body");
+    refuses(&["lbm", "mask", "--mask", &png], &["mask.png"]);
+    let ckpt = write(&d, "state.ckpt", b"BSPKLBM5 torn checkpoint");
+    refuses(&["lbm", "cavity", "--resume", &ckpt], &["state.ckpt"]);
+    refuses(
+        &[
+            "lbm",
+            "cavity",
+            "--checkpoint",
+            "/nonexistent/folder/state.ckpt",
+        ],
+        &["/nonexistent/folder", "does not exist"],
+    );
+}
+
+#[test]
+fn bench_and_scale_arguments_are_checked_first() {
+    refuses(&["bench", "--section", "nonsense"], &["nonsense"]);
+    refuses(&["scale", "--code", "cfd"], &["cfd"]);
+    refuses(&["scale", "--storage", "f8"], &["f8"]);
+}
