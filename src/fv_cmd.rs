@@ -200,9 +200,12 @@ impl RunJob {
         };
         let layout = match a.layout.as_str() {
             "auto" => Layout::default_for(a.dtype),
-            l => l
-                .parse::<Layout>()
-                .map_err(|e| format!("--layout: {e} (or auto)"))?,
+            l => l.parse::<Layout>().map_err(|_| {
+                format!(
+                    "--layout `{l}`: expected auto, {}",
+                    Layout::ALL.map(|l| l.name()).join(", ")
+                )
+            })?,
         };
         let ordering = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
         let (name, mesh) = a.mesh.load()?;
@@ -369,17 +372,7 @@ fn bench(
             r.ordering_seconds
         );
     }
-    let rows: Vec<_> = runs
-        .iter()
-        .map(|r| {
-            json!({
-                "ordering": r.ordering, "kernel": r.kernel, "layout": r.layout,
-                "seconds_per_step": r.seconds_per_step, "gbps": r.gbps, "copy_fraction": r.gbps / probe.gbps,
-                "in_block_fraction": r.in_block_fraction, "ordering_seconds": r.ordering_seconds,
-                "timing": r.timing,
-            })
-        })
-        .collect();
+    let rows = with_copy_fraction(&runs, |r| r.gbps, probe.gbps)?;
     write_json(
         json_file,
         &json!({
@@ -538,15 +531,26 @@ fn sweep_cmd<T: Real>(
             p.display()
         );
     }
-    let pts: Vec<_> = points
-        .iter()
-        .map(|p| json!({"block": p.block, "kernel": p.kernel, "layout": p.layout, "kernel_block": p.kernel_block,
-            "seconds_per_step": p.seconds_per_step, "gbps": p.gbps, "copy_fraction": p.gbps / probe.gbps}))
-        .collect();
+    let pts = with_copy_fraction(&points, |p| p.gbps, probe.gbps)?;
     write_json(
         json_file,
         &json!({"tets": n, "dtype": T::DTYPE.wgsl(), "copy_gbps": probe.gbps, "ideal": pts,
             "mesh": name, "mesh_tets": op.n(), "block_size": a.block_size, "orderings": marks,
             "adapter": adapter_json(gpu)}),
     )
+}
+
+/// The crate's result records as JSON, each with its fraction of the copy bandwidth added.
+fn with_copy_fraction<R: serde::Serialize>(
+    rows: &[R],
+    gbps: impl Fn(&R) -> f64,
+    copy_gbps: f64,
+) -> Result<Vec<serde_json::Value>, Error> {
+    rows.iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r)?;
+            v["copy_fraction"] = json!(gbps(r) / copy_gbps);
+            Ok(v)
+        })
+        .collect()
 }

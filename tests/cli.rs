@@ -604,9 +604,14 @@ fn lbm_rejects_bad_parameters_clearly() {
             &["lbm", "cavity", "--interpolated-mask"][..],
             "mask case only",
         ),
-        // Past any binding: an error before 240 GB of host-side flags are allocated (that aborted).
+        // Past 32-bit cell indices: refused before the device opens (240 GB of host-side flags once aborted).
         (
             &["lbm", "taylor-green", "--size", "100000x100000"][..],
+            "32-bit cell indices",
+        ),
+        // Addressable, but past the device's bindings: refused before the flags are allocated.
+        (
+            &["lbm", "taylor-green", "--size", "40000x40000"][..],
             "binding limit",
         ),
     ] {

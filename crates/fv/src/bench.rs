@@ -9,7 +9,7 @@ use crate::ordering::{OrderingKind, in_block_fraction, order};
 use bespoke_gpu::rng::{Rng, seeded};
 
 /// One timed configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct FvRun {
     pub ordering: &'static str,
     pub kernel: &'static str,

@@ -58,7 +58,7 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
 }
 
 /// One point of the sweep.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct SweepPoint {
     pub block: usize,
     pub kernel: &'static str,
