@@ -436,6 +436,64 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A spent tuning budget compiles the dense kernel and the smallest specialised candidate, and skips the rest
+/// with the predicted cost named; the choice is still correct.
+#[test]
+fn tuning_budget_skips_candidates_predicted_past_it() {
+    use bespoke_mm::dense::DenseParams;
+    use bespoke_mm::spec::{DenseSource, MatMul, TuneOptions};
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let names = ["cstream", "cstream-v4", "bstream-v4"];
+    let opts = TuneOptions {
+        variants: Some(names.iter().map(|n| Variant::parse(n).unwrap()).collect()),
+        dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
+        reps: 1,
+        use_cache: false,
+        budget_seconds: Some(0.0),
+        ..Default::default()
+    };
+    let op = random_operator(&mut r, 12, 10, 0.8);
+    let panel = Panel::packed(1024);
+    let mm = MatMul::<f32>::tuned(gpu, &op, 0.0, panel, &opts).unwrap();
+    let c = &mm.report.candidates;
+    let timed: Vec<_> = c.iter().filter(|c| c.seconds.is_some()).collect();
+    let over: Vec<_> = c
+        .iter()
+        .filter(|c| c.status.contains("tuning budget"))
+        .collect();
+    assert_eq!(
+        timed.len(),
+        2,
+        "dense and the smallest specialised one: {c:?}"
+    );
+    assert!(timed.iter().any(|c| c.name.starts_with("dense")), "{c:?}");
+    assert_eq!(over.len(), 2, "{c:?}");
+    assert!(over.iter().all(|c| c.status.contains("ms/KB")), "{c:?}");
+    let e = check_matmul(gpu, &mut r, &op, &mm);
+    assert!(e <= 1e-5, "{e:e}");
+    // No budget: every candidate is compiled and screened.
+    let all = MatMul::<f32>::tuned(
+        gpu,
+        &op,
+        0.0,
+        panel,
+        &TuneOptions {
+            budget_seconds: None,
+            ..opts
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        all.report
+            .candidates
+            .iter()
+            .filter(|c| c.seconds.is_some())
+            .count(),
+        4
+    );
+}
+
 /// Runs a tuned product on random B and C and returns its error against the reference.
 fn check_matmul(
     gpu: &Gpu,

@@ -69,6 +69,11 @@ pub struct TuneOptions {
     pub use_cache: bool,
     /// Cache folder; `None`: [`Gpu::cache_dir`].
     pub cache_dir: Option<PathBuf>,
+    /// Seconds one operator's tuning may spend (`None`: no bound). Candidates are compiled cheapest first
+    /// (the dense kernel, then by generated source size); each compile's cost per source byte is measured, and a
+    /// candidate whose predicted compile would end past the budget is skipped, not compiled. The dense kernel
+    /// and the smallest specialised candidate are always tried.
+    pub budget_seconds: Option<f64>,
 }
 
 impl Default for TuneOptions {
@@ -80,9 +85,13 @@ impl Default for TuneOptions {
             finalists: 3,
             use_cache: true,
             cache_dir: None,
+            budget_seconds: Some(DEFAULT_TUNE_BUDGET),
         }
     }
 }
+
+/// Default bound on one operator's tuning (`TuneOptions::budget_seconds`), seconds.
+pub const DEFAULT_TUNE_BUDGET: f64 = 30.0;
 
 /// Unrolled terms up to which CPU adapters also try cstream (with and without folding): llvmpipe compiles it at
 /// 5–17 ms per term cold, against 1.5–3 ms for bstream-v2 (docs/perf.md), and bstream is as fast or faster
@@ -302,21 +311,13 @@ impl<T: Element> MatMul<T> {
             DenseSource::Fixed(p) => choices.push(Choice::Dense(p)),
             DenseSource::Off => {}
         }
+        // Generate every candidate first (cheap), then compile the cheapest first: dense, then by source size.
+        let mut built = Vec::new();
         for choice in choices {
-            let t = Instant::now();
             match Self::with_choice(gpu, op, beta, panel, choice) {
                 Ok(mm) => {
-                    let plan = mm.plan(gpu, &b, &c)?;
-                    gpu.run(&plan.launches())?;
-                    let first = t.elapsed().as_secs_f64();
-                    let screen = gpu.time(&plan.launches(), 0, 1)?.median();
-                    let cand = Candidate {
-                        name: choice.name(),
-                        seconds: Some(screen),
-                        compile_seconds: Some((first - screen).max(0.0)),
-                        status: "screened".into(),
-                    };
-                    cands.push((mm, cand));
+                    let bytes: usize = mm.sources().iter().map(|s| s.len()).sum();
+                    built.push((mm, bytes));
                 }
                 Err(MmError::NotApplicable { reason, .. }) => skipped.push(Candidate {
                     name: choice.name(),
@@ -326,6 +327,51 @@ impl<T: Element> MatMul<T> {
                 }),
                 Err(e) => return Err(e),
             }
+        }
+        built.sort_by_key(|(mm, bytes)| (!mm.choice.is_dense(), *bytes));
+        // Measured compile cost per source byte: the largest seen so far, so predictions err on the long side.
+        let mut per_byte: Option<f64> = None;
+        let mut spec_tried = false;
+        for (mm, bytes) in built {
+            let choice = mm.choice;
+            if let (Some(budget), Some(rate), true) = (opts.budget_seconds, per_byte, spec_tried) {
+                let predicted = rate * bytes as f64;
+                let spent = t0.elapsed().as_secs_f64();
+                if !choice.is_dense() && spent + predicted > budget {
+                    skipped.push(Candidate {
+                        name: choice.name(),
+                        seconds: None,
+                        compile_seconds: None,
+                        status: format!(
+                            "skipped: its compile would take about {predicted:.1} s ({bytes} B of WGSL at the \
+                             measured {:.2} ms/KB), past the {budget} s tuning budget ({spent:.1} s spent)",
+                            rate * 1e6
+                        ),
+                    });
+                    continue;
+                }
+            }
+            let t = Instant::now();
+            let plan = mm.plan(gpu, &b, &c)?;
+            gpu.run(&plan.launches())?;
+            let first = t.elapsed().as_secs_f64();
+            let screen = gpu.time(&plan.launches(), 0, 1)?.median();
+            drop(plan);
+            let compile = (first - screen).max(0.0);
+            if !choice.is_dense() {
+                spec_tried = true;
+                if bytes > 0 {
+                    let r = compile / bytes as f64;
+                    per_byte = Some(per_byte.map_or(r, |p: f64| p.max(r)));
+                }
+            }
+            let cand = Candidate {
+                name: choice.name(),
+                seconds: Some(screen),
+                compile_seconds: Some(compile),
+                status: "screened".into(),
+            };
+            cands.push((mm, cand));
         }
         if cands.is_empty() {
             return Err(MmError::NotApplicable {

@@ -19,7 +19,8 @@ pub use bench::{MatrixBench, SuiteSummary, bench_operator, tolerance};
 pub use generate::{MAX_TERMS, Skip, generate, terms_per_launch};
 pub use layout::{Layout, RowTerms, plan_layouts};
 pub use matmul::{
-    Candidate, Choice, DenseSource, MatMul, MatMulPlan, TuneOptions, TuneReport, default_variants,
+    Candidate, Choice, DEFAULT_TUNE_BUDGET, DenseSource, MatMul, MatMulPlan, TuneOptions,
+    TuneReport, default_variants,
 };
 pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;
