@@ -122,6 +122,10 @@ pub struct BenchArgs {
     /// Re-tune instead of reading earlier decisions from the cache.
     #[arg(long)]
     retune: bool,
+    /// Seconds one operator's tuning may spend (candidates predicted to compile past it are skipped; `inf`: no
+    /// bound).
+    #[arg(long, default_value_t = bespoke::mm::spec::DEFAULT_TUNE_BUDGET, value_name = "SECONDS")]
+    tune_budget: f64,
     /// Only these variants (comma-separated names; default: every variant worth timing on this adapter).
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<Variant>>,

@@ -68,6 +68,13 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
     if !a.beta.is_finite() {
         return Err(format!("--beta must be finite, got {}", a.beta).into());
     }
+    if a.tune_budget.is_nan() || a.tune_budget <= 0.0 {
+        return Err(format!(
+            "--tune-budget must be positive (or inf), got {}",
+            a.tune_budget
+        )
+        .into());
+    }
     // Every matrix is read (and refused, if it must be) before a device is opened.
     let ops = mtx_files(&a.paths)?
         .iter()
@@ -77,6 +84,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         variants: a.variants.clone(),
         reps: a.reps,
         use_cache: true,
+        budget_seconds: a.tune_budget.is_finite().then_some(a.tune_budget),
         ..Default::default()
     };
     let opts = if a.retune {

@@ -436,8 +436,9 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A spent tuning budget compiles the dense kernel and the smallest specialised candidate, and skips the rest
-/// with the predicted cost named; the choice is still correct.
+/// A spent tuning budget compiles the dense kernel and at most the smallest unrolled candidate (the one tried when
+/// this adapter's compile cost is not yet known), and skips the rest with the predicted cost named; the choice is
+/// still correct.
 #[test]
 fn tuning_budget_skips_candidates_predicted_past_it() {
     use bespoke_mm::dense::DenseParams;
@@ -453,23 +454,40 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
         budget_seconds: Some(0.0),
         ..Default::default()
     };
+    // Twice: the first may compile the smallest unrolled candidate (nothing known yet in this process), the
+    // second knows the cost per byte and skips every unrolled one.
+    for round in 0..2 {
+        let op = random_operator(&mut r, 12, 10, 0.8);
+        let panel = Panel::packed(1024);
+        let mm = MatMul::<f32>::tuned(gpu, &op, 0.0, panel, &opts).unwrap();
+        let c = &mm.report.candidates;
+        let timed: Vec<_> = c.iter().filter(|c| c.seconds.is_some()).collect();
+        let over = c
+            .iter()
+            .filter(|c| c.status.contains("tuning budget"))
+            .count();
+        assert!(timed.iter().any(|c| c.name.starts_with("dense")), "{c:?}");
+        let spec_timed = timed.len() - 1;
+        assert!(spec_timed <= 1, "round {round}: {c:?}");
+        if round == 1 {
+            assert_eq!(
+                spec_timed, 0,
+                "the known cost predicts every one past a zero budget: {c:?}"
+            );
+        }
+        assert_eq!(spec_timed + over, 3, "{c:?}");
+        assert!(
+            c.iter()
+                .filter(|c| c.status.contains("tuning budget"))
+                .all(|c| c.status.contains("ms/KB")),
+            "{c:?}"
+        );
+        let e = check_matmul(gpu, &mut r, &op, &mm);
+        assert!(e <= 1e-5, "{e:e}");
+    }
     let op = random_operator(&mut r, 12, 10, 0.8);
     let panel = Panel::packed(1024);
     let mm = MatMul::<f32>::tuned(gpu, &op, 0.0, panel, &opts).unwrap();
-    let c = &mm.report.candidates;
-    let timed: Vec<_> = c.iter().filter(|c| c.seconds.is_some()).collect();
-    let over: Vec<_> = c
-        .iter()
-        .filter(|c| c.status.contains("tuning budget"))
-        .collect();
-    assert_eq!(
-        timed.len(),
-        2,
-        "dense and the smallest specialised one: {c:?}"
-    );
-    assert!(timed.iter().any(|c| c.name.starts_with("dense")), "{c:?}");
-    assert_eq!(over.len(), 2, "{c:?}");
-    assert!(over.iter().all(|c| c.status.contains("ms/KB")), "{c:?}");
     let e = check_matmul(gpu, &mut r, &op, &mm);
     assert!(e <= 1e-5, "{e:e}");
     // No budget: every candidate is compiled and screened.

@@ -329,23 +329,34 @@ impl<T: Element> MatMul<T> {
             }
         }
         built.sort_by_key(|(mm, bytes)| (!mm.choice.is_dense(), *bytes));
-        // Measured compile cost per source byte: the largest seen so far, so predictions err on the long side.
-        let mut per_byte: Option<f64> = None;
-        let mut spec_tried = false;
+        // What an unrolled kernel costs to compile per byte of WGSL on this adapter: the largest seen (in this
+        // process, or remembered from earlier runs), so predictions err on the long side. Rolled kernels do not
+        // count: their source does not depend on A, so they compile once and then cost nothing.
+        let rates = compile_rates(gpu, opts);
+        let mut per_byte = rates.get();
+        let mut first_unrolled = true;
         for (mm, bytes) in built {
             let choice = mm.choice;
-            if let (Some(budget), Some(rate), true) = (opts.budget_seconds, per_byte, spec_tried) {
-                let predicted = rate * bytes as f64;
+            let unrolled = matches!(choice, Choice::Spec(v) if v.family.unrolled());
+            if let (Some(budget), true) = (opts.budget_seconds, unrolled) {
                 let spent = t0.elapsed().as_secs_f64();
-                if !choice.is_dense() && spent + predicted > budget {
+                let predicted = per_byte.map(|r| r * bytes as f64);
+                // With nothing measured yet on this adapter, the smallest unrolled candidate is tried.
+                let over = match predicted {
+                    Some(p) => spent + p > budget,
+                    None => !first_unrolled,
+                };
+                if over {
                     skipped.push(Candidate {
                         name: choice.name(),
                         seconds: None,
                         compile_seconds: None,
                         status: format!(
-                            "skipped: its compile would take about {predicted:.1} s ({bytes} B of WGSL at the \
-                             measured {:.2} ms/KB), past the {budget} s tuning budget ({spent:.1} s spent)",
-                            rate * 1e6
+                            "skipped: its compile would take about {:.1} s ({bytes} B of WGSL at {:.2} ms/KB, \
+                             the most measured on this adapter), past the {budget} s tuning budget ({spent:.1} s \
+                             spent)",
+                            predicted.unwrap_or(f64::NAN),
+                            per_byte.unwrap_or(f64::NAN) * 1e6
                         ),
                     });
                     continue;
@@ -358,11 +369,10 @@ impl<T: Element> MatMul<T> {
             let screen = gpu.time(&plan.launches(), 0, 1)?.median();
             drop(plan);
             let compile = (first - screen).max(0.0);
-            if !choice.is_dense() {
-                spec_tried = true;
+            if unrolled {
+                first_unrolled = false;
                 if bytes > 0 {
-                    let r = compile / bytes as f64;
-                    per_byte = Some(per_byte.map_or(r, |p: f64| p.max(r)));
+                    per_byte = Some(rates.record(compile / bytes as f64));
                 }
             }
             let cand = Candidate {
@@ -505,4 +515,60 @@ pub fn model_dense(
     Ok(machine
         .gemm(gpu, dense_shape(op, panel), dtype, 1.0, beta)?
         .params)
+}
+
+/// The most an unrolled kernel has cost to compile per byte of WGSL on one adapter: kept for the process and in
+/// the `compile-rate` namespace of the disk cache (when the tuner uses the cache), so a later run predicts a
+/// large kernel's compile before compiling it.
+struct CompileRates {
+    key: String,
+    disk: Option<bespoke_gpu::DiskCache>,
+}
+
+static RATES: std::sync::Mutex<Vec<(String, f64)>> = std::sync::Mutex::new(Vec::new());
+
+fn compile_rates(gpu: &Gpu, opts: &TuneOptions) -> CompileRates {
+    CompileRates {
+        key: gpu.adapter_key(),
+        disk: opts
+            .cache_dir
+            .clone()
+            .or_else(Gpu::cache_dir)
+            .filter(|_| opts.use_cache)
+            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-rate", 1)),
+    }
+}
+
+impl CompileRates {
+    fn get(&self) -> Option<f64> {
+        let mem = RATES
+            .lock()
+            .ok()
+            .and_then(|v| v.iter().find(|(k, _)| *k == self.key).map(|e| e.1));
+        let disk = self
+            .disk
+            .as_ref()
+            .and_then(|d| d.get_json::<f64>(&self.key))
+            .filter(|r| r.is_finite() && *r >= 0.0);
+        match (mem, disk) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Records a measured rate; returns the largest known.
+    fn record(&self, rate: f64) -> f64 {
+        let best = self.get().map_or(rate, |r| r.max(rate));
+        if let Ok(mut v) = RATES.lock() {
+            match v.iter_mut().find(|(k, _)| *k == self.key) {
+                Some(e) => e.1 = best,
+                None => v.push((self.key.clone(), best)),
+            }
+        }
+        if let Some(d) = &self.disk {
+            // A rate that cannot be remembered costs a measurement next run, nothing else.
+            let _ = d.put_json(&self.key, &best);
+        }
+        best
+    }
 }
