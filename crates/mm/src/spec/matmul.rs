@@ -70,9 +70,10 @@ pub struct TuneOptions {
     /// Cache folder; `None`: [`Gpu::cache_dir`].
     pub cache_dir: Option<PathBuf>,
     /// Seconds one operator's tuning may spend (`None`: no bound). Candidates are compiled cheapest first
-    /// (the dense kernel, then by generated source size); each compile's cost per source byte is measured, and a
-    /// candidate whose predicted compile would end past the budget is skipped, not compiled. The dense kernel
-    /// and the smallest specialised candidate are always tried.
+    /// (the dense kernel, then by generated source size); each unrolled family's compile cost per source byte
+    /// is measured and remembered per adapter, and an unrolled candidate whose predicted compile would end past
+    /// the budget is skipped, not compiled. The dense and rolled kernels are always tried, and the smallest
+    /// unrolled one while nothing is known. A first compile of a family can still overrun the budget.
     pub budget_seconds: Option<f64>,
 }
 
@@ -332,12 +333,20 @@ impl<T: Element> MatMul<T> {
         // What an unrolled kernel costs to compile per byte of WGSL on this adapter: the largest seen (in this
         // process, or remembered from earlier runs), so predictions err on the long side. Rolled kernels do not
         // count: their source does not depend on A, so they compile once and then cost nothing.
+        // Kept per family (with and without folding): their compile costs per byte differ by up to 20× on one
+        // driver; a family not yet measured is predicted at the most any family has cost.
         let rates = compile_rates(gpu, opts);
-        let mut per_byte = rates.get();
         let mut first_unrolled = true;
         for (mm, bytes) in built {
             let choice = mm.choice;
             let unrolled = matches!(choice, Choice::Spec(v) if v.family.unrolled());
+            let family = match choice {
+                Choice::Spec(v) => {
+                    format!("{}{}", v.family.name(), if v.fold { "-fold" } else { "" })
+                }
+                Choice::Dense(_) => String::new(),
+            };
+            let per_byte = rates.get(&family).or_else(|| rates.get_any());
             if let (Some(budget), true) = (opts.budget_seconds, unrolled) {
                 let spent = t0.elapsed().as_secs_f64();
                 let predicted = per_byte.map(|r| r * bytes as f64);
@@ -353,8 +362,8 @@ impl<T: Element> MatMul<T> {
                         compile_seconds: None,
                         status: format!(
                             "skipped: its compile would take about {:.1} s ({bytes} B of WGSL at {:.2} ms/KB, \
-                             the most measured on this adapter), past the {budget} s tuning budget ({spent:.1} s \
-                             spent)",
+                             the most measured for this family on this adapter), past the {budget} s tuning budget \
+                             ({spent:.1} s spent)",
                             predicted.unwrap_or(f64::NAN),
                             per_byte.unwrap_or(f64::NAN) * 1e6
                         ),
@@ -372,7 +381,7 @@ impl<T: Element> MatMul<T> {
             if unrolled {
                 first_unrolled = false;
                 if bytes > 0 {
-                    per_byte = Some(rates.record(compile / bytes as f64));
+                    rates.record(&family, compile / bytes as f64);
                 }
             }
             let cand = Candidate {
@@ -517,58 +526,84 @@ pub fn model_dense(
         .params)
 }
 
-/// The most an unrolled kernel has cost to compile per byte of WGSL on one adapter: kept for the process and in
-/// the `compile-rate` namespace of the disk cache (when the tuner uses the cache), so a later run predicts a
-/// large kernel's compile before compiling it.
+/// The most an unrolled kernel family has cost to compile per byte of WGSL on one adapter: kept for the process
+/// and in the `compile-rate` namespace of the disk cache (when the tuner uses the cache), so a later run predicts
+/// a large kernel's compile before compiling it.
 struct CompileRates {
-    key: String,
+    adapter: String,
     disk: Option<bespoke_gpu::DiskCache>,
 }
 
-static RATES: std::sync::Mutex<Vec<(String, f64)>> = std::sync::Mutex::new(Vec::new());
+/// (adapter, family) → seconds per byte, for this process.
+static RATES: std::sync::Mutex<Vec<(String, String, f64)>> = std::sync::Mutex::new(Vec::new());
 
 fn compile_rates(gpu: &Gpu, opts: &TuneOptions) -> CompileRates {
     CompileRates {
-        key: gpu.adapter_key(),
+        adapter: gpu.adapter_key(),
         disk: opts
             .cache_dir
             .clone()
             .or_else(Gpu::cache_dir)
             .filter(|_| opts.use_cache)
-            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-rate", 1)),
+            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-rate", 2)),
     }
 }
 
 impl CompileRates {
-    fn get(&self) -> Option<f64> {
-        let mem = RATES
+    /// Every family's rate known for this adapter (process and disk).
+    fn all(&self) -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = RATES
             .lock()
-            .ok()
-            .and_then(|v| v.iter().find(|(k, _)| *k == self.key).map(|e| e.1));
-        let disk = self
+            .map(|v| {
+                v.iter()
+                    .filter(|(a, _, _)| *a == self.adapter)
+                    .map(|(_, f, r)| (f.clone(), *r))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(disk) = self
             .disk
             .as_ref()
-            .and_then(|d| d.get_json::<f64>(&self.key))
-            .filter(|r| r.is_finite() && *r >= 0.0);
-        match (mem, disk) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
+            .and_then(|d| d.get_json::<Vec<(String, f64)>>(&self.adapter))
+        {
+            for (f, r) in disk.into_iter().filter(|(_, r)| r.is_finite() && *r >= 0.0) {
+                match out.iter_mut().find(|e| e.0 == f) {
+                    Some(e) => e.1 = e.1.max(r),
+                    None => out.push((f, r)),
+                }
+            }
         }
+        out
     }
 
-    /// Records a measured rate; returns the largest known.
-    fn record(&self, rate: f64) -> f64 {
-        let best = self.get().map_or(rate, |r| r.max(rate));
+    fn get(&self, family: &str) -> Option<f64> {
+        self.all()
+            .into_iter()
+            .find(|(f, _)| f == family)
+            .map(|e| e.1)
+    }
+
+    fn get_any(&self) -> Option<f64> {
+        self.all().into_iter().map(|e| e.1).reduce(f64::max)
+    }
+
+    /// Records a measured rate for `family` (the largest seen is kept).
+    fn record(&self, family: &str, rate: f64) {
+        let mut all = self.all();
+        match all.iter_mut().find(|e| e.0 == family) {
+            Some(e) => e.1 = e.1.max(rate),
+            None => all.push((family.to_owned(), rate)),
+        }
         if let Ok(mut v) = RATES.lock() {
-            match v.iter_mut().find(|(k, _)| *k == self.key) {
-                Some(e) => e.1 = best,
-                None => v.push((self.key.clone(), best)),
-            }
+            v.retain(|(a, _, _)| *a != self.adapter);
+            v.extend(
+                all.iter()
+                    .map(|(f, r)| (self.adapter.clone(), f.clone(), *r)),
+            );
         }
         if let Some(d) = &self.disk {
             // A rate that cannot be remembered costs a measurement next run, nothing else.
-            let _ = d.put_json(&self.key, &best);
+            let _ = d.put_json(&self.adapter, &all);
         }
-        best
     }
 }
