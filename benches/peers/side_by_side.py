@@ -7,7 +7,8 @@ Usage:
                   [--out DIR]
 
 Which Vulkan driver both sides use is the environment's: run it once as is (the system's lavapipe) and once with
-VK_DRIVER_FILES / LD_LIBRARY_PATH set to another (../shared/notes/mesa25.md describes Mesa 25.0.7 beside 22.3.6).
+VK_DRIVER_FILES / LD_LIBRARY_PATH set to another (docs/perf.md, "Mesa 25.0.7 beside the system's", installs
+Mesa 25.0.7 beside 22.3.6).
 Peers and their install commands (each script checks its result before timing it):
 - lbm:   bespoke's `bench --section lbm` (2048² on a CPU adapter; the f32 two-lattice row) against Taichi's
          Vulkan and CPU backends (taichi_lbm.py). Figure: MLUPS, median of each side's rounds.

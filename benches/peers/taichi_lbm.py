@@ -6,7 +6,7 @@ Install (PyPI only):   python3 -m venv venv && venv/bin/pip install taichi==1.7.
 Usage:                 taichi_lbm.py [--arch vulkan|cpu] [--n 2048] [--reps 10] [--json FILE]
 
 Taichi's Vulkan backend goes through the same Vulkan loader as bespoke, so VK_DRIVER_FILES (and LD_LIBRARY_PATH)
-pick the same lavapipe for both (../shared/notes/mesa25.md); `cpu` is Taichi's own LLVM x64 backend.
+pick the same lavapipe for both (docs/perf.md: "Mesa 25.0.7 beside the system's"); `cpu` is Taichi's own LLVM x64 backend.
 
 Layout and arithmetic as bespoke's f32 AB kernel: structure of arrays (one 2-D field per direction, as bespoke
 has one buffer per direction), populations
