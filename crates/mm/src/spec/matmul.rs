@@ -335,7 +335,7 @@ impl<T: Element> MatMul<T> {
         // count: their source does not depend on A, so they compile once and then cost nothing.
         // Kept per family (with and without folding): their compile costs per byte differ by up to 20× on one
         // driver; a family not yet measured is predicted at the most any family has cost.
-        let rates = compile_rates(gpu, opts);
+        let mut rates = CompileRates::load(gpu, opts);
         let mut first_unrolled = true;
         for (mm, bytes) in built {
             let choice = mm.choice;
@@ -526,84 +526,84 @@ pub fn model_dense(
         .params)
 }
 
-/// The most an unrolled kernel family has cost to compile per byte of WGSL on one adapter: kept for the process
+/// The most each unrolled kernel family has cost to compile per byte of WGSL on one adapter: kept for the process
 /// and in the `compile-rate` namespace of the disk cache (when the tuner uses the cache), so a later run predicts
-/// a large kernel's compile before compiling it.
+/// a large kernel's compile before compiling it. Loaded once per tuning, written back when a rate is recorded.
 struct CompileRates {
     adapter: String,
     disk: Option<bespoke_gpu::DiskCache>,
+    /// (family, seconds per byte), the largest seen.
+    known: Vec<(String, f64)>,
 }
 
 /// (adapter, family) → seconds per byte, for this process.
 static RATES: std::sync::Mutex<Vec<(String, String, f64)>> = std::sync::Mutex::new(Vec::new());
 
-fn compile_rates(gpu: &Gpu, opts: &TuneOptions) -> CompileRates {
-    CompileRates {
-        adapter: gpu.adapter_key(),
-        disk: opts
+impl CompileRates {
+    fn load(gpu: &Gpu, opts: &TuneOptions) -> Self {
+        let adapter = gpu.adapter_key();
+        let disk = opts
             .cache_dir
             .clone()
             .or_else(Gpu::cache_dir)
             .filter(|_| opts.use_cache)
-            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-rate", 2)),
-    }
-}
-
-impl CompileRates {
-    /// Every family's rate known for this adapter (process and disk).
-    fn all(&self) -> Vec<(String, f64)> {
-        let mut out: Vec<(String, f64)> = RATES
+            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-rate", 2));
+        let mut known: Vec<(String, f64)> = RATES
             .lock()
             .map(|v| {
                 v.iter()
-                    .filter(|(a, _, _)| *a == self.adapter)
+                    .filter(|(a, _, _)| *a == adapter)
                     .map(|(_, f, r)| (f.clone(), *r))
                     .collect()
             })
             .unwrap_or_default();
-        if let Some(disk) = self
-            .disk
+        let stored = disk
             .as_ref()
-            .and_then(|d| d.get_json::<Vec<(String, f64)>>(&self.adapter))
-        {
-            for (f, r) in disk.into_iter().filter(|(_, r)| r.is_finite() && *r >= 0.0) {
-                match out.iter_mut().find(|e| e.0 == f) {
-                    Some(e) => e.1 = e.1.max(r),
-                    None => out.push((f, r)),
-                }
-            }
+            .and_then(|d| d.get_json::<Vec<(String, f64)>>(&adapter))
+            .unwrap_or_default();
+        let mut rates = Self {
+            adapter,
+            disk,
+            known: Vec::new(),
+        };
+        for (f, r) in stored.into_iter().chain(known.drain(..)) {
+            rates.merge(&f, r);
         }
-        out
+        rates
+    }
+
+    fn merge(&mut self, family: &str, rate: f64) {
+        if !(rate.is_finite() && rate >= 0.0) {
+            return;
+        }
+        match self.known.iter_mut().find(|e| e.0 == family) {
+            Some(e) => e.1 = e.1.max(rate),
+            None => self.known.push((family.to_owned(), rate)),
+        }
     }
 
     fn get(&self, family: &str) -> Option<f64> {
-        self.all()
-            .into_iter()
-            .find(|(f, _)| f == family)
-            .map(|e| e.1)
+        self.known.iter().find(|(f, _)| f == family).map(|e| e.1)
     }
 
     fn get_any(&self) -> Option<f64> {
-        self.all().into_iter().map(|e| e.1).reduce(f64::max)
+        self.known.iter().map(|e| e.1).reduce(f64::max)
     }
 
-    /// Records a measured rate for `family` (the largest seen is kept).
-    fn record(&self, family: &str, rate: f64) {
-        let mut all = self.all();
-        match all.iter_mut().find(|e| e.0 == family) {
-            Some(e) => e.1 = e.1.max(rate),
-            None => all.push((family.to_owned(), rate)),
-        }
+    /// Records a measured rate for `family` (the largest seen is kept) for the process and on disk.
+    fn record(&mut self, family: &str, rate: f64) {
+        self.merge(family, rate);
         if let Ok(mut v) = RATES.lock() {
             v.retain(|(a, _, _)| *a != self.adapter);
             v.extend(
-                all.iter()
+                self.known
+                    .iter()
                     .map(|(f, r)| (self.adapter.clone(), f.clone(), *r)),
             );
         }
         if let Some(d) = &self.disk {
             // A rate that cannot be remembered costs a measurement next run, nothing else.
-            let _ = d.put_json(&self.adapter, &all);
+            let _ = d.put_json(&self.adapter, &self.known);
         }
     }
 }
