@@ -100,6 +100,10 @@ fn configs() -> Vec<DenseParams> {
         p(2, 1, 16, 4, 4, 1, 1),
         p(4, 4, 8, 8, 8, 4, 4),
         p(4, 2, 8, 8, 16, 1, 2),
+        // Wide register tiles (the CPU adapters' pick), with rows taken as vec4 of A and ragged M.
+        p(16, 32, 4, 8, 4, 4, 1),
+        p(32, 16, 4, 8, 8, 4, 2),
+        p(16, 8, 8, 4, 8, 1, 1),
     ]
 }
 

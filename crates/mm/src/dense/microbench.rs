@@ -67,7 +67,10 @@ const FMA_PER_INVOCATION: u32 = 8192;
 /// 64 × 8192 FMAs over 16 chains unrolled 8× the loop runs 4096 times.
 const MAX_SCALE: u64 = 64;
 /// Accumulator counts of the throughput curve: below ~8 latency shows, past the register file spilling does.
-pub const ACC_COUNTS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+/// It goes on to 1024 because what a spill costs differs by orders of magnitude between devices: a GPU falls off a
+/// cliff past its register file, a CPU adapter spills to its L1 at a few percent (and there the extra
+/// accumulators buy fewer workgroup-memory loads per FMA, its real bottleneck: docs/dense-model.md).
+pub const ACC_COUNTS: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 /// Steps of the dependent chain in the latency kernel (two lengths; the difference cancels launch overhead).
 const LATENCY_STEPS: u32 = 1 << 14;
 /// Element words of workgroup memory the load-rate kernel cycles through.
@@ -281,7 +284,8 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
     let fma_rate = |chains: u32, groups: u32, wg: u32| -> Result<f64> {
         let scale = (full / (u64::from(groups) * u64::from(wg))).clamp(1, MAX_SCALE);
         let per_invocation = FMA_PER_INVOCATION * scale as u32;
-        let unroll = 8.min(per_invocation / chains);
+        // At most ~1024 steps in the loop body, so the widest curve points stay quick to compile.
+        let unroll = 8.min(per_invocation / chains).min((1024 / chains).max(1));
         let iters = per_invocation / (chains * unroll);
         let k = Kernel::new(
             format!("mb_fma_{dtype}_{chains}x{iters}x{unroll}_wg{wg}"),

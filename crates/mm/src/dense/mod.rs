@@ -28,10 +28,17 @@ mod tests {
             max_wg_y: 1024,
             shared_bytes: 32768,
         };
+        // Every legal point with β (the general epilogue); the other epilogues once per register-tile shape (their
+        // text differs from β's only in the store, and wgm/wgn/kc change only constants).
         let mut n = 0;
+        let mut shapes = std::collections::HashSet::new();
         for dtype in [DType::F32, DType::F64] {
             for p in legal_space(dtype, &lim) {
-                for epi in [Epilogue::Beta, Epilogue::Partial] {
+                let mut epis = vec![Epilogue::Beta];
+                if shapes.insert((dtype, p.tm, p.tn, p.vec)) {
+                    epis.extend([Epilogue::BetaZero, Epilogue::BetaOne, Epilogue::Partial]);
+                }
+                for epi in epis {
                     let src = dense_wgsl(&p, dtype, epi);
                     if let Err(e) = validate_wgsl(&src, dtype.caps()) {
                         panic!("{} {dtype} {epi:?}: {e}", p.key());

@@ -15,7 +15,7 @@ use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
 /// Bumped whenever the micro-benchmarks change, so stale caches are re-measured.
-const MACHINE_VERSION: u32 = 6;
+const MACHINE_VERSION: u32 = 7;
 
 /// The measured inputs of the model for one adapter and precision.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -248,16 +248,14 @@ impl Machine {
         let fmas = groups * bm * bn * k_per_split;
         let fma_s = fmas / (fma_rate * occupancy.min(latency));
 
-        // Workgroup memory: per k step each invocation loads tm A words and tn B words (vec4 loads when vec = 4);
-        // each workgroup stores its bm + bn staged words.
+        // Workgroup memory: per k step each invocation loads tm A words (vec4 loads when tm is a multiple of 4) and
+        // tn B words (vec4 loads when vec = 4); each workgroup stores its bm + bn staged words.
         let scalar = self.smem_scalar_gwords * 1e9;
-        let b_rate = if p.vec == 4 {
-            self.smem_vec4_gwords * 1e9
-        } else {
-            scalar
-        };
-        let per_step = invocations * (f64::from(p.tm) / scalar + f64::from(p.tn) / b_rate)
-            + groups * (bm / scalar + bn / b_rate);
+        let vec4 = self.smem_vec4_gwords * 1e9;
+        let a_rate = if p.a_vec4() { vec4 } else { scalar };
+        let b_rate = if p.vec == 4 { vec4 } else { scalar };
+        let per_step = invocations * (f64::from(p.tm) / a_rate + f64::from(p.tn) / b_rate)
+            + groups * (bm / a_rate + bn / b_rate);
         let smem_s = per_step * k_per_split / occupancy;
 
         // Device memory: every workgroup streams its A and B panels; C is written (and read when β ≠ 0);
@@ -413,6 +411,9 @@ mod tests {
                 (32, 20000.0),
                 (64, 19000.0),
                 (128, 4000.0),
+                (256, 1500.0),
+                (512, 600.0),
+                (1024, 300.0),
             ],
             fma_latency_ns: 2.0,
             // Rate set by total invocations, whatever the workgroup size.

@@ -61,6 +61,21 @@ pub fn dense_wgsl(p: &DenseParams, dtype: DType, epi: Epilogue) -> String {
         p.threads(),
     );
     let (wgm, wgn) = (p.wgm, p.wgn);
+    // Register tiles of 4+ rows take their A column as vec4 loads of 4 consecutive rows (the invocation's rows are
+    // then contiguous, ty·tm + i); narrower tiles load scalars from rows strided by wgm.
+    let a4 = p.a_vec4();
+    let at = if a4 {
+        format!("vec4<{t}>")
+    } else {
+        t.to_string()
+    };
+    let row_of = |i: u32| {
+        if a4 {
+            format!("ty * {}u + {i}u", p.tm)
+        } else {
+            format!("ty + {}u", i * wgm)
+        }
+    };
     let mut s = String::with_capacity(8192);
     let _ = writeln!(
         s,
@@ -81,7 +96,7 @@ const BM: u32 = {bm}u;
 const BNV: u32 = {bnv}u;
 const KC: u32 = {kc}u;
 const NT: u32 = {nt}u;
-var<workgroup> As: array<{t}, {as_len}>;
+var<workgroup> As: array<{at}, {as_len}>;
 var<workgroup> Bs: array<{vt}, {bs_len}>;
 
 @compute @workgroup_size({wgn}, {wgm}, 1)
@@ -97,7 +112,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let kbeg = w.z * p.k_per_split;
     let kend = min(p.k, kbeg + p.k_per_split);
 ",
-        as_len = kc * bm,
+        as_len = if a4 { kc * bm / 4 } else { kc * bm },
         bs_len = kc * bnv,
         vec = p.vec,
     );
@@ -106,10 +121,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let _ = writeln!(s, "    var acc_{i}_{j} = {vt}();");
         }
     }
-    let _ = write!(
-        s,
-        "    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
-        for (var e = lid; e < BM * KC; e += NT) {{
+    let stage_a = if a4 {
+        format!(
+            "        for (var e = lid; e < BM / 4u * KC; e += NT) {{
+            let mm4 = e / KC;
+            let kk = e % KC;
+            let r = row0 + mm4 * 4u;
+            let kg = k0 + kk;
+            var v = vec4<{t}>();
+            if kg < kend {{
+                for (var q = 0u; q < 4u; q++) {{
+                    if r + q < p.m {{ v[q] = a[(r + q) * p.lda + p.a_col0 + kg]; }}
+                }}
+            }}
+            As[kk * (BM / 4u) + mm4] = v;
+        }}
+"
+        )
+    } else {
+        format!(
+            "        for (var e = lid; e < BM * KC; e += NT) {{
             let mm = e / KC;
             let kk = e % KC;
             let r = row0 + mm;
@@ -118,7 +149,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             if r < p.m && kg < kend {{ v = a[r * p.lda + p.a_col0 + kg]; }}
             As[kk * BM + mm] = v;
         }}
-        for (var e = lid; e < KC * BNV; e += NT) {{
+"
+        )
+    };
+    let _ = write!(
+        s,
+        "    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
+{stage_a}        for (var e = lid; e < KC * BNV; e += NT) {{
             let kk = e / BNV;
             let nn = e % BNV;
             let kg = k0 + kk;
@@ -131,12 +168,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var kk = 0u; kk < KC; kk++) {{
 "
     );
-    for i in 0..p.tm {
-        let _ = writeln!(
-            s,
-            "            let a_{i} = {vt}(As[kk * BM + ty + {}u]);",
-            i * wgm
-        );
+    if a4 {
+        for i4 in 0..p.tm / 4 {
+            let _ = writeln!(
+                s,
+                "            let a4_{i4} = As[kk * (BM / 4u) + ty * {}u + {i4}u];",
+                p.tm / 4
+            );
+            for (q, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "            let a_{} = {vt}(a4_{i4}.{c});",
+                    i4 * 4 + q as u32
+                );
+            }
+        }
+    } else {
+        for i in 0..p.tm {
+            let _ = writeln!(
+                s,
+                "            let a_{i} = {vt}(As[kk * BM + ty + {}u]);",
+                i * wgm
+            );
+        }
     }
     for j in 0..nv {
         let _ = writeln!(
@@ -159,14 +213,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let _ = writeln!(
                 s,
                 "    {{
-        let r = row0 + ty + {ri}u;
+        let r = row0 + {ri};
         let cv = colv0 + tx + {cj}u;
         if r < p.m && cv < nv {{
             let idx = r * p.ldc + cv;
             {store}
         }}
     }}",
-                ri = i * wgm,
+                ri = row_of(i),
                 cj = j * wgn,
                 store = match epi {
                     Epilogue::BetaZero => format!("c[idx] = p.alpha * acc_{i}_{j};"),
