@@ -13,10 +13,11 @@ struct Args {
     dtype: String,
     reps: usize,
     json: Option<String>,
+    compiler: String,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { m: 1024, n: 1024, k: 1024, dtype: "f32".into(), reps: 5, json: None };
+    let mut a = Args { m: 1024, n: 1024, k: 1024, dtype: "f32".into(), reps: 5, json: None, compiler: "wgsl".into() };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -28,6 +29,7 @@ fn parse() -> Result<Args, String> {
             "--reps" => a.reps = num(val()?)?,
             "--dtype" => a.dtype = val()?,
             "--json" => a.json = Some(val()?),
+            "--compiler" => a.compiler = val()?,
             _ => return Err(format!("unknown argument {flag}")),
         }
     }
@@ -36,6 +38,9 @@ fn parse() -> Result<Args, String> {
     }
     if a.dtype != "f32" && a.dtype != "f64" {
         return Err(format!("--dtype {}: f32 or f64", a.dtype));
+    }
+    if a.compiler != "spirv" && a.compiler != "wgsl" {
+        return Err(format!("--compiler {}: spirv (burn's vulkan device) or wgsl (its wgpu device)", a.compiler));
     }
     Ok(a)
 }
@@ -66,9 +71,9 @@ fn tensor(v: &[f64], rows: usize, cols: usize, f64s: bool, dev: &Device) -> Tens
 
 fn values(t: Tensor<2>) -> Vec<f64> {
     let d = t.into_data();
-    match d.dtype {
-        DType::F64 => d.to_vec::<f64>().expect("f64 data"),
-        _ => d.convert::<f32>().to_vec::<f32>().expect("f32 data").into_iter().map(f64::from).collect(),
+    match d.dtype() {
+        DType::F64 => d.try_to_vec::<f64>().expect("f64 data"),
+        _ => d.convert::<f32>().try_to_vec::<f32>().expect("f32 data").into_iter().map(f64::from).collect(),
     }
 }
 
@@ -81,7 +86,20 @@ fn main() {
         }
     };
     let f64s = a.dtype == "f64";
-    let dev = Device::vulkan(Default::default());
+    // spirv: CubeCL's own SPIR-V compiler (burn's `vulkan` device); wgsl: CubeCL's WGSL through wgpu/naga.
+    #[cfg(feature = "spirv")]
+    let dev = if a.compiler == "spirv" {
+        Device::vulkan(Default::default())
+    } else {
+        Device::wgpu(Default::default())
+    };
+    #[cfg(not(feature = "spirv"))]
+    let dev = if a.compiler == "spirv" {
+        eprintln!("cubecl-peer: --compiler spirv needs `cargo build --release --features spirv`");
+        std::process::exit(2);
+    } else {
+        Device::wgpu(Default::default())
+    };
     let av = fill(a.m * a.k, 1);
     let bv = fill(a.k * a.n, 2);
     let ta = tensor(&av, a.m, a.k, f64s, &dev);
@@ -119,7 +137,8 @@ fn main() {
     let seconds = t0.elapsed().as_secs_f64() / a.reps as f64;
     let gflops = 2.0 * (a.m * a.n * a.k) as f64 / seconds / 1e9;
     let out = serde_json::json!({
-        "peer": "cubecl (burn 0.22.1 vulkan, autotune)",
+        "peer": format!("cubecl 0.11.3 / cubek-matmul 0.3.1 (burn 0.22.1, {} compiler, autotune)", a.compiler),
+        "compiler": a.compiler,
         "dtype": a.dtype, "m": a.m, "n": a.n, "k": a.k, "reps": a.reps,
         "seconds": seconds, "gflops": gflops, "check_worst_scaled_error": worst,
     });

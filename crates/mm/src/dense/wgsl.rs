@@ -116,11 +116,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         bs_len = kc * bnv,
         vec = p.vec,
     );
-    for i in 0..p.tm {
-        for j in 0..nv {
-            let _ = writeln!(s, "    var acc_{i}_{j} = {vt}();");
-        }
-    }
+    s += &accumulators(p, dtype);
     let stage_a = if a4 {
         format!(
             "        for (var e = lid; e < BM / 4u * KC; e += NT) {{
@@ -168,45 +164,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         for (var kk = 0u; kk < KC; kk++) {{
 "
     );
-    if a4 {
-        for i4 in 0..p.tm / 4 {
-            let _ = writeln!(
-                s,
-                "            let a4_{i4} = As[kk * (BM / 4u) + ty * {}u + {i4}u];",
-                p.tm / 4
-            );
-            for (q, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
-                let _ = writeln!(
-                    s,
-                    "            let a_{} = {vt}(a4_{i4}.{c});",
-                    i4 * 4 + q as u32
-                );
-            }
-        }
-    } else {
-        for i in 0..p.tm {
-            let _ = writeln!(
-                s,
-                "            let a_{i} = {vt}(As[kk * BM + ty + {}u]);",
-                i * wgm
-            );
-        }
-    }
-    for j in 0..nv {
-        let _ = writeln!(
-            s,
-            "            let b_{j} = Bs[kk * BNV + tx + {}u];",
-            j * wgn
-        );
-    }
-    for i in 0..p.tm {
-        for j in 0..nv {
-            let _ = writeln!(
-                s,
-                "            acc_{i}_{j} = fma(a_{i}, b_{j}, acc_{i}_{j});"
-            );
-        }
-    }
+    s += &register_step(p, dtype);
     s += "        }\n        workgroupBarrier();\n    }\n";
     for i in 0..p.tm {
         for j in 0..nv {
@@ -234,6 +192,76 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     s += "}\n";
+    s
+}
+
+/// The `vt` of a register tile's B loads and accumulators.
+fn vector_type(p: &DenseParams, dtype: DType) -> String {
+    let t = dtype.wgsl();
+    if p.vec == 1 {
+        t.to_string()
+    } else {
+        format!("vec{}<{t}>", p.vec)
+    }
+}
+
+/// The register tile's accumulators `acc_i_j`, zeroed.
+fn accumulators(p: &DenseParams, dtype: DType) -> String {
+    let vt = vector_type(p, dtype);
+    let mut s = String::new();
+    for i in 0..p.tm {
+        for j in 0..p.tn / p.vec {
+            let _ = writeln!(s, "    var acc_{i}_{j} = {vt}();");
+        }
+    }
+    s
+}
+
+/// One k step of the register tile: its A and B values from workgroup memory (`As`, `Bs`, at `kk`; constants
+/// `BM`, `BNV`; invocation `tx`, `ty`) and tm × tn/vec FMAs.
+fn register_step(p: &DenseParams, dtype: DType) -> String {
+    let vt = vector_type(p, dtype);
+    let nv = p.tn / p.vec;
+    let mut s = String::new();
+    if p.a_vec4() {
+        for i4 in 0..p.tm / 4 {
+            let _ = writeln!(
+                s,
+                "            let a4_{i4} = As[kk * (BM / 4u) + ty * {}u + {i4}u];",
+                p.tm / 4
+            );
+            for (q, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "            let a_{} = {vt}(a4_{i4}.{c});",
+                    i4 * 4 + q as u32
+                );
+            }
+        }
+    } else {
+        for i in 0..p.tm {
+            let _ = writeln!(
+                s,
+                "            let a_{i} = {vt}(As[kk * BM + ty + {}u]);",
+                i * p.wgm
+            );
+        }
+    }
+    for j in 0..nv {
+        let _ = writeln!(
+            s,
+            "            let b_{j} = Bs[kk * BNV + tx + {}u];",
+            j * p.wgn
+        );
+    }
+    for i in 0..p.tm {
+        for j in 0..nv {
+            let _ = writeln!(
+                s,
+                "            acc_{i}_{j} = fma(a_{i}, b_{j}, acc_{i}_{j});"
+            );
+        }
+    }
     s
 }
 
