@@ -41,6 +41,20 @@ def run(cmd, out_json):
     return json.loads(Path(out_json).read_text())
 
 
+def run_peer(cmd, out_json):
+    """Like run, but a peer that exits 3 (it refused the shape, e.g. a buffer past the binding limit) gives None."""
+    print("$", " ".join(map(str, cmd)), flush=True)
+    r = subprocess.run(list(map(str, cmd)), capture_output=True, text=True)
+    if r.returncode == 3:
+        msg = [l for l in r.stderr.splitlines() if "allocate" in l or "limit" in l]
+        print("  refused:", msg[0] if msg else r.stderr.strip().splitlines()[-1], flush=True)
+        return None
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:])
+        raise SystemExit(f"failed: {' '.join(map(str, cmd))}")
+    return json.loads(Path(out_json).read_text())
+
+
 def driver_name():
     return os.environ.get("VK_DRIVER_FILES", "system Vulkan driver")
 
@@ -102,7 +116,14 @@ def mm(a, out):
     return {"bespoke": str(out / "mm-bespoke.json"), "gimmik_pocl": str(out / "mm-gimmik-pocl.json")}
 
 
-DENSE = [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (96, 100000, 64), (1029, 100000, 1029)]
+# Squares 512³–4096³ and PyFR-like panels (M, K ≤ 1029, N ≥ 10⁵: hex p3's 96×64, a 294×343 operator, the largest).
+DENSE = [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096),
+         (96, 100000, 64), (294, 100000, 343), (1029, 100000, 1029)]
+
+
+def dense_reps(m, n, k):
+    """Timed runs per side and round: ~20 GFLOP of work, at least 1, at most 5."""
+    return max(1, min(5, round(2e10 / (2 * m * n * k))))
 
 
 def dense(a, out):
@@ -110,23 +131,30 @@ def dense(a, out):
         raise SystemExit(f"{a.cubecl} not built: cd benches/peers/cubecl && cargo build --release")
     rows = []
     for dtype in a.dense_dtypes.split(","):
-        for m, n, k in DENSE:
+        for m, n, k in (DENSE if a.dense_shapes is None else
+                        [tuple(map(int, x.split("x"))) for x in a.dense_shapes.split(",")]):
             tb, tc = [], []
+            reps = dense_reps(m, n, k)
             for r in range(a.rounds):
                 f = out / f"dense-bespoke-{dtype}-{m}x{n}x{k}-{r}.json"
-                tb.append(run([a.bespoke, "mm", "dense-bench", "--m", m, "--n", n, "--k", k, "--dtype", dtype,
-                               "--reps", 5, "--json", f], f)["gflops"])
+                d = run([a.bespoke, "mm", "dense-bench", "--m", m, "--n", n, "--k", k, "--dtype", dtype,
+                         "--reps", reps, "--json", f], f)
+                tb.append(d["gflops"])
+                key = d["params"]["key"]
                 f = out / f"dense-cubecl-{dtype}-{m}x{n}x{k}-{r}.json"
-                tc.append(run([a.cubecl, "--m", m, "--n", n, "--k", k, "--dtype", dtype, "--reps", 5,
-                               "--json", f], f)["gflops"])
-            rows.append({"dtype": dtype, "m": m, "n": n, "k": k, "bespoke_gflops": statistics.median(tb),
-                         "cubecl_gflops": statistics.median(tc)})
+                tc.append(run_peer([a.cubecl, "--m", m, "--n", n, "--k", k, "--dtype", dtype, "--reps", reps,
+                               "--json", f], f))
+            tc = [x["gflops"] for x in tc if x is not None]
+            rows.append({"dtype": dtype, "m": m, "n": n, "k": k, "bespoke_params": key,
+                         "bespoke_gflops": statistics.median(tb),
+                         "cubecl_gflops": statistics.median(tc) if tc else None})
     print(f"\nDense GEMM C = A·B, {driver_name()}, {a.rounds} rounds interleaved (median GFLOP/s)")
-    print("| dtype | M×N×K | bespoke | CubeCL | bespoke / CubeCL |")
+    print("| dtype | M×N×K | bespoke (model's tiling) | CubeCL | bespoke / CubeCL |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['dtype']} | {r['m']}×{r['n']}×{r['k']} | {r['bespoke_gflops']:.2f} | {r['cubecl_gflops']:.2f} | "
-              f"×{r['bespoke_gflops'] / r['cubecl_gflops']:.2f} |")
+        c = r["cubecl_gflops"]
+        print(f"| {r['dtype']} | {r['m']}×{r['n']}×{r['k']} | {r['bespoke_gflops']:.2f} ({r['bespoke_params']}) | "
+              + (f"{c:.2f} | ×{r['bespoke_gflops'] / c:.2f} |" if c else "refused the shape | — |"))
     return rows
 
 
@@ -140,6 +168,7 @@ def main():
     ap.add_argument("--n", type=int, default=32800)
     ap.add_argument("--cubecl", default=str(HERE / "cubecl" / "target" / "release" / "cubecl-peer"))
     ap.add_argument("--dense-dtypes", default="f32,f64")
+    ap.add_argument("--dense-shapes", default=None, help="MxNxK,… instead of the built-in list")
     ap.add_argument("--out", default="peers-out")
     a = ap.parse_args()
     if a.rounds < 1:

@@ -78,6 +78,18 @@ fn values(t: Tensor<2>) -> Vec<f64> {
 }
 
 fn main() {
+    // CubeCL reports some refusals (e.g. a buffer past the adapter's binding limit) by panicking: turn them into
+    // an exit status the driver can tell from a wrong result.
+    match std::panic::catch_unwind(run) {
+        Ok(()) => {}
+        Err(_) => {
+            eprintln!("cubecl-peer: CubeCL failed on this shape (its message is above)");
+            std::process::exit(3);
+        }
+    }
+}
+
+fn run() {
     let a = match parse() {
         Ok(a) => a,
         Err(e) => {
