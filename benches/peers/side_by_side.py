@@ -16,8 +16,11 @@ Peers and their install commands (each script checks its result before timing it
          first bespoke round may tune (decisions are cached, as PyFR's are); each side's figure per matrix is the
          fastest of its rounds. The table (benches/tools/peers_table.py) sets time and each runtime's fraction
          of its own copy bandwidth side by side.
-- dense: `bespoke mm dense-bench` against CubeCL's autotuned matmul through burn's wgpu backend
-         (benches/peers/cubecl, a crate outside the workspace: `cargo build --release` there, ~15 minutes).
+- dense: `bespoke mm dense-bench` (the model's tiling) against CubeCL's autotuned matmul through burn's wgpu
+         backend (benches/peers/cubecl, a crate outside the workspace: `cargo build --release` there, ~15
+         minutes), squares 512³–4096³ and PyFR-like panels, f32 and f64 (--dense-shapes, --dense-dtypes). A shape
+         CubeCL refuses (an operand past the binding limit) is reported as refused. CubeCL autotunes in every
+         process (~10 minutes at 4096³ on a 2-core lavapipe).
 Everything lands in --out (JSON of every run, and summary.json).
 """
 import argparse

@@ -1,4 +1,4 @@
-//! CubeCL's matmul through burn's wgpu/Vulkan backend (SPIR-V compiler, autotune on): C = A·B with A M×K and
+//! CubeCL's matmul through burn's wgpu backend (autotune on; WGSL, or SPIR-V with `--features spirv`): C = A·B with A M×K and
 //! B K×N row-major, as `bespoke mm dense-bench` runs it. Checks C against an f64 CPU product on sampled entries
 //! before timing. Writes {peer, dtype, m, n, k, reps, seconds, gflops, adapter?} as JSON.
 #![recursion_limit = "256"]
