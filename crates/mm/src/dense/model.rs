@@ -300,9 +300,15 @@ impl Machine {
     ) -> Vec<DenseParams> {
         let vec = widest_vec(shape);
         let mut out = Vec::new();
+        // A tiling whose block would still cover the shape's M (or N) with half its rows (columns) per invocation
+        // only adds wasted work to that narrower tiling: dropped, which keeps small shapes' spaces small.
+        let dominated = |p: &DenseParams| {
+            (p.tm > 1 && (p.bm() / 2) as usize >= shape.m)
+                || (p.tn > p.vec && (p.bn() / 2) as usize >= shape.n)
+        };
         for p in legal_space(dtype, limits)
             .into_iter()
-            .filter(|p| p.vec == vec)
+            .filter(|p| p.vec == vec && !dominated(p))
         {
             out.push(p);
             let groups = shape.m.div_ceil(p.bm() as usize) * shape.n.div_ceil(p.bn() as usize);
