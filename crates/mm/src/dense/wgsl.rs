@@ -48,11 +48,7 @@ pub(crate) fn params_struct(t: &str) -> String {
 /// The tiled GEMM kernel for `p`, `dtype` and `epi`.
 pub fn dense_wgsl(p: &DenseParams, dtype: DType, epi: Epilogue) -> String {
     let t = dtype.wgsl();
-    let vt = if p.vec == 1 {
-        t.to_string()
-    } else {
-        format!("vec{}<{t}>", p.vec)
-    };
+    let vt = vector_type(p, dtype);
     let (bm, nv, bnv, kc, nt) = (
         p.bm(),
         p.tn / p.vec,
