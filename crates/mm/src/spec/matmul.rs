@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
+use super::compile_cost::{CompileLaws, PROBE_TERMS, family_key, probe};
 use super::emit::REG_BUDGET_BYTES;
 use super::families::bstream_live;
 use super::operator::Operator;
@@ -110,8 +111,10 @@ pub const CPU_CSTREAM_FALLBACK_TERMS: usize = 2048;
 /// across invocation rows add barriers without parallelism (llvmpipe compiles each barrier as a coroutine
 /// split: a 384-term cstream-ksplit-s4-v4 took 36.7 s to compile against 0.05 s for cstream-v4); and unrolled
 /// kernels compile slowly there, so the candidates are the ones that won on llvmpipe at a bounded compile cost:
-/// bstream at vec2 (as fast as vec4, half the compile time), cstream for short operators or where bstream does
-/// not fit, and the rolled family, which compiles once for any A.
+/// bstream at vec2 (as fast as vec4, half the compile time), cstream at vec2 for short operators or where
+/// bstream does not fit (on hex p3 m3 cstream-v2 ran in 12.3 ms against cstream-v4's 18.3 on Mesa 22.3.6, and
+/// Mesa 25.0.7 compiles a vec4 launch 4.6× slower than a vec2 one: docs/perf.md), and the rolled family, which
+/// compiles once for any A.
 pub fn default_variants(gpu: &Gpu, op: &Operator, dtype: DType, panel: Panel) -> Vec<Variant> {
     let align = panel.alignment() as u32;
     if !gpu.is_cpu() {
@@ -134,8 +137,8 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, dtype: DType, panel: Panel) ->
     };
     let mut out = vec![bstream];
     if nnz <= CPU_CSTREAM_TERMS || (nnz <= CPU_CSTREAM_FALLBACK_TERMS && !bstream_fits()) {
-        out.push(Variant::new(Family::CStream, widest(4), 1, false));
-        out.push(Variant::new(Family::CStream, widest(4), 1, true));
+        out.push(Variant::new(Family::CStream, widest(2), 1, false));
+        out.push(Variant::new(Family::CStream, widest(2), 1, true));
     }
     for r in ROLLED_ROWS {
         out.push(Variant::new(Family::Rolled, widest(4), r, false));
@@ -330,42 +333,67 @@ impl<T: Element> MatMul<T> {
             }
         }
         built.sort_by_key(|(mm, bytes)| (!mm.choice.is_dense(), *bytes));
-        // What an unrolled kernel costs to compile per byte of WGSL on this adapter: the largest seen (in this
-        // process, or remembered from earlier runs), so predictions err on the long side. Rolled kernels do not
-        // count: their source does not depend on A, so they compile once and then cost nothing.
-        // Kept per family (with and without folding): their compile costs per byte differ by up to 20× on one
-        // driver; a family not yet measured is predicted at the most any family has cost.
-        let mut rates = CompileRates::load(gpu, opts);
+        // What each unrolled candidate will cost to compile, from the family's law on this adapter (probed on
+        // the operator's first rows when not known yet; compile_cost.rs). Rolled kernels do not count: their
+        // source does not depend on A, so they compile once and then cost nothing.
+        let mut laws = CompileLaws::load(gpu, opts);
         let mut first_unrolled = true;
-        for (mm, bytes) in built {
+        for (mm, _bytes) in built {
             let choice = mm.choice;
-            let unrolled = matches!(choice, Choice::Spec(v) if v.family.unrolled());
-            let family = match choice {
-                Choice::Spec(v) => {
-                    format!("{}{}", v.family.name(), if v.fold { "-fold" } else { "" })
-                }
-                Choice::Dense(_) => String::new(),
+            let unrolled = match choice {
+                Choice::Spec(v) if v.family.unrolled() => Some(v),
+                _ => None,
             };
-            let per_byte = rates.get(&family).or_else(|| rates.get_any());
-            if let (Some(budget), true) = (opts.budget_seconds, unrolled) {
+            let terms: Vec<usize> = mm
+                .spec_kernel()
+                .map(|k| k.launch_terms().to_vec())
+                .unwrap_or_default();
+            let family = unrolled.map(family_key).unwrap_or_default();
+            if let (Some(budget), Some(v)) = (opts.budget_seconds, unrolled) {
+                let largest = terms.iter().copied().max().unwrap_or(0);
+                // Launches no longer than the probes are compiled rather than probed.
+                let small = largest <= 2 * PROBE_TERMS[1];
+                let mut law = laws.get(&family);
+                // A spent budget is not spent further on probing.
+                if law.is_none()
+                    && !small
+                    && t0.elapsed().as_secs_f64() < budget
+                    && let Some(l) = probe::<T>(gpu, op, v, beta)?
+                {
+                    laws.record_probe(&family, l);
+                    law = Some(l);
+                }
                 let spent = t0.elapsed().as_secs_f64();
-                let predicted = per_byte.map(|r| r * bytes as f64);
-                // With nothing measured yet on this adapter, the smallest unrolled candidate is tried.
+                let predicted = law.map(|l| l.predict(&terms));
+                // With no law (the operator's first rows could not be probed), the first unrolled candidate is
+                // tried; short launches always are.
                 let over = match predicted {
                     Some(p) => spent + p > budget,
-                    None => !first_unrolled,
+                    None => !(small || first_unrolled),
                 };
                 if over {
+                    let how = match law {
+                        Some(l) => format!(
+                            "its compile would take about {:.1} s ({} launches of up to {largest} terms; this \
+                             family's law on this adapter: {:.3e}·terms^{:.2} s per launch)",
+                            predicted.unwrap_or(f64::NAN),
+                            terms.len(),
+                            l.a,
+                            l.p
+                        ),
+                        None => format!(
+                            "its compile cost is unknown on this adapter ({} launches of up to {largest} terms; \
+                             the operator's first rows could not be probed) and an unrolled kernel was already \
+                             compiled",
+                            terms.len()
+                        ),
+                    };
                     skipped.push(Candidate {
                         name: choice.name(),
                         seconds: None,
                         compile_seconds: None,
                         status: format!(
-                            "skipped: its compile would take about {:.1} s ({bytes} B of WGSL at {:.2} ms/KB, \
-                             the most measured for this family on this adapter), past the {budget} s tuning budget \
-                             ({spent:.1} s spent)",
-                            predicted.unwrap_or(f64::NAN),
-                            per_byte.unwrap_or(f64::NAN) * 1e6
+                            "skipped: {how}, past the {budget} s tuning budget ({spent:.1} s spent)"
                         ),
                     });
                     continue;
@@ -378,11 +406,9 @@ impl<T: Element> MatMul<T> {
             let screen = gpu.time(&plan.launches(), 0, 1)?.median();
             drop(plan);
             let compile = (first - screen).max(0.0);
-            if unrolled {
+            if unrolled.is_some() {
                 first_unrolled = false;
-                if bytes > 0 {
-                    rates.record(&family, compile / bytes as f64);
-                }
+                laws.record_compile(&family, &terms, compile);
             }
             let cand = Candidate {
                 name: choice.name(),
@@ -524,86 +550,4 @@ pub fn model_dense(
     Ok(machine
         .gemm(gpu, dense_shape(op, panel), dtype, 1.0, beta)?
         .params)
-}
-
-/// The most each unrolled kernel family has cost to compile per byte of WGSL on one adapter: kept for the process
-/// and in the `compile-rate` namespace of the disk cache (when the tuner uses the cache), so a later run predicts
-/// a large kernel's compile before compiling it. Loaded once per tuning, written back when a rate is recorded.
-struct CompileRates {
-    adapter: String,
-    disk: Option<bespoke_gpu::DiskCache>,
-    /// (family, seconds per byte), the largest seen.
-    known: Vec<(String, f64)>,
-}
-
-/// (adapter, family) → seconds per byte, for this process.
-static RATES: std::sync::Mutex<Vec<(String, String, f64)>> = std::sync::Mutex::new(Vec::new());
-
-impl CompileRates {
-    fn load(gpu: &Gpu, opts: &TuneOptions) -> Self {
-        let adapter = gpu.adapter_key();
-        let disk = opts
-            .cache_dir
-            .clone()
-            .or_else(Gpu::cache_dir)
-            .filter(|_| opts.use_cache)
-            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-rate", 2));
-        let mut known: Vec<(String, f64)> = RATES
-            .lock()
-            .map(|v| {
-                v.iter()
-                    .filter(|(a, _, _)| *a == adapter)
-                    .map(|(_, f, r)| (f.clone(), *r))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let stored = disk
-            .as_ref()
-            .and_then(|d| d.get_json::<Vec<(String, f64)>>(&adapter))
-            .unwrap_or_default();
-        let mut rates = Self {
-            adapter,
-            disk,
-            known: Vec::new(),
-        };
-        for (f, r) in stored.into_iter().chain(known.drain(..)) {
-            rates.merge(&f, r);
-        }
-        rates
-    }
-
-    fn merge(&mut self, family: &str, rate: f64) {
-        if !(rate.is_finite() && rate >= 0.0) {
-            return;
-        }
-        match self.known.iter_mut().find(|e| e.0 == family) {
-            Some(e) => e.1 = e.1.max(rate),
-            None => self.known.push((family.to_owned(), rate)),
-        }
-    }
-
-    fn get(&self, family: &str) -> Option<f64> {
-        self.known.iter().find(|(f, _)| f == family).map(|e| e.1)
-    }
-
-    fn get_any(&self) -> Option<f64> {
-        self.known.iter().map(|e| e.1).reduce(f64::max)
-    }
-
-    /// Records a measured rate for `family` (the largest seen is kept) for the process and on disk.
-    fn record(&mut self, family: &str, rate: f64) {
-        self.merge(family, rate);
-        if let Ok(mut v) = RATES.lock() {
-            v.retain(|(a, _, _)| *a != self.adapter);
-            v.extend(
-                self.known
-                    .iter()
-                    .map(|(f, r)| (self.adapter.clone(), f.clone(), *r)),
-            );
-        }
-        if let Some(d) = &self.disk {
-            // A rate that cannot be remembered costs a measurement next run, nothing else.
-            let _ = d.put_json(&self.adapter, &self.known);
-        }
-    }
 }

@@ -3,6 +3,7 @@
 //! plans launches past the binding limits, and picks the fastest candidate (dense GEMM included) by timing.
 
 pub mod bench;
+mod compile_cost;
 pub mod generate;
 pub mod layout;
 pub mod matmul;

@@ -84,6 +84,8 @@ pub struct SpecKernel {
     pub k: usize,
     pub panel: Panel,
     launches: Vec<(Layout, Kernel)>,
+    /// Non-zeros of A each launch unrolls (what its compile cost grows with; rolled launches unroll none).
+    launch_terms: Vec<usize>,
     /// The rolled family's tables, one per launch (empty for the unrolled families).
     tables: Vec<Arc<Table>>,
     pub compile: CompileTime,
@@ -163,6 +165,16 @@ impl SpecKernel {
         )
         .map_err(MmError::Shape)?;
         let launches = Self::generate_all(&rows, &layouts, variant, dtype, &op.name)?;
+        let launch_terms = layouts
+            .iter()
+            .map(|l| {
+                if unrolled {
+                    l.rows.clone().map(|i| l.terms(&rows, i).len()).sum()
+                } else {
+                    0
+                }
+            })
+            .collect();
         let tables = if unrolled {
             Vec::new()
         } else {
@@ -201,6 +213,7 @@ impl SpecKernel {
             k: op.k,
             panel,
             launches,
+            launch_terms,
             tables,
             compile,
         })
@@ -238,6 +251,11 @@ impl SpecKernel {
     /// The generated sources, one per launch.
     pub fn sources(&self) -> Vec<&str> {
         self.launches.iter().map(|(_, k)| k.source()).collect()
+    }
+
+    /// Non-zeros of A each launch unrolls (zeros for the rolled family).
+    pub fn launch_terms(&self) -> &[usize] {
+        &self.launch_terms
     }
 
     /// Compiles every launch's pipeline (cached by the device layer) and records validation and driver time.
