@@ -464,7 +464,7 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
             .map(|c| c.name.clone())
             .collect()
     };
-    // Short launches (≤ 96 terms): compiled even with no budget left.
+    // Short launches (≤ 64 terms, the smaller probe): compiled even with no budget left.
     let small = random_operator(&mut r, 12, 10, 0.8);
     let mm = MatMul::<f32>::tuned(gpu, &small, 0.0, panel, &opts).unwrap();
     assert_eq!(timed(&mm).len(), 4, "{:?}", mm.report.candidates);

@@ -7,8 +7,9 @@
 //! therefore misjudges the next one by the ratio of their sizes. The tuner instead keeps a law per family, vector
 //! width and folding, `seconds = a · terms^p` for one launch (terms: the non-zeros of A it unrolls, what its
 //! length grows with; bytes of WGSL would count the fixed prelude too), with `p` measured by compiling the
-//! family on the first rows of the operator at two sizes (a probe of 24 and 48 terms against launches of up to
-//! 256) and `a` raised whenever a real compile costs more than the law said. A candidate's predicted compile is
+//! family on the first rows of the operator at two sizes (probes of 64 and 128 terms against CPU launches of up
+//! to 256: probes of 24 and 48 terms fitted p = 1.1 for cstream-v2 on Mesa 25.0.7, where fixed costs still
+//! dominate, and under-predicted a 256-term launch 5×) and `a` raised whenever a real compile costs more than the law said. A candidate's predicted compile is
 //! the sum over its launches (each launch is its own pipeline, compiled on its first dispatch).
 
 use std::time::Instant;
@@ -24,7 +25,7 @@ use crate::dense::bench::fill;
 use crate::error::Result;
 
 /// Terms of A in the two probe kernels (the second about twice the first).
-pub(crate) const PROBE_TERMS: [usize; 2] = [24, 48];
+pub(crate) const PROBE_TERMS: [usize; 2] = [64, 128];
 
 /// Bounds on the fitted exponent: below 1 is timing noise on a fast compiler, above 2.5 an outlier.
 const EXPONENT_RANGE: (f64, f64) = (1.0, 2.5);

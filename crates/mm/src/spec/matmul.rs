@@ -351,8 +351,8 @@ impl<T: Element> MatMul<T> {
             let family = unrolled.map(family_key).unwrap_or_default();
             if let (Some(budget), Some(v)) = (opts.budget_seconds, unrolled) {
                 let largest = terms.iter().copied().max().unwrap_or(0);
-                // Launches no longer than the probes are compiled rather than probed.
-                let small = largest <= 2 * PROBE_TERMS[1];
+                // Launches no longer than the smaller probe are compiled rather than probed.
+                let small = largest <= PROBE_TERMS[0];
                 let mut law = laws.get(&family);
                 // A spent budget is not spent further on probing.
                 if law.is_none()
