@@ -3,7 +3,7 @@
 Taylor–Green field) written in Taichi, for a side-by-side figure on the same adapter.
 
 Install (PyPI only):   python3 -m venv venv && venv/bin/pip install taichi==1.7.4 numpy
-Usage:                 taichi_lbm.py [--arch vulkan|cpu] [--n 2048] [--reps 10] [--json FILE]
+Usage:                 taichi_lbm.py [--arch vulkan|cpu] [--n 2048] [--reps 10] [--json FILE] [--dump-spirv DIR]
 
 Taichi's Vulkan backend goes through the same Vulkan loader as bespoke, so VK_DRIVER_FILES (and LD_LIBRARY_PATH)
 pick the same lavapipe for both (docs/perf.md: "Mesa 25.0.7 beside the system's"); `cpu` is Taichi's own LLVM x64 backend.
@@ -14,12 +14,18 @@ stored as f − w (shifted, as bespoke stores them), pull streaming, BGK with th
 timing, 6 steps on a 48×40 lattice are checked against a float64 numpy reference (max |Δf| ≤ 1e-6). Timing: two
 warm-up pairs, then `reps` timed pairs, each ended by ti.sync(); the median pair over two is the step time.
 The JSON carries the same fields as bespoke's lbm section (mlups, bytes_per_cell, gbps, seconds_per_step).
+
+`--dump-spirv DIR` (Vulkan): compiles into a fresh offline cache and writes every SPIR-V module Taichi hands the
+driver to DIR (`taichi-<n>.spv`), for `benches/tools/spirv_stats.py` beside naga's output for bespoke's kernel.
 """
 import argparse
 import json
 import math
+import os
 import statistics
+import struct
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -109,15 +115,61 @@ def check(omega):
     return err
 
 
+SPIRV_MAGIC = 0x07230203
+
+
+def spirv_modules(blob):
+    """SPIR-V modules inside a Taichi offline-cache file. Taichi serialises each module as a word count (u64,
+    little-endian) followed by the words; a module is kept when its instruction stream (each instruction's first
+    word holds its word count) ends exactly at that length."""
+    out = []
+    start = blob.find(struct.pack("<I", SPIRV_MAGIC))
+    while start >= 8:
+        count = struct.unpack_from("<Q", blob, start - 8)[0]
+        end = start + 4 * count
+        pos = start + 20  # magic, version, generator, bound, schema
+        while end <= len(blob) and pos < end:
+            n = struct.unpack_from("<I", blob, pos)[0] >> 16
+            if n == 0:
+                break
+            pos += 4 * n
+        if end <= len(blob) and pos == end:
+            out.append(blob[start:end])
+        start = blob.find(struct.pack("<I", SPIRV_MAGIC), start + 4)
+    return out
+
+
+def dump_spirv(cache_dir, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    n = 0
+    for root, _, files in os.walk(cache_dir):
+        for name in sorted(files):
+            with open(os.path.join(root, name), "rb") as f:
+                blob = f.read()
+            for m in spirv_modules(blob):
+                with open(os.path.join(out_dir, f"taichi-{n}.spv"), "wb") as f:
+                    f.write(m)
+                n += 1
+    if n == 0:
+        raise SystemExit(f"no SPIR-V found in Taichi's offline cache at {cache_dir}")
+    print(f"{n} SPIR-V modules written to {out_dir}", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", choices=["vulkan", "cpu"], default="vulkan")
     ap.add_argument("--n", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json")
+    ap.add_argument("--dump-spirv", metavar="DIR")
     args = ap.parse_args()
+    cache = {}
+    if args.dump_spirv:
+        if args.arch != "vulkan":
+            raise SystemExit("--dump-spirv needs --arch vulkan")
+        cache = {"offline_cache_file_path": tempfile.mkdtemp(prefix="taichi-spirv-")}
     ti.init(arch=ti.vulkan if args.arch == "vulkan" else ti.cpu, default_fp=ti.f32, offline_cache=True,
-            log_level=ti.WARN)
+            log_level=ti.WARN, **cache)
     omega = 1.0
     err = check(omega)
     n = args.n
@@ -147,6 +199,9 @@ def main():
         "check_max_abs_err": err,
     }
     print(json.dumps(out))
+    if args.dump_spirv:
+        ti.reset()  # writes the offline cache
+        dump_spirv(cache["offline_cache_file_path"], args.dump_spirv)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
