@@ -5,10 +5,12 @@
 //! rows (hex p3 m3) in 0.11, 0.25, 0.82 and 3.5 s; Mesa 25.0.7 compiles the same four in 0.9, 3.4, 12.5 and
 //! ~50 s, and its cstream-v2 launch of 20 rows in 2.7 s (docs/perf.md). One cost per byte, measured on one kernel,
 //! therefore misjudges the next one by the ratio of their sizes. The tuner instead keeps a law per family, vector
-//! width and folding, `seconds = a · terms^p` for one launch (terms: the non-zeros of A it unrolls, what its
-//! length grows with; bytes of WGSL would count the fixed prelude too), with `p` measured by compiling the
-//! family on the first rows of the operator at two sizes (probes of 64 and 128 terms against CPU launches of up
-//! to 256: probes of 24 and 48 terms fitted p = 1.1 for cstream-v2 on Mesa 25.0.7, where fixed costs still
+//! width and folding, `seconds = a · accesses^p` for one launch (accesses: the loads and stores of B and C its
+//! source spells out — what the compile grows with on lavapipe, where each is a loop over SIMD lanes; not the
+//! terms, which overstate bstream's, each row of B loaded once for all its terms, nor bytes, which count the
+//! fixed prelude), with `p` measured by compiling the family on the first rows of the operator at two sizes
+//! (the fewest leading rows that spell out 64 and 128 loads and stores, against CPU launches of up to 256
+//! terms: probes of 24 and 48 terms fitted p = 1.1 for cstream-v2 on Mesa 25.0.7, where fixed costs still
 //! dominate, and under-predicted a 256-term launch 5×) and `a` raised whenever a real compile costs more than the law said. A candidate's predicted compile is
 //! the sum over its launches (each launch is its own pipeline, compiled on its first dispatch).
 
@@ -25,7 +27,8 @@ use crate::dense::bench::fill;
 use crate::error::Result;
 
 /// Terms of A in the two probe kernels (the second about twice the first).
-pub(crate) const PROBE_TERMS: [usize; 2] = [64, 128];
+/// Loads and stores in the two probe kernels (the second twice the first).
+pub(crate) const PROBE_ACCESSES: [usize; 2] = [64, 128];
 
 /// Bounds on the fitted exponent: below 1 is timing noise on a fast compiler, above 2.5 an outlier.
 const EXPONENT_RANGE: (f64, f64) = (1.0, 2.5);
@@ -33,7 +36,7 @@ const EXPONENT_RANGE: (f64, f64) = (1.0, 2.5);
 /// Compiles this short are below the timer's resolution for fitting an exponent.
 const MIN_FIT_SECONDS: f64 = 0.01;
 
-/// `seconds = a · terms^p` for one launch of one family.
+/// `seconds = a · accesses^p` for one launch of one family.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Law {
     pub a: f64,
@@ -41,11 +44,12 @@ pub(crate) struct Law {
 }
 
 impl Law {
-    /// Fits the law through two (terms, seconds) probes.
+    /// Fits the law through two (accesses, seconds) probes; none when the larger is not at least 1.25× the
+    /// smaller (too close to fit an exponent).
     pub fn fit(small: (usize, f64), large: (usize, f64)) -> Option<Self> {
         let (b1, t1) = (small.0 as f64, small.1.max(0.0));
         let (b2, t2) = (large.0 as f64, large.1.max(0.0));
-        if !(b2 > b1 && b1 > 0.0 && t2.is_finite() && t1.is_finite()) {
+        if !(b2 >= 1.25 * b1 && b1 > 0.0 && t2.is_finite() && t1.is_finite()) {
             return None;
         }
         let p = if t1 < MIN_FIT_SECONDS || t2 <= t1 {
@@ -58,17 +62,20 @@ impl Law {
         Some(Self { a, p })
     }
 
-    /// Predicted seconds for launches unrolling these numbers of terms.
-    pub fn predict(&self, launch_terms: &[usize]) -> f64 {
-        launch_terms
+    /// Predicted seconds for launches with these numbers of accesses.
+    pub fn predict(&self, launch_accesses: &[usize]) -> f64 {
+        launch_accesses
             .iter()
             .map(|&b| self.a * (b as f64).powf(self.p))
             .sum()
     }
 
     /// Raises `a` so the law covers a measured compile of these launches.
-    pub fn cover(&mut self, launch_terms: &[usize], seconds: f64) {
-        let unit: f64 = launch_terms.iter().map(|&b| (b as f64).powf(self.p)).sum();
+    pub fn cover(&mut self, launch_accesses: &[usize], seconds: f64) {
+        let unit: f64 = launch_accesses
+            .iter()
+            .map(|&b| (b as f64).powf(self.p))
+            .sum();
         if unit > 0.0 && seconds.is_finite() {
             self.a = self.a.max(seconds / unit);
         }
@@ -148,11 +155,11 @@ impl CompileLaws {
 
     /// A real compile of `family`'s launches: its law, if it has one, is raised to cover it. One compile alone
     /// makes no law (it would have to assume an exponent, and under-predict larger kernels).
-    pub fn record_compile(&mut self, family: &str, launch_terms: &[usize], seconds: f64) {
+    pub fn record_compile(&mut self, family: &str, launch_accesses: &[usize], seconds: f64) {
         let Some(mut law) = self.get(family) else {
             return;
         };
-        law.cover(launch_terms, seconds);
+        law.cover(launch_accesses, seconds);
         self.set(family, law);
         self.save();
     }
@@ -173,21 +180,68 @@ impl CompileLaws {
     }
 }
 
-/// The first rows of `op` holding at least `terms` non-zeros (all of them when it has fewer).
-pub(crate) fn leading_rows(op: &Operator, terms: usize) -> Result<Operator> {
-    let mut rows = 0;
-    let mut seen = 0;
-    while rows < op.m && seen < terms {
-        seen += (0..op.k).filter(|&p| op.get(rows, p) != 0.0).count();
-        rows += 1;
-    }
+/// The first `rows` rows of `op`.
+pub(crate) fn leading_rows(op: &Operator, rows: usize) -> Result<Operator> {
+    let rows = rows.clamp(1, op.m);
     let a = op.values()[..rows * op.k].to_vec();
     Operator::from_dense(format!("{}[probe {rows} rows]", op.name), rows, op.k, a)
 }
 
+/// `variant` generated for the fewest leading rows of `op` whose one launch spells out at least `target` loads
+/// and stores (they grow with the rows); `None` where even all rows fall short, the rows split into several
+/// launches, or the variant does not apply to them (e.g. nothing to fold).
+fn probe_kernel<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    variant: Variant,
+    beta: f64,
+    panel: Panel,
+    target: usize,
+) -> Result<Option<SpecKernel>> {
+    let build = |rows: usize| -> Result<Option<SpecKernel>> {
+        match SpecKernel::new(
+            gpu,
+            &leading_rows(op, rows)?,
+            variant,
+            T::DTYPE,
+            beta,
+            panel,
+        ) {
+            Ok(k) => Ok(Some(k)),
+            Err(crate::error::MmError::NotApplicable { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let reaches = |k: &Option<SpecKernel>| {
+        k.as_ref()
+            .is_some_and(|k| k.launch_accesses().iter().sum::<usize>() >= target)
+    };
+    // Generating is cheap (no compile): double, then bisect, on the row count.
+    let mut hi = 1;
+    while hi < op.m && !reaches(&build(hi)?) {
+        hi = (hi * 2).min(op.m);
+    }
+    let found = build(hi)?;
+    if !reaches(&found) {
+        return Ok(None);
+    }
+    let (mut lo, mut best) = (hi / 2, found);
+    let mut top = hi;
+    while lo + 1 < top {
+        let mid = (lo + top) / 2;
+        let k = build(mid)?;
+        if reaches(&k) {
+            top = mid;
+            best = k;
+        } else {
+            lo = mid;
+        }
+    }
+    Ok(best.filter(|k| k.launch_accesses().len() == 1))
+}
+
 /// Compiles `variant` on the leading rows of `op` at the two probe sizes (one workgroup's panel) and fits the
-/// law; `None` where the variant does not apply to those rows (e.g. nothing to fold in them), the operator is
-/// too small to probe at two sizes, or the two probes came out the same size.
+/// law; `None` where a probe cannot be built (see [`probe_kernel`]) or the two came out too close in size.
 pub(crate) fn probe<T: Element>(
     gpu: &Gpu,
     op: &Operator,
@@ -196,30 +250,19 @@ pub(crate) fn probe<T: Element>(
 ) -> Result<Option<Law>> {
     let panel = Panel::packed(64 * variant.vec as usize);
     let mut points = Vec::new();
-    for terms in PROBE_TERMS {
-        let sub = leading_rows(op, terms)?;
-        if sub.nnz() < terms {
+    for target in PROBE_ACCESSES {
+        let Some(kernel) = probe_kernel::<T>(gpu, op, variant, beta, panel, target)? else {
             return Ok(None);
-        }
-        let kernel = match SpecKernel::new(gpu, &sub, variant, T::DTYPE, beta, panel) {
-            Ok(k) => k,
-            Err(crate::error::MmError::NotApplicable { .. }) => return Ok(None),
-            Err(e) => return Err(e),
         };
-        let terms = kernel.launch_terms().to_vec();
-        if terms.len() != 1 {
-            // A probe is one launch; several mean the binding limit split it, and the law is per launch.
-            return Ok(None);
-        }
-        let b = gpu.upload(&fill::<T>(sub.k * panel.ldb, 5))?;
-        let c = gpu.upload(&fill::<T>(sub.m * panel.ldc, 6))?;
+        let b = gpu.upload(&fill::<T>(op.k * panel.ldb, 5))?;
+        let c = gpu.upload(&fill::<T>(kernel.m * panel.ldc, 6))?;
         let t = Instant::now();
         let launches = kernel.plan(gpu, &b, &c)?;
         let refs: Vec<_> = launches.iter().collect();
         gpu.run(&refs)?;
         let first = t.elapsed().as_secs_f64();
         let warm = gpu.time(&refs, 0, 1)?.median();
-        points.push((terms[0], (first - warm).max(0.0)));
+        points.push((kernel.launch_accesses()[0], (first - warm).max(0.0)));
     }
     Ok(Law::fit(points[0], points[1]))
 }
@@ -255,6 +298,7 @@ mod tests {
         assert!(l.predict(&[2000]) >= 10.0 - 1e-9);
         // Degenerate sizes give no law.
         assert!(Law::fit((2000, 0.1), (2000, 0.2)).is_none());
+        assert!(Law::fit((2000, 0.1), (2400, 0.2)).is_none());
         assert!(Law::fit((0, 0.1), (2000, 0.2)).is_none());
     }
 
@@ -268,17 +312,13 @@ mod tests {
     }
 
     #[test]
-    fn leading_rows_reach_the_terms() {
-        let mut a = vec![0.0; 6 * 4];
-        for i in 0..6 {
-            a[i * 4] = 1.0 + i as f64;
-            a[i * 4 + 2] = -2.0;
-        }
+    fn leading_rows_take_a_prefix() {
+        let a: Vec<f64> = (0..6 * 4).map(|i| i as f64 + 1.0).collect();
         let op = Operator::from_dense("t", 6, 4, a).unwrap();
-        let s = leading_rows(&op, 5).unwrap();
-        assert_eq!((s.m, s.nnz()), (3, 6));
-        assert_eq!(s.get(2, 0), 3.0);
-        let all = leading_rows(&op, 100).unwrap();
-        assert_eq!(all.m, 6);
+        let s = leading_rows(&op, 3).unwrap();
+        assert_eq!((s.m, s.k), (3, 4));
+        assert_eq!(s.get(2, 3), 12.0);
+        assert_eq!(leading_rows(&op, 100).unwrap().m, 6);
+        assert_eq!(leading_rows(&op, 0).unwrap().m, 1);
     }
 }

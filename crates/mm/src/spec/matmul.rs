@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
-use super::compile_cost::{CompileLaws, PROBE_TERMS, family_key, probe};
+use super::compile_cost::{CompileLaws, PROBE_ACCESSES, family_key, probe};
 use super::emit::REG_BUDGET_BYTES;
 use super::families::bstream_live;
 use super::operator::Operator;
@@ -344,15 +344,16 @@ impl<T: Element> MatMul<T> {
                 Choice::Spec(v) if v.family.unrolled() => Some(v),
                 _ => None,
             };
-            let terms: Vec<usize> = mm
+            let (terms, accesses): (Vec<usize>, Vec<usize>) = mm
                 .spec_kernel()
-                .map(|k| k.launch_terms().to_vec())
+                .map(|k| (k.launch_terms().to_vec(), k.launch_accesses().to_vec()))
                 .unwrap_or_default();
             let family = unrolled.map(family_key).unwrap_or_default();
             if let (Some(budget), Some(v)) = (opts.budget_seconds, unrolled) {
                 let largest = terms.iter().copied().max().unwrap_or(0);
-                // Launches no longer than the smaller probe are compiled rather than probed.
-                let small = largest <= PROBE_TERMS[0];
+                // Launches no longer than the larger probe are compiled rather than probed: they cost what
+                // probing would.
+                let small = accesses.iter().all(|&a| a <= PROBE_ACCESSES[1]);
                 let mut law = laws.get(&family);
                 // A spent budget is not spent further on probing.
                 if law.is_none()
@@ -364,7 +365,7 @@ impl<T: Element> MatMul<T> {
                     law = Some(l);
                 }
                 let spent = t0.elapsed().as_secs_f64();
-                let predicted = law.map(|l| l.predict(&terms));
+                let predicted = law.map(|l| l.predict(&accesses));
                 // With no law (the operator's first rows could not be probed), the first unrolled candidate is
                 // tried; short launches always are.
                 let over = match predicted {
@@ -374,10 +375,11 @@ impl<T: Element> MatMul<T> {
                 if over {
                     let how = match law {
                         Some(l) => format!(
-                            "its compile would take about {:.1} s ({} launches of up to {largest} terms; this \
-                             family's law on this adapter: {:.3e}·terms^{:.2} s per launch)",
+                            "its compile would take about {:.1} s ({} launches of up to {} loads and stores; \
+                             this family's law on this adapter: {:.3e}·accesses^{:.2} s per launch)",
                             predicted.unwrap_or(f64::NAN),
-                            terms.len(),
+                            accesses.len(),
+                            accesses.iter().max().unwrap_or(&0),
                             l.a,
                             l.p
                         ),
@@ -408,7 +410,7 @@ impl<T: Element> MatMul<T> {
             let compile = (first - screen).max(0.0);
             if unrolled.is_some() {
                 first_unrolled = false;
-                laws.record_compile(&family, &terms, compile);
+                laws.record_compile(&family, &accesses, compile);
             }
             let cand = Candidate {
                 name: choice.name(),

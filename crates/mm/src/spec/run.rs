@@ -84,8 +84,10 @@ pub struct SpecKernel {
     pub k: usize,
     pub panel: Panel,
     launches: Vec<(Layout, Kernel)>,
-    /// Non-zeros of A each launch unrolls (what its compile cost grows with; rolled launches unroll none).
+    /// Non-zeros of A each launch unrolls (rolled launches unroll none).
     launch_terms: Vec<usize>,
+    /// Loads and stores of B and C each launch's source spells out (what its compile cost grows with).
+    launch_accesses: Vec<usize>,
     /// The rolled family's tables, one per launch (empty for the unrolled families).
     tables: Vec<Arc<Table>>,
     pub compile: CompileTime,
@@ -175,6 +177,10 @@ impl SpecKernel {
                 }
             })
             .collect();
+        let launch_accesses = launches
+            .iter()
+            .map(|(_, k)| storage_accesses(k.source()))
+            .collect();
         let tables = if unrolled {
             Vec::new()
         } else {
@@ -214,6 +220,7 @@ impl SpecKernel {
             panel,
             launches,
             launch_terms,
+            launch_accesses,
             tables,
             compile,
         })
@@ -256,6 +263,12 @@ impl SpecKernel {
     /// Non-zeros of A each launch unrolls (zeros for the rolled family).
     pub fn launch_terms(&self) -> &[usize] {
         &self.launch_terms
+    }
+
+    /// Loads and stores of B and C spelt out in each launch's source (an unrolled kernel's compile cost grows
+    /// with these: docs/perf.md).
+    pub fn launch_accesses(&self) -> &[usize] {
+        &self.launch_accesses
     }
 
     /// Compiles every launch's pipeline (cached by the device layer) and records validation and driver time.
@@ -344,4 +357,25 @@ pub(crate) fn check_panels(m: usize, k: usize, p: Panel, b_len: usize, c_len: us
         }
     }
     Ok(())
+}
+
+/// Indexed accesses of the B and C bindings (`b0[…]`, `c1[…]`) written out in a generated source.
+pub(crate) fn storage_accesses(src: &str) -> usize {
+    let bytes = src.as_bytes();
+    let mut n = 0;
+    for (i, &ch) in bytes.iter().enumerate() {
+        if ch != b'[' {
+            continue;
+        }
+        let mut j = i;
+        while j > 0 && bytes[j - 1].is_ascii_digit() {
+            j -= 1;
+        }
+        let named = j < i && j > 0 && matches!(bytes[j - 1], b'b' | b'c');
+        let starts = j < 2 || !(bytes[j - 2].is_ascii_alphanumeric() || bytes[j - 2] == b'_');
+        if named && starts {
+            n += 1;
+        }
+    }
+    n
 }

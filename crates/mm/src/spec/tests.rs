@@ -167,3 +167,30 @@ fn folding_multiplies_once_per_magnitude() {
     );
     assert!(r.unwrap_err().0.contains("nothing to fold"));
 }
+
+/// The compile law's size (loads and stores of B and C in the source) counts what the families spell out:
+/// cstream one load per term, bstream one per used row of B, both one store per written row (and one read of
+/// C per row when β ≠ 0).
+#[test]
+fn storage_accesses_count_what_each_family_spells_out() {
+    use super::run::storage_accesses;
+    assert_eq!(
+        storage_accesses("c0[col + 0u] = b0[col + 3u] * x + b12[col]; abc0[1]; vb1[2]; As[3]"),
+        3
+    );
+    let op = random_operator(9, 14, 0.6, 7);
+    let rows = op.rows();
+    let written = rows.iter().filter(|r| !r.is_empty()).count();
+    let used_b = op.used_columns().len();
+    for (beta, c_reads) in [(Beta::Zero, 0), (Beta::One, written)] {
+        let layout = Layout::single(&rows, op.k, beta, 64, 64, 64).unwrap();
+        let count = |name: &str| {
+            let v = Variant::parse(name).unwrap();
+            storage_accesses(&generate(&rows, &layout, v, DType::F32).unwrap())
+        };
+        // Rows without terms store zero (β = 0) or are left alone (β = 1).
+        let stores = if beta == Beta::Zero { op.m } else { written };
+        assert_eq!(count("cstream"), op.nnz() + stores + c_reads, "{beta:?}");
+        assert_eq!(count("bstream"), used_b + stores + c_reads, "{beta:?}");
+    }
+}
