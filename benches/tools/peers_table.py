@@ -6,7 +6,9 @@ precision — benches/peers/gimmik_cublas.py (GiMMiK's CUDA kernels and cuBLAS) 
 Usage: peers_table.py BESPOKE.json PEERS.json [--balance FLOP_PER_BYTE]
 
 Each side's fraction of copy is against its own runtime's copy figure (bespoke's probe on its adapter, the peer's
-copy on its runtime), so the two runtimes' memory systems are compared fairly even when their copies differ. A
+copy on its runtime), so the two runtimes' memory systems are compared fairly even when their copies differ.
+Where both JSONs carry `same_size_copy_gbps` (each runtime's copy of the operator's own bytes), two more columns
+give each side's fraction of that: on small operators it holds each runtime's launch cost and caches too. A
 matrix the peer refused (GiMMiK's OpenCL backend takes at most 2048 non-zeros; PyFR then calls a BLAS) has no
 peer time. With the CUDA peer, a matrix counts as bandwidth-bound when its flops per minimum byte are below
 --balance (default 20, about an H100's f64 balance).
@@ -26,12 +28,15 @@ def main():
     if (b["n"], b["dtype"]) != (p["n"], p["dtype"]):
         raise SystemExit(f"bespoke ran {b['dtype']} N = {b['n']}, peers {p['dtype']} N = {p['n']}")
     peers = {m["name"]: m for m in p["matrices"]}
-    rows, ratio, bw, fr_b, fr_p = [], [], [], [], []
+    rows, ratio, bw, fr_b, fr_p, ss_b, ss_p, ss_copy = [], [], [], [], [], [], [], []
+    same = all("same_size_copy_gbps" in m for m in b["matrices"]) and all(
+        "same_size_copy_gbps" in m for m in p["matrices"] if m.get("seconds") is not None)
+    extra_h, extra_r = (" of a same-size copy | GiMMiK's of its same-size copy |", "---|---|") if same else ("", "")
     print(f"bespoke on {b['adapter'].get('name')} (copy {b['copy_gbps']:.2f} GB/s); peer {p.get('tool', '')} on "
           f"{p['adapter'].get('name')} (copy {p['copy_gbps']:.2f} GB/s); {b['dtype']}, N = {b['n']}\n")
     print("| matrix | M×K | nnz | β | bespoke | ms | of copy | GiMMiK | ms | of its copy | BLAS ms | "
-          "GiMMiK time / bespoke |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          f"GiMMiK time / bespoke |{extra_h}")
+    print(f"|---|---|---|---|---|---|---|---|---|---|---|---|{extra_r}")
     for m in b["matrices"]:
         q = peers.get(m["name"])
         if q is None:
@@ -40,7 +45,7 @@ def main():
         head = (f"| {m['name']} | {m['m']}×{m['k']} | {m['nnz']} | {m['beta']:g} | {m['variant']} | "
                 f"{m['seconds'] * 1e3:.3f} | {m['copy_fraction']:.3f} |")
         if q.get("seconds") is None:
-            print(f"{head} {q['variant']} | – | – | – | – |")
+            print(f"{head} {q['variant']} | – | – | – | – |" + (" – | – |" if same else ""))
             continue
         r = q["seconds"] / m["seconds"]
         ratio.append(r)
@@ -51,7 +56,14 @@ def main():
         if "dense_seconds" in q and 2 * m["nnz"] * b["n"] / nbytes < a.balance:
             bw.append(m["copy_fraction"])
         blas = f"{q['dense_seconds'] * 1e3:.3f}" if q.get("dense_seconds") else "–"
-        print(f"{head} {q['variant']} | {q['seconds'] * 1e3:.3f} | {qf:.3f} | {blas} | ×{r:.2f} |")
+        tail = ""
+        if same:
+            sb, sp = m["gbps"] / m["same_size_copy_gbps"], q["gbps"] / q["same_size_copy_gbps"]
+            ss_b.append(sb)
+            ss_p.append(sp)
+            ss_copy.append(m["same_size_copy_gbps"] / q["same_size_copy_gbps"])
+            tail = f" {sb:.3f} | {sp:.3f} |"
+        print(f"{head} {q['variant']} | {q['seconds'] * 1e3:.3f} | {qf:.3f} | {blas} | ×{r:.2f} |{tail}")
     missing = sorted(set(m["name"] for m in b["matrices"]) - set(rows))
     print(f"\n{len(rows)} matrices in both ({len(missing)} only in bespoke's run, {len(rows) - len(ratio)} refused "
           f"by the peer). GiMMiK time / bespoke time: geomean ×{geomean(ratio):.2f} (> 1: bespoke faster), "
@@ -60,6 +72,12 @@ def main():
         ahead = sum(x >= y for x, y in zip(fr_b, fr_p))
         print(f"Fraction of each runtime's own copy bandwidth: bespoke geomean {geomean(fr_b):.3f}, GiMMiK "
               f"{geomean(fr_p):.3f}; bespoke's at least GiMMiK's on {ahead} of {len(fr_b)}.")
+    if ss_b:
+        ahead = sum(x >= y for x, y in zip(ss_b, ss_p))
+        print(f"Fraction of each runtime's copy of the operator's own bytes: bespoke geomean {geomean(ss_b):.3f}, "
+              f"GiMMiK {geomean(ss_p):.3f}; bespoke's at least GiMMiK's on {ahead} of {len(ss_b)}. The runtimes' "
+              f"same-size copies alone: PoCL's time / lavapipe's geomean ×{geomean(ss_copy):.2f}, min "
+              f"×{min(ss_copy):.2f}, max ×{max(ss_copy):.2f} (the part of the time ratio that is the runtimes').")
     if bw:
         print(f"Bandwidth-bound (< {a.balance:g} flop/B): {len(bw)} matrices, fraction of copy median "
               f"{sorted(bw)[len(bw) // 2]:.2f}, min {min(bw):.2f}, {sum(f >= 0.9 for f in bw)} at ≥ 0.9.")

@@ -119,8 +119,8 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         };
         bar.suspend(|| {
             println!(
-                "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
-                r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy,
+                "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy, {:.3} of a same-size copy) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
+                r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy, r.gbps / r.same_size_copy_gbps,
                 r.dense_seconds.unwrap_or(f64::NAN) * 1e3, r.speedup_vs_dense.unwrap_or(f64::NAN), r.rel_err,
                 if r.tune.from_cache { " (cached decision)".to_owned() } else { format!(" (tuned in {:.1} s)", r.tune.tune_seconds) }
             )
@@ -143,6 +143,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
             json!({
                 "name": r.name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "variant": r.variant,
                 "seconds": r.seconds, "gbps": r.gbps, "copy_fraction": r.gbps / copy,
+                "same_size_copy_gbps": r.same_size_copy_gbps,
                 "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
                 "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
                 "candidates": r.tune.candidates,

@@ -8,7 +8,7 @@ use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_gpu::{Gpu, GpuOptions};
 use bespoke_mm::dense::Element;
 use bespoke_mm::reference::{Shape, gemm_ref, rel_err};
-use bespoke_mm::spec::{Operator, Panel, SpecKernel, Variant, read_mtx};
+use bespoke_mm::spec::{Family, Operator, Panel, SpecKernel, Variant, read_mtx};
 use bespoke_mm::{DType, MmError};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -162,6 +162,40 @@ fn every_variant_f32_at_every_sparsity_and_beta() {
             assert!(ran >= 3, "{zeros} {beta}: {ran}");
         }
     }
+}
+
+#[test]
+fn bstream_in_blocks_past_the_register_budget() {
+    // 40 rows, nearly dense: at vec4 f32 (32 accumulators fit) and vec4 f64 (16) the rows go in blocks.
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let op = random_operator(&mut r, 40, 6, 0.2);
+    let panel = Panel {
+        n: 100,
+        ldb: 104,
+        ldc: 108,
+    };
+    let mut ran = 0;
+    for beta in [0.0, 1.0, 0.5] {
+        for vec in [1, 4] {
+            let v = Variant::new(Family::BStream, vec, 1, false);
+            let kernel = SpecKernel::new(gpu, &op, v, DType::F32, beta, panel).unwrap();
+            assert_eq!(
+                kernel.sources().iter().any(|s| s.contains("// block 1:")),
+                vec == 4,
+                "{v}"
+            );
+            let e = check::<f32>(gpu, &mut r, &op, &kernel);
+            assert!(e <= 1e-5, "{v} β={beta}: rel err {e:e}");
+            if gpu.has_f64() {
+                let kernel = SpecKernel::new(gpu, &op, v, DType::F64, beta, panel).unwrap();
+                let e = check::<f64>(gpu, &mut r, &op, &kernel);
+                assert!(e <= 1e-12, "{v} f64 β={beta}: rel err {e:e}");
+            }
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 6);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Benchmarking one operator the way `bespoke mm bench` reports it: tune (or read the decision), check the
 //! result against the f64 CPU reference on random data, time the choice and the dense kernel.
 
-use bespoke_gpu::Gpu;
+use bespoke_gpu::{Gpu, ProbeOptions};
 
 use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport, model_dense};
 use super::operator::Operator;
@@ -25,6 +25,9 @@ pub struct MatrixBench {
     /// Minimum bytes: B read once, C written once, C read once more when β ≠ 0.
     pub bytes: f64,
     pub gbps: f64,
+    /// The adapter's copy of the same bytes (`bytes / 2` copied: read plus written), timed like the product:
+    /// the bandwidth a kernel of this size can reach, launch cost and caches included.
+    pub same_size_copy_gbps: f64,
     pub dense_seconds: Option<f64>,
     pub speedup_vs_dense: Option<f64>,
     pub rel_err: f64,
@@ -136,6 +139,14 @@ pub fn bench_operator<T: Element>(
     };
     let c_passes = if beta == 0.0 { 1.0 } else { 2.0 };
     let bytes = (T::DTYPE.size() * panel.n) as f64 * (op.k as f64 + c_passes * op.m as f64);
+    drop((bb, cb));
+    let same_size_copy_gbps = gpu
+        .copy_bandwidth(&ProbeOptions {
+            bytes: (bytes / 2.0) as u64,
+            warmup: 1,
+            reps,
+        })?
+        .gbps;
     Ok(MatrixBench {
         name: op.name.clone(),
         m: op.m,
@@ -146,6 +157,7 @@ pub fn bench_operator<T: Element>(
         seconds,
         bytes,
         gbps: bytes / seconds / 1e9,
+        same_size_copy_gbps,
         dense_seconds,
         speedup_vs_dense: dense_seconds.map(|d| d / seconds),
         rel_err: err,

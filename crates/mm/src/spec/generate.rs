@@ -100,16 +100,11 @@ pub fn generate(
     let mut e = Emit::new(dtype, variant, layout);
     match variant.family {
         Family::CStream => families::cstream(&mut e, &w),
-        Family::BStream => {
-            let live = families::bstream_live(&w);
-            let bytes = live * variant.elem_bytes(dtype);
-            if bytes > REG_BUDGET_BYTES {
-                return Err(Skip(format!(
-                    "{live} live accumulators ({bytes} bytes) exceed the {REG_BUDGET_BYTES}-byte register budget"
-                )));
-            }
-            families::bstream(&mut e, &w)
-        }
+        Family::BStream => families::bstream(
+            &mut e,
+            &w,
+            (REG_BUDGET_BYTES / variant.elem_bytes(dtype)).max(1),
+        ),
         Family::BStreamMsplit => families::msplit(&mut e, &w).map_err(Skip)?,
         Family::CStreamKsplit => families::ksplit(&mut e, &w),
         Family::Rolled => unreachable!("handled above"),

@@ -73,6 +73,42 @@ fn multi_binding_layouts_validate() {
 }
 
 #[test]
+fn bstream_past_the_register_budget_goes_in_blocks() {
+    // 48 rows at 30 % zeros: every row open at once, past 512 bytes at vec4 (16 f64 or 32 f32 accumulators).
+    let op = random_operator(48, 6, 0.3, 11);
+    let rows = op.rows();
+    let l = Layout::single(&rows, op.k, Beta::One, 64, 64, 64).unwrap();
+    for (dtype, vec, blocked) in [
+        (DType::F64, 4, true),
+        (DType::F32, 4, true),
+        (DType::F32, 1, false),
+    ] {
+        let v = Variant::new(Family::BStream, vec, 1, false);
+        let src = generate(&rows, &l, v, dtype).unwrap();
+        validate_wgsl(&src, dtype.caps()).unwrap_or_else(|e| panic!("{} {dtype}: {e}", v.name()));
+        assert_eq!(src.contains("// block 1:"), blocked, "{} {dtype}", v.name());
+        // Every row of C stored once; B loaded at most once per block, never more than cstream would.
+        let nnz = rows.iter().map(Vec::len).sum::<usize>();
+        let filled = rows.iter().filter(|r| !r.is_empty()).count();
+        assert_eq!(
+            src.matches("c0[").count(),
+            filled * 2,
+            "{} {dtype}",
+            v.name()
+        );
+        let loads = src.matches("b0[").count();
+        assert!(
+            loads <= nnz,
+            "{} {dtype}: {loads} loads of B for {nnz} terms",
+            v.name()
+        );
+        if !blocked {
+            assert_eq!(loads, 6, "{} {dtype}", v.name());
+        }
+    }
+}
+
+#[test]
 fn odd_n_allows_only_scalar_columns() {
     let op = random_operator(4, 4, 0.3, 3);
     let rows = op.rows();

@@ -1,5 +1,6 @@
 //! bstream: each used row of B loaded once into a register and scattered into per-row accumulators; a row of
-//! C is stored as soon as its last contribution is in.
+//! C is stored as soon as its last contribution is in. Where the accumulators live at once would pass the
+//! register budget, the rows go in blocks that each fit it, and a row of B is loaded once per block that uses it.
 
 use std::fmt::Write;
 
@@ -23,21 +24,88 @@ pub(crate) fn bstream_live(work: &Work) -> usize {
     max as usize
 }
 
-pub(crate) fn bstream(e: &mut Emit<'_>, work: &Work) {
-    e.header("bstream: each used row of B loaded once, scattered into row accumulators");
+/// The rows with terms, in blocks that each keep at most `max_live` accumulators live (at least one row per
+/// block). Rows are taken in order of their first and last row of B, so rows that read the same rows of B tend
+/// to share a block; a block grows while it fits. One block when the whole launch fits.
+pub(crate) fn bstream_blocks(work: &Work, max_live: usize) -> Vec<Work> {
+    let mut rows: Work = work
+        .iter()
+        .filter(|(_, t)| !t.is_empty())
+        .cloned()
+        .collect();
+    if bstream_live(&rows) <= max_live {
+        return if rows.is_empty() { vec![] } else { vec![rows] };
+    }
+    rows.sort_by_key(|(i, t)| (t[0].0, t[t.len() - 1].0, *i));
+    let mut blocks: Vec<Work> = Vec::new();
+    let mut cur: Work = Vec::new();
+    for row in rows {
+        cur.push(row);
+        if cur.len() > 1 && bstream_live(&cur) > max_live {
+            let row = cur.pop().unwrap_or_else(|| unreachable!("just pushed"));
+            blocks.push(std::mem::take(&mut cur));
+            cur.push(row);
+        }
+    }
+    if !cur.is_empty() {
+        blocks.push(cur);
+    }
+    blocks
+}
+
+/// Loads of B a bstream kernel spells out: one per distinct row of B per block.
+pub(crate) fn bstream_loads(blocks: &[Work]) -> usize {
+    blocks
+        .iter()
+        .map(|b| {
+            let mut ps: Vec<usize> = b.iter().flat_map(|(_, t)| t.iter().map(|x| x.0)).collect();
+            ps.sort_unstable();
+            ps.dedup();
+            ps.len()
+        })
+        .sum()
+}
+
+pub(crate) fn bstream(e: &mut Emit<'_>, work: &Work, max_live: usize) {
+    let blocks = bstream_blocks(work, max_live);
+    if blocks.len() > 1 {
+        e.header(&format!(
+            "bstream: each used row of B loaded once per block of rows ({} blocks of at most {max_live} live \
+             accumulators, {} loads of B), scattered into row accumulators",
+            blocks.len(),
+            bstream_loads(&blocks)
+        ));
+    } else {
+        e.header("bstream: each used row of B loaded once, scattered into row accumulators");
+    }
     e.open_main();
     e.out += "    if (col >= NV) {\n        return;\n    }\n";
-    let terms = work;
     // Rows without terms first (zero or β·C).
-    for (i, t) in terms {
+    for (i, t) in work {
         if t.is_empty() {
             e.out += &e.store("    ", *i, "col", None);
         }
     }
+    let scoped = blocks.len() > 1;
+    for (n, block) in blocks.iter().enumerate() {
+        let ind = if scoped { "        " } else { "    " };
+        if scoped {
+            let _ = writeln!(e.out, "    {{ // block {n}: {} rows", block.len());
+        }
+        scatter(e, block, ind);
+        if scoped {
+            e.out += "    }\n";
+        }
+    }
+    e.out += "}\n";
+}
+
+/// One block: per row of B it uses, one load, then a multiply-add into each row of C it feeds.
+fn scatter(e: &mut Emit<'_>, block: &Work, ind: &str) {
     // Per row of B: which rows of C it feeds, and where each row of C ends.
     let mut by_p: std::collections::BTreeMap<usize, Vec<(usize, f64, bool, bool)>> =
         Default::default();
-    for (i, t) in terms {
+    for (i, t) in block {
         for (n, &(p, a)) in t.iter().enumerate() {
             by_p.entry(p)
                 .or_default()
@@ -45,18 +113,54 @@ pub(crate) fn bstream(e: &mut Emit<'_>, work: &Work) {
         }
     }
     for (p, uses) in by_p {
-        let _ = writeln!(e.out, "    let b_{p} = {};", e.b_at(p, "col"));
+        let _ = writeln!(e.out, "{ind}let b_{p} = {};", e.b_at(p, "col"));
         for (i, a, first, last) in uses {
             let c = e.lit(a);
             if first {
-                let _ = writeln!(e.out, "    var r_{i} = b_{p} * {c};");
+                let _ = writeln!(e.out, "{ind}var r_{i} = b_{p} * {c};");
             } else {
-                let _ = writeln!(e.out, "    r_{i} = fma(b_{p}, {c}, r_{i});");
+                let _ = writeln!(e.out, "{ind}r_{i} = fma(b_{p}, {c}, r_{i});");
             }
             if last {
-                e.out += &e.store("    ", i, "col", Some(&format!("r_{i}")));
+                e.out += &e.store(ind, i, "col", Some(&format!("r_{i}")));
             }
         }
     }
-    e.out += "}\n";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row of C in exactly one block, each block within the budget, and fewer loads than cstream's.
+    #[test]
+    fn blocks_cover_every_row_once_within_the_budget() {
+        // 60 rows, each reading rows (i mod 10) and 10 + (i mod 7) of B: all 60 live at once unblocked.
+        let work: Work = (0..60)
+            .map(|i| (i, vec![(i % 10, 1.0 + i as f64), (10 + i % 7, -2.0)]))
+            .chain(std::iter::once((60, vec![])))
+            .collect();
+        assert!(bstream_live(&work) > 16);
+        for max_live in [1, 4, 16, 64] {
+            let blocks = bstream_blocks(&work, max_live);
+            let mut seen: Vec<usize> = blocks.iter().flatten().map(|(i, _)| *i).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..60).collect::<Vec<_>>(), "max_live {max_live}");
+            for b in &blocks {
+                assert!(
+                    bstream_live(b) <= max_live,
+                    "max_live {max_live}: {}",
+                    bstream_live(b)
+                );
+            }
+            let loads = bstream_loads(&blocks);
+            assert!(loads <= 120, "max_live {max_live}: {loads} loads");
+            if max_live >= bstream_live(&work) {
+                assert_eq!(blocks.len(), 1);
+            }
+        }
+        assert_eq!(bstream_blocks(&work, 64).len(), 1);
+        assert!(bstream_blocks(&work, 16).len() >= 4);
+        assert!(bstream_loads(&bstream_blocks(&work, 16)) < 120);
+    }
 }
