@@ -619,8 +619,8 @@ fn candidates_follow_the_adapter_and_the_operator() {
             .all(|v| !v.family.splits()),
         "{got:?}"
     );
-    // 600 non-zeros: cstream only where bstream would keep too many rows live. Rows using the first and the last
-    // column stay live across all of K; a diagonal keeps one row live at a time.
+    // Past 512 non-zeros no cstream, even where bstream keeps every row live (it goes in blocks): rows using the
+    // first and the last column stay live across all of K.
     let (m, k) = (300, 40);
     let mut a = vec![0.0; m * k];
     for i in 0..m {
@@ -628,20 +628,12 @@ fn candidates_follow_the_adapter_and_the_operator() {
         a[i * k + k - 1] = -0.5;
     }
     let live = Operator::from_dense("live", m, k, a).unwrap();
-    let diag = Operator::from_dense(
-        "diag",
-        600,
-        600,
-        (0..600 * 600)
-            .map(|i| if i % 601 == 0 { 2.0 } else { 0.0 })
-            .collect(),
-    )
-    .unwrap();
-    let has_cstream = |op: &Operator| {
+    let has = |op: &Operator, family: Family| {
         default_variants(gpu, op, DType::F32, Panel::packed(1000))
             .iter()
-            .any(|v| v.family == Family::CStream)
+            .any(|v| v.family == family)
     };
-    assert!(has_cstream(&live));
-    assert!(!has_cstream(&diag));
+    assert!(!has(&live, Family::CStream));
+    assert!(has(&live, Family::BStream));
+    assert!(has(&small, Family::CStream));
 }

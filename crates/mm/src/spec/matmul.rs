@@ -7,8 +7,6 @@ use std::time::Instant;
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
 use super::compile_cost::{CompileLaws, PROBE_ACCESSES, family_key, probe};
-use super::emit::REG_BUDGET_BYTES;
-use super::families::bstream_live;
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_cache::{self, Decision};
@@ -97,25 +95,20 @@ pub const DEFAULT_TUNE_BUDGET: f64 = 30.0;
 
 /// Unrolled terms up to which CPU adapters also try cstream (with and without folding): llvmpipe compiles it at
 /// 5–17 ms per term cold, against 1.5–3 ms for bstream-v2 (docs/perf.md), and bstream is as fast or faster
-/// wherever it applies.
+/// wherever it applies — also where its rows go in blocks past the register budget (hex p3–p5 M6 on Mesa
+/// 22.3.6: blocked bstream-v2 1.3–1.6× faster than cstream-v2, which took 4–16 s to compile).
 pub const CPU_CSTREAM_TERMS: usize = 512;
-
-/// Unrolled terms up to which CPU adapters try cstream when bstream does not fit its register budget (rows that
-/// stay live across most of K): the rolled kernel, the other option there, ran 1.5–1.7× slower than cstream on
-/// llvmpipe (hex p4/p5 M6), which pays for the 30–70 s such a cstream takes to compile there (once: decisions
-/// are cached).
-pub const CPU_CSTREAM_FALLBACK_TERMS: usize = 2048;
 
 /// Variants worth timing for `op` against `panel` in `dtype` on `gpu`. GPUs try every variant the panel's
 /// alignment allows. On a CPU adapter one workgroup runs on one thread, so the families that split rows or K
 /// across invocation rows add barriers without parallelism (llvmpipe compiles each barrier as a coroutine
 /// split: a 384-term cstream-ksplit-s4-v4 took 36.7 s to compile against 0.05 s for cstream-v4); and unrolled
 /// kernels compile slowly there, so the candidates are the ones that won on llvmpipe at a bounded compile cost:
-/// bstream at vec2 (as fast as vec4, half the compile time), cstream at vec2 for short operators or where
-/// bstream does not fit (on hex p3 m3 cstream-v2 ran in 12.3 ms against cstream-v4's 18.3 on Mesa 22.3.6, and
-/// Mesa 25.0.7 compiles a vec4 launch 4.6× slower than a vec2 one: docs/perf.md), and the rolled family, which
-/// compiles once for any A.
-pub fn default_variants(gpu: &Gpu, op: &Operator, dtype: DType, panel: Panel) -> Vec<Variant> {
+/// bstream at vec2 (as fast as vec4, half the compile time), cstream at vec2 for short operators (on hex p3 m3
+/// cstream-v2 ran in 12.3 ms against cstream-v4's 18.3 on Mesa 22.3.6, and Mesa 25.0.7 compiles a vec4 launch
+/// 4.6× slower than a vec2 one: docs/perf.md), and the rolled family, which compiles once for any A. (`dtype`
+/// does not change the list today: the register budget is met by blocking, not by dropping bstream.)
+pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -> Vec<Variant> {
     let align = panel.alignment() as u32;
     if !gpu.is_cpu() {
         return Variant::all()
@@ -129,14 +122,8 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, dtype: DType, panel: Panel) ->
             .find(|v| *v <= cap && align.is_multiple_of(*v))
             .unwrap_or(1)
     };
-    let bstream = Variant::new(Family::BStream, widest(2), 1, false);
-    let nnz = op.nnz();
-    let bstream_fits = || {
-        let work: Vec<(usize, Vec<(usize, f64)>)> = op.rows().into_iter().enumerate().collect();
-        bstream_live(&work) * bstream.elem_bytes(dtype) <= REG_BUDGET_BYTES
-    };
-    let mut out = vec![bstream];
-    if nnz <= CPU_CSTREAM_TERMS || (nnz <= CPU_CSTREAM_FALLBACK_TERMS && !bstream_fits()) {
+    let mut out = vec![Variant::new(Family::BStream, widest(2), 1, false)];
+    if op.nnz() <= CPU_CSTREAM_TERMS {
         out.push(Variant::new(Family::CStream, widest(2), 1, false));
         out.push(Variant::new(Family::CStream, widest(2), 1, true));
     }

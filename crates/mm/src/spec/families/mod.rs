@@ -8,7 +8,7 @@ mod ksplit;
 mod msplit;
 mod rolled;
 
-pub(crate) use bstream::{bstream, bstream_live};
+pub(crate) use bstream::bstream;
 pub(crate) use cstream::cstream;
 pub(crate) use ksplit::ksplit;
 pub(crate) use msplit::msplit;
