@@ -2,10 +2,10 @@
 //! Diagnostic: one specialised kernel (the whole operator in one launch) with B read from a storage buffer, as
 //! bespoke runs it, and the same kernel with B read through a texture (`textureLoad` from an r/rg/rgba32float
 //! texture of 4096-texel rows), timed interleaved on the same adapter beside the buffer and texture copy probes:
-//! `bstream_texture FILE.mtx [VARIANT] [N] [ROUNDS]` (default bstream-v2, N = 32768, 3 rounds). Both outputs
-//! must agree bit for bit (the arithmetic is the same). It isolates what the adapter's storage-buffer loads cost
-//! the kernel: on llvmpipe every invocation's buffer load is a per-lane gather. docs/perf.md records what it
-//! measured.
+//! `bstream_texture FILE.mtx [VARIANT] [N] [ROUNDS]` (default bstream-v2, N = 32800, 3 rounds; at N = 32768
+//! B's rows sit 128 KiB apart and alias in the caches). Both outputs must agree bit for bit (the arithmetic is
+//! the same). It isolates what the adapter's storage-buffer loads cost the kernel: on llvmpipe every
+//! invocation's buffer load is a per-lane gather. docs/perf.md records what it measured.
 use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Gpu, Grid, Kernel, ProbeOptions};
 use bespoke_mm::DType;
@@ -41,7 +41,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let op = read_mtx(std::path::Path::new(&args[1])).unwrap();
     let v = Variant::parse(args.get(2).map_or("bstream-v2", String::as_str)).unwrap();
-    let n: usize = args.get(3).map_or(32768, |s| s.parse().unwrap());
+    let n: usize = args.get(3).map_or(32800, |s| s.parse().unwrap());
     let rounds: usize = args.get(4).map_or(3, |s| s.parse().unwrap());
     let beta = op.beta_hint.unwrap_or(0.0);
     let rows = op.rows();

@@ -199,6 +199,38 @@ fn bstream_in_blocks_past_the_register_budget() {
 }
 
 #[test]
+fn bstream_launches_split_by_loads_and_stores_on_cpu_adapters() {
+    // 300 rows of 2 terms over 40 rows of B. With β ≠ 0 a launch of all of it spells out 40 loads of B and 300
+    // loads and 300 stores of C: past `CPU_BSTREAM_ACCESSES`, so CPU adapters split it by rows; β = 0 fits.
+    use bespoke_mm::spec::CPU_BSTREAM_ACCESSES;
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let (m, k) = (300, 40);
+    let mut a = vec![0.0; m * k];
+    for i in 0..m {
+        a[i * k + i % k] = r.random_range(0.5..1.5);
+        a[i * k + (i * 7 + 3) % k] = r.random_range(-1.5..-0.5);
+    }
+    let op = Operator::from_dense("split", m, k, a).unwrap();
+    assert!(k + 2 * m > CPU_BSTREAM_ACCESSES && k + m <= CPU_BSTREAM_ACCESSES);
+    let panel = Panel {
+        n: 64,
+        ldb: 68,
+        ldc: 72,
+    };
+    let v = Variant::new(Family::BStream, 2, 1, false);
+    for beta in [0.5, 0.0] {
+        let kernel = SpecKernel::new(gpu, &op, v, DType::F32, beta, panel).unwrap();
+        let launches = kernel.sources().len();
+        if gpu.is_cpu() {
+            assert_eq!(launches, if beta == 0.0 { 1 } else { 2 }, "β={beta}");
+        }
+        let e = check::<f32>(gpu, &mut r, &op, &kernel);
+        assert!(e <= 1e-5, "β={beta}: rel err {e:e}");
+    }
+}
+
+#[test]
 fn every_variant_f64_where_the_adapter_has_it() {
     let Some(gpu) = test_gpu() else { return };
     if !gpu.has_f64() {

@@ -3,7 +3,7 @@
 
 use super::emit::{Emit, REG_BUDGET_BYTES, Work};
 use super::families;
-use super::layout::{Layout, RowTerms};
+use super::layout::{LaunchCap, Layout, RowTerms};
 use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dtype::DType;
 
@@ -17,6 +17,22 @@ pub const MAX_TERMS: usize = 20_000;
 /// cope with longer kernels, and each extra launch re-reads the rows of B it shares with its neighbours.
 pub fn terms_per_launch(gpu: &bespoke_gpu::Gpu) -> usize {
     if gpu.is_cpu() { 256 } else { 2048 }
+}
+
+/// Loads and stores of B and C one bstream launch spells out at most on a CPU adapter. Capped by terms (256) as
+/// the other families are, hex-p5-m0 went in 6 launches that loaded B's 216 rows 1092 times; in one launch of
+/// 568 accesses it ran 2.3× faster on llvmpipe (Mesa 22.3.6, 14.5–17 ms against 32–45 ms) and compiled in the
+/// same 3.5–5 s (docs/perf.md).
+pub const CPU_BSTREAM_ACCESSES: usize = 512;
+
+/// How much one launch of `family` spells out at most on `gpu`. bstream on a CPU adapter is capped by its loads
+/// and stores, which is what its compile time and its traffic follow (each launch reloads the rows of B it
+/// shares with the others); the other unrolled families, and every family on a GPU, by [`terms_per_launch`].
+pub fn launch_cap(gpu: &bespoke_gpu::Gpu, family: Family) -> LaunchCap {
+    match family {
+        Family::BStream if gpu.is_cpu() => LaunchCap::Accesses(CPU_BSTREAM_ACCESSES),
+        _ => LaunchCap::Terms(terms_per_launch(gpu)),
+    }
 }
 
 /// Why a variant was not generated.

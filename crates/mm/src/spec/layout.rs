@@ -108,22 +108,67 @@ impl Layout {
     }
 }
 
-/// Consecutive rows in groups of at most `cap` terms inside `ks` (a row longer than `cap` stands alone).
+/// How much one unrolled launch may spell out; more rows become more launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchCap {
+    /// At most this many non-zeros (terms) unrolled.
+    Terms(usize),
+    /// At most this many loads and stores of B and C: each row of B the launch's rows read, once, plus each
+    /// row of C it stores (and reads, for β ≠ 0). What bstream spells out, and what drives compile time.
+    Accesses(usize),
+}
+
+/// Consecutive rows in groups within `cap` inside `ks` (a row past the cap on its own stands alone).
 fn row_groups(
     a_rows: &[RowTerms],
     rows: Range<usize>,
     ks: &Range<usize>,
-    cap: usize,
+    beta: Beta,
+    cap: LaunchCap,
 ) -> Vec<Range<usize>> {
     let mut out = Vec::new();
-    let (mut start, mut terms) = (rows.start, 0);
+    let mut seen = vec![false; ks.len()];
+    let mut marked: Vec<usize> = Vec::new();
+    let (mut start, mut size) = (rows.start, 0);
     for i in rows.clone() {
-        let t = a_rows[i].iter().filter(|(p, _)| ks.contains(p)).count();
-        if terms > 0 && terms + t > cap {
+        let terms: Vec<usize> = a_rows[i]
+            .iter()
+            .filter(|(p, _)| ks.contains(p))
+            .map(|(p, _)| p - ks.start)
+            .collect();
+        let add = |seen: &[bool]| match cap {
+            LaunchCap::Terms(_) => terms.len(),
+            LaunchCap::Accesses(_) => {
+                let mut new: Vec<usize> = terms.iter().copied().filter(|&p| !seen[p]).collect();
+                new.sort_unstable();
+                new.dedup();
+                let c = match (beta, terms.is_empty()) {
+                    (Beta::One, true) => 0,
+                    (Beta::Zero, _) | (_, true) => 1,
+                    _ => 2,
+                };
+                new.len() + c
+            }
+        };
+        let limit = match cap {
+            LaunchCap::Terms(t) | LaunchCap::Accesses(t) => t,
+        };
+        let mut a = add(&seen);
+        if size > 0 && size + a > limit {
             out.push(start..i);
-            (start, terms) = (i, 0);
+            (start, size) = (i, 0);
+            for p in marked.drain(..) {
+                seen[p] = false;
+            }
+            a = add(&seen);
         }
-        terms += t;
+        size += a;
+        for p in terms {
+            if !seen[p] {
+                seen[p] = true;
+                marked.push(p);
+            }
+        }
     }
     if start < rows.end {
         out.push(start..rows.end);
@@ -133,7 +178,7 @@ fn row_groups(
 
 /// Splits the problem into launches whose bindings fit `max_bindings`: C's row blocks in groups, and for each
 /// group B's row blocks in groups (later K groups accumulate with β = 1); rows are further grouped so that no
-/// launch unrolls more than `terms_per_launch` non-zeros.
+/// launch spells out more than `cap` allows.
 pub fn plan_layouts(
     a_rows: &[RowTerms],
     beta: Beta,
@@ -141,7 +186,7 @@ pub fn plan_layouts(
     c_blocks: &[Range<usize>],
     (n, ldb, ldc): (usize, usize, usize),
     max_bindings: usize,
-    terms_per_launch: usize,
+    cap: LaunchCap,
 ) -> Result<Vec<Layout>, String> {
     if max_bindings < 2 {
         return Err(format!(
@@ -156,7 +201,7 @@ pub fn plan_layouts(
         for (g, bg) in b_blocks.chunks(b_group).enumerate() {
             let ks = bg[0].start..bg[bg.len() - 1].end;
             let beta = if g == 0 { beta } else { Beta::One };
-            for rows in row_groups(a_rows, rows.clone(), &ks, terms_per_launch) {
+            for rows in row_groups(a_rows, rows.clone(), &ks, beta, cap) {
                 if let Some(l) = Layout::new(a_rows, rows, ks.clone(), beta, bg, cg, (n, ldb, ldc))
                 {
                     out.push(l);
@@ -179,7 +224,16 @@ mod tests {
 
     #[test]
     fn one_launch_when_everything_fits() {
-        let l = plan_layouts(&rows(), Beta::Zero, &[0..6], &[0..3], (8, 8, 8), 8, 100).unwrap();
+        let l = plan_layouts(
+            &rows(),
+            Beta::Zero,
+            &[0..6],
+            &[0..3],
+            (8, 8, 8),
+            8,
+            LaunchCap::Terms(100),
+        )
+        .unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].bindings(), 2);
     }
@@ -188,7 +242,16 @@ mod tests {
     fn k_groups_accumulate_and_skip_idle_blocks() {
         // B in three blocks of two rows, at most 2 bindings: one C block + one B block per launch.
         let b = [0..2, 2..4, 4..6];
-        let l = plan_layouts(&rows(), Beta::Other(0.5), &b, &[0..3], (8, 8, 8), 2, 100).unwrap();
+        let l = plan_layouts(
+            &rows(),
+            Beta::Other(0.5),
+            &b,
+            &[0..3],
+            (8, 8, 8),
+            2,
+            LaunchCap::Terms(100),
+        )
+        .unwrap();
         assert_eq!(l.len(), 3);
         assert_eq!(l[0].beta, Beta::Other(0.5));
         assert_eq!((l[1].beta, l[2].beta), (Beta::One, Beta::One));
@@ -197,14 +260,79 @@ mod tests {
         assert!(!l[1].writes(&rows(), 0) && l[1].writes(&rows(), 2));
         // With β = 1 from the start, an all-empty slice is no launch at all.
         let empty: Vec<RowTerms> = vec![vec![(0, 1.0)], vec![]];
-        let l = plan_layouts(&empty, Beta::One, &[0..1, 1..2], &[0..2], (4, 4, 4), 2, 100).unwrap();
+        let l = plan_layouts(
+            &empty,
+            Beta::One,
+            &[0..1, 1..2],
+            &[0..2],
+            (4, 4, 4),
+            2,
+            LaunchCap::Terms(100),
+        )
+        .unwrap();
         assert_eq!(l.len(), 1);
+    }
+
+    #[test]
+    fn rows_group_under_the_access_cap() {
+        // Rows 0–3 read rows 0..4 of B, rows 4–7 read rows 4..8; each row reads two of them. β = 0: one store
+        // per row. Rows 0–3 cost 4 loads + 4 stores = 8 accesses, as do rows 4–7.
+        let a: Vec<RowTerms> = (0..8)
+            .map(|i| {
+                let base = i / 4 * 4;
+                vec![(base + i % 4, 1.0), (base + (i + 1) % 4, 2.0)]
+            })
+            .collect();
+        let groups = |cap: usize, beta: Beta| {
+            plan_layouts(
+                &a,
+                beta,
+                &[0..8],
+                &[0..8],
+                (8, 8, 8),
+                8,
+                LaunchCap::Accesses(cap),
+            )
+            .unwrap()
+            .iter()
+            .map(|l| l.rows.clone())
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(groups(16, Beta::Zero), vec![0..8]);
+        assert_eq!(groups(8, Beta::Zero), vec![0..4, 4..8]);
+        // β ≠ 0 reads C too: 4 loads + 8 = 12 per half.
+        assert_eq!(groups(12, Beta::Other(0.5)), vec![0..4, 4..8]);
+        // One short: row 3 reads no new row of B but its C still costs 2, so the groups shift.
+        assert_eq!(groups(11, Beta::Other(0.5)), vec![0..3, 3..6, 6..8]);
+        // The same operator under a term cap of 8 splits the same way (2 terms a row).
+        let by_terms = plan_layouts(
+            &a,
+            Beta::Zero,
+            &[0..8],
+            &[0..8],
+            (8, 8, 8),
+            8,
+            LaunchCap::Terms(8),
+        )
+        .unwrap();
+        assert_eq!(by_terms.len(), 2);
+        // A row alone past the cap is still a launch of its own.
+        assert_eq!(groups(1, Beta::Zero).len(), 8);
     }
 
     #[test]
     fn rows_group_under_the_term_cap() {
         // Rows of 2, 0, 1 terms with a cap of 2: rows 0..2, then row 2.
-        let l = plan_layouts(&rows(), Beta::Zero, &[0..6], &[0..3], (8, 8, 8), 8, 2).unwrap();
+        let l = plan_layouts(
+            &rows(),
+            Beta::Zero,
+            &[0..6],
+            &[0..3],
+            (8, 8, 8),
+            8,
+            LaunchCap::Terms(2),
+        )
+        .unwrap();
         assert_eq!(
             l.iter().map(|l| l.rows.clone()).collect::<Vec<_>>(),
             vec![0..2, 2..3]

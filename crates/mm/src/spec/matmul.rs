@@ -133,6 +133,13 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
     out
 }
 
+/// A screening run shorter than this is repeated [`SHORT_SCREEN_REPS`] times (median): one run of a sub-ms kernel
+/// on llvmpipe varied 2–5× and once kept bstream-v2 out of the finalists of quad-p3-m3, where it runs 5× faster
+/// than the cstream-v2 that was kept (docs/perf.md). Costs at most 50 ms per candidate.
+pub const SHORT_SCREEN_SECONDS: f64 = 0.01;
+/// Screening runs of a candidate whose first screening run was short.
+pub const SHORT_SCREEN_REPS: usize = 5;
+
 /// Screening ratio past which the dense candidate is not re-timed (see [`MatMul::tuned`]).
 pub const DENSE_RETIME: f64 = 2.0;
 
@@ -392,7 +399,10 @@ impl<T: Element> MatMul<T> {
             let plan = mm.plan(gpu, &b, &c)?;
             gpu.run(&plan.launches())?;
             let first = t.elapsed().as_secs_f64();
-            let screen = gpu.time(&plan.launches(), 0, 1)?.median();
+            let mut screen = gpu.time(&plan.launches(), 0, 1)?.median();
+            if screen < SHORT_SCREEN_SECONDS {
+                screen = gpu.time(&plan.launches(), 0, SHORT_SCREEN_REPS)?.median();
+            }
             drop(plan);
             let compile = (first - screen).max(0.0);
             if unrolled.is_some() {

@@ -17,8 +17,8 @@ mod emit;
 mod families;
 
 pub use bench::{MatrixBench, SuiteSummary, bench_operator, tolerance};
-pub use generate::{MAX_TERMS, Skip, generate, terms_per_launch};
-pub use layout::{Layout, RowTerms, plan_layouts};
+pub use generate::{CPU_BSTREAM_ACCESSES, MAX_TERMS, Skip, generate, launch_cap, terms_per_launch};
+pub use layout::{LaunchCap, Layout, RowTerms, plan_layouts};
 pub use matmul::{
     Candidate, Choice, DEFAULT_TUNE_BUDGET, DenseSource, MatMul, MatMulPlan, TuneOptions,
     TuneReport, default_variants,

@@ -7,8 +7,8 @@ use std::time::Instant;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
 
 use super::families::{PARAMS_WORDS, rolled_table};
-use super::generate::{MAX_TERMS, generate, terms_per_launch};
-use super::layout::{Layout, RowTerms, plan_layouts};
+use super::generate::{MAX_TERMS, generate, launch_cap};
+use super::layout::{LaunchCap, Layout, RowTerms, plan_layouts};
 use super::operator::Operator;
 use super::variant::{Beta, Variant, WG_X};
 use crate::dense::Element;
@@ -147,9 +147,9 @@ impl SpecKernel {
         let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
         // The rolled kernel binds one block of B and one of C (plus its table) and is not unrolled.
         let (bindings, cap) = if unrolled {
-            (max, terms_per_launch(gpu))
+            (max, launch_cap(gpu, variant.family))
         } else if max >= 4 {
-            (2, usize::MAX)
+            (2, LaunchCap::Terms(usize::MAX))
         } else {
             return Err(MmError::NotApplicable {
                 variant: variant.name(),

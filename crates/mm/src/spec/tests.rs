@@ -32,7 +32,7 @@ fn validate_all(op: &Operator, n: usize, ldb: usize, ldc: usize, blocks: bool) -
             // B and C split into blocks of 5 and 3 rows, at most 6 bindings per launch.
             let b: Vec<_> = (0..op.k).step_by(5).map(|s| s..(s + 5).min(op.k)).collect();
             let c: Vec<_> = (0..op.m).step_by(3).map(|s| s..(s + 3).min(op.m)).collect();
-            plan_layouts(&rows, beta, &b, &c, (n, ldb, ldc), 6, 40).unwrap()
+            plan_layouts(&rows, beta, &b, &c, (n, ldb, ldc), 6, LaunchCap::Terms(40)).unwrap()
         } else {
             Layout::single(&rows, op.k, beta, n, ldb, ldc)
                 .into_iter()
