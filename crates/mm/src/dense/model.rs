@@ -15,7 +15,7 @@ use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
 /// Bumped whenever the micro-benchmarks change, so stale caches are re-measured.
-const MACHINE_VERSION: u32 = 7;
+pub(crate) const MACHINE_VERSION: u32 = 7;
 
 /// The measured inputs of the model for one adapter and precision.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -3,7 +3,9 @@
 
 use bespoke_gpu::{Gpu, ProbeOptions};
 
-use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport, model_dense};
+use super::compile_cost::CompileLaws;
+use super::dense_budget::model_dense_within;
+use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport};
 use super::operator::Operator;
 use super::run::Panel;
 use crate::dense::Element;
@@ -125,7 +127,18 @@ pub fn bench_operator<T: Element>(
             let params = match opts.dense {
                 DenseSource::Off => None,
                 DenseSource::Fixed(p) => Some(p),
-                DenseSource::Model => Some(model_dense(gpu, op, panel, T::DTYPE, beta)?),
+                // The tiling the tuner would take: the model's, within the budget's dense share.
+                DenseSource::Model => Some(
+                    model_dense_within::<T>(
+                        gpu,
+                        op,
+                        panel,
+                        beta,
+                        &mut CompileLaws::load(gpu, opts),
+                        opts.budget_seconds,
+                    )?
+                    .0,
+                ),
             };
             match params {
                 Some(p) => {

@@ -133,6 +133,16 @@ impl CompileLaws {
         laws
     }
 
+    /// No law known, none remembered on disk (a test's clean slate).
+    #[cfg(test)]
+    pub fn empty(gpu: &Gpu) -> Self {
+        Self {
+            adapter: gpu.adapter_key(),
+            disk: None,
+            known: Vec::new(),
+        }
+    }
+
     fn set(&mut self, family: &str, law: Law) {
         if !(law.a.is_finite() && law.a >= 0.0 && law.p.is_finite()) {
             return;

@@ -7,6 +7,7 @@ use std::time::Instant;
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
 use super::compile_cost::{CompileLaws, PROBE_ACCESSES, family_key, probe};
+use super::dense_budget::{dense_family, model_dense_within};
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_cache::{self, Decision};
@@ -302,9 +303,15 @@ impl<T: Element> MatMul<T> {
             .clone()
             .unwrap_or_else(|| default_variants(gpu, op, T::DTYPE, panel));
         let mut choices: Vec<Choice> = variants.into_iter().map(Choice::Spec).collect();
+        // What each unrolled candidate, and the dense kernel, will cost to compile: a law per family on this
+        // adapter (probed when not known yet; compile_cost.rs, dense_budget.rs).
+        let mut laws = CompileLaws::load(gpu, opts);
         match opts.dense {
             DenseSource::Model => {
-                choices.push(Choice::Dense(model_dense(gpu, op, panel, T::DTYPE, beta)?));
+                let (p, set_aside) =
+                    model_dense_within::<T>(gpu, op, panel, beta, &mut laws, opts.budget_seconds)?;
+                choices.push(Choice::Dense(p));
+                skipped.extend(set_aside);
             }
             DenseSource::Fixed(p) => choices.push(Choice::Dense(p)),
             DenseSource::Off => {}
@@ -327,10 +334,9 @@ impl<T: Element> MatMul<T> {
             }
         }
         built.sort_by_key(|(mm, bytes)| (!mm.choice.is_dense(), *bytes));
-        // What each unrolled candidate will cost to compile, from the family's law on this adapter (probed on
-        // the operator's first rows when not known yet; compile_cost.rs). Rolled kernels do not count: their
-        // source does not depend on A, so they compile once and then cost nothing.
-        let mut laws = CompileLaws::load(gpu, opts);
+        // Unrolled candidates are predicted from their family's law (probed on the operator's first rows when not
+        // known yet). Rolled kernels do not count: their source does not depend on A, so they compile once and
+        // then cost nothing; the dense kernel's tiling was chosen within its share above.
         let mut first_unrolled = true;
         for (mm, _bytes) in built {
             let choice = mm.choice;
@@ -408,6 +414,14 @@ impl<T: Element> MatMul<T> {
             if unrolled.is_some() {
                 first_unrolled = false;
                 laws.record_compile(&family, &accesses, compile);
+            }
+            if let Choice::Dense(p) = choice {
+                let reads_c = beta != 0.0;
+                laws.record_compile(
+                    &dense_family(T::DTYPE, p.vec),
+                    &[p.spelled_accesses(reads_c)],
+                    compile,
+                );
             }
             let cand = Candidate {
                 name: choice.name(),

@@ -4,6 +4,7 @@
 
 pub mod bench;
 mod compile_cost;
+mod dense_budget;
 pub mod generate;
 pub mod layout;
 pub mod matmul;
