@@ -143,9 +143,10 @@ pub(crate) fn within_share(
         .copied()
 }
 
-/// The law of `vec`-wide dense kernels, from compiling two tilings of `ranked` (best first; one K pass only) with
-/// the fewest loads and stores past each probe size, on a one-workgroup shape. With the operator's own β, so a
-/// probe tiling the budget then settles on is already compiled. `None` when the space has no two such tilings far
+/// The law of `vec`-wide dense kernels, from compiling two tilings of `ranked` (best first; one K pass only), for
+/// each probe size the best-ranked of those with at most 1.25× the fewest loads and stores past it, on a
+/// one-workgroup shape. With the operator's own β, so a probe tiling the budget then settles on is already
+/// compiled. `None` when the space has no two such tilings far
 /// enough apart.
 fn probe_dense<T: Element>(
     gpu: &Gpu,
@@ -156,10 +157,17 @@ fn probe_dense<T: Element>(
     let reads_c = beta != 0.0;
     let mut points = Vec::new();
     for target in PROBE_ACCESSES {
-        let Some(p) = ranked
+        let past: Vec<&DenseParams> = ranked
             .iter()
             .filter(|p| p.vec == vec && p.split_k == 1 && p.spelled_accesses(reads_c) >= target)
-            .min_by_key(|p| p.spelled_accesses(reads_c))
+            .collect();
+        let Some(fewest) = past.iter().map(|p| p.spelled_accesses(reads_c)).min() else {
+            return Ok(None);
+        };
+        // The best-ranked of those about as short as the shortest: the tiling the budget most likely settles on.
+        let Some(p) = past
+            .into_iter()
+            .find(|p| 4 * p.spelled_accesses(reads_c) <= 5 * fewest)
         else {
             return Ok(None);
         };
