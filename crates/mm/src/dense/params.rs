@@ -87,6 +87,16 @@ impl DenseParams {
         let reads = usize::from(reads_c && self.split_k == 1);
         a + nv + c * (1 + reads)
     }
+    /// [`spelled_accesses`](Self::spelled_accesses) of each distinct kernel a GEMM with this tiling compiles: the
+    /// one with β's epilogue, and where K is bound in several blocks (`k_blocked`: B past the binding limit) the
+    /// β = 1 kernel the blocks after the first accumulate with (the same kernel when β is 1 or K is split).
+    pub fn compiled_accesses(&self, beta: f64, k_blocked: bool) -> Vec<usize> {
+        let mut v = vec![self.spelled_accesses(beta != 0.0)];
+        if k_blocked && self.split_k == 1 && beta != 1.0 {
+            v.push(self.spelled_accesses(true));
+        }
+        v
+    }
     /// A short name, e.g. `t4x4v4-w16x16-k8-s1`.
     pub fn key(&self) -> String {
         format!(
@@ -221,6 +231,11 @@ mod tests {
         // Scalar A loads below 4 rows, scalar B loads at vec 1.
         let q = DenseParams::parse("t2x4v1-w16x16-k8-s1").unwrap();
         assert_eq!(q.spelled_accesses(true), 2 + 4 + 2 * 8);
+        // K in blocks: β = 0 compiles its own kernel and the β = 1 one the later blocks accumulate with.
+        assert_eq!(p.compiled_accesses(0.0, true), vec![140, 268]);
+        assert_eq!(p.compiled_accesses(1.0, true), vec![268]);
+        assert_eq!(p.compiled_accesses(0.0, false), vec![140]);
+        assert_eq!(s.compiled_accesses(0.5, true), vec![140]);
     }
 
     #[test]

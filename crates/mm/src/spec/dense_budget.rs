@@ -85,8 +85,9 @@ pub(crate) fn dense_within<T: Element>(
     let Some(budget) = budget else {
         return Ok((pick, None));
     };
-    let accesses = pick.spelled_accesses(reads_c);
-    if accesses <= PROBE_ACCESSES[1] {
+    let k_blocked = k_blocked::<T>(gpu, &shape)?;
+    let accesses = pick.compiled_accesses(beta, k_blocked);
+    if accesses.iter().all(|&a| a <= PROBE_ACCESSES[1]) {
         return Ok((pick, None));
     }
     let family = dense_family(T::DTYPE, pick.vec);
@@ -105,17 +106,33 @@ pub(crate) fn dense_within<T: Element>(
         return Ok((pick, None));
     };
     let share = DENSE_BUDGET_SHARE * budget;
-    let chosen = within_share(&ranked, reads_c, &law, share).unwrap_or(pick);
+    let chosen = within_share(
+        &ranked,
+        |p| p.compiled_accesses(beta, k_blocked),
+        &law,
+        share,
+    )
+    .unwrap_or(pick);
     if chosen == pick {
         return Ok((pick, None));
     }
-    let predicted = law.predict(&[accesses]);
+    let predicted = law.predict(&accesses);
+    let kernels = match accesses.as_slice() {
+        [one] => format!("{one} loads and stores"),
+        more => format!(
+            "kernels of {} loads and stores (K in blocks: the later ones accumulate with β = 1)",
+            more.iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    };
     let note = Candidate {
         name: format!("dense:{}", pick.key()),
         seconds: None,
         compile_seconds: None,
         status: format!(
-            "skipped: its compile would take about {predicted:.1} s ({accesses} loads and stores; the dense law on \
+            "skipped: its compile would take about {predicted:.1} s ({kernels}; the dense law on \
              this adapter: {:.3e}·accesses^{:.2} s), past {:.0} % of the {budget} s tuning budget; the model's best \
              within it, dense:{}, stands in",
             law.a,
@@ -129,18 +146,29 @@ pub(crate) fn dense_within<T: Element>(
 
 /// The first of `ranked` (best first) whose compile `law` predicts within `share` seconds, or, when none is, the
 /// one with the fewest loads and stores (the cheapest to compile; the earliest of those); `None` for an empty list.
+/// `accesses`: those of each distinct kernel a tiling compiles ([`DenseParams::compiled_accesses`]).
 pub(crate) fn within_share(
     ranked: &[DenseParams],
-    reads_c: bool,
+    accesses: impl Fn(&DenseParams) -> Vec<usize>,
     law: &Law,
     share: f64,
 ) -> Option<DenseParams> {
-    let cost = |p: &DenseParams| law.predict(&[p.spelled_accesses(reads_c)]);
+    let cost = |p: &DenseParams| law.predict(&accesses(p));
     ranked
         .iter()
         .find(|p| cost(p) <= share)
-        .or_else(|| ranked.iter().min_by_key(|p| p.spelled_accesses(reads_c)))
+        .or_else(|| {
+            ranked
+                .iter()
+                .min_by_key(|p| accesses(p).iter().sum::<usize>())
+        })
         .copied()
+}
+
+/// Whether the product binds B in several K blocks (past the binding limit), so that the blocks after the first
+/// accumulate with a β = 1 kernel of their own.
+pub(crate) fn k_blocked<T: Element>(gpu: &Gpu, shape: &GemmShape) -> Result<bool> {
+    Ok(gpu.row_blocks::<T>(shape.k, &[shape.ldb], &[1])?.len() > 1)
 }
 
 /// The law of `vec`-wide dense kernels, from compiling two tilings of `ranked` (best first; one K pass only), for
@@ -203,16 +231,20 @@ mod tests {
         let mid = p("t8x32v4-w4x32-k4-s1"); // 138: ~8.3 s
         let small = p("t4x32v4-w8x32-k4-s1"); // 73: ~2.3 s
         let ranked = [big, mid, small];
+        let one = |reads_c: bool| move |p: &DenseParams| vec![p.spelled_accesses(reads_c)];
         assert!((law.predict(&[268]) - 29.5).abs() < 4.0, "{law:?}");
         // Within 10 s (a third of 30 s): the next best.
-        assert_eq!(within_share(&ranked, true, &law, 10.0), Some(mid));
+        assert_eq!(within_share(&ranked, one(true), &law, 10.0), Some(mid));
         // β = 0 halves the epilogue: the pick (140 accesses) fits.
-        assert_eq!(within_share(&ranked, false, &law, 10.0), Some(big));
+        assert_eq!(within_share(&ranked, one(false), &law, 10.0), Some(big));
         // Nothing fits: the cheapest to compile.
-        assert_eq!(within_share(&ranked, true, &law, 0.0), Some(small));
+        assert_eq!(within_share(&ranked, one(true), &law, 0.0), Some(small));
         // Everything fits: the model's pick.
-        assert_eq!(within_share(&ranked, true, &law, 1e9), Some(big));
-        assert_eq!(within_share(&[], true, &law, 1e9), None);
+        assert_eq!(within_share(&ranked, one(true), &law, 1e9), Some(big));
+        assert_eq!(within_share(&[], one(true), &law, 1e9), None);
+        // K in blocks at β = 0: the β = 1 kernel of the later blocks counts too (140 + 268 accesses).
+        let blocked = |p: &DenseParams| p.compiled_accesses(0.0, true);
+        assert_eq!(within_share(&ranked, blocked, &law, 10.0), Some(small));
     }
 
     /// A CPU-adapter-like model: FMA rate flat in accumulators up to the end of the curve and workgroup memory

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
 use super::compile_cost::{CompileLaws, PROBE_ACCESSES, family_key, probe};
-use super::dense_budget::{dense_family, model_dense_within};
+use super::dense_budget::{dense_family, k_blocked, model_dense_within};
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_cache::{self, Decision};
@@ -416,10 +416,10 @@ impl<T: Element> MatMul<T> {
                 laws.record_compile(&family, &accesses, compile);
             }
             if let Choice::Dense(p) = choice {
-                let reads_c = beta != 0.0;
+                let blocked = k_blocked::<T>(gpu, &dense_shape(op, panel))?;
                 laws.record_compile(
                     &dense_family(T::DTYPE, p.vec),
-                    &[p.spelled_accesses(reads_c)],
+                    &p.compiled_accesses(beta, blocked),
                     compile,
                 );
             }
