@@ -11,8 +11,9 @@
 //! fixed prelude), with `p` measured by compiling the family on the first rows of the operator at two sizes
 //! (the fewest leading rows that spell out 64 and 128 loads and stores, against CPU launches of up to 256
 //! terms: probes of 24 and 48 terms fitted p = 1.1 for cstream-v2 on Mesa 25.0.7, where fixed costs still
-//! dominate, and under-predicted a 256-term launch 5×) and `a` raised whenever a real compile costs more than the law said. A candidate's predicted compile is
-//! the sum over its launches (each launch is its own pipeline, compiled on its first dispatch).
+//! dominate, and under-predicted a 256-term launch 5×), then refitted to the probes and every real compile of the
+//! family as their tightest upper envelope ([`envelope`]). A candidate's predicted compile is the sum over its
+//! launches (each launch is its own pipeline, compiled on its first dispatch).
 
 use std::time::Instant;
 
@@ -93,11 +94,64 @@ pub(crate) fn family_key(v: Variant) -> String {
 pub(crate) struct CompileLaws {
     adapter: String,
     disk: Option<bespoke_gpu::DiskCache>,
-    known: Vec<(String, Law)>,
+    known: Vec<(String, Entry)>,
 }
 
-/// (adapter, family, law) for this process.
-static LAWS: std::sync::Mutex<Vec<(String, String, Law)>> = std::sync::Mutex::new(Vec::new());
+/// One measured compile: the loads and stores of each launch, and the seconds all of them took.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Point {
+    pub launches: Vec<usize>,
+    pub seconds: f64,
+}
+
+/// Compiles kept per family to refit its law (the oldest real one goes first past this).
+const MAX_POINTS: usize = 32;
+
+/// A family's law and the compiles it was fitted to (its probes, then real compiles).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Entry {
+    law: Law,
+    points: Vec<Point>,
+}
+
+/// (adapter, family, entry) for this process.
+static LAWS: std::sync::Mutex<Vec<(String, String, Entry)>> = std::sync::Mutex::new(Vec::new());
+
+/// The law that predicts every one of `points` at least at its measured time (an upper envelope, as the budget
+/// needs) and, among those, is closest to them in log terms: `p` on a grid over the allowed range, `a` the least
+/// that covers every point at that `p`. Compiles below [`MIN_FIT_SECONDS`] bound `a` but do not steer `p`. `None`
+/// when fewer than two points of at least that time differ in size by 1.25× (no exponent to fit).
+pub(crate) fn envelope(points: &[Point]) -> Option<Law> {
+    let size = |q: &Point| q.launches.iter().copied().max().unwrap_or(0) as f64;
+    let timed: Vec<&Point> = points
+        .iter()
+        .filter(|q| q.seconds >= MIN_FIT_SECONDS && q.seconds.is_finite() && size(q) > 0.0)
+        .collect();
+    let lo = timed.iter().map(|q| size(q)).fold(f64::INFINITY, f64::min);
+    let hi = timed.iter().map(|q| size(q)).fold(0.0, f64::max);
+    if timed.len() < 2 || hi < 1.25 * lo {
+        return None;
+    }
+    let unit = |q: &Point, p: f64| -> f64 { q.launches.iter().map(|&b| (b as f64).powf(p)).sum() };
+    let (e0, e1) = EXPONENT_RANGE;
+    let steps = ((e1 - e0) * 100.0).round() as usize;
+    (0..=steps)
+        .map(|i| {
+            let p = e0 + i as f64 / 100.0;
+            let a = points
+                .iter()
+                .filter(|q| q.seconds.is_finite() && unit(q, p) > 0.0)
+                .map(|q| q.seconds.max(0.0) / unit(q, p))
+                .fold(0.0, f64::max);
+            let err: f64 = timed
+                .iter()
+                .map(|q| ((a * unit(q, p)).ln() - q.seconds.ln()).powi(2))
+                .sum();
+            (Law { a, p }, err)
+        })
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+        .map(|(l, _)| l)
+}
 
 impl CompileLaws {
     pub fn load(gpu: &Gpu, opts: &TuneOptions) -> Self {
@@ -107,17 +161,17 @@ impl CompileLaws {
             .clone()
             .or_else(Gpu::cache_dir)
             .filter(|_| opts.use_cache)
-            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-law", 1));
+            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-law", 2));
         let stored = disk
             .as_ref()
-            .and_then(|d| d.get_json::<Vec<(String, Law)>>(&adapter))
+            .and_then(|d| d.get_json::<Vec<(String, Entry)>>(&adapter))
             .unwrap_or_default();
-        let here: Vec<(String, Law)> = LAWS
+        let here: Vec<(String, Entry)> = LAWS
             .lock()
             .map(|v| {
                 v.iter()
                     .filter(|(a, _, _)| *a == adapter)
-                    .map(|(_, f, l)| (f.clone(), *l))
+                    .map(|(_, f, e)| (f.clone(), e.clone()))
                     .collect()
             })
             .unwrap_or_default();
@@ -127,8 +181,8 @@ impl CompileLaws {
             known: Vec::new(),
         };
         // The process's laws are at least as recent as the disk's.
-        for (f, l) in stored.into_iter().chain(here) {
-            laws.set(&f, l);
+        for (f, e) in stored.into_iter().chain(here) {
+            laws.set(&f, e);
         }
         laws
     }
@@ -143,34 +197,80 @@ impl CompileLaws {
         }
     }
 
-    fn set(&mut self, family: &str, law: Law) {
+    fn set(&mut self, family: &str, entry: Entry) {
+        let law = entry.law;
         if !(law.a.is_finite() && law.a >= 0.0 && law.p.is_finite()) {
             return;
         }
         match self.known.iter_mut().find(|e| e.0 == family) {
-            Some(e) => e.1 = law,
-            None => self.known.push((family.to_owned(), law)),
+            Some(e) => e.1 = entry,
+            None => self.known.push((family.to_owned(), entry)),
         }
     }
 
     pub fn get(&self, family: &str) -> Option<Law> {
-        self.known.iter().find(|(f, _)| f == family).map(|e| e.1)
+        self.known
+            .iter()
+            .find(|(f, _)| f == family)
+            .map(|e| e.1.law)
     }
 
-    /// A probe's law for `family`.
+    /// A law for `family` given as is (no compiles behind it).
+    #[cfg(test)]
     pub fn record_probe(&mut self, family: &str, law: Law) {
-        self.set(family, law);
+        self.set(
+            family,
+            Entry {
+                law,
+                points: Vec::new(),
+            },
+        );
         self.save();
     }
 
-    /// A real compile of `family`'s launches: its law, if it has one, is raised to cover it. One compile alone
-    /// makes no law (it would have to assume an exponent, and under-predict larger kernels).
+    /// Two probe compiles of `family` (one launch each: accesses, seconds): their law, kept with them.
+    pub fn record_probes(&mut self, family: &str, probes: [(usize, f64); 2]) -> Option<Law> {
+        let law = Law::fit(probes[0], probes[1])?;
+        let points = probes
+            .iter()
+            .map(|&(b, t)| Point {
+                launches: vec![b],
+                seconds: t,
+            })
+            .collect();
+        self.set(family, Entry { law, points });
+        self.save();
+        Some(law)
+    }
+
+    /// A real compile of `family`'s launches. Where the family has a law, the law is refitted to its probes and
+    /// real compiles together ([`envelope`]: never below any of them), so one noisy probe's exponent gives way
+    /// to what the family's real kernels cost; one compile alone makes no law (it would have to assume an
+    /// exponent, and under-predict larger kernels).
     pub fn record_compile(&mut self, family: &str, launch_accesses: &[usize], seconds: f64) {
-        let Some(mut law) = self.get(family) else {
+        let Some(entry) = self
+            .known
+            .iter_mut()
+            .find(|e| e.0 == family)
+            .map(|e| &mut e.1)
+        else {
             return;
         };
-        law.cover(launch_accesses, seconds);
-        self.set(family, law);
+        if !seconds.is_finite() || launch_accesses.is_empty() {
+            return;
+        }
+        entry.points.push(Point {
+            launches: launch_accesses.to_vec(),
+            seconds,
+        });
+        if entry.points.len() > MAX_POINTS {
+            // The probes (first two) stay; the oldest real compile goes.
+            entry.points.remove(2.min(entry.points.len() - 1));
+        }
+        match envelope(&entry.points) {
+            Some(law) => entry.law = law,
+            None => entry.law.cover(launch_accesses, seconds),
+        }
         self.save();
     }
 
@@ -180,7 +280,7 @@ impl CompileLaws {
             v.extend(
                 self.known
                     .iter()
-                    .map(|(f, l)| (self.adapter.clone(), f.clone(), *l)),
+                    .map(|(f, e)| (self.adapter.clone(), f.clone(), e.clone())),
             );
         }
         if let Some(d) = &self.disk {
@@ -250,14 +350,14 @@ fn probe_kernel<T: Element>(
     Ok(best.filter(|k| k.launch_accesses().len() == 1))
 }
 
-/// Compiles `variant` on the leading rows of `op` at the two probe sizes (one workgroup's panel) and fits the
-/// law; `None` where a probe cannot be built (see [`probe_kernel`]) or the two came out too close in size.
+/// Compiles `variant` on the leading rows of `op` at the two probe sizes (one workgroup's panel): (accesses,
+/// seconds) of each, for [`CompileLaws::record_probes`]; `None` where a probe cannot be built (see [`probe_kernel`]) or the two came out too close in size.
 pub(crate) fn probe<T: Element>(
     gpu: &Gpu,
     op: &Operator,
     variant: Variant,
     beta: f64,
-) -> Result<Option<Law>> {
+) -> Result<Option<[(usize, f64); 2]>> {
     let panel = Panel::packed(64 * variant.vec as usize);
     let mut points = Vec::new();
     for target in PROBE_ACCESSES {
@@ -274,7 +374,7 @@ pub(crate) fn probe<T: Element>(
         let warm = gpu.time(&refs, 0, 1)?.median();
         points.push((kernel.launch_accesses()[0], (first - warm).max(0.0)));
     }
-    Ok(Law::fit(points[0], points[1]))
+    Ok(Some([points[0], points[1]]))
 }
 
 #[cfg(test)]
@@ -310,6 +410,68 @@ mod tests {
         assert!(Law::fit((2000, 0.1), (2000, 0.2)).is_none());
         assert!(Law::fit((2000, 0.1), (2400, 0.2)).is_none());
         assert!(Law::fit((0, 0.1), (2000, 0.2)).is_none());
+    }
+
+    fn pt(b: usize, t: f64) -> Point {
+        Point {
+            launches: vec![b],
+            seconds: t,
+        }
+    }
+
+    #[test]
+    fn the_envelope_of_two_points_is_the_fit_through_them() {
+        let t = |b: f64| 2e-7 * b * b;
+        let l = envelope(&[pt(1000, t(1000.0)), pt(2000, t(2000.0))]).unwrap();
+        assert!((l.p - 2.0).abs() < 0.006, "{l:?}");
+        assert!((l.predict(&[4000]) / t(4000.0) - 1.0).abs() < 0.02, "{l:?}");
+        // Too close, or too short, to fit an exponent.
+        assert!(envelope(&[pt(1000, 0.5), pt(1100, 0.7)]).is_none());
+        assert!(envelope(&[pt(1000, 0.001), pt(2000, 0.004)]).is_none());
+    }
+
+    #[test]
+    fn real_compiles_correct_a_noisy_probe_exponent_and_stay_covered() {
+        // Probes at 64 and 128 accesses whose smaller one came out fast: p = 2.42 (Mesa 25.0.7's bstream-v2 law
+        // of one run), against real compiles that grow as b^1.7.
+        let probes = [(64, 0.2), (128, 1.07)];
+        let probe_law = Law::fit(probes[0], probes[1]).unwrap();
+        assert!(probe_law.p > 2.3, "{probe_law:?}");
+        let real = |b: f64| 1.07 * (b / 128.0).powf(1.7);
+        let mut laws = CompileLaws {
+            adapter: "test-envelope".into(),
+            disk: None,
+            known: Vec::new(),
+        };
+        // No law yet: a real compile is ignored, not fitted alone.
+        laws.record_compile("f", &[300], real(300.0));
+        assert!(laws.get("f").is_none());
+        assert_eq!(laws.record_probes("f", probes), Some(probe_law));
+        for b in [300, 400, 520] {
+            laws.record_compile("f", &[b], real(b as f64));
+        }
+        let l = laws.get("f").unwrap();
+        assert!(l.p < probe_law.p - 0.3, "{l:?}");
+        // Never below a measured compile (the budget needs an upper bound)…
+        for (b, t) in [
+            (64, 0.2),
+            (128, 1.07),
+            (300, real(300.0)),
+            (400, real(400.0)),
+            (520, real(520.0)),
+        ] {
+            assert!(
+                l.predict(&[b]) >= t * (1.0 - 1e-9),
+                "{b}: {} < {t}",
+                l.predict(&[b])
+            );
+        }
+        // …and far closer to the real compiles than the probes' law was at 520 accesses.
+        let (now, before) = (l.predict(&[520]), probe_law.predict(&[520]));
+        assert!(
+            now / real(520.0) < 1.3 && before / real(520.0) > 1.8,
+            "{now} {before}"
+        );
     }
 
     #[test]

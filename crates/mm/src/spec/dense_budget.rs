@@ -93,13 +93,8 @@ pub(crate) fn dense_within<T: Element>(
     let family = dense_family(T::DTYPE, pick.vec);
     let law = match laws.get(&family) {
         Some(l) => Some(l),
-        None => {
-            let l = probe_dense::<T>(gpu, &ranked, pick.vec, beta)?;
-            if let Some(l) = l {
-                laws.record_probe(&family, l);
-            }
-            l
-        }
+        None => probe_dense::<T>(gpu, &ranked, pick.vec, beta)?
+            .and_then(|probes| laws.record_probes(&family, probes)),
     };
     // No law (the space had no two tilings far enough apart to fit one): the model's pick, unbounded.
     let Some(law) = law else {
@@ -175,13 +170,13 @@ pub(crate) fn k_blocked<T: Element>(gpu: &Gpu, shape: &GemmShape) -> Result<bool
 /// each probe size the best-ranked of those with at most 1.25× the fewest loads and stores past it, on a
 /// one-workgroup shape. With the operator's own β, so a probe tiling the budget then settles on is already
 /// compiled. `None` when the space has no two such tilings far
-/// enough apart.
+/// enough apart; else (accesses, seconds) of each, for `CompileLaws::record_probes`.
 fn probe_dense<T: Element>(
     gpu: &Gpu,
     ranked: &[DenseParams],
     vec: u32,
     beta: f64,
-) -> Result<Option<Law>> {
+) -> Result<Option<[(usize, f64); 2]>> {
     let reads_c = beta != 0.0;
     let mut points = Vec::new();
     for target in PROBE_ACCESSES {
@@ -211,7 +206,7 @@ fn probe_dense<T: Element>(
         let warm = gpu.time(&plan.launches(), 0, 1)?.median();
         points.push((p.spelled_accesses(reads_c), (first - warm).max(0.0)));
     }
-    Ok(Law::fit(points[0], points[1]))
+    Ok(Some([points[0], points[1]]))
 }
 
 #[cfg(test)]

@@ -359,10 +359,9 @@ impl<T: Element> MatMul<T> {
                 if law.is_none()
                     && !small
                     && t0.elapsed().as_secs_f64() < budget
-                    && let Some(l) = probe::<T>(gpu, op, v, beta)?
+                    && let Some(probes) = probe::<T>(gpu, op, v, beta)?
                 {
-                    laws.record_probe(&family, l);
-                    law = Some(l);
+                    law = laws.record_probes(&family, probes);
                 }
                 let spent = t0.elapsed().as_secs_f64();
                 let predicted = law.map(|l| l.predict(&accesses));
