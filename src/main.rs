@@ -135,11 +135,10 @@ fn bench(quick: bool, json_path: Option<PathBuf>, only: &[String]) -> Result<(),
     check_sections(only)?;
     let gpu = open_gpu()?;
     let (rows, report) = run_all(&gpu, quick, only)?;
+    let info = gpu.info();
     println!(
-        "adapter: {} ({}), copy bandwidth {:.2} GB/s",
-        gpu.adapter_name(),
-        gpu.info().backend,
-        report["copy_gbps"]
+        "adapter: {} ({}, {}), copy bandwidth {:.2} GB/s",
+        info.name, info.backend, info.driver_info, report["copy_gbps"]
     );
     print!("{}", format_table(&rows));
     if let (Some(mut file), Some(path)) = (json_file, json_path) {

@@ -103,10 +103,10 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
     dtype.require(gpu, "mm bench")?;
     let probe = gpu.copy_bandwidth(&bespoke::bench::probe_options(false))?;
     let copy = probe.gbps;
+    let info = gpu.info();
     println!(
-        "adapter: {}, copy bandwidth {copy:.2} GB/s, {dtype}, N = {}",
-        gpu.adapter_name(),
-        a.n
+        "adapter: {} ({}, {}), copy bandwidth {copy:.2} GB/s, {dtype}, N = {}",
+        info.name, info.backend, info.driver_info, a.n
     );
     let bar = progress_bar(ops.len() as u64);
     let mut rows = Vec::new();

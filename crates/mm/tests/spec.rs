@@ -561,7 +561,7 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
     assert!(
         skipped
             .iter()
-            .all(|c| c.status.contains("accesses^") && c.status.contains("would take about")),
+            .all(|c| c.status.contains("size^") && c.status.contains("would take about")),
         "{c:?}"
     );
     assert!(check_matmul(gpu, &mut r, &long2, &mm) <= 1e-5);

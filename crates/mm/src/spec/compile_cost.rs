@@ -5,15 +5,19 @@
 //! rows (hex p3 m3) in 0.11, 0.25, 0.82 and 3.5 s; Mesa 25.0.7 compiles the same four in 0.9, 3.4, 12.5 and
 //! ~50 s, and its cstream-v2 launch of 20 rows in 2.7 s (docs/perf.md). One cost per byte, measured on one kernel,
 //! therefore misjudges the next one by the ratio of their sizes. The tuner instead keeps a law per family, vector
-//! width and folding, `seconds = a · accesses^p` for one launch (accesses: the loads and stores of B and C its
-//! source spells out — what the compile grows with on lavapipe, where each is a loop over SIMD lanes; not the
-//! terms, which overstate bstream's, each row of B loaded once for all its terms, nor bytes, which count the
-//! fixed prelude), with `p` measured by compiling the family on the first rows of the operator at two sizes
-//! (the fewest leading rows that spell out 64 and 128 loads and stores, against CPU launches of up to 256
-//! terms: probes of 24 and 48 terms fitted p = 1.1 for cstream-v2 on Mesa 25.0.7, where fixed costs still
-//! dominate, and under-predicted a 256-term launch 5×), then refitted to the probes and every real compile of the
-//! family as their tightest upper envelope ([`envelope`]). A candidate's predicted compile is the sum over its
-//! launches (each launch is its own pipeline, compiled on its first dispatch).
+//! width and folding, `seconds = a · size^p` for one launch (size: the loads and stores of B and C its source
+//! spells out — what the compile grows with on lavapipe, where each is a loop over SIMD lanes — plus its terms
+//! over [`TERMS_PER_ACCESS`]; not the terms alone, which overstate bstream's, each row of B loaded once for all
+//! its terms, nor bytes, which count the fixed prelude), with `p` measured by compiling the family on the first
+//! rows of the operator at two sizes (the fewest leading rows that spell out 64 and 128 loads and stores, against
+//! CPU launches of up to 256 terms: probes of 24 and 48 terms fitted p = 1.1 for cstream-v2 on Mesa 25.0.7, where
+//! fixed costs still dominate, and under-predicted a 256-term launch 5×), then refitted to the probes and every
+//! real compile of the family as their tightest upper envelope ([`envelope`]). A candidate's predicted compile is
+//! the sum over its launches (each launch is its own pipeline, compiled on its first dispatch).
+//!
+//! An envelope bounds the compiles it has seen, not the next one: past the largest launch seen the law grows at
+//! [`BEYOND_EXPONENT`], and the tuner holds a prediction times the family's margin against the budget (at least
+//! [`MIN_MARGIN`], else the largest ratio of a recent real compile to what was predicted for it).
 
 use std::time::Instant;
 
@@ -27,9 +31,45 @@ use crate::dense::Element;
 use crate::dense::bench::fill;
 use crate::error::Result;
 
-/// Terms of A in the two probe kernels (the second about twice the first).
 /// Loads and stores in the two probe kernels (the second twice the first).
 pub(crate) const PROBE_ACCESSES: [usize; 2] = [64, 128];
+
+/// Terms of A that cost a compile about what one load or store of B or C does: an unrolled launch's size is its
+/// accesses plus its terms over this ([`launch_sizes`]). Fitted on Mesa 25.0.7's 449 real compiles of the PyFR
+/// suite (two runs): by accesses alone, bstream's compiles scatter ×1.39 (rms) about the fit and the densest
+/// operators (tet-p5-m132: 224 accesses, 8976 terms, 37.8 s) sit ×3.1 above it; with terms/64 added, ×1.33 and
+/// ×2.2 (1/100 to 1/50 fit about as well). cstream's terms are its accesses, so the change leaves it as it was.
+pub(crate) const TERMS_PER_ACCESS: usize = 64;
+
+/// Past the largest launch a law was fitted to, compiles are assumed to grow this steeply (or as the law does,
+/// if steeper): the law's exponent is a fit to sizes seen, and replaying Mesa 25.0.7's suite compiles in order,
+/// extrapolating it under-predicted kernels past the largest seen by up to ×3.9.
+const BEYOND_EXPONENT: f64 = 2.5;
+
+/// The factor a family's prediction is multiplied by before it is held against the budget, at least: compiles of
+/// kernels of one size scatter ×1.3–2 on lavapipe (layout, register pressure, the VM), and replaying the suite,
+/// a third of the compiles past 10 s came out above the envelope of those before them, by up to ×1.3.
+pub(crate) const MIN_MARGIN: f64 = 1.25;
+
+/// The margin never exceeds this: one compile that took far more than predicted (a stall of the VM) must not
+/// price a family out for good.
+const MAX_MARGIN: f64 = 2.0;
+
+/// Compiles shorter than this do not move the margin (their ratio to the prediction is mostly timer noise and
+/// they cannot overrun a budget).
+const MARGIN_MIN_SECONDS: f64 = 1.0;
+
+/// Measured misses (seconds over predicted) kept per family for its margin.
+const MAX_MISSES: usize = 16;
+
+/// The size of each of `k`'s launches for its compile law: loads and stores plus terms / [`TERMS_PER_ACCESS`].
+pub(crate) fn launch_sizes(k: &SpecKernel) -> Vec<usize> {
+    k.launch_accesses()
+        .iter()
+        .zip(k.launch_terms())
+        .map(|(a, t)| a + t / TERMS_PER_ACCESS)
+        .collect()
+}
 
 /// Bounds on the fitted exponent: below 1 is timing noise on a fast compiler, above 2.5 an outlier.
 const EXPONENT_RANGE: (f64, f64) = (1.0, 2.5);
@@ -37,11 +77,15 @@ const EXPONENT_RANGE: (f64, f64) = (1.0, 2.5);
 /// Compiles this short are below the timer's resolution for fitting an exponent.
 const MIN_FIT_SECONDS: f64 = 0.01;
 
-/// `seconds = a · accesses^p` for one launch of one family.
+/// `seconds = a · size^p` for one launch of one family, up to `reach` (the largest launch it was fitted to);
+/// past it, growth at [`BEYOND_EXPONENT`].
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Law {
     pub a: f64,
     pub p: f64,
+    /// The largest launch behind the law; 0: none known (the law is extrapolated as is).
+    #[serde(default)]
+    pub reach: usize,
 }
 
 impl Law {
@@ -60,25 +104,37 @@ impl Law {
         };
         // Through the larger probe, and never below the smaller one.
         let a = (t2 / b2.powf(p)).max(t1 / b1.powf(p));
-        Some(Self { a, p })
+        Some(Self {
+            a,
+            p,
+            reach: large.0,
+        })
     }
 
-    /// Predicted seconds for launches with these numbers of accesses.
-    pub fn predict(&self, launch_accesses: &[usize]) -> f64 {
-        launch_accesses
-            .iter()
-            .map(|&b| self.a * (b as f64).powf(self.p))
-            .sum()
+    /// Predicted seconds for launches of these sizes.
+    pub fn predict(&self, launch_sizes: &[usize]) -> f64 {
+        launch_sizes.iter().map(|&b| self.one(b as f64)).sum()
     }
 
-    /// Raises `a` so the law covers a measured compile of these launches.
-    pub fn cover(&mut self, launch_accesses: &[usize], seconds: f64) {
-        let unit: f64 = launch_accesses
-            .iter()
-            .map(|&b| (b as f64).powf(self.p))
-            .sum();
+    fn one(&self, b: f64) -> f64 {
+        let reach = self.reach as f64;
+        if self.reach == 0 || b <= reach {
+            self.a * b.powf(self.p)
+        } else {
+            self.a * reach.powf(self.p) * (b / reach).powf(BEYOND_EXPONENT.max(self.p))
+        }
+    }
+
+    /// Raises `a` so the law covers a measured compile of these launches, and its reach to them.
+    pub fn cover(&mut self, launch_sizes: &[usize], seconds: f64) {
+        let unit: f64 = launch_sizes.iter().map(|&b| (b as f64).powf(self.p)).sum();
         if unit > 0.0 && seconds.is_finite() {
             self.a = self.a.max(seconds / unit);
+        }
+        if self.reach > 0 {
+            self.reach = self
+                .reach
+                .max(launch_sizes.iter().copied().max().unwrap_or(0));
         }
     }
 }
@@ -107,11 +163,24 @@ pub(crate) struct Point {
 /// Compiles kept per family to refit its law (the oldest real one goes first past this).
 const MAX_POINTS: usize = 32;
 
-/// A family's law and the compiles it was fitted to (its probes, then real compiles).
+/// A family's law, the compiles it was fitted to (its probes, then real compiles), and how far real compiles
+/// came out above what the law predicted for them beforehand (seconds over predicted, the latest last).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Entry {
     law: Law,
     points: Vec<Point>,
+    #[serde(default)]
+    misses: Vec<f64>,
+}
+
+impl Entry {
+    fn margin(&self) -> f64 {
+        self.misses
+            .iter()
+            .copied()
+            .fold(MIN_MARGIN, f64::max)
+            .min(MAX_MARGIN)
+    }
 }
 
 /// (adapter, family, entry) for this process.
@@ -119,7 +188,7 @@ static LAWS: std::sync::Mutex<Vec<(String, String, Entry)>> = std::sync::Mutex::
 
 /// The law that predicts every one of `points` at least at its measured time (an upper envelope, as the budget
 /// needs) and, among those, is closest to them in log terms: `p` on a grid over the allowed range, `a` the least
-/// that covers every point at that `p`. Compiles below [`MIN_FIT_SECONDS`] bound `a` but do not steer `p`. `None`
+/// that covers every point at that `p`; its reach is the largest launch among them. Compiles below [`MIN_FIT_SECONDS`] bound `a` but do not steer `p`. `None`
 /// when fewer than two points of at least that time differ in size by 1.25× (no exponent to fit).
 pub(crate) fn envelope(points: &[Point]) -> Option<Law> {
     let size = |q: &Point| q.launches.iter().copied().max().unwrap_or(0) as f64;
@@ -147,10 +216,13 @@ pub(crate) fn envelope(points: &[Point]) -> Option<Law> {
                 .iter()
                 .map(|q| ((a * unit(q, p)).ln() - q.seconds.ln()).powi(2))
                 .sum();
-            (Law { a, p }, err)
+            (Law { a, p, reach: 0 }, err)
         })
         .min_by(|x, y| x.1.total_cmp(&y.1))
-        .map(|(l, _)| l)
+        .map(|(l, _)| Law {
+            reach: points.iter().map(|q| size(q) as usize).max().unwrap_or(0),
+            ..l
+        })
 }
 
 impl CompileLaws {
@@ -161,7 +233,7 @@ impl CompileLaws {
             .clone()
             .or_else(Gpu::cache_dir)
             .filter(|_| opts.use_cache)
-            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-law", 2));
+            .map(|d| bespoke_gpu::DiskCache::at(&d, "compile-law", 3));
         let stored = disk
             .as_ref()
             .and_then(|d| d.get_json::<Vec<(String, Entry)>>(&adapter))
@@ -215,6 +287,16 @@ impl CompileLaws {
             .map(|e| e.1.law)
     }
 
+    /// What `family`'s predictions are multiplied by before they are held against a budget: the largest ratio
+    /// of a real compile (of at least a second) to its prediction among the family's latest, within
+    /// [[`MIN_MARGIN`], 2].
+    pub fn margin(&self, family: &str) -> f64 {
+        self.known
+            .iter()
+            .find(|(f, _)| f == family)
+            .map_or(MIN_MARGIN, |e| e.1.margin())
+    }
+
     /// A law for `family` given as is (no compiles behind it).
     #[cfg(test)]
     pub fn record_probe(&mut self, family: &str, law: Law) {
@@ -223,6 +305,7 @@ impl CompileLaws {
             Entry {
                 law,
                 points: Vec::new(),
+                misses: Vec::new(),
             },
         );
         self.save();
@@ -238,16 +321,30 @@ impl CompileLaws {
                 seconds: t,
             })
             .collect();
-        self.set(family, Entry { law, points });
+        self.set(
+            family,
+            Entry {
+                law,
+                points,
+                misses: Vec::new(),
+            },
+        );
         self.save();
         Some(law)
     }
 
-    /// A real compile of `family`'s launches. Where the family has a law, the law is refitted to its probes and
-    /// real compiles together ([`envelope`]: never below any of them), so one noisy probe's exponent gives way
-    /// to what the family's real kernels cost; one compile alone makes no law (it would have to assume an
-    /// exponent, and under-predict larger kernels).
-    pub fn record_compile(&mut self, family: &str, launch_accesses: &[usize], seconds: f64) {
+    /// A real compile of `family`'s launches, and what the law predicted for it beforehand. Where the family
+    /// has a law, the law is refitted to its probes and real compiles together ([`envelope`]: never below any of
+    /// them), so one noisy probe's exponent gives way to what the family's real kernels cost, and the miss
+    /// (seconds over predicted) goes into the family's margin; one compile alone makes no law (it would have to
+    /// assume an exponent, and under-predict larger kernels).
+    pub fn record_compile(
+        &mut self,
+        family: &str,
+        launch_sizes: &[usize],
+        seconds: f64,
+        predicted: Option<f64>,
+    ) {
         let Some(entry) = self
             .known
             .iter_mut()
@@ -256,11 +353,17 @@ impl CompileLaws {
         else {
             return;
         };
-        if !seconds.is_finite() || launch_accesses.is_empty() {
+        if !seconds.is_finite() || launch_sizes.is_empty() {
             return;
         }
+        if let Some(p) = predicted.filter(|&p| p > 0.0 && seconds >= MARGIN_MIN_SECONDS) {
+            entry.misses.push(seconds / p);
+            if entry.misses.len() > MAX_MISSES {
+                entry.misses.remove(0);
+            }
+        }
         entry.points.push(Point {
-            launches: launch_accesses.to_vec(),
+            launches: launch_sizes.to_vec(),
             seconds,
         });
         if entry.points.len() > MAX_POINTS {
@@ -269,7 +372,7 @@ impl CompileLaws {
         }
         match envelope(&entry.points) {
             Some(law) => entry.law = law,
-            None => entry.law.cover(launch_accesses, seconds),
+            None => entry.law.cover(launch_sizes, seconds),
         }
         self.save();
     }
@@ -372,125 +475,10 @@ pub(crate) fn probe<T: Element>(
         gpu.run(&refs)?;
         let first = t.elapsed().as_secs_f64();
         let warm = gpu.time(&refs, 0, 1)?.median();
-        points.push((kernel.launch_accesses()[0], (first - warm).max(0.0)));
+        points.push((launch_sizes(&kernel)[0], (first - warm).max(0.0)));
     }
     Ok(Some([points[0], points[1]]))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn law_fits_a_power_and_predicts_per_launch() {
-        // t = 2e-9 · b^2 exactly.
-        let t = |b: f64| 2e-9 * b * b;
-        let law = Law::fit((3000, t(3000.0)), (6000, t(6000.0))).unwrap();
-        assert!((law.p - 2.0).abs() < 1e-9, "{law:?}");
-        assert!((law.predict(&[12000]) - t(12000.0)).abs() < 1e-9);
-        // Two launches of half the size cost half of one launch of the whole under p = 2.
-        assert!((law.predict(&[6000, 6000]) - t(12000.0) / 2.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn law_clamps_noise_and_outliers() {
-        // Shorter than the timer resolves: linear through the larger point.
-        let l = Law::fit((1000, 0.001), (2000, 0.004)).unwrap();
-        assert_eq!(l.p, 1.0);
-        assert!((l.a - 0.004 / 2000.0).abs() < 1e-15);
-        // The larger kernel compiled faster (noise): linear, and the smaller point still covered.
-        let l = Law::fit((1000, 0.5), (2000, 0.3)).unwrap();
-        assert_eq!(l.p, 1.0);
-        assert!(l.predict(&[1000]) >= 0.5 - 1e-12);
-        // A 100× jump for 2× the size is capped at 2.5.
-        let l = Law::fit((1000, 0.1), (2000, 10.0)).unwrap();
-        assert_eq!(l.p, 2.5);
-        assert!(l.predict(&[2000]) >= 10.0 - 1e-9);
-        // Degenerate sizes give no law.
-        assert!(Law::fit((2000, 0.1), (2000, 0.2)).is_none());
-        assert!(Law::fit((2000, 0.1), (2400, 0.2)).is_none());
-        assert!(Law::fit((0, 0.1), (2000, 0.2)).is_none());
-    }
-
-    fn pt(b: usize, t: f64) -> Point {
-        Point {
-            launches: vec![b],
-            seconds: t,
-        }
-    }
-
-    #[test]
-    fn the_envelope_of_two_points_is_the_fit_through_them() {
-        let t = |b: f64| 2e-7 * b * b;
-        let l = envelope(&[pt(1000, t(1000.0)), pt(2000, t(2000.0))]).unwrap();
-        assert!((l.p - 2.0).abs() < 0.006, "{l:?}");
-        assert!((l.predict(&[4000]) / t(4000.0) - 1.0).abs() < 0.02, "{l:?}");
-        // Too close, or too short, to fit an exponent.
-        assert!(envelope(&[pt(1000, 0.5), pt(1100, 0.7)]).is_none());
-        assert!(envelope(&[pt(1000, 0.001), pt(2000, 0.004)]).is_none());
-    }
-
-    #[test]
-    fn real_compiles_correct_a_noisy_probe_exponent_and_stay_covered() {
-        // Probes at 64 and 128 accesses whose smaller one came out fast: p = 2.42 (Mesa 25.0.7's bstream-v2 law
-        // of one run), against real compiles that grow as b^1.7.
-        let probes = [(64, 0.2), (128, 1.07)];
-        let probe_law = Law::fit(probes[0], probes[1]).unwrap();
-        assert!(probe_law.p > 2.3, "{probe_law:?}");
-        let real = |b: f64| 1.07 * (b / 128.0).powf(1.7);
-        let mut laws = CompileLaws {
-            adapter: "test-envelope".into(),
-            disk: None,
-            known: Vec::new(),
-        };
-        // No law yet: a real compile is ignored, not fitted alone.
-        laws.record_compile("f", &[300], real(300.0));
-        assert!(laws.get("f").is_none());
-        assert_eq!(laws.record_probes("f", probes), Some(probe_law));
-        for b in [300, 400, 520] {
-            laws.record_compile("f", &[b], real(b as f64));
-        }
-        let l = laws.get("f").unwrap();
-        assert!(l.p < probe_law.p - 0.3, "{l:?}");
-        // Never below a measured compile (the budget needs an upper bound)…
-        for (b, t) in [
-            (64, 0.2),
-            (128, 1.07),
-            (300, real(300.0)),
-            (400, real(400.0)),
-            (520, real(520.0)),
-        ] {
-            assert!(
-                l.predict(&[b]) >= t * (1.0 - 1e-9),
-                "{b}: {} < {t}",
-                l.predict(&[b])
-            );
-        }
-        // …and far closer to the real compiles than the probes' law was at 520 accesses.
-        let (now, before) = (l.predict(&[520]), probe_law.predict(&[520]));
-        assert!(
-            now / real(520.0) < 1.3 && before / real(520.0) > 1.8,
-            "{now} {before}"
-        );
-    }
-
-    #[test]
-    fn cover_raises_only() {
-        let mut l = Law { a: 1e-6, p: 1.5 };
-        l.cover(&[1000], 1e-9);
-        assert_eq!(l.a, 1e-6);
-        l.cover(&[1000, 1000], 1.0);
-        assert!((l.predict(&[1000, 1000]) - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn leading_rows_take_a_prefix() {
-        let a: Vec<f64> = (0..6 * 4).map(|i| i as f64 + 1.0).collect();
-        let op = Operator::from_dense("t", 6, 4, a).unwrap();
-        let s = leading_rows(&op, 3).unwrap();
-        assert_eq!((s.m, s.k), (3, 4));
-        assert_eq!(s.get(2, 3), 12.0);
-        assert_eq!(leading_rows(&op, 100).unwrap().m, 6);
-        assert_eq!(leading_rows(&op, 0).unwrap().m, 1);
-    }
-}
+mod tests;

@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
-use super::compile_cost::{CompileLaws, PROBE_ACCESSES, family_key, probe};
+use super::compile_cost::{
+    CompileLaws, PROBE_ACCESSES, TERMS_PER_ACCESS, family_key, launch_sizes, probe,
+};
 use super::dense_budget::{dense_family, k_blocked, model_dense_within};
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
@@ -152,6 +154,9 @@ pub struct Candidate {
     pub seconds: Option<f64>,
     /// First run minus a warm run: the driver's compile time where it compiles lazily, plus generation.
     pub compile_seconds: Option<f64>,
+    /// What the compile law predicted for its compile beforehand, where the family had a law (before the
+    /// margin: docs/mm.md).
+    pub predicted_compile_seconds: Option<f64>,
     /// `finalist`, `screened`, or `skipped: <reason>`.
     pub status: String,
 }
@@ -328,6 +333,7 @@ impl<T: Element> MatMul<T> {
                     name: choice.name(),
                     seconds: None,
                     compile_seconds: None,
+                    predicted_compile_seconds: None,
                     status: format!("skipped: {reason}"),
                 }),
                 Err(e) => return Err(e),
@@ -344,11 +350,18 @@ impl<T: Element> MatMul<T> {
                 Choice::Spec(v) if v.family.unrolled() => Some(v),
                 _ => None,
             };
-            let (terms, accesses): (Vec<usize>, Vec<usize>) = mm
+            let (terms, accesses, sizes): (Vec<usize>, Vec<usize>, Vec<usize>) = mm
                 .spec_kernel()
-                .map(|k| (k.launch_terms().to_vec(), k.launch_accesses().to_vec()))
+                .map(|k| {
+                    (
+                        k.launch_terms().to_vec(),
+                        k.launch_accesses().to_vec(),
+                        launch_sizes(k),
+                    )
+                })
                 .unwrap_or_default();
             let family = unrolled.map(family_key).unwrap_or_default();
+            let mut predicted = None;
             if let (Some(budget), Some(v)) = (opts.budget_seconds, unrolled) {
                 let largest = terms.iter().copied().max().unwrap_or(0);
                 // Launches no longer than the larger probe are compiled rather than probed: they cost what
@@ -364,23 +377,27 @@ impl<T: Element> MatMul<T> {
                     law = laws.record_probes(&family, probes);
                 }
                 let spent = t0.elapsed().as_secs_f64();
-                let predicted = law.map(|l| l.predict(&accesses));
+                predicted = law.map(|l| l.predict(&sizes));
+                let margin = laws.margin(&family);
                 // With no law (the operator's first rows could not be probed), the first unrolled candidate is
                 // tried; short launches always are.
                 let over = match predicted {
-                    Some(p) => spent + p > budget,
+                    Some(p) => spent + margin * p > budget,
                     None => !(small || first_unrolled),
                 };
                 if over {
                     let how = match law {
                         Some(l) => format!(
-                            "its compile would take about {:.1} s ({} launches of up to {} loads and stores; \
-                             this family's law on this adapter: {:.3e}·accesses^{:.2} s per launch)",
+                            "its compile would take about {:.1} s, ×{margin:.2} for this family's misses ({} \
+                             launches of up to {} loads and stores and {largest} terms; this family's law on this \
+                             adapter: {:.3e}·size^{:.2} s per launch up to size {}, size = accesses + terms/{})",
                             predicted.unwrap_or(f64::NAN),
                             accesses.len(),
                             accesses.iter().max().unwrap_or(&0),
                             l.a,
-                            l.p
+                            l.p,
+                            l.reach,
+                            TERMS_PER_ACCESS
                         ),
                         None => format!(
                             "its compile cost is unknown on this adapter ({} launches of up to {largest} terms; \
@@ -393,6 +410,7 @@ impl<T: Element> MatMul<T> {
                         name: choice.name(),
                         seconds: None,
                         compile_seconds: None,
+                        predicted_compile_seconds: predicted,
                         status: format!(
                             "skipped: {how}, past the {budget} s tuning budget ({spent:.1} s spent)"
                         ),
@@ -400,6 +418,17 @@ impl<T: Element> MatMul<T> {
                     continue;
                 }
             }
+            // The dense kernel's prediction, for its law's margin (its tiling was chosen within its share).
+            let dense_compiled = match choice {
+                Choice::Dense(p) => {
+                    let blocked = k_blocked::<T>(gpu, &dense_shape(op, panel))?;
+                    let family = dense_family(T::DTYPE, p.vec);
+                    let accesses = p.compiled_accesses(beta, blocked);
+                    predicted = laws.get(&family).map(|l| l.predict(&accesses));
+                    Some((family, accesses))
+                }
+                Choice::Spec(_) => None,
+            };
             let t = Instant::now();
             let plan = mm.plan(gpu, &b, &c)?;
             gpu.run(&plan.launches())?;
@@ -412,20 +441,16 @@ impl<T: Element> MatMul<T> {
             let compile = (first - screen).max(0.0);
             if unrolled.is_some() {
                 first_unrolled = false;
-                laws.record_compile(&family, &accesses, compile);
+                laws.record_compile(&family, &sizes, compile, predicted);
             }
-            if let Choice::Dense(p) = choice {
-                let blocked = k_blocked::<T>(gpu, &dense_shape(op, panel))?;
-                laws.record_compile(
-                    &dense_family(T::DTYPE, p.vec),
-                    &p.compiled_accesses(beta, blocked),
-                    compile,
-                );
+            if let Some((family, accesses)) = dense_compiled {
+                laws.record_compile(&family, &accesses, compile, predicted);
             }
             let cand = Candidate {
                 name: choice.name(),
                 seconds: Some(screen),
                 compile_seconds: Some(compile),
+                predicted_compile_seconds: predicted,
                 status: "screened".into(),
             };
             cands.push((mm, cand));
