@@ -547,7 +547,9 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
     assert_eq!(timed(&mm).len(), 4, "{:?}", mm.report.candidates);
     assert!(check_matmul(gpu, &mut r, &long, &mm) <= 1e-5);
     // The same families on another long operator with no budget left: the laws predict every unrolled one
-    // past it, so only the dense kernel is compiled, and each skip names its prediction.
+    // past it, so only the dense kernel is compiled, and each skip names its prediction. bstream-v2's cheaper
+    // compiles (bstream, bstream-a256, bstream-a128) are listed too: with no budget left their family is not
+    // probed, and a link without a law is not compiled.
     let long2 = random_operator(&mut r, 64, 400, 0.97);
     let mm = MatMul::<f32>::tuned(gpu, &long2, 0.0, panel, &opts).unwrap();
     let c = &mm.report.candidates;
@@ -555,9 +557,18 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
     assert!(timed(&mm)[0].starts_with("dense"), "{c:?}");
     let skipped: Vec<_> = c
         .iter()
-        .filter(|c| c.status.contains("tuning budget"))
+        .filter(|c| c.status.contains("tuning budget") && names.contains(&c.name.as_str()))
         .collect();
     assert_eq!(skipped.len(), 3, "{c:?}");
+    for link in ["bstream", "bstream-a256", "bstream-a128"] {
+        assert!(
+            c.iter().any(|x| x.name == link
+                && x.seconds.is_none()
+                && x.status.contains("budget is spent")
+                && x.status.contains("law's word")),
+            "{link}: {c:?}"
+        );
+    }
     assert!(
         skipped
             .iter()

@@ -25,13 +25,21 @@ pub fn terms_per_launch(gpu: &bespoke_gpu::Gpu) -> usize {
 /// same 3.5–5 s (docs/perf.md).
 pub const CPU_BSTREAM_ACCESSES: usize = 512;
 
-/// How much one launch of `family` spells out at most on `gpu`. bstream on a CPU adapter is capped by its loads
+/// How much one launch of `variant` spells out at most on `gpu`. bstream on a CPU adapter is capped by its loads
 /// and stores, which is what its compile time and its traffic follow (each launch reloads the rows of B it
-/// shares with the others); the other unrolled families, and every family on a GPU, by [`terms_per_launch`].
-pub fn launch_cap(gpu: &bespoke_gpu::Gpu, family: Family) -> LaunchCap {
-    match family {
-        Family::BStream if gpu.is_cpu() => LaunchCap::Accesses(CPU_BSTREAM_ACCESSES),
-        _ => LaunchCap::Terms(terms_per_launch(gpu)),
+/// shares with the others); the other unrolled families, and every family on a GPU, by [`terms_per_launch`]. A
+/// variant with its own cap (`bstream-a256`: [`Variant::with_launch_cap`]) is capped by that many loads and
+/// stores on any adapter.
+pub fn launch_cap(gpu: &bespoke_gpu::Gpu, variant: Variant) -> LaunchCap {
+    cap_of(variant, gpu.is_cpu(), terms_per_launch(gpu))
+}
+
+/// [`launch_cap`] for an adapter that is a CPU (`cpu`) with `terms` per launch.
+pub(crate) fn cap_of(variant: Variant, cpu: bool, terms: usize) -> LaunchCap {
+    match variant.family {
+        Family::BStream if variant.launch > 0 => LaunchCap::Accesses(variant.launch as usize),
+        Family::BStream if cpu => LaunchCap::Accesses(CPU_BSTREAM_ACCESSES),
+        _ => LaunchCap::Terms(terms),
     }
 }
 

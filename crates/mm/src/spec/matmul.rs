@@ -6,12 +6,11 @@ use std::time::Instant;
 
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
-use super::compile_cost::{
-    CompileLaws, PROBE_ACCESSES, TERMS_PER_ACCESS, family_key, launch_sizes, probe,
-};
+use super::compile_cost::{CompileLaws, family_key, launch_sizes};
 use super::dense_budget::{dense_family, k_blocked, model_dense_within};
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
+use super::tune_budget::{Budget, Verdict, verdict};
 use super::tune_cache::{self, Decision};
 use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dense::bench::fill;
@@ -44,6 +43,13 @@ impl Choice {
     pub fn is_dense(&self) -> bool {
         matches!(self, Self::Dense(_))
     }
+    /// The specialised variant, if this is one.
+    pub fn variant(&self) -> Option<Variant> {
+        match self {
+            Self::Spec(v) => Some(*v),
+            Self::Dense(_) => None,
+        }
+    }
 }
 
 /// Where the dense candidate's tiling comes from.
@@ -72,10 +78,11 @@ pub struct TuneOptions {
     /// Cache folder; `None`: [`Gpu::cache_dir`].
     pub cache_dir: Option<PathBuf>,
     /// Seconds one operator's tuning may spend (`None`: no bound). Candidates are compiled cheapest first
-    /// (the dense kernel, then by generated source size); each unrolled family's compile cost per source byte
-    /// is measured and remembered per adapter, and an unrolled candidate whose predicted compile would end past
-    /// the budget is skipped, not compiled. The dense and rolled kernels are always tried, and the smallest
-    /// unrolled one while nothing is known. A first compile of a family can still overrun the budget.
+    /// (the dense kernel, then by generated source size); each unrolled candidate's compile is predicted from
+    /// its family's law on this adapter (docs/mm.md, "Tuning budget"), and one whose prediction would end past
+    /// the budget is skipped, not compiled — a bstream one giving way first to the cheapest-to-compile link of
+    /// its [`Variant::cheaper_compile`] chain that fits. The dense and rolled kernels are always tried, and the
+    /// smallest unrolled one while nothing is known. A compile cannot be abandoned once started.
     pub budget_seconds: Option<f64>,
 }
 
@@ -340,84 +347,70 @@ impl<T: Element> MatMul<T> {
             }
         }
         built.sort_by_key(|(mm, bytes)| (!mm.choice.is_dense(), *bytes));
-        // Unrolled candidates are predicted from their family's law (probed on the operator's first rows when not
-        // known yet). Rolled kernels do not count: their source does not depend on A, so they compile once and
-        // then cost nothing; the dense kernel's tiling was chosen within its share above.
+        // Unrolled candidates are predicted from their family's law and skipped past the budget (tune_budget.rs);
+        // a skipped bstream candidate gives way to the next of its `cheaper_compile` chain that is not a
+        // candidate already.
+        let mut names: Vec<String> = built.iter().map(|(mm, _)| mm.choice.name()).collect();
         let mut first_unrolled = true;
-        for (mm, _bytes) in built {
+        'candidates: for (mm, _bytes) in built {
+            let mut mm = mm;
+            let mut predicted;
+            let mut link = false;
+            loop {
+                let budget = Budget {
+                    seconds: opts.budget_seconds,
+                    since: t0,
+                    first_unrolled,
+                    link,
+                };
+                match verdict(gpu, op, beta, &mm, budget, &mut laws)? {
+                    Verdict::Fits { predicted: p } => {
+                        predicted = p;
+                        break;
+                    }
+                    Verdict::Over { predicted, status } => {
+                        skipped.push(Candidate {
+                            name: mm.choice.name(),
+                            seconds: None,
+                            compile_seconds: None,
+                            predicted_compile_seconds: predicted,
+                            status,
+                        });
+                        link = true;
+                        let mut next = mm.choice.variant().and_then(|v| v.cheaper_compile());
+                        mm = loop {
+                            let Some(v) = next else {
+                                continue 'candidates;
+                            };
+                            next = v.cheaper_compile();
+                            if names.contains(&v.name()) {
+                                continue;
+                            }
+                            names.push(v.name());
+                            match Self::with_choice(gpu, op, beta, panel, Choice::Spec(v)) {
+                                Ok(m) => break m,
+                                Err(MmError::NotApplicable { reason, .. }) => {
+                                    skipped.push(Candidate {
+                                        name: v.name(),
+                                        seconds: None,
+                                        compile_seconds: None,
+                                        predicted_compile_seconds: None,
+                                        status: format!("skipped: {reason}"),
+                                    })
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        };
+                    }
+                }
+            }
             let choice = mm.choice;
             let unrolled = match choice {
                 Choice::Spec(v) if v.family.unrolled() => Some(v),
                 _ => None,
             };
-            let (terms, accesses, sizes): (Vec<usize>, Vec<usize>, Vec<usize>) = mm
-                .spec_kernel()
-                .map(|k| {
-                    (
-                        k.launch_terms().to_vec(),
-                        k.launch_accesses().to_vec(),
-                        launch_sizes(k),
-                    )
-                })
-                .unwrap_or_default();
             let family = unrolled.map(family_key).unwrap_or_default();
-            let mut predicted = None;
-            if let (Some(budget), Some(v)) = (opts.budget_seconds, unrolled) {
-                let largest = terms.iter().copied().max().unwrap_or(0);
-                // Launches no longer than the larger probe are compiled rather than probed: they cost what
-                // probing would.
-                let small = accesses.iter().all(|&a| a <= PROBE_ACCESSES[1]);
-                let mut law = laws.get(&family);
-                // A spent budget is not spent further on probing.
-                if law.is_none()
-                    && !small
-                    && t0.elapsed().as_secs_f64() < budget
-                    && let Some(probes) = probe::<T>(gpu, op, v, beta)?
-                {
-                    law = laws.record_probes(&family, probes);
-                }
-                let spent = t0.elapsed().as_secs_f64();
-                predicted = law.map(|l| l.predict(&sizes));
-                let margin = laws.margin(&family);
-                // With no law (the operator's first rows could not be probed), the first unrolled candidate is
-                // tried; short launches always are.
-                let over = match predicted {
-                    Some(p) => spent + margin * p > budget,
-                    None => !(small || first_unrolled),
-                };
-                if over {
-                    let how = match law {
-                        Some(l) => format!(
-                            "its compile would take about {:.1} s, ×{margin:.2} for this family's misses ({} \
-                             launches of up to {} loads and stores and {largest} terms; this family's law on this \
-                             adapter: {:.3e}·size^{:.2} s per launch up to size {}, size = accesses + terms/{})",
-                            predicted.unwrap_or(f64::NAN),
-                            accesses.len(),
-                            accesses.iter().max().unwrap_or(&0),
-                            l.a,
-                            l.p,
-                            l.reach,
-                            TERMS_PER_ACCESS
-                        ),
-                        None => format!(
-                            "its compile cost is unknown on this adapter ({} launches of up to {largest} terms; \
-                             the operator's first rows could not be probed) and an unrolled kernel was already \
-                             compiled",
-                            terms.len()
-                        ),
-                    };
-                    skipped.push(Candidate {
-                        name: choice.name(),
-                        seconds: None,
-                        compile_seconds: None,
-                        predicted_compile_seconds: predicted,
-                        status: format!(
-                            "skipped: {how}, past the {budget} s tuning budget ({spent:.1} s spent)"
-                        ),
-                    });
-                    continue;
-                }
-            }
+            let sizes = mm.spec_kernel().map(launch_sizes).unwrap_or_default();
             // The dense kernel's prediction, for its law's margin (its tiling was chosen within its share).
             let dense_compiled = match choice {
                 Choice::Dense(p) => {

@@ -11,6 +11,7 @@ pub mod matmul;
 pub mod mtx;
 pub mod operator;
 pub mod run;
+mod tune_budget;
 pub mod tune_cache;
 pub mod variant;
 
@@ -27,7 +28,7 @@ pub use matmul::{
 pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;
 pub use run::{CompileTime, Panel, SpecKernel};
-pub use variant::{Beta, Family, Variant, WG_X};
+pub use variant::{Beta, Family, LAUNCH_CAPS, Variant, WG_X};
 
 #[cfg(test)]
 mod tests;

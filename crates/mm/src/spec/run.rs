@@ -147,7 +147,7 @@ impl SpecKernel {
         let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
         // The rolled kernel binds one block of B and one of C (plus its table) and is not unrolled.
         let (bindings, cap) = if unrolled {
-            (max, launch_cap(gpu, variant.family))
+            (max, launch_cap(gpu, variant))
         } else if max >= 4 {
             (2, LaunchCap::Terms(usize::MAX))
         } else {

@@ -230,3 +230,62 @@ fn storage_accesses_count_what_each_family_spells_out() {
         assert_eq!(count("bstream"), used_b + stores + c_reads, "{beta:?}");
     }
 }
+
+/// A capped bstream variant (`bstream-a256`, `-a128`) is capped by its own loads and stores on any adapter, the
+/// uncapped one by the adapter's default; each launch of a capped plan spells out at most the cap (measured on
+/// the generated source) and validates.
+#[test]
+fn capped_bstream_launches_respect_the_cap_and_validate() {
+    use super::generate::cap_of;
+    use super::run::storage_accesses;
+    let bs = |vec, cap| Variant::new(Family::BStream, vec, 1, false).with_launch_cap(cap);
+    assert_eq!(cap_of(bs(1, 128), false, 2048), LaunchCap::Accesses(128));
+    assert_eq!(cap_of(bs(2, 256), true, 256), LaunchCap::Accesses(256));
+    assert_eq!(
+        cap_of(bs(2, 0), true, 256),
+        LaunchCap::Accesses(CPU_BSTREAM_ACCESSES)
+    );
+    assert_eq!(cap_of(bs(2, 0), false, 2048), LaunchCap::Terms(2048));
+    let cs = Variant::new(Family::CStream, 2, 1, false).with_launch_cap(128);
+    assert_eq!(cap_of(cs, true, 256), LaunchCap::Terms(256));
+    // Banded, as PyFR's operators mostly are (row i reads 6 rows of B from 5i/3 on), so no launch needs
+    // accumulator blocks: blocked bstream reloads rows of B per block, past what the cap counts (each row of B
+    // once per launch; the compile law sees the kernel's own count, run.rs `storage_accesses`).
+    let (m, k) = (120, 206);
+    let mut dense = vec![0.0; m * k];
+    for i in 0..m {
+        for j in 0..6 {
+            dense[i * k + i * 5 / 3 + j] = 0.25 + (i + j) as f64 / 64.0;
+        }
+    }
+    let op = Operator::from_dense("banded", m, k, dense).unwrap();
+    let rows = op.rows();
+    let (bk, cm) = (0..op.k, 0..op.m);
+    for cap in LAUNCH_CAPS {
+        for vec in [1, 2] {
+            let v = bs(vec, cap);
+            for beta in [Beta::Zero, Beta::One] {
+                let layouts = plan_layouts(
+                    &rows,
+                    beta,
+                    std::slice::from_ref(&bk),
+                    std::slice::from_ref(&cm),
+                    (64, 64, 64),
+                    8,
+                    cap_of(v, true, 256),
+                )
+                .unwrap();
+                assert!(layouts.len() > 1, "{}: one launch", v.name());
+                for layout in &layouts {
+                    for dtype in [DType::F32, DType::F64] {
+                        let src = generate(&rows, layout, v, dtype).unwrap();
+                        validate_wgsl(&src, dtype.caps())
+                            .unwrap_or_else(|e| panic!("{} {dtype}: {e}", v.name()));
+                        let n = storage_accesses(&src);
+                        assert!(n <= cap as usize, "{} {beta:?}: {n} accesses", v.name());
+                    }
+                }
+            }
+        }
+    }
+}

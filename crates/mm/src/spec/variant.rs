@@ -53,17 +53,24 @@ impl Family {
     pub fn unrolled(self) -> bool {
         self != Self::Rolled
     }
+    /// Whether launches may be capped by loads and stores below the adapter's default (a `launch` cap): the
+    /// family whose compile time and traffic follow its loads and stores.
+    pub fn caps_launches(self) -> bool {
+        self == Self::BStream
+    }
 }
 
 /// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`; for the
-/// rolled family the rows per block; 1 where the family has neither) and whether repeated coefficients are
-/// folded.
+/// rolled family the rows per block; 1 where the family has neither), whether repeated coefficients are
+/// folded, and (bstream only) a cap on the loads and stores one launch spells out (`launch`, one of
+/// [`LAUNCH_CAPS`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Variant {
     pub family: Family,
     pub vec: u32,
     pub split: u32,
     pub fold: bool,
+    pub launch: u32,
 }
 
 /// Invocations along N per workgroup.
@@ -72,6 +79,12 @@ pub const WG_X: u32 = 64;
 /// Rows per block of the rolled family: 1 is plain CSR; 4 and 8 reuse each B load across rows, at the price of
 /// the zeros a block's union of columns brings in.
 pub const ROLLED_ROWS: [u32; 3] = [1, 4, 8];
+
+/// Loads and stores per launch a capped bstream variant (`bstream-a256`, ...) spells out at most. A driver whose
+/// compile time grows faster than linearly with a launch's length (Mesa 25.0.7's lavapipe: about its square)
+/// compiles the same operator in less time in shorter launches, at the price of reloading the rows of B the
+/// launches share (docs/mm.md, "Tuning").
+pub const LAUNCH_CAPS: [u32; 2] = [256, 128];
 
 impl Variant {
     pub fn new(family: Family, vec: u32, split: u32, fold: bool) -> Self {
@@ -84,7 +97,46 @@ impl Variant {
                 1
             },
             fold: fold && family.folds(),
+            launch: 0,
         }
+    }
+
+    /// The same variant with launches capped at `accesses` loads and stores (one of [`LAUNCH_CAPS`]; 0 for the
+    /// adapter's default). Families that are not capped by accesses are returned unchanged.
+    pub fn with_launch_cap(self, accesses: u32) -> Self {
+        Self {
+            launch: if self.family.caps_launches() {
+                accesses
+            } else {
+                0
+            },
+            ..self
+        }
+    }
+
+    /// The next variant of the same family that costs a driver less to compile, or `None`: a narrower vector
+    /// first (each column an invocation owns is spelled out per access: a vec2 bstream launch compiled in 22 s
+    /// on Mesa 25.0.7 where the same rows at vec1 took 11 s), then at vec1 shorter launches
+    /// ([`LAUNCH_CAPS`]). Only bstream has such a chain: the tuner walks it when a bstream candidate's
+    /// predicted compile would pass the tuning budget (docs/mm.md).
+    pub fn cheaper_compile(self) -> Option<Self> {
+        if self.family != Family::BStream {
+            return None;
+        }
+        if self.vec > 1 {
+            return Some(Self {
+                vec: self.vec / 2,
+                ..self
+            });
+        }
+        let next = match self.launch {
+            0 => LAUNCH_CAPS.first(),
+            l => LAUNCH_CAPS
+                .iter()
+                .position(|&c| c == l)
+                .and_then(|i| LAUNCH_CAPS.get(i + 1)),
+        };
+        next.map(|&c| self.with_launch_cap(c))
     }
 
     /// `cstream`, `cstream-v4-fold`, `bstream-msplit-s4-v2`, `rolled-r4-v4`, ...
@@ -95,6 +147,9 @@ impl Variant {
         }
         if self.family.blocks_rows() {
             s += &format!("-r{}", self.split);
+        }
+        if self.launch > 0 {
+            s += &format!("-a{}", self.launch);
         }
         if self.vec > 1 {
             s += &format!("-v{}", self.vec);
@@ -111,7 +166,7 @@ impl Variant {
             .iter()
             .rev() // longest names first: `cstream-ksplit` before `cstream`
             .find_map(|f| name.strip_prefix(f.name()).map(|r| (*f, r)))?;
-        let (mut vec, mut split, mut fold) = (1, 1, false);
+        let (mut vec, mut split, mut fold, mut launch) = (1, 1, false, 0);
         for part in rest.split('-').filter(|p| !p.is_empty()) {
             if part == "fold" && family.folds() {
                 fold = true;
@@ -121,6 +176,11 @@ impl Variant {
                 split = v.parse().ok().filter(|_| family.splits())?;
             } else if let Some(v) = part.strip_prefix('r') {
                 split = v.parse().ok().filter(|_| family.blocks_rows())?;
+            } else if let Some(v) = part.strip_prefix('a') {
+                launch = v
+                    .parse()
+                    .ok()
+                    .filter(|l| family.caps_launches() && LAUNCH_CAPS.contains(l))?;
             } else {
                 return None;
             }
@@ -131,7 +191,7 @@ impl Variant {
         if family.blocks_rows() && !ROLLED_ROWS.contains(&split) {
             return None;
         }
-        let v = Self::new(family, vec, split, fold);
+        let v = Self::new(family, vec, split, fold).with_launch_cap(launch);
         (v.name() == name).then_some(v)
     }
 
@@ -250,8 +310,49 @@ mod tests {
             "rolled-r3-v4",
             "rolled-r4-fold",
             "cstream-r4",
+            "bstream-a512",
+            "bstream-a0",
+            "cstream-a256",
+            "bstream-v2-a256",
         ] {
             assert_eq!(Variant::parse(bad), None, "{bad}");
         }
+        for good in ["bstream-a256", "bstream-a128-v2", "bstream-a256-v4"] {
+            assert_eq!(
+                Variant::parse(good).map(|v| v.name()),
+                Some(good.to_owned())
+            );
+        }
+    }
+
+    /// bstream's chain: narrower vectors first, then shorter launches at vec1; it ends, and other families
+    /// have none.
+    #[test]
+    fn cheaper_compile_chain() {
+        let mut v = Variant::new(Family::BStream, 4, 1, false);
+        let mut names = vec![v.name()];
+        while let Some(n) = v.cheaper_compile() {
+            v = n;
+            names.push(v.name());
+        }
+        assert_eq!(
+            names,
+            [
+                "bstream-v4",
+                "bstream-v2",
+                "bstream",
+                "bstream-a256",
+                "bstream-a128"
+            ]
+        );
+        for f in [Family::CStream, Family::Rolled, Family::BStreamMsplit] {
+            assert_eq!(Variant::new(f, 2, 4, false).cheaper_compile(), None);
+        }
+        assert_eq!(
+            Variant::new(Family::CStream, 1, 1, false)
+                .with_launch_cap(256)
+                .launch,
+            0
+        );
     }
 }

@@ -133,11 +133,16 @@ fn the_margin_is_the_worst_recent_miss_within_bounds() {
         disk: None,
         known: Vec::new(),
     };
-    // No law, or no miss yet: the least margin.
+    // No law: the least margin (nothing is predicted). A law not yet checked against MIN_CHECKED real
+    // compiles: the cap.
     assert_eq!(laws.margin("f"), MIN_MARGIN);
     laws.record_probes("f", [(64, 0.5), (128, 2.0)]).unwrap();
-    assert_eq!(laws.margin("f"), MIN_MARGIN);
-    // Over-predicted compiles leave it there.
+    assert_eq!(laws.margin("f"), MAX_MARGIN);
+    for _ in 0..MIN_CHECKED - 1 {
+        laws.record_compile("f", &[200], 3.0, Some(5.0));
+    }
+    assert_eq!(laws.margin("f"), MAX_MARGIN);
+    // Over-predicted compiles, once enough are checked, leave the least margin.
     laws.record_compile("f", &[200], 3.0, Some(5.0));
     assert_eq!(laws.margin("f"), MIN_MARGIN);
     // A compile 1.6× its prediction raises it; a sub-second one (timer noise) does not.

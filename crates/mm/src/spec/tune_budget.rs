@@ -1,0 +1,247 @@
+//! The tuning budget's verdict on one candidate: what its compile is predicted to cost (the family's law,
+//! probed on the operator's first rows when not known yet: compile_cost.rs) and whether that still fits the
+//! budget. The tuner walks a candidate's [`Variant::cheaper_compile`] chain while the verdict is "over".
+
+use std::time::Instant;
+
+use bespoke_gpu::Gpu;
+
+use super::compile_cost::{
+    CompileLaws, PROBE_ACCESSES, TERMS_PER_ACCESS, family_key, launch_sizes, probe,
+};
+use super::matmul::{Choice, MatMul};
+use super::operator::Operator;
+use super::variant::Variant;
+use crate::dense::Element;
+use crate::error::Result;
+
+/// What the budget says of one candidate.
+pub(crate) enum Verdict {
+    /// Compile it; `predicted` is the law's prediction before the margin, where the family has a law.
+    Fits { predicted: Option<f64> },
+    /// Skip it, for the reason in `status` (`skipped: …`).
+    Over {
+        predicted: Option<f64>,
+        status: String,
+    },
+}
+
+/// Where the tuning budget stands: its seconds (`None`: unbounded), when tuning began, whether no unrolled
+/// candidate has been compiled yet, and whether the candidate is a link of another's cheaper-compile chain (a
+/// link is compiled only on its law's word: no first-candidate or short-launch exemption).
+#[derive(Clone, Copy)]
+pub(crate) struct Budget {
+    pub seconds: Option<f64>,
+    pub since: Instant,
+    pub first_unrolled: bool,
+    pub link: bool,
+}
+
+/// The verdict on `mm` with what is left of `budget`. Only unrolled candidates are priced: rolled
+/// kernels compile once whatever A is, and the dense kernel's tiling was chosen within its own share. With no
+/// law (the operator's first rows could not be probed) the first unrolled candidate is tried; launches no
+/// longer than the larger probe always are (they cost what probing would) — except links of a chain, which
+/// need their law (a capped link has many short launches).
+pub(crate) fn verdict<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    beta: f64,
+    mm: &MatMul<T>,
+    budget: Budget,
+    laws: &mut CompileLaws,
+) -> Result<Verdict> {
+    let Budget {
+        seconds,
+        since: t0,
+        first_unrolled,
+        link,
+    } = budget;
+    let (Some(budget), Choice::Spec(v)) = (seconds, mm.choice) else {
+        return Ok(Verdict::Fits { predicted: None });
+    };
+    if !v.family.unrolled() {
+        return Ok(Verdict::Fits { predicted: None });
+    }
+    let Some(k) = mm.spec_kernel() else {
+        return Ok(Verdict::Fits { predicted: None });
+    };
+    let (terms, accesses, sizes) = (k.launch_terms(), k.launch_accesses(), launch_sizes(k));
+    let family = family_key(v);
+    let largest = terms.iter().copied().max().unwrap_or(0);
+    let small = accesses.iter().all(|&a| a <= PROBE_ACCESSES[1]);
+    let mut law = laws.get(&family);
+    // A spent budget is not spent further on probing.
+    if law.is_none()
+        && (link || !small)
+        && t0.elapsed().as_secs_f64() < budget
+        && let Some(probes) = probe::<T>(gpu, op, probe_variant(v), beta)?
+    {
+        law = laws.record_probes(&family, probes);
+    }
+    let spent = t0.elapsed().as_secs_f64();
+    let predicted = law.map(|l| l.predict(&sizes));
+    let margin = laws.margin(&family);
+    let over = match predicted {
+        Some(p) => spent + margin * p > budget,
+        None => link || !(small || first_unrolled),
+    };
+    if !over {
+        return Ok(Verdict::Fits { predicted });
+    }
+    let how = match law {
+        Some(l) => format!(
+            "its compile would take about {:.1} s, ×{margin:.2} for this family's misses ({} launches of up to \
+             {} loads and stores and {largest} terms; this family's law on this adapter: {:.3e}·size^{:.2} s per \
+             launch up to size {}, size = accesses + terms/{})",
+            predicted.unwrap_or(f64::NAN),
+            accesses.len(),
+            accesses.iter().max().unwrap_or(&0),
+            l.a,
+            l.p,
+            l.reach,
+            TERMS_PER_ACCESS
+        ),
+        None => format!(
+            "its compile cost is unknown on this adapter ({} launches of up to {largest} terms; {}) and {}",
+            terms.len(),
+            if spent >= budget {
+                "its family was not probed: the budget is spent"
+            } else {
+                "the operator's first rows could not be probed"
+            },
+            if link {
+                "a cheaper-compile link is compiled only on its law's word"
+            } else {
+                "an unrolled kernel was already compiled"
+            }
+        ),
+    };
+    Ok(Verdict::Over {
+        predicted,
+        status: format!("skipped: {how}, past the {budget} s tuning budget ({spent:.1} s spent)"),
+    })
+}
+
+/// The variant a family's law is probed with: the family's own, without a launch cap (the probes are single
+/// launches shorter than any cap).
+fn probe_variant(v: Variant) -> Variant {
+    v.with_launch_cap(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dense::bench::fill;
+    use crate::dtype::DType;
+    use crate::reference::{Shape, gemm_ref, rel_err};
+    use crate::spec::compile_cost::Law;
+    use crate::spec::matmul::{DenseSource, TuneOptions};
+    use crate::spec::run::{Panel, SpecKernel};
+
+    /// On the device: a bstream candidate priced past the budget gives way along its chain (vec2, vec1, then
+    /// launches capped at 256 and 128 loads and stores) to the first link that fits; every link skipped is
+    /// listed with its prediction, the capped kernel's launches respect the cap, and it computes C = A·B + C
+    /// against the f64 CPU reference on fresh random B and C.
+    #[test]
+    fn an_over_budget_bstream_gives_way_to_a_cheaper_compile() {
+        let Some(gpu) = bespoke_gpu::testing::test_gpu() else {
+            return;
+        };
+        let seed = bespoke_gpu::testing::fresh_seed();
+        // 160 rows of ~10 terms over 320 rows of B: every link's launches are longer than the larger probe.
+        let op = crate::spec::tests::random_operator(160, 320, 0.97, seed);
+        let panel = Panel::packed(256);
+        let v = |n: &str| Variant::parse(n).unwrap();
+        let opts = TuneOptions {
+            variants: Some(vec![v("bstream-v2")]),
+            dense: DenseSource::Off,
+            reps: 1,
+            use_cache: false,
+            budget_seconds: Some(30.0),
+            ..Default::default()
+        };
+        let kernel =
+            |name: &str| SpecKernel::new(gpu, &op, v(name), DType::F32, 1.0, panel).unwrap();
+        let (k0, k256, k128) = (
+            kernel("bstream"),
+            kernel("bstream-a256"),
+            kernel("bstream-a128"),
+        );
+        assert!(
+            k128.launch_accesses().iter().all(|&a| a <= 128),
+            "{:?}",
+            k128.launch_accesses()
+        );
+        assert!(k128.launch_accesses().len() > k256.launch_accesses().len());
+        // Laws for this process (no disk): vec2 far past the budget; vec1 steep (size^5), scaled so that its
+        // 128-capped launches are predicted at 5 s with the margin, which leaves the longer ones past 30 s.
+        let mut laws = CompileLaws::load(gpu, &opts);
+        laws.record_probe(
+            "bstream-v2",
+            Law {
+                a: 1.0,
+                p: 1.0,
+                reach: 0,
+            },
+        );
+        let unit = Law {
+            a: 1.0,
+            p: 5.0,
+            reach: 0,
+        };
+        let margin = laws.margin("bstream");
+        let a = 5.0 / (margin * unit.predict(&launch_sizes(&k128)));
+        let law = Law { a, ..unit };
+        for k in [&k0, &k256] {
+            assert!(
+                margin * law.predict(&launch_sizes(k)) > 30.0,
+                "{:?}",
+                k.launch_accesses()
+            );
+        }
+        laws.record_probe("bstream", law);
+        let mm = MatMul::<f32>::tuned(gpu, &op, 1.0, panel, &opts).unwrap();
+        let c = &mm.report.candidates;
+        assert_eq!(mm.choice.name(), "bstream-a128", "{c:?}");
+        for name in ["bstream-v2", "bstream", "bstream-a256"] {
+            let s = c
+                .iter()
+                .find(|x| x.name == name)
+                .unwrap_or_else(|| panic!("{name}: {c:?}"));
+            assert!(
+                s.status.contains("would take about") && s.predicted_compile_seconds.is_some(),
+                "{s:?}"
+            );
+        }
+        let k = mm.spec_kernel().unwrap();
+        assert!(
+            k.launch_accesses().iter().all(|&a| a <= 128),
+            "{:?}",
+            k.launch_accesses()
+        );
+        // The product: C = A·B + C, C random (β = 1 reads it).
+        let (sb, sc) = (
+            Shape::new(op.k, panel.n, panel.ldb),
+            Shape::new(op.m, panel.n, panel.ldc),
+        );
+        let b = fill::<f32>(sb.min_len(), seed ^ 2);
+        let cc = fill::<f32>(sc.min_len(), seed ^ 3);
+        let (bb, cb) = (gpu.upload(&b).unwrap(), gpu.upload(&cc).unwrap());
+        mm.run(gpu, &bb, &cb).unwrap();
+        let back = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+        let mut want = back(&cc);
+        let av: Vec<f64> = op.values().iter().map(|&x| f64::from(x as f32)).collect();
+        gemm_ref(
+            1.0,
+            &av,
+            Shape::new(op.m, op.k, op.k),
+            &back(&b),
+            sb,
+            1.0,
+            &mut want,
+            sc,
+        );
+        let err = rel_err(&back(&gpu.read(&cb).unwrap()), &want, sc);
+        assert!(err <= 1e-5, "{err}");
+    }
+}
