@@ -337,31 +337,8 @@ mod tests {
         // It computes the product: C = A·B + C (β = 1: C is read, so random rather than poisoned) against the
         // f64 CPU reference on fresh random B and C.
         let mm = MatMul::<f32>::with_choice(gpu, &op, 1.0, panel, Choice::Dense(chosen)).unwrap();
-        let seed = bespoke_gpu::testing::fresh_seed();
-        let (sb, sc) = (
-            Shape::new(op.k, panel.n, panel.ldb),
-            Shape::new(op.m, panel.n, panel.ldc),
-        );
-        let b = fill::<f32>(sb.min_len(), seed);
-        let c = fill::<f32>(sc.min_len(), seed ^ 1);
-        let (bb, cb) = (gpu.upload(&b).unwrap(), gpu.upload(&c).unwrap());
-        gpu.run(&mm.plan(gpu, &bb, &cb).unwrap().launches())
-            .unwrap();
-        let back = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
-        let got = back(&gpu.read(&cb).unwrap());
-        let mut want = back(&c);
-        let a: Vec<f64> = op.values().iter().map(|&v| f64::from(v as f32)).collect();
-        gemm_ref(
-            1.0,
-            &a,
-            Shape::new(op.m, op.k, op.k),
-            &back(&b),
-            sb,
-            1.0,
-            &mut want,
-            sc,
-        );
-        let err = rel_err(&got, &want, sc);
+        let err =
+            crate::spec::tests::device_error(gpu, &op, &mm, bespoke_gpu::testing::fresh_seed());
         assert!(err <= 1e-5, "{err}");
         // No law known: two tilings are compiled, a law is fitted and kept for the family.
         let mut fresh = CompileLaws::empty(gpu);

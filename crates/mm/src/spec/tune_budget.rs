@@ -131,9 +131,7 @@ fn probe_variant(v: Variant) -> Variant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dense::bench::fill;
     use crate::dtype::DType;
-    use crate::reference::{Shape, gemm_ref, rel_err};
     use crate::spec::compile_cost::Law;
     use crate::spec::matmul::{DenseSource, TuneOptions};
     use crate::spec::run::{Panel, SpecKernel};
@@ -219,29 +217,8 @@ mod tests {
             "{:?}",
             k.launch_accesses()
         );
-        // The product: C = A·B + C, C random (β = 1 reads it).
-        let (sb, sc) = (
-            Shape::new(op.k, panel.n, panel.ldb),
-            Shape::new(op.m, panel.n, panel.ldc),
-        );
-        let b = fill::<f32>(sb.min_len(), seed ^ 2);
-        let cc = fill::<f32>(sc.min_len(), seed ^ 3);
-        let (bb, cb) = (gpu.upload(&b).unwrap(), gpu.upload(&cc).unwrap());
-        mm.run(gpu, &bb, &cb).unwrap();
-        let back = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
-        let mut want = back(&cc);
-        let av: Vec<f64> = op.values().iter().map(|&x| f64::from(x as f32)).collect();
-        gemm_ref(
-            1.0,
-            &av,
-            Shape::new(op.m, op.k, op.k),
-            &back(&b),
-            sb,
-            1.0,
-            &mut want,
-            sc,
-        );
-        let err = rel_err(&back(&gpu.read(&cb).unwrap()), &want, sc);
+        // The product: C = A·B + C against the CPU.
+        let err = crate::spec::tests::device_error(gpu, &op, &mm, seed ^ 2);
         assert!(err <= 1e-5, "{err}");
     }
 }
