@@ -216,7 +216,6 @@ fn probe_dense<T: Element>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::{Shape, gemm_ref, rel_err};
 
     fn p(key: &str) -> DenseParams {
         DenseParams::parse(key).unwrap()
