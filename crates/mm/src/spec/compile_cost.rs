@@ -150,7 +150,7 @@ impl Law {
 /// already is. A launch cap (`bstream-a256`) is not part of it: the law prices each launch by its size, and a
 /// capped variant only has shorter launches.
 pub(crate) fn family_key(v: Variant) -> String {
-    v.with_launch_cap(0).name()
+    v.uncapped().name()
 }
 
 /// The laws known for one adapter: for the process, and in the `compile-law` namespace of the disk cache when

@@ -270,7 +270,11 @@ fn storage_accesses_count_what_each_family_spells_out() {
 fn capped_bstream_launches_respect_the_cap_and_validate() {
     use super::generate::cap_of;
     use super::run::storage_accesses;
-    let bs = |vec, cap| Variant::new(Family::BStream, vec, 1, false).with_launch_cap(cap);
+    let bs = |vec, cap| {
+        Variant::new(Family::BStream, vec, 1, false)
+            .with_launch_cap(cap)
+            .unwrap()
+    };
     assert_eq!(cap_of(bs(1, 128), false, 2048), LaunchCap::Accesses(128));
     assert_eq!(cap_of(bs(2, 256), true, 256), LaunchCap::Accesses(256));
     assert_eq!(
@@ -278,7 +282,7 @@ fn capped_bstream_launches_respect_the_cap_and_validate() {
         LaunchCap::Accesses(CPU_BSTREAM_ACCESSES)
     );
     assert_eq!(cap_of(bs(2, 0), false, 2048), LaunchCap::Terms(2048));
-    let cs = Variant::new(Family::CStream, 2, 1, false).with_launch_cap(128);
+    let cs = Variant::new(Family::CStream, 2, 1, false);
     assert_eq!(cap_of(cs, true, 256), LaunchCap::Terms(256));
     // Banded, as PyFR's operators mostly are (row i reads 6 rows of B from 5i/3 on), so no launch needs
     // accumulator blocks: blocked bstream reloads rows of B per block, past what the cap counts (each row of B

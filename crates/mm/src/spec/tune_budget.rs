@@ -125,7 +125,7 @@ pub(crate) fn verdict<T: Element>(
 /// The variant a family's law is probed with: the family's own, without a launch cap (the probes are single
 /// launches shorter than any cap).
 fn probe_variant(v: Variant) -> Variant {
-    v.with_launch_cap(0)
+    v.uncapped()
 }
 
 #[cfg(test)]

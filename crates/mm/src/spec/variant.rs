@@ -101,17 +101,20 @@ impl Variant {
         }
     }
 
-    /// The same variant with launches capped at `accesses` loads and stores (one of [`LAUNCH_CAPS`]; 0 for the
-    /// adapter's default). Families that are not capped by accesses are returned unchanged.
-    pub fn with_launch_cap(self, accesses: u32) -> Self {
-        Self {
-            launch: if self.family.caps_launches() {
-                accesses
-            } else {
-                0
-            },
+    /// The same variant with launches capped at `accesses` loads and stores: one of [`LAUNCH_CAPS`] for a family
+    /// that [`caps_launches`](Family::caps_launches), or 0 (the adapter's default) for any. `None` for any other
+    /// cap (a name could not say it).
+    pub fn with_launch_cap(self, accesses: u32) -> Option<Self> {
+        let ok = accesses == 0 || (self.family.caps_launches() && LAUNCH_CAPS.contains(&accesses));
+        ok.then_some(Self {
+            launch: accesses,
             ..self
-        }
+        })
+    }
+
+    /// The same variant at the adapter's default launch cap.
+    pub fn uncapped(self) -> Self {
+        Self { launch: 0, ..self }
     }
 
     /// The next variant of the same family that costs a driver less to compile, or `None`: a narrower vector
@@ -136,7 +139,7 @@ impl Variant {
                 .position(|&c| c == l)
                 .and_then(|i| LAUNCH_CAPS.get(i + 1)),
         };
-        next.map(|&c| self.with_launch_cap(c))
+        next.and_then(|&c| self.with_launch_cap(c))
     }
 
     /// `cstream`, `cstream-v4-fold`, `bstream-msplit-s4-v2`, `rolled-r4-v4`, ...
@@ -177,10 +180,7 @@ impl Variant {
             } else if let Some(v) = part.strip_prefix('r') {
                 split = v.parse().ok().filter(|_| family.blocks_rows())?;
             } else if let Some(v) = part.strip_prefix('a') {
-                launch = v
-                    .parse()
-                    .ok()
-                    .filter(|l| family.caps_launches() && LAUNCH_CAPS.contains(l))?;
+                launch = v.parse().ok().filter(|l| *l > 0)?;
             } else {
                 return None;
             }
@@ -191,7 +191,7 @@ impl Variant {
         if family.blocks_rows() && !ROLLED_ROWS.contains(&split) {
             return None;
         }
-        let v = Self::new(family, vec, split, fold).with_launch_cap(launch);
+        let v = Self::new(family, vec, split, fold).with_launch_cap(launch)?;
         (v.name() == name).then_some(v)
     }
 
@@ -348,11 +348,11 @@ mod tests {
         for f in [Family::CStream, Family::Rolled, Family::BStreamMsplit] {
             assert_eq!(Variant::new(f, 2, 4, false).cheaper_compile(), None);
         }
-        assert_eq!(
-            Variant::new(Family::CStream, 1, 1, false)
-                .with_launch_cap(256)
-                .launch,
-            0
-        );
+        let cs = Variant::new(Family::CStream, 1, 1, false);
+        assert_eq!(cs.with_launch_cap(256), None);
+        assert_eq!(cs.with_launch_cap(0), Some(cs));
+        let bs = Variant::new(Family::BStream, 2, 1, false);
+        assert_eq!(bs.with_launch_cap(512), None);
+        assert_eq!(bs.with_launch_cap(128).map(Variant::uncapped), Some(bs));
     }
 }
