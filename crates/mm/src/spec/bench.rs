@@ -1,7 +1,7 @@
 //! Benchmarking one operator the way `bespoke mm bench` reports it: tune (or read the decision), check the
 //! result against the f64 CPU reference on random data, time the choice and the dense kernel.
 
-use bespoke_gpu::{Gpu, ProbeOptions};
+use bespoke_gpu::{Gpu, GpuBuffer, ProbeOptions};
 
 use super::compile_cost::CompileLaws;
 use super::dense_budget::model_dense_within;
@@ -75,16 +75,26 @@ impl SuiteSummary {
     }
 }
 
-/// Tunes `op` for (β, panel), checks it on random B and C against the CPU, times the choice and dense.
-pub fn bench_operator<T: Element>(
+/// Runs `mm` (built for `op`) once on random B and C drawn from `seed` — C poisoned with NaN when β = 0, which
+/// must not read it — and returns its relative error against the f64 CPU reference of C = A·B + β·C (A as the
+/// kernel sees it, rounded to `T`).
+pub fn check_against_cpu<T: Element>(
     gpu: &Gpu,
     op: &Operator,
-    beta: f64,
-    panel: Panel,
-    opts: &TuneOptions,
+    mm: &MatMul<T>,
     seed: u64,
-) -> Result<MatrixBench> {
-    let mm = MatMul::<T>::tuned(gpu, op, beta, panel, opts)?;
+) -> Result<f64> {
+    run_checked(gpu, op, mm, seed).map(|r| r.0)
+}
+
+/// [`check_against_cpu`], keeping the bound B and C for timing.
+fn run_checked<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    mm: &MatMul<T>,
+    seed: u64,
+) -> Result<(f64, GpuBuffer<T>, GpuBuffer<T>)> {
+    let (panel, beta) = (mm.panel, mm.beta);
     let (sb, sc) = (
         Shape::new(op.k, panel.n, panel.ldb),
         Shape::new(op.m, panel.n, panel.ldc),
@@ -112,7 +122,20 @@ pub fn bench_operator<T: Element>(
         &mut want,
         sc,
     );
-    let err = rel_err(&got, &want, sc);
+    Ok((rel_err(&got, &want, sc), bb, cb))
+}
+
+/// Tunes `op` for (β, panel), checks it on random B and C against the CPU, times the choice and dense.
+pub fn bench_operator<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    beta: f64,
+    panel: Panel,
+    opts: &TuneOptions,
+    seed: u64,
+) -> Result<MatrixBench> {
+    let mm = MatMul::<T>::tuned(gpu, op, beta, panel, opts)?;
+    let (err, bb, cb) = run_checked(gpu, op, &mm, seed)?;
 
     let reps = opts.reps.max(1);
     let plan = mm.plan(gpu, &bb, &cb)?;

@@ -18,7 +18,7 @@ pub mod variant;
 mod emit;
 mod families;
 
-pub use bench::{MatrixBench, SuiteSummary, bench_operator, tolerance};
+pub use bench::{MatrixBench, SuiteSummary, bench_operator, check_against_cpu, tolerance};
 pub use generate::{CPU_BSTREAM_ACCESSES, MAX_TERMS, Skip, generate, launch_cap, terms_per_launch};
 pub use layout::{LaunchCap, Layout, RowTerms, plan_layouts};
 pub use matmul::{

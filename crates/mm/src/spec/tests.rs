@@ -24,36 +24,14 @@ pub(crate) fn random_operator(m: usize, k: usize, zeros: f64, seed: u64) -> Oper
     Operator::from_dense("random", m, k, a).unwrap()
 }
 
-/// Runs `mm` once on fresh random B and C (C random rather than poisoned: β ≠ 0 reads it) and returns its
-/// relative error against the f64 CPU reference of C = A·B + β·C (A as the kernel sees it, rounded to f32).
+/// Runs `mm` once on fresh random B and C against the f64 CPU reference (`bench::check_against_cpu`).
 pub(crate) fn device_error(
     gpu: &bespoke_gpu::Gpu,
     op: &Operator,
     mm: &MatMul<f32>,
     seed: u64,
 ) -> f64 {
-    use crate::dense::bench::fill;
-    use crate::reference::{Shape, gemm_ref, rel_err};
-    let p = mm.panel;
-    let (sb, sc) = (Shape::new(op.k, p.n, p.ldb), Shape::new(op.m, p.n, p.ldc));
-    let b = fill::<f32>(sb.min_len(), seed);
-    let c = fill::<f32>(sc.min_len(), seed ^ 1);
-    let (bb, cb) = (gpu.upload(&b).unwrap(), gpu.upload(&c).unwrap());
-    mm.run(gpu, &bb, &cb).unwrap();
-    let back = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
-    let mut want = back(&c);
-    let a: Vec<f64> = op.values().iter().map(|&v| f64::from(v as f32)).collect();
-    gemm_ref(
-        1.0,
-        &a,
-        Shape::new(op.m, op.k, op.k),
-        &back(&b),
-        sb,
-        mm.beta,
-        &mut want,
-        sc,
-    );
-    rel_err(&back(&gpu.read(&cb).unwrap()), &want, sc)
+    super::bench::check_against_cpu(gpu, op, mm, seed).unwrap()
 }
 
 fn validate_all(op: &Operator, n: usize, ldb: usize, ldc: usize, blocks: bool) -> usize {
