@@ -124,12 +124,10 @@ pub(crate) fn dense_within<T: Element>(
                 .join(" and ")
         ),
     };
-    let note = Candidate {
-        name: format!("dense:{}", pick.key()),
-        seconds: None,
-        compile_seconds: None,
-        predicted_compile_seconds: Some(predicted),
-        status: format!(
+    let note = Candidate::skipped(
+        format!("dense:{}", pick.key()),
+        Some(predicted),
+        format!(
             "skipped: its compile would take about {predicted:.1} s, ×{margin:.2} for this family's misses \
              ({kernels}; the dense law on this adapter: {:.3e}·accesses^{:.2} s up to {} accesses), past {:.0} % of \
              the {budget} s tuning budget; the model's best within it, dense:{}, stands in",
@@ -139,7 +137,7 @@ pub(crate) fn dense_within<T: Element>(
             DENSE_BUDGET_SHARE * 100.0,
             chosen.key()
         ),
-    };
+    );
     Ok((chosen, Some(note)))
 }
 

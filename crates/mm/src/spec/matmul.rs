@@ -168,6 +168,19 @@ pub struct Candidate {
     pub status: String,
 }
 
+impl Candidate {
+    /// A candidate that was not compiled, for `status` (`skipped: …`), with its prediction where it had one.
+    pub fn skipped(name: String, predicted: Option<f64>, status: String) -> Self {
+        Self {
+            name,
+            seconds: None,
+            compile_seconds: None,
+            predicted_compile_seconds: predicted,
+            status,
+        }
+    }
+}
+
 /// What tuning did (or that the decision came from the cache).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct TuneReport {
@@ -336,13 +349,11 @@ impl<T: Element> MatMul<T> {
                     let bytes: usize = mm.sources().iter().map(|s| s.len()).sum();
                     built.push((mm, bytes));
                 }
-                Err(MmError::NotApplicable { reason, .. }) => skipped.push(Candidate {
-                    name: choice.name(),
-                    seconds: None,
-                    compile_seconds: None,
-                    predicted_compile_seconds: None,
-                    status: format!("skipped: {reason}"),
-                }),
+                Err(MmError::NotApplicable { reason, .. }) => skipped.push(Candidate::skipped(
+                    choice.name(),
+                    None,
+                    format!("skipped: {reason}"),
+                )),
                 Err(e) => return Err(e),
             }
         }
@@ -369,14 +380,9 @@ impl<T: Element> MatMul<T> {
                         break;
                     }
                     Verdict::Over { predicted, status } => {
-                        skipped.push(Candidate {
-                            name: mm.choice.name(),
-                            seconds: None,
-                            compile_seconds: None,
-                            predicted_compile_seconds: predicted,
-                            status,
-                        });
+                        skipped.push(Candidate::skipped(mm.choice.name(), predicted, status));
                         link = true;
+                        // The next link that is not a candidate already and applies to this operator.
                         let mut next = mm.choice.variant().and_then(|v| v.cheaper_compile());
                         mm = loop {
                             let Some(v) = next else {
@@ -390,13 +396,11 @@ impl<T: Element> MatMul<T> {
                             match Self::with_choice(gpu, op, beta, panel, Choice::Spec(v)) {
                                 Ok(m) => break m,
                                 Err(MmError::NotApplicable { reason, .. }) => {
-                                    skipped.push(Candidate {
-                                        name: v.name(),
-                                        seconds: None,
-                                        compile_seconds: None,
-                                        predicted_compile_seconds: None,
-                                        status: format!("skipped: {reason}"),
-                                    })
+                                    skipped.push(Candidate::skipped(
+                                        v.name(),
+                                        None,
+                                        format!("skipped: {reason}"),
+                                    ))
                                 }
                                 Err(e) => return Err(e),
                             }

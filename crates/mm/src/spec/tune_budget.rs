@@ -11,7 +11,6 @@ use super::compile_cost::{
 };
 use super::matmul::{Choice, MatMul};
 use super::operator::Operator;
-use super::variant::Variant;
 use crate::dense::Element;
 use crate::error::Result;
 
@@ -74,7 +73,8 @@ pub(crate) fn verdict<T: Element>(
     if law.is_none()
         && (link || !small)
         && t0.elapsed().as_secs_f64() < budget
-        && let Some(probes) = probe::<T>(gpu, op, probe_variant(v), beta)?
+        // The probes are single launches shorter than any cap: the family's own variant, uncapped.
+        && let Some(probes) = probe::<T>(gpu, op, v.uncapped(), beta)?
     {
         law = laws.record_probes(&family, probes);
     }
@@ -122,12 +122,6 @@ pub(crate) fn verdict<T: Element>(
     })
 }
 
-/// The variant a family's law is probed with: the family's own, without a launch cap (the probes are single
-/// launches shorter than any cap).
-fn probe_variant(v: Variant) -> Variant {
-    v.uncapped()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +129,7 @@ mod tests {
     use crate::spec::compile_cost::Law;
     use crate::spec::matmul::{DenseSource, TuneOptions};
     use crate::spec::run::{Panel, SpecKernel};
+    use crate::spec::variant::Variant;
 
     /// On the device: a bstream candidate priced past the budget gives way along its chain (vec2, vec1, then
     /// launches capped at 256 and 128 loads and stores) to the first link that fits; every link skipped is
