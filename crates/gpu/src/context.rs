@@ -26,6 +26,9 @@ pub struct GpuOptions {
     pub adapter_name: Option<String>,
     /// Lower the per-binding size used for chunking (tests use this to exercise chunking on small data).
     pub max_binding_bytes: Option<u64>,
+    /// Request the device with uniform bindings of at most this many bytes (at least 256): what an adapter with
+    /// small uniform bindings grants (tests use it to make kernels split their uniform tables).
+    pub max_uniform_binding_bytes: Option<u64>,
     /// Load and save wgpu's driver pipeline cache under [`Gpu::cache_dir`] where the adapter supports it.
     pub persist_pipeline_cache: bool,
     /// A rank of a distributed run: take the `rank mod k`-th of the k adapters of the best kind (one GPU per
@@ -201,7 +204,11 @@ impl Gpu {
             .fold(wgpu::Features::empty(), |acc, (f, _)| acc | *f);
         let features = adapter.features() & wanted;
         // The defaults (256 invocations, 16 KiB workgroup memory, 256 MiB buffers) are far below real hardware.
-        let limits = adapter.limits();
+        let mut limits = adapter.limits();
+        if let Some(u) = opts.max_uniform_binding_bytes {
+            limits.max_uniform_buffer_binding_size =
+                limits.max_uniform_buffer_binding_size.min(u.max(256));
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("bespoke"),

@@ -356,6 +356,71 @@ fn launches_split_past_a_small_binding_limit() {
     assert!(k.sources().len() > 1, "expected several launches");
 }
 
+/// The rolled family's table lives in uniform buffers: on an adapter with small uniform bindings (512 bytes:
+/// 128 offsets and columns, 128 f32 or 64 f64 coefficients) the rows go in several launches whose tables fit,
+/// each checked against the CPU reference; a block of rows whose table alone does not fit is refused by name.
+#[test]
+fn rolled_tables_split_past_a_small_uniform_binding() {
+    let Some(shared) = test_gpu() else { return };
+    let gpu = Gpu::with_options(GpuOptions {
+        adapter_name: Some(shared.adapter_name().to_owned()),
+        max_uniform_binding_bytes: Some(512),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(gpu.limits().max_uniform_buffer_binding_size, 512);
+    let mut r = rng();
+    // 40×30 at ~60% non-zeros: ~720 entries, several tables of at most 128 words.
+    let op = random_operator(&mut r, 40, 30, 0.4);
+    let panel = Panel {
+        n: 70,
+        ldb: 72,
+        ldc: 76,
+    };
+    let mut ran = 0;
+    for (name, dtype) in [
+        ("rolled-r1", DType::F32),
+        ("rolled-r4-v2", DType::F32),
+        ("rolled-r1", DType::F64),
+    ] {
+        if dtype == DType::F64 && !gpu.has_f64() {
+            continue;
+        }
+        for beta in [0.0, 1.0, -0.5] {
+            let v = Variant::parse(name).unwrap();
+            let k = SpecKernel::new(&gpu, &op, v, dtype, beta, panel).unwrap();
+            assert!(
+                k.sources().len() >= 4,
+                "{name}: {} launches",
+                k.sources().len()
+            );
+            let e = match dtype {
+                DType::F32 => check::<f32>(&gpu, &mut r, &op, &k),
+                DType::F64 => check::<f64>(&gpu, &mut r, &op, &k),
+            };
+            let tol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+            assert!(e <= tol, "{name} {dtype} β = {beta}: {e:e}");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 6, "{ran}");
+    // Blocks of 8 rows × 30 used columns need 240 coefficients: past the 128 one table holds.
+    let dense = Operator::from_dense("full", 8, 30, vec![0.25; 240]).unwrap();
+    let e = SpecKernel::new(
+        &gpu,
+        &dense,
+        Variant::parse("rolled-r8").unwrap(),
+        DType::F32,
+        0.0,
+        panel,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, MmError::NotApplicable { reason, .. } if reason.contains("512-byte uniform table")),
+        "{e}"
+    );
+}
+
 #[test]
 fn wrong_buffer_sizes_are_refused() {
     let Some(gpu) = test_gpu() else { return };

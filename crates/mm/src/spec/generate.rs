@@ -2,7 +2,7 @@
 //! apply.
 
 use super::emit::{Emit, REG_BUDGET_BYTES, Work};
-use super::families;
+use super::families::{self, TableSize};
 use super::layout::{LaunchCap, Layout, RowTerms};
 use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dtype::DType;
@@ -73,7 +73,8 @@ fn folds_anything(work: &Work) -> bool {
 }
 
 /// WGSL for `variant` computing `layout`'s part of C = A·B + β·C with A's non-zeros `a_rows` inlined (the
-/// rolled family's source does not depend on them: its table comes from [`rolled_table`]).
+/// rolled family's source does not depend on them: its table comes from [`rolled_table`]; here it declares
+/// tables of the default [`TableSize`], [`generate_for`] takes the adapter's).
 ///
 /// [`rolled_table`]: super::families::rolled_table
 pub fn generate(
@@ -81,6 +82,17 @@ pub fn generate(
     layout: &Layout,
     variant: Variant,
     dtype: DType,
+) -> Result<String, Skip> {
+    generate_for(a_rows, layout, variant, dtype, TableSize::default())
+}
+
+/// [`generate`] with the rolled family's tables of `table` bytes (what the adapter's uniform bindings hold).
+pub fn generate_for(
+    a_rows: &[RowTerms],
+    layout: &Layout,
+    variant: Variant,
+    dtype: DType,
+    table: TableSize,
 ) -> Result<String, Skip> {
     let v = variant.vec as usize;
     if ![1, 2, 4].contains(&v) {
@@ -106,7 +118,7 @@ pub fn generate(
             )));
         }
         let mut e = Emit::new(dtype, variant, layout);
-        families::rolled(&mut e);
+        families::rolled(&mut e, table);
         return Ok(e.out);
     }
     let w = work(a_rows, layout);

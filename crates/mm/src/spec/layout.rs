@@ -116,6 +116,14 @@ pub enum LaunchCap {
     /// At most this many loads and stores of B and C: each row of B the launch's rows read, once, plus each
     /// row of C it stores (and reads, for β ≠ 0). What bstream spells out, and what drives compile time.
     Accesses(usize),
+    /// The rolled family's table: rows in blocks of `r`, each block one offset plus one column per distinct
+    /// column its rows use, at most `tab_words` of those per launch and `r` coefficients per column, at most
+    /// `coef_elems` (a block past the limits on its own stands alone; the caller refuses it).
+    Table {
+        r: usize,
+        tab_words: usize,
+        coef_elems: usize,
+    },
 }
 
 /// Consecutive rows in groups within `cap` inside `ks` (a row past the cap on its own stands alone).
@@ -125,6 +133,26 @@ fn row_groups(
     ks: &Range<usize>,
     beta: Beta,
     cap: LaunchCap,
+) -> Vec<Range<usize>> {
+    match cap {
+        LaunchCap::Terms(t) => stream_groups(a_rows, rows, ks, beta, t, false),
+        LaunchCap::Accesses(t) => stream_groups(a_rows, rows, ks, beta, t, true),
+        LaunchCap::Table {
+            r,
+            tab_words,
+            coef_elems,
+        } => table_groups(a_rows, rows, ks, r.max(1), tab_words, coef_elems),
+    }
+}
+
+/// Consecutive rows in groups of at most `limit` terms, or (`accesses`) loads and stores of B and C.
+fn stream_groups(
+    a_rows: &[RowTerms],
+    rows: Range<usize>,
+    ks: &Range<usize>,
+    beta: Beta,
+    limit: usize,
+    accesses: bool,
 ) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut seen = vec![false; ks.len()];
@@ -136,22 +164,19 @@ fn row_groups(
             .filter(|(p, _)| ks.contains(p))
             .map(|(p, _)| p - ks.start)
             .collect();
-        let add = |seen: &[bool]| match cap {
-            LaunchCap::Terms(_) => terms.len(),
-            LaunchCap::Accesses(_) => {
-                let mut new: Vec<usize> = terms.iter().copied().filter(|&p| !seen[p]).collect();
-                new.sort_unstable();
-                new.dedup();
-                let c = match (beta, terms.is_empty()) {
-                    (Beta::One, true) => 0,
-                    (Beta::Zero, _) | (_, true) => 1,
-                    _ => 2,
-                };
-                new.len() + c
+        let add = |seen: &[bool]| {
+            if !accesses {
+                return terms.len();
             }
-        };
-        let limit = match cap {
-            LaunchCap::Terms(t) | LaunchCap::Accesses(t) => t,
+            let mut new: Vec<usize> = terms.iter().copied().filter(|&p| !seen[p]).collect();
+            new.sort_unstable();
+            new.dedup();
+            let c = match (beta, terms.is_empty()) {
+                (Beta::One, true) => 0,
+                (Beta::Zero, _) | (_, true) => 1,
+                _ => 2,
+            };
+            new.len() + c
         };
         let mut a = add(&seen);
         if size > 0 && size + a > limit {
@@ -169,6 +194,44 @@ fn row_groups(
                 marked.push(p);
             }
         }
+    }
+    if start < rows.end {
+        out.push(start..rows.end);
+    }
+    out
+}
+
+/// Consecutive blocks of `r` rows in groups whose rolled tables fit: blocks + 1 offsets plus the columns
+/// within `tab_words`, `r` coefficients per column within `coef_elems`.
+fn table_groups(
+    a_rows: &[RowTerms],
+    rows: Range<usize>,
+    ks: &Range<usize>,
+    r: usize,
+    tab_words: usize,
+    coef_elems: usize,
+) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut blocks, mut entries) = (rows.start, 0, 0);
+    let mut b = rows.start;
+    while b < rows.end {
+        let e = rows.end.min(b + r);
+        let mut used: Vec<usize> = (b..e)
+            .flat_map(|i| a_rows[i].iter().map(|(p, _)| *p))
+            .filter(|p| ks.contains(p))
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        let fits = |blocks: usize, entries: usize| {
+            blocks + 1 + entries <= tab_words && entries * r <= coef_elems
+        };
+        if blocks > 0 && !fits(blocks + 1, entries + used.len()) {
+            out.push(start..b);
+            (start, blocks, entries) = (b, 0, 0);
+        }
+        blocks += 1;
+        entries += used.len();
+        b = e;
     }
     if start < rows.end {
         out.push(start..rows.end);
@@ -220,6 +283,29 @@ mod tests {
     fn rows() -> Vec<RowTerms> {
         // 3×6: row 0 uses columns 0 and 5, row 1 is empty, row 2 uses column 3.
         vec![vec![(0, 1.0), (5, 2.0)], vec![], vec![(3, -1.0)]]
+    }
+
+    #[test]
+    fn rolled_tables_group_whole_blocks_within_both_limits() {
+        // 6×4, every row uses columns 0..3 (3 entries per block of 2 rows: offsets 1 + 3 per block).
+        let a: Vec<RowTerms> = (0..6).map(|_| vec![(0, 1.0), (1, 2.0), (2, 3.0)]).collect();
+        let cap = |tab_words, coef_elems| LaunchCap::Table {
+            r: 2,
+            tab_words,
+            coef_elems,
+        };
+        let groups = |c| row_groups(&a, 0..6, &(0..4), Beta::Zero, c);
+        // Room for everything: one launch.
+        assert_eq!(groups(cap(100, 100)), vec![0..6]);
+        // Two blocks take 2 + 1 offsets and 6 columns = 9 words, three take 13: groups of two blocks.
+        assert_eq!(groups(cap(9, 100)), vec![0..4, 4..6]);
+        // Coefficients: 2 per column, 6 per block; 12 fit two blocks.
+        assert_eq!(groups(cap(100, 12)), vec![0..4, 4..6]);
+        // A block past the limits on its own stands alone (the caller refuses its table).
+        assert_eq!(groups(cap(3, 100)), vec![0..2, 2..4, 4..6]);
+        // Columns outside the K slice do not count: only column 2 lies in 2..4 (1 + 1 words per block).
+        let sliced = row_groups(&a, 0..6, &(2..4), Beta::One, cap(5, 100));
+        assert_eq!(sliced, vec![0..4, 4..6]);
     }
 
     #[test]

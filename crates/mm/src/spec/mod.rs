@@ -19,7 +19,10 @@ mod emit;
 mod families;
 
 pub use bench::{MatrixBench, SuiteSummary, bench_operator, check_against_cpu, tolerance};
-pub use generate::{CPU_BSTREAM_ACCESSES, MAX_TERMS, Skip, generate, launch_cap, terms_per_launch};
+pub use families::TableSize;
+pub use generate::{
+    CPU_BSTREAM_ACCESSES, MAX_TERMS, Skip, generate, generate_for, launch_cap, terms_per_launch,
+};
 pub use layout::{LaunchCap, Layout, RowTerms, plan_layouts};
 pub use matmul::{
     Candidate, Choice, DEFAULT_TUNE_BUDGET, DenseSource, MatMul, MatMulPlan, TuneOptions,

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
 
-use super::families::{PARAMS_WORDS, rolled_table};
-use super::generate::{MAX_TERMS, generate, launch_cap};
+use super::families::{PARAMS_WORDS, TableSize, rolled_table};
+use super::generate::{MAX_TERMS, generate_for, launch_cap};
 use super::layout::{LaunchCap, Layout, RowTerms, plan_layouts};
 use super::operator::Operator;
 use super::variant::{Beta, Variant, WG_X};
@@ -93,12 +93,12 @@ pub struct SpecKernel {
     pub compile: CompileTime,
 }
 
-/// One rolled launch's table on the device (block offsets and columns; coefficients as raw bits of the
-/// precision) and its row count and block count for the parameters.
+/// One rolled launch's table as the bytes of its two uniform bindings (block offsets and columns; coefficients
+/// in the precision), each padded to the declared size, and its row count and block count for the parameters.
 #[derive(Debug)]
 struct Table {
-    tab: GpuBuffer<u32>,
-    coef: GpuBuffer<u32>,
+    tab: Vec<u8>,
+    coef: Vec<u8>,
     blocks: usize,
     rows: usize,
 }
@@ -145,16 +145,21 @@ impl SpecKernel {
         let b = blocks(gpu, dtype, op.k, panel.ldb)?;
         let c = blocks(gpu, dtype, op.m, panel.ldc)?;
         let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
-        // The rolled kernel binds one block of B and one of C (plus its table) and is not unrolled.
+        let table_size = TableSize::for_limit(gpu.limits().max_uniform_buffer_binding_size);
+        // The rolled kernel binds one block of B and one of C (its tables are uniform) and is not unrolled;
+        // its launches hold as many rows as their tables fit.
         let (bindings, cap) = if unrolled {
             (max, launch_cap(gpu, variant))
-        } else if max >= 4 {
-            (2, LaunchCap::Terms(usize::MAX))
         } else {
-            return Err(MmError::NotApplicable {
-                variant: variant.name(),
-                reason: format!("needs 4 storage bindings per stage, the adapter has {max}"),
-            });
+            let r = variant.split as usize;
+            (
+                2,
+                LaunchCap::Table {
+                    r,
+                    tab_words: table_size.tab_words(),
+                    coef_elems: table_size.coef_elems(dtype),
+                },
+            )
         };
         let layouts = plan_layouts(
             &rows,
@@ -166,7 +171,7 @@ impl SpecKernel {
             cap,
         )
         .map_err(MmError::Shape)?;
-        let launches = Self::generate_all(&rows, &layouts, variant, dtype, &op.name)?;
+        let launches = Self::generate_all(&rows, &layouts, variant, dtype, table_size, &op.name)?;
         let launch_terms = layouts
             .iter()
             .map(|l| {
@@ -188,18 +193,15 @@ impl SpecKernel {
                 .iter()
                 .map(|l| {
                     let t = rolled_table(&rows, l, variant.split as usize);
-                    // At least one element each: an empty table still binds.
-                    let mut coef: Vec<u32> = match dtype {
-                        DType::F32 => t.coef.iter().map(|&v| (v as f32).to_bits()).collect(),
-                        // The f64 bytes as words: the shader binds them as array<f64>.
-                        DType::F64 => bespoke_gpu::bytemuck::cast_slice(&t.coef).to_vec(),
-                    };
-                    if coef.is_empty() {
-                        coef.resize(dtype.size() / 4, 0);
-                    }
+                    let (tab, coef) =
+                        t.bytes(dtype, table_size)
+                            .map_err(|reason| MmError::NotApplicable {
+                                variant: variant.name(),
+                                reason,
+                            })?;
                     Ok(Arc::new(Table {
-                        tab: gpu.upload(&t.tab)?,
-                        coef: gpu.upload(&coef)?,
+                        tab,
+                        coef,
                         blocks: t.blocks,
                         rows: l.rows.len(),
                     }))
@@ -231,24 +233,27 @@ impl SpecKernel {
         layouts: &[Layout],
         variant: Variant,
         dtype: DType,
+        table_size: TableSize,
         name: &str,
     ) -> Result<Vec<(Layout, Kernel)>> {
         layouts
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                let src =
-                    generate(rows, l, variant, dtype).map_err(|s| MmError::NotApplicable {
+                let src = generate_for(rows, l, variant, dtype, table_size).map_err(|s| {
+                    MmError::NotApplicable {
                         variant: variant.name(),
                         reason: s.0,
-                    })?;
+                    }
+                })?;
                 let kname = format!("mm_{name}_{}_{dtype}_{i}", variant.name());
                 // SAFETY: B and C are addressed as `col + offset` with `col < N / vec` (early return or clamp)
                 // and offsets inside the row blocks this layout binds; `plan` refuses buffers shorter than the
                 // panels, so every window holds the rows it is bound for. Workgroup arrays are indexed by
                 // constants below their size plus `lid.x < WG_X`. The rolled kernel's indices come from the
-                // table `rolled_table` builds for this very layout: block offsets within the table, columns
-                // within the bound K slice, rows below the parameter `rows` of the bound C block.
+                // table `rolled_table` builds for this very layout (checked to fit the declared uniform
+                // arrays): block offsets within the table, columns within the bound K slice, rows below the
+                // parameter `rows` of the bound C block; its columns of B are clamped below N.
                 let kernel = unsafe { Kernel::new(kname, src).without_bounds_checks() };
                 Ok((l.clone(), kernel))
             })
@@ -321,8 +326,8 @@ impl SpecKernel {
                 let args = [
                     b.rows_arg(l.ks.clone(), l.ldb),
                     c.rows_arg(c_rows, l.ldc),
-                    t.tab.arg(),
-                    t.coef.arg(),
+                    Arg::Uniform(t.tab.clone()),
+                    Arg::Uniform(t.coef.clone()),
                     Arg::uniform(&params),
                 ];
                 out.push(gpu.prepare(k, &args, grid)?);

@@ -11,7 +11,7 @@ use super::run::Panel;
 use crate::dtype::DType;
 
 /// Bumped when [`Decision`] or the key changes, so old decisions are ignored, not misread.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// One remembered decision.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

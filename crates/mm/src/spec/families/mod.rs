@@ -12,4 +12,5 @@ pub(crate) use bstream::bstream;
 pub(crate) use cstream::cstream;
 pub(crate) use ksplit::ksplit;
 pub(crate) use msplit::msplit;
+pub use rolled::TableSize;
 pub(crate) use rolled::{PARAMS_WORDS, rolled, rolled_table};
