@@ -148,9 +148,14 @@ impl Law {
 
 /// The law's key: family, vector width and folding (`cstream-v4-fold`), which the name of a non-split variant
 /// already is. A launch cap (`bstream-a256`) is not part of it: the law prices each launch by its size, and a
-/// capped variant only has shorter launches.
+/// capped variant only has shorter launches. Nor is `-touch`: its extra load of each row of C is counted in the
+/// launch's size, as a β ≠ 0 kernel's read of C is.
 pub(crate) fn family_key(v: Variant) -> String {
-    v.uncapped().name()
+    Variant {
+        touch: false,
+        ..v.uncapped()
+    }
+    .name()
 }
 
 /// The laws known for one adapter: for the process, and in the `compile-law` namespace of the disk cache when

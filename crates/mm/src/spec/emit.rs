@@ -199,6 +199,17 @@ impl<'a> Emit<'a> {
     pub fn store(&self, indent: &str, i: usize, col: &str, value: Option<&str>) -> String {
         let c = self.c_at(i, col);
         let zero = self.lit(0.0);
+        if self.variant.touch && self.layout.beta == Beta::Zero {
+            // `-touch`: C's old value is read and kept out of the result. The select's condition is false on
+            // every launch (the grid has at least one workgroup along z) but no compiler can know it, and it
+            // depends on the value read, so the load is neither dropped nor moved past the store.
+            let x = if self.vec() > 1 { "t.x" } else { "t" };
+            let v = value.unwrap_or(&zero);
+            return format!(
+                "{indent}{{ let t = {c}; {c} = select({v}, t, (bespoke_grid.size.z == 0u) & ({x} == {})); }}\n",
+                self.dtype.literal(0.0)
+            );
+        }
         let stmt = match (self.layout.beta, value) {
             (Beta::Zero, Some(v)) => format!("{c} = {v};"),
             (Beta::Zero, None) => format!("{c} = {zero};"),

@@ -4,7 +4,7 @@
 use super::emit::{Emit, REG_BUDGET_BYTES, Work};
 use super::families::{self, TableSize};
 use super::layout::{LaunchCap, Layout, RowTerms};
-use super::variant::{Family, ROLLED_ROWS, Variant};
+use super::variant::{Beta, Family, ROLLED_ROWS, Variant};
 use crate::dtype::DType;
 
 /// Unrolled terms past which a kernel is not generated: driver compile time grows with the source, and a
@@ -131,6 +131,11 @@ pub fn generate_for(
     if variant.fold && !folds_anything(&w) {
         return Err(Skip(
             "no row repeats a coefficient magnitude: nothing to fold".into(),
+        ));
+    }
+    if variant.touch && layout.beta != Beta::Zero {
+        return Err(Skip(
+            "-touch only changes β = 0 kernels: this one reads C already".into(),
         ));
     }
     let mut e = Emit::new(dtype, variant, layout);

@@ -238,6 +238,15 @@ fn storage_accesses_count_what_each_family_spells_out() {
         let stores = if beta == Beta::Zero { op.m } else { written };
         assert_eq!(count("cstream"), op.nnz() + stores + c_reads, "{beta:?}");
         assert_eq!(count("bstream"), used_b + stores + c_reads, "{beta:?}");
+        if beta == Beta::Zero {
+            // `-touch` reads every row of C it stores, once, right at its store.
+            assert_eq!(count("cstream-touch"), op.nnz() + 2 * stores);
+            assert_eq!(count("bstream-v2-touch"), used_b + 2 * stores);
+        } else {
+            let v = Variant::parse("bstream-touch").unwrap();
+            let e = generate(&rows, &layout, v, DType::F32).unwrap_err();
+            assert!(e.0.contains("only changes β = 0"), "{}", e.0);
+        }
     }
 }
 

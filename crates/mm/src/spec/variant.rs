@@ -58,12 +58,19 @@ impl Family {
     pub fn caps_launches(self) -> bool {
         self == Self::BStream
     }
+    /// Whether the family has a `-touch` twin (a β = 0 kernel that reads each row of C before storing it).
+    pub fn touches(self) -> bool {
+        matches!(self, Self::CStream | Self::BStream)
+    }
 }
 
 /// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`; for the
 /// rolled family the rows per block; 1 where the family has neither), whether repeated coefficients are
-/// folded, and (bstream only) a cap on the loads and stores one launch spells out (`launch`, one of
-/// [`LAUNCH_CAPS`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)).
+/// folded, (bstream only) a cap on the loads and stores one launch spells out (`launch`, one of
+/// [`LAUNCH_CAPS`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)), and (cstream and bstream,
+/// β = 0 only) `touch`: each row of C is read before it is stored, its value kept out of the result. A CPU then
+/// brings C's lines into its cache with a load instead of a store miss, which on some hosts costs twice the time
+/// (docs/perf.md); a GPU only pays the extra read, so the tuner keeps whichever is faster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Variant {
     pub family: Family,
@@ -71,6 +78,7 @@ pub struct Variant {
     pub split: u32,
     pub fold: bool,
     pub launch: u32,
+    pub touch: bool,
 }
 
 /// Invocations along N per workgroup.
@@ -98,7 +106,17 @@ impl Variant {
             },
             fold: fold && family.folds(),
             launch: 0,
+            touch: false,
         }
+    }
+
+    /// The same variant reading each row of C before storing it (`-touch`), for a family that
+    /// [`touches`](Family::touches); `None` for any other.
+    pub fn with_touch(self) -> Option<Self> {
+        self.family.touches().then_some(Self {
+            touch: true,
+            ..self
+        })
     }
 
     /// The same variant with launches capped at `accesses` loads and stores: one of [`LAUNCH_CAPS`] for a family
@@ -123,7 +141,8 @@ impl Variant {
     /// ([`LAUNCH_CAPS`]). Only bstream has such a chain: the tuner walks it when a bstream candidate's
     /// predicted compile would pass the tuning budget (docs/mm.md).
     pub fn cheaper_compile(self) -> Option<Self> {
-        if self.family != Family::BStream {
+        // A `-touch` twin is tried beside its plain variant, not instead of it: it has no chain of its own.
+        if self.family != Family::BStream || self.touch {
             return None;
         }
         if self.vec > 1 {
@@ -160,6 +179,9 @@ impl Variant {
         if self.fold {
             s += "-fold";
         }
+        if self.touch {
+            s += "-touch";
+        }
         s
     }
 
@@ -169,10 +191,12 @@ impl Variant {
             .iter()
             .rev() // longest names first: `cstream-ksplit` before `cstream`
             .find_map(|f| name.strip_prefix(f.name()).map(|r| (*f, r)))?;
-        let (mut vec, mut split, mut fold, mut launch) = (1, 1, false, 0);
+        let (mut vec, mut split, mut fold, mut launch, mut touch) = (1, 1, false, 0, false);
         for part in rest.split('-').filter(|p| !p.is_empty()) {
             if part == "fold" && family.folds() {
                 fold = true;
+            } else if part == "touch" && family.touches() {
+                touch = true;
             } else if let Some(v) = part.strip_prefix('v') {
                 vec = v.parse().ok().filter(|v| [2, 4].contains(v))?;
             } else if let Some(v) = part.strip_prefix('s') {
@@ -191,7 +215,10 @@ impl Variant {
         if family.blocks_rows() && !ROLLED_ROWS.contains(&split) {
             return None;
         }
-        let v = Self::new(family, vec, split, fold).with_launch_cap(launch)?;
+        let mut v = Self::new(family, vec, split, fold).with_launch_cap(launch)?;
+        if touch {
+            v = v.with_touch()?;
+        }
         (v.name() == name).then_some(v)
     }
 
@@ -218,7 +245,9 @@ impl Variant {
                     } else {
                         vec![false]
                     } {
-                        out.push(Self::new(family, vec, split, fold));
+                        let v = Self::new(family, vec, split, fold);
+                        out.push(v);
+                        out.extend(v.with_touch());
                     }
                 }
             }
@@ -292,9 +321,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn touch_twins_only_for_the_streaming_families_and_without_a_chain() {
+        let t = Variant::parse("bstream-v2-touch").unwrap();
+        assert!(t.touch && t.family == Family::BStream && t.vec == 2);
+        assert_eq!(t.cheaper_compile(), None);
+        assert!(Variant::parse("cstream-v4-fold-touch").is_some());
+        for bad in [
+            "rolled-r4-touch",
+            "bstream-msplit-s2-touch",
+            "bstream-touch-v2",
+            "cstream-touch-touch",
+        ] {
+            assert_eq!(Variant::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn names_round_trip() {
         let all = Variant::all();
-        assert_eq!(all.len(), 6 + 3 + 12 + 12 + 9);
+        // cstream 6 and bstream 3, each with a -touch twin; msplit 12, ksplit 12, rolled 9.
+        assert_eq!(all.len(), 12 + 6 + 12 + 12 + 9);
         for v in all {
             assert_eq!(Variant::parse(&v.name()), Some(v), "{}", v.name());
         }

@@ -183,3 +183,11 @@ fn leading_rows_take_a_prefix() {
     assert_eq!(leading_rows(&op, 100).unwrap().m, 6);
     assert_eq!(leading_rows(&op, 0).unwrap().m, 1);
 }
+
+#[test]
+fn the_law_key_ignores_the_launch_cap_and_touch() {
+    let key = |n: &str| family_key(Variant::parse(n).unwrap());
+    assert_eq!(key("bstream-a128-v2"), "bstream-v2");
+    assert_eq!(key("bstream-v2-touch"), "bstream-v2");
+    assert_eq!(key("cstream-v4-fold-touch"), "cstream-v4-fold");
+}
