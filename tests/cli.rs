@@ -407,16 +407,21 @@ fn mm_bench_checks_times_and_reports_json() {
             "dense_seconds",
             "speedup_vs_dense",
             "rel_err",
+            "floor_seconds",
+            "over_floor",
         ] {
             assert!(!m[key].is_null(), "{key} missing in {m}");
         }
         assert!(m["rel_err"].as_f64().unwrap() <= 1e-5, "{m}");
         assert!(m["seconds"].as_f64().unwrap() > 0.0);
+        assert!(m["floor_seconds"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["over_floor"].as_f64().unwrap() > 0.0, "{m}");
     }
     // β from the files' PyFR headers: 0 for tri p2 M0, 1 for quad p4 M3.
     assert_eq!(ms[0]["beta"].as_f64(), Some(0.0), "{}", ms[0]["name"]);
     assert_eq!(ms[1]["beta"].as_f64(), Some(1.0), "{}", ms[1]["name"]);
     assert!(v["geomean_speedup_vs_dense"].as_f64().unwrap() > 0.0);
+    assert!(v["geomean_over_floor"].as_f64().unwrap() > 0.0);
 }
 
 #[test]

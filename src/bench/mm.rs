@@ -93,10 +93,11 @@ impl Section for MmSection {
                     unit: "GB/s",
                     fraction: Some(frac),
                     note: format!(
-                        "{} ×{:.2} vs dense, {:.2} of a same-size copy{}",
+                        "{} ×{:.2} vs dense, {:.2} of a same-size copy, ×{:.2} its access floor{}",
                         r.variant,
                         r.speedup_vs_dense.unwrap_or(f64::NAN),
                         r.gbps / r.same_size_copy_gbps,
+                        r.over_floor,
                         if r.tune.from_cache {
                             ", cached decision"
                         } else {
@@ -108,6 +109,7 @@ impl Section for MmSection {
                     "name": name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "n": n,
                     "dtype": dtype.wgsl(), "variant": r.variant, "seconds": r.seconds, "gbps": r.gbps,
                     "copy_fraction": frac, "same_size_copy_gbps": r.same_size_copy_gbps,
+                    "floor_seconds": r.floor_seconds, "over_floor": r.over_floor,
                     "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
                 }));
             }

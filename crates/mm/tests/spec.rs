@@ -5,10 +5,10 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
-use bespoke_gpu::{Gpu, GpuOptions};
+use bespoke_gpu::{Gpu, GpuBuffer, GpuOptions, Launch};
 use bespoke_mm::dense::Element;
 use bespoke_mm::reference::{Shape, gemm_ref, rel_err};
-use bespoke_mm::spec::{Family, Operator, Panel, SpecKernel, Variant, read_mtx};
+use bespoke_mm::spec::{AccessFloor, Family, Operator, Panel, SpecKernel, Variant, read_mtx};
 use bespoke_mm::{DType, MmError};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -34,11 +34,9 @@ fn random_operator(r: &mut StdRng, m: usize, k: usize, zeros: f64) -> Operator {
     Operator::from_dense(format!("random{m}x{k}"), m, k, a).unwrap()
 }
 
-/// Runs `kernel` on fresh random B and C (NaN where C must be overwritten, NaN padding) and returns the
-/// relative error against the f64 reference computed on the same rounded inputs.
-fn check<T: Element>(gpu: &Gpu, r: &mut StdRng, op: &Operator, kernel: &SpecKernel) -> f64 {
-    let p = kernel.panel;
-    let (sb, sc) = (Shape::new(op.k, p.n, p.ldb), Shape::new(op.m, p.n, p.ldc));
+/// Fresh random B and C for `op` on panel `p` in f64: NaN in the padding past N, and in all of C at β = 0 (which
+/// must overwrite it).
+fn random_panels(r: &mut StdRng, op: &Operator, p: Panel, beta: f64) -> (Vec<f64>, Vec<f64>) {
     let mut b = vec![f64::NAN; op.k * p.ldb];
     let mut c = vec![f64::NAN; op.m * p.ldc];
     for i in 0..op.k {
@@ -46,48 +44,71 @@ fn check<T: Element>(gpu: &Gpu, r: &mut StdRng, op: &Operator, kernel: &SpecKern
             b[i * p.ldb + j] = r.random_range(-1.0..1.0);
         }
     }
-    if kernel.beta != 0.0 {
+    if beta != 0.0 {
         for i in 0..op.m {
             for j in 0..p.n {
                 c[i * p.ldc + j] = r.random_range(-1.0..1.0);
             }
         }
     }
+    (b, c)
+}
+
+/// Uploads B and C (rounded to `T`), runs `launches` of the kernel `plan` binds, and returns the C it left
+/// (in f64) after checking that the padding past N was not written, with the rounded inputs.
+fn run_on_device<T: Element>(
+    gpu: &Gpu,
+    (b, c): (&[f64], &[f64]),
+    m: usize,
+    p: Panel,
+    what: &str,
+    plan: impl Fn(&GpuBuffer<T>, &GpuBuffer<T>) -> Vec<Launch>,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let to_t = |v: &[f64]| v.iter().map(|&x| T::from_f64(x)).collect::<Vec<T>>();
     let back = |v: &[T]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
-    let (bt, ct) = (to_t(&b), to_t(&c));
-    let a = back(&to_t(op.values()));
-    let mut want = back(&ct);
+    let (bt, ct) = (to_t(b), to_t(c));
+    let (bb, cb) = (gpu.upload(&bt).unwrap(), gpu.upload(&ct).unwrap());
+    let launches = plan(&bb, &cb);
+    gpu.run(&launches.iter().collect::<Vec<_>>()).unwrap();
+    let got = back(&gpu.read(&cb).unwrap());
+    for i in 0..m {
+        for j in p.n..p.ldc {
+            assert!(
+                got[i * p.ldc + j].is_nan(),
+                "{what}: padding C[{i}][{j}] written"
+            );
+        }
+    }
+    (got, back(&bt), back(&ct))
+}
+
+/// Runs `kernel` on fresh random B and C (NaN where C must be overwritten, NaN padding) and returns the
+/// relative error against the f64 reference computed on the same rounded inputs.
+fn check<T: Element>(gpu: &Gpu, r: &mut StdRng, op: &Operator, kernel: &SpecKernel) -> f64 {
+    let p = kernel.panel;
+    let (sb, sc) = (Shape::new(op.k, p.n, p.ldb), Shape::new(op.m, p.n, p.ldc));
+    let (b, c) = random_panels(r, op, p, kernel.beta);
+    let what = format!("{} on {}", kernel.variant, op.name);
+    let (got, b, mut want) = run_on_device::<T>(gpu, (&b, &c), op.m, p, &what, |bb, cb| {
+        kernel.plan(gpu, bb, cb).unwrap()
+    });
+    let a: Vec<f64> = op
+        .values()
+        .iter()
+        .map(|&x| T::from_f64(x).to_f64())
+        .collect();
     gemm_ref(
         1.0,
         &a,
         Shape::new(op.m, op.k, op.k),
-        &back(&bt),
+        &b,
         sb,
         kernel.beta,
         &mut want,
         sc,
     );
-    let (bb, cb) = (gpu.upload(&bt).unwrap(), gpu.upload(&ct).unwrap());
-    let launches = kernel.plan(gpu, &bb, &cb).unwrap();
-    gpu.run(&launches.iter().collect::<Vec<_>>()).unwrap();
-    let got = back(&gpu.read(&cb).unwrap());
-    for i in 0..op.m {
-        for j in p.n..p.ldc {
-            assert!(
-                got[i * p.ldc + j].is_nan(),
-                "{}: padding C[{i}][{j}] written",
-                kernel.variant
-            );
-        }
-    }
     let e = rel_err(&got, &want, sc);
-    assert!(
-        e.is_finite(),
-        "{} on {}: unwritten or non-finite output",
-        kernel.variant,
-        op.name
-    );
+    assert!(e.is_finite(), "{what}: unwritten or non-finite output");
     e
 }
 
@@ -744,4 +765,68 @@ fn candidates_follow_the_adapter_and_the_operator() {
     assert!(!has(&live, Family::CStream));
     assert!(has(&live, Family::BStream));
     assert!(has(&small, Family::CStream));
+}
+
+/// The access floor against its CPU reference on fresh random B and C (NaN-poisoned at β = 0, NaN padding):
+/// f32 and f64, β = 0, 1 and −0.5, vec1/2/4, with and without `-touch`'s read of C, N not a multiple of the workgroup, ldb and ldc past N, in one
+/// launch and in several past a 4 KiB binding limit.
+#[test]
+fn access_floor_matches_its_reference() {
+    let Some(shared) = test_gpu() else { return };
+    let small = Gpu::with_options(GpuOptions {
+        adapter_name: Some(shared.adapter_name().to_owned()),
+        max_binding_bytes: Some(4096),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut r = rng();
+    let p = Panel {
+        n: 252,
+        ldb: 256,
+        ldc: 260,
+    };
+    let mut split = false;
+    for (gpu, op) in [
+        (shared, random_operator(&mut r, 13, 11, 0.5)),
+        (&small, random_operator(&mut r, 31, 29, 0.5)),
+    ] {
+        for beta in [0.0, 1.0, -0.5] {
+            for (vec, touch) in [(1, false), (2, true), (4, false), (4, true)] {
+                for dtype in [DType::F32, DType::F64] {
+                    if !dtype.supported(gpu) {
+                        continue;
+                    }
+                    let floor = AccessFloor::new(gpu, &op, dtype, beta, p, vec, touch).unwrap();
+                    split |= floor.sources().len() > 1;
+                    let (b, c) = random_panels(&mut r, &op, p, beta);
+                    let what = format!("floor {dtype} vec{vec} touch {touch} β={beta} {}", op.name);
+                    let (got, b, mut want) = match dtype {
+                        DType::F32 => {
+                            run_on_device::<f32>(gpu, (&b, &c), op.m, p, &what, |bb, cb| {
+                                floor.plan(gpu, bb, cb).unwrap()
+                            })
+                        }
+                        DType::F64 => {
+                            run_on_device::<f64>(gpu, (&b, &c), op.m, p, &what, |bb, cb| {
+                                floor.plan(gpu, bb, cb).unwrap()
+                            })
+                        }
+                    };
+                    floor.reference(&b, &mut want);
+                    let e = rel_err(&got, &want, Shape::new(op.m, p.n, p.ldc));
+                    let tol = if dtype == DType::F32 { 1e-5 } else { 1e-12 };
+                    assert!(e <= tol, "{what}: rel err {e:e}");
+                }
+            }
+        }
+    }
+    assert!(
+        split,
+        "the 4 KiB binding limit should split the floor into several launches"
+    );
+    // A vector width the panel does not allow is refused by name.
+    let op = random_operator(&mut r, 4, 4, 0.0);
+    let err =
+        AccessFloor::new(shared, &op, DType::F32, 0.0, Panel::packed(250), 4, false).unwrap_err();
+    assert!(err.to_string().contains("vec4"), "{err}");
 }

@@ -5,6 +5,7 @@ use bespoke_gpu::{Gpu, GpuBuffer, ProbeOptions};
 
 use super::compile_cost::CompileLaws;
 use super::dense_budget::model_dense_within;
+use super::floor::AccessFloor;
 use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport};
 use super::operator::Operator;
 use super::run::Panel;
@@ -30,6 +31,12 @@ pub struct MatrixBench {
     /// The adapter's copy of the same bytes (`bytes / 2` copied: read plus written), timed like the product:
     /// the bandwidth a kernel of this size can reach, launch cost and caches included.
     pub same_size_copy_gbps: f64,
+    /// The operator's access floor ([`AccessFloor`]: its loads and stores, an add per load, on the same grid,
+    /// at the choice's vector width, `-touch` where the choice has it) on the same buffers: what the adapter
+    /// charges for the accesses alone (median of the runs paired with the choice's).
+    pub floor_seconds: f64,
+    /// The choice's time over its floor's: the median of `reps` ratios of runs taken in alternation.
+    pub over_floor: f64,
     pub dense_seconds: Option<f64>,
     pub speedup_vs_dense: Option<f64>,
     pub rel_err: f64,
@@ -52,6 +59,8 @@ pub struct SuiteSummary {
     pub geomean_speedup_vs_dense: Option<f64>,
     pub min_speedup_vs_dense: Option<f64>,
     pub below_dense: usize,
+    /// Geometric mean of each choice's time over its access floor's (1: the accesses alone; None: no operators).
+    pub geomean_over_floor: Option<f64>,
     /// `name: rel_err` of every product past [`tolerance`] (or NaN).
     pub failures: Vec<String>,
 }
@@ -66,6 +75,14 @@ impl SuiteSummary {
                 .then(|| (speedups.iter().map(|s| s.ln()).sum::<f64>() / n as f64).exp()),
             min_speedup_vs_dense: speedups.iter().copied().reduce(f64::min),
             below_dense: speedups.iter().filter(|s| **s < 1.0).count(),
+            geomean_over_floor: (!rows.is_empty()).then(|| {
+                (rows
+                    .iter()
+                    .map(|r| (r.seconds / r.floor_seconds).ln())
+                    .sum::<f64>()
+                    / rows.len() as f64)
+                    .exp()
+            }),
             failures: rows
                 .iter()
                 .filter(|r| r.rel_err.is_nan() || r.rel_err > tolerance(dtype))
@@ -140,7 +157,43 @@ pub fn bench_operator<T: Element>(
     let reps = opts.reps.max(1);
     let plan = mm.plan(gpu, &bb, &cb)?;
     let seconds = gpu.time(&plan.launches(), 1, reps)?.median();
+    // The floor at the choice's vector width, reading C before its β = 0 stores where the choice does, timed in
+    // alternation with the choice (one submission each, `reps` pairs): on a VM whose speed drifts by 2× between
+    // seconds, only a paired ratio says how far the choice is from its floor.
+    let (floor_vec, touch) = match mm.choice {
+        Choice::Spec(v) => (v.vec, v.touch),
+        Choice::Dense(_) => (
+            [4, 2, 1]
+                .into_iter()
+                .find(|v| panel.alignment().is_multiple_of(*v as usize))
+                .unwrap_or(1),
+            false,
+        ),
+    };
+    let floor = AccessFloor::new(gpu, op, T::DTYPE, beta, panel, floor_vec, touch)?;
+    let floor_plan = floor.plan(gpu, &bb, &cb)?;
+    let floor_launches: Vec<_> = floor_plan.iter().collect();
+    gpu.run(&floor_launches)?;
+    let mut choice_t = gpu.time(&plan.launches(), 0, 1)?;
+    let mut floor_t = gpu.time(&floor_launches, 0, 1)?;
+    for _ in 1..reps {
+        choice_t
+            .samples
+            .extend(gpu.time(&plan.launches(), 0, 1)?.samples);
+        floor_t
+            .samples
+            .extend(gpu.time(&floor_launches, 0, 1)?.samples);
+    }
     drop(plan);
+    let floor_seconds = floor_t.median();
+    let mut ratios: Vec<f64> = choice_t
+        .samples
+        .iter()
+        .zip(&floor_t.samples)
+        .map(|(c, f)| c / f)
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let over_floor = ratios[ratios.len() / 2];
     // When the choice is the dense kernel, its time is the dense time: two timings of one kernel would only
     // report noise as a speedup.
     let dense_seconds = match (mm.report.dense_seconds, mm.choice) {
@@ -194,6 +247,8 @@ pub fn bench_operator<T: Element>(
         bytes,
         gbps: bytes / seconds / 1e9,
         same_size_copy_gbps,
+        floor_seconds,
+        over_floor,
         dense_seconds,
         speedup_vs_dense: dense_seconds.map(|d| d / seconds),
         rel_err: err,

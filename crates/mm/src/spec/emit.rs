@@ -197,7 +197,15 @@ impl<'a> Emit<'a> {
 
     /// The store of row `i` at column `col`: `value` is the row's A·B (None: no terms), combined with β.
     pub fn store(&self, indent: &str, i: usize, col: &str, value: Option<&str>) -> String {
-        let c = self.c_at(i, col);
+        match self.store_to(&self.c_at(i, col), value) {
+            Some(stmt) => format!("{indent}{stmt}\n"),
+            None => String::new(),
+        }
+    }
+
+    /// The statement storing `value` (None: no terms) into the element of C that `c` names, combined with β;
+    /// None where there is nothing to store (β = 1, no terms).
+    pub fn store_to(&self, c: &str, value: Option<&str>) -> Option<String> {
         let zero = self.lit(0.0);
         if self.variant.touch && self.layout.beta == Beta::Zero {
             // `-touch`: C's old value is read and kept out of the result. The select's condition is false on
@@ -205,20 +213,19 @@ impl<'a> Emit<'a> {
             // depends on the value read, so the load is neither dropped nor moved past the store.
             let x = if self.vec() > 1 { "t.x" } else { "t" };
             let v = value.unwrap_or(&zero);
-            return format!(
-                "{indent}{{ let t = {c}; {c} = select({v}, t, (bespoke_grid.size.z == 0u) & ({x} == {})); }}\n",
+            return Some(format!(
+                "{{ let t = {c}; {c} = select({v}, t, (bespoke_grid.size.z == 0u) & ({x} == {})); }}",
                 self.dtype.literal(0.0)
-            );
+            ));
         }
-        let stmt = match (self.layout.beta, value) {
+        Some(match (self.layout.beta, value) {
             (Beta::Zero, Some(v)) => format!("{c} = {v};"),
             (Beta::Zero, None) => format!("{c} = {zero};"),
             (Beta::One, Some(v)) => format!("{c} = {v} + {c};"),
-            (Beta::One, None) => return String::new(),
+            (Beta::One, None) => return None,
             (Beta::Other(b), Some(v)) => format!("{c} = fma({c}, {}, {v});", self.lit(b)),
             (Beta::Other(b), None) => format!("{c} = {c} * {};", self.lit(b)),
-        };
-        format!("{indent}{stmt}\n")
+        })
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod bench;
 mod compile_cost;
 mod dense_budget;
+pub mod floor;
 pub mod generate;
 pub mod layout;
 pub mod matmul;
@@ -20,6 +21,7 @@ mod families;
 
 pub use bench::{MatrixBench, SuiteSummary, bench_operator, check_against_cpu, tolerance};
 pub use families::TableSize;
+pub use floor::AccessFloor;
 pub use generate::{
     CPU_BSTREAM_ACCESSES, MAX_TERMS, Skip, generate, generate_for, launch_cap, terms_per_launch,
 };

@@ -104,7 +104,12 @@ struct Table {
 }
 
 /// Row blocks of a row-major array of `dtype` that each fit one binding.
-fn blocks(gpu: &Gpu, dtype: DType, rows: usize, ld: usize) -> Result<Vec<std::ops::Range<usize>>> {
+pub(crate) fn row_blocks(
+    gpu: &Gpu,
+    dtype: DType,
+    rows: usize,
+    ld: usize,
+) -> Result<Vec<std::ops::Range<usize>>> {
     Ok(match dtype {
         DType::F32 => gpu.row_blocks::<f32>(rows, &[ld], &[1])?,
         DType::F64 => gpu.row_blocks::<f64>(rows, &[ld], &[1])?,
@@ -142,8 +147,8 @@ impl SpecKernel {
         }
         let t0 = Instant::now();
         let rows = op.rows();
-        let b = blocks(gpu, dtype, op.k, panel.ldb)?;
-        let c = blocks(gpu, dtype, op.m, panel.ldc)?;
+        let b = row_blocks(gpu, dtype, op.k, panel.ldb)?;
+        let c = row_blocks(gpu, dtype, op.m, panel.ldc)?;
         let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
         let table_size = TableSize::for_limit(gpu.limits().max_uniform_buffer_binding_size);
         // The rolled kernel binds one block of B and one of C (its tables are uniform) and is not unrolled;
