@@ -101,13 +101,16 @@ impl<'a> Emit<'a> {
 
     /// Grid prelude, bindings and the `NV` constant.
     pub fn header(&mut self, what: &str) {
+        self.header_named(&format!("{} {}", self.variant.name(), self.dtype), what);
+    }
+
+    /// [`header`](Self::header) under another kernel's title (`bespoke-mm <title>: rows …`).
+    pub fn header_named(&mut self, title: &str, what: &str) {
         let vt = self.vt();
         let l = self.layout;
         let _ = writeln!(
             self.out,
-            "// bespoke-mm {} {}: rows {}..{} of C, K slice {}..{}, N = {}, ldb = {}, ldc = {}, beta = {}",
-            self.variant.name(),
-            self.dtype,
+            "// bespoke-mm {title}: rows {}..{} of C, K slice {}..{}, N = {}, ldb = {}, ldc = {}, beta = {}",
             l.rows.start,
             l.rows.end,
             l.ks.start,

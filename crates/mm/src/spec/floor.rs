@@ -1,25 +1,24 @@
 //! The access floor of an operator: a kernel with the operator's loads and stores and none of its arithmetic.
 //!
-//! Each invocation sums, for its column group, the rows of B the operator uses (each loaded once) and stores
-//! the sum into every row of C the operator writes (read first where β ≠ 0): the fewest accesses any
-//! specialised kernel for the operator can make, with one add per load instead of the operator's
-//! multiply-adds, laid out on the same grid and bindings as the generated kernels. Its time is what the adapter
-//! charges for the accesses alone; a specialised kernel's time against it says how much is the kernel's
-//! arithmetic and register traffic and how much the adapter's memory path (on llvmpipe: per-lane loads and
-//! stores), which no generator can remove. A reference rather than a strict bound: it loads every row of B
-//! before it stores any row of C, and a kernel that interleaves the two can run faster. Rows go through loops,
-//! so the floor compiles in milliseconds however large the operator. `bespoke mm bench` times it beside every
-//! choice (docs/mm.md).
+//! Each invocation sums, for its column group, the rows of B the operator uses (each loaded once) and stores the sum
+//! into every row of C the operator writes (read first where β ≠ 0, and at β = 0 where it stands for a `-touch`
+//! kernel): the fewest accesses any specialised kernel for the operator can make, with one add per load instead of
+//! the operator's multiply-adds, laid out on the same grid and bindings as the generated kernels. Its time is what
+//! the adapter charges for the accesses alone; a specialised kernel's time against it says how much is the kernel's
+//! arithmetic and register traffic and how much the adapter's memory path (on llvmpipe: per-lane loads and stores),
+//! which no generator can remove. A reference rather than a strict bound: it loads every row of B before it stores
+//! any row of C, and a kernel that interleaves the two can run faster. Rows go through loops, so the floor compiles
+//! in milliseconds however large the operator. `bespoke mm bench` times it beside every choice (docs/mm.md).
 
 use std::fmt::Write;
 use std::ops::Range;
 
-use bespoke_gpu::{GRID_WGSL, Gpu, GpuBuffer, Grid, Kernel, Launch};
+use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
 
 use super::emit::Emit;
 use super::layout::{LaunchCap, Layout, RowTerms, plan_layouts};
 use super::operator::Operator;
-use super::run::{Panel, check_panels, row_blocks};
+use super::run::{Panel, bind_layout, check_buffers, row_blocks};
 use super::variant::{Beta, Family, Variant, WG_X};
 use crate::dense::Element;
 use crate::dtype::DType;
@@ -135,26 +134,11 @@ impl AccessFloor {
         b: &GpuBuffer<T>,
         c: &GpuBuffer<T>,
     ) -> Result<Vec<Launch>> {
-        if T::DTYPE != self.dtype {
-            return Err(MmError::Shape(format!(
-                "buffers hold {} but the floor is {}",
-                T::DTYPE,
-                self.dtype
-            )));
-        }
-        check_panels(self.m, self.k, self.panel, b.len(), c.len())?;
+        check_buffers(self.dtype, (self.m, self.k, self.panel), b, c)?;
         let grid = Grid::cover((self.panel.n / self.vec as usize) as u64, WG_X)?;
         self.launches
             .iter()
-            .map(|(l, _, k)| {
-                let mut args: Vec<_> = l
-                    .b_blocks
-                    .iter()
-                    .map(|r| b.rows_arg(r.clone(), l.ldb))
-                    .collect();
-                args.extend(l.c_blocks.iter().map(|r| c.rows_arg(r.clone(), l.ldc)));
-                Ok(gpu.prepare(k, &args, grid)?)
-            })
+            .map(|(l, _, k)| bind_layout(gpu, l, k, b, c, grid))
             .collect()
     }
 
@@ -206,47 +190,17 @@ fn floor_wgsl(l: &Layout, fr: &FloorRows, dtype: DType, vec: u32, touch: bool) -
     } else {
         variant
     };
-    let e = Emit::new(dtype, variant, l);
-    let vt = e.vt();
-    let v = vec as usize;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "// bespoke-mm access floor {dtype} vec{vec}{}: rows {}..{} of C, K slice {}..{}, N = {}, ldb = {}, ldc = {}, beta = {}",
-        if touch { " touch" } else { "" },
-        l.rows.start,
-        l.rows.end,
-        l.ks.start,
-        l.ks.end,
-        l.n,
-        l.ldb,
-        l.ldc,
-        l.beta.value()
+    let mut e = Emit::new(dtype, variant, l);
+    e.header_named(
+        &format!(
+            "access floor {dtype} vec{vec}{}",
+            if touch { " touch" } else { "" }
+        ),
+        "the operator's loads and stores, one add per load instead of its multiply-adds",
     );
-    s += "// the operator's loads and stores, one add per load instead of its multiply-adds\n";
-    s += GRID_WGSL;
-    for j in 0..l.b_blocks.len() {
-        let _ = writeln!(
-            s,
-            "@group(0) @binding({j}) var<storage, read> b{j}: array<{vt}>;"
-        );
-    }
-    for j in 0..l.c_blocks.len() {
-        let _ = writeln!(
-            s,
-            "@group(0) @binding({}) var<storage, read_write> c{j}: array<{vt}>;",
-            l.b_blocks.len() + j
-        );
-    }
-    let _ = writeln!(s, "const NV: u32 = {}u;", l.n / v);
-    let _ = writeln!(
-        s,
-        "\n@compute @workgroup_size({WG_X}, 1, 1)\nfn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {{"
-    );
-    let _ = writeln!(
-        s,
-        "    let col = bespoke_workgroup(wid).x * {WG_X}u + lid.x;"
-    );
+    e.open_main();
+    let (vt, v) = (e.vt(), vec as usize);
+    let mut s = std::mem::take(&mut e.out);
     s += "    if (col >= NV) {\n        return;\n    }\n";
     let _ = writeln!(s, "    var s = {vt}();");
     // A run of rows may span binding blocks: split it at their edges.
@@ -254,9 +208,9 @@ fn floor_wgsl(l: &Layout, fr: &FloorRows, dtype: DType, vec: u32, touch: bool) -
         let mut out = Vec::new();
         for r in runs {
             for (j, blk) in blocks.iter().enumerate() {
-                let (a, e) = (r.start.max(blk.start), r.end.min(blk.end));
-                if a < e {
-                    out.push((j, a - blk.start..e - blk.start));
+                let (lo, hi) = (r.start.max(blk.start), r.end.min(blk.end));
+                if lo < hi {
+                    out.push((j, lo - blk.start..hi - blk.start));
                 }
             }
         }

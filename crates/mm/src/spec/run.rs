@@ -304,14 +304,7 @@ impl SpecKernel {
         b: &GpuBuffer<T>,
         c: &GpuBuffer<T>,
     ) -> Result<Vec<Launch>> {
-        if T::DTYPE != self.dtype {
-            return Err(MmError::Shape(format!(
-                "buffers hold {} but the kernel is {}",
-                T::DTYPE,
-                self.dtype
-            )));
-        }
-        check_panels(self.m, self.k, self.panel, b.len(), c.len())?;
+        check_buffers(self.dtype, (self.m, self.k, self.panel), b, c)?;
         let nv = (self.panel.n / self.variant.vec as usize) as u64;
         let grid = Grid::cover(nv, WG_X)?;
         let mut out = Vec::with_capacity(self.launches.len());
@@ -338,16 +331,44 @@ impl SpecKernel {
                 out.push(gpu.prepare(k, &args, grid)?);
                 continue;
             }
-            let mut args: Vec<_> = l
-                .b_blocks
-                .iter()
-                .map(|r| b.rows_arg(r.clone(), l.ldb))
-                .collect();
-            args.extend(l.c_blocks.iter().map(|r| c.rows_arg(r.clone(), l.ldc)));
-            out.push(gpu.prepare(k, &args, grid)?);
+            out.push(bind_layout(gpu, l, k, b, c, grid)?);
         }
         Ok(out)
     }
+}
+
+/// Refuses buffers of another precision than `dtype` or shorter than the panels of an M×K operator.
+pub(crate) fn check_buffers<T: Element>(
+    dtype: DType,
+    (m, k, panel): (usize, usize, Panel),
+    b: &GpuBuffer<T>,
+    c: &GpuBuffer<T>,
+) -> Result<()> {
+    if T::DTYPE != dtype {
+        return Err(MmError::Shape(format!(
+            "buffers hold {} but the kernel is {dtype}",
+            T::DTYPE
+        )));
+    }
+    check_panels(m, k, panel, b.len(), c.len())
+}
+
+/// One launch of a layout's kernel with its row blocks of B and C bound in order (`b0, b1, …, c0, …`).
+pub(crate) fn bind_layout<T: Element>(
+    gpu: &Gpu,
+    l: &Layout,
+    k: &Kernel,
+    b: &GpuBuffer<T>,
+    c: &GpuBuffer<T>,
+    grid: Grid,
+) -> Result<Launch> {
+    let mut args: Vec<_> = l
+        .b_blocks
+        .iter()
+        .map(|r| b.rows_arg(r.clone(), l.ldb))
+        .collect();
+    args.extend(l.c_blocks.iter().map(|r| c.rows_arg(r.clone(), l.ldc)));
+    Ok(gpu.prepare(k, &args, grid)?)
 }
 
 /// Buffer lengths against the panel: B must hold K rows of ldb, C M rows of ldc (last rows unpadded).
