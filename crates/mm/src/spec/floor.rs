@@ -18,7 +18,7 @@ use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
 use super::emit::Emit;
 use super::layout::{LaunchCap, Layout, RowTerms, plan_layouts};
 use super::operator::Operator;
-use super::run::{Panel, bind_layout, check_buffers, row_blocks};
+use super::run::{Panel, bind_layout, check_args, check_buffers, row_blocks};
 use super::variant::{Beta, Family, Variant, WG_X};
 use crate::dense::Element;
 use crate::dtype::DType;
@@ -69,14 +69,7 @@ impl AccessFloor {
         vec: u32,
         touch: bool,
     ) -> Result<Self> {
-        panel.check()?;
-        dtype.require(gpu, "access floor")?;
-        if !beta.is_finite() {
-            return Err(MmError::NonFinite {
-                what: "beta",
-                value: beta,
-            });
-        }
+        check_args(gpu, dtype, beta, panel, "access floor")?;
         if ![1, 2, 4].contains(&vec) || !(panel.alignment() as u32).is_multiple_of(vec) {
             return Err(MmError::Shape(format!(
                 "access floor at vec{vec}: N = {}, ldb = {} and ldc = {} must be multiples of 1, 2 or 4 columns",

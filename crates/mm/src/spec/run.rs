@@ -127,14 +127,7 @@ impl SpecKernel {
         beta: f64,
         panel: Panel,
     ) -> Result<Self> {
-        panel.check()?;
-        dtype.require(gpu, "specialised matmul")?;
-        if !beta.is_finite() {
-            return Err(MmError::NonFinite {
-                what: "beta",
-                value: beta,
-            });
-        }
+        check_args(gpu, dtype, beta, panel, "specialised matmul")?;
         let nnz = op.nnz();
         let unrolled = variant.family.unrolled();
         if unrolled && nnz > MAX_TERMS {
@@ -335,6 +328,25 @@ impl SpecKernel {
         }
         Ok(out)
     }
+}
+
+/// Refuses a bad panel, a precision the adapter lacks (naming `what` needs it) and a non-finite β.
+pub(crate) fn check_args(
+    gpu: &Gpu,
+    dtype: DType,
+    beta: f64,
+    panel: Panel,
+    what: &str,
+) -> Result<()> {
+    panel.check()?;
+    dtype.require(gpu, what)?;
+    if !beta.is_finite() {
+        return Err(MmError::NonFinite {
+            what: "beta",
+            value: beta,
+        });
+    }
+    Ok(())
 }
 
 /// Refuses buffers of another precision than `dtype` or shorter than the panels of an M×K operator.
