@@ -767,6 +767,51 @@ fn candidates_follow_the_adapter_and_the_operator() {
     assert!(has(&small, Family::CStream));
 }
 
+/// A `-touch` twin is compiled only where its access floor says reading C pays: on a CPU adapter at β = 0 the
+/// tuner either times it or lists it skipped with both floor times; a GPU never lists it; the choice computes
+/// the product either way.
+#[test]
+fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
+    use bespoke_mm::spec::{MatMul, TuneOptions};
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let op = random_operator(&mut r, 24, 16, 0.3);
+    let opts = TuneOptions {
+        use_cache: false,
+        reps: 2,
+        budget_seconds: None,
+        dense: bespoke_mm::spec::DenseSource::Off,
+        ..Default::default()
+    };
+    let mm = MatMul::<f32>::tuned(gpu, &op, 0.0, Panel::packed(4000), &opts).unwrap();
+    let twin = mm
+        .report
+        .candidates
+        .iter()
+        .find(|c| c.name == "bstream-v2-touch");
+    if !gpu.is_cpu() {
+        assert!(twin.is_none(), "{:?}", mm.report.candidates);
+        return;
+    }
+    let twin = twin.unwrap_or_else(|| panic!("no touch twin among {:?}", mm.report.candidates));
+    let timed = twin.seconds.is_some() && !twin.status.starts_with("skipped");
+    let gated = twin.seconds.is_none()
+        && twin
+            .status
+            .contains("does not make this operator's accesses faster")
+        && twin.status.matches(" ms ").count() == 2;
+    assert!(timed || gated, "{twin:?}");
+    // Naming the twin keeps it out of the check: it is timed.
+    let named = TuneOptions {
+        variants: Some(vec![Variant::parse("bstream-v2-touch").unwrap()]),
+        ..opts
+    };
+    let mm = MatMul::<f32>::tuned(gpu, &op, 0.0, Panel::packed(4000), &named).unwrap();
+    assert_eq!(mm.choice.name(), "bstream-v2-touch");
+    let e = bespoke_mm::spec::check_against_cpu(gpu, &op, &mm, fresh_seed()).unwrap();
+    assert!(e <= 1e-5, "rel err {e:e}");
+}
+
 /// The access floor against its CPU reference on fresh random B and C (NaN-poisoned at β = 0, NaN padding):
 /// f32 and f64, β = 0, 1 and −0.5, vec1/2/4, with and without `-touch`'s read of C, N not a multiple of the workgroup, ldb and ldc past N, in one
 /// launch and in several past a 4 KiB binding limit.

@@ -159,6 +159,61 @@ impl AccessFloor {
     }
 }
 
+/// How much faster the touch floor must run than the plain one for a `-touch` twin to be worth compiling.
+pub const TOUCH_GAIN: f64 = 0.9;
+
+/// Pairs of floor runs the touch check times.
+const TOUCH_PAIRS: usize = 5;
+
+/// Whether reading C before its β = 0 stores made the accesses faster: the touch floor's time at most
+/// [`TOUCH_GAIN`] of the plain one's (false for times that are not finite and positive).
+pub fn touch_pays(plain: f64, touch: f64) -> bool {
+    plain.is_finite()
+        && touch.is_finite()
+        && plain > 0.0
+        && touch > 0.0
+        && touch <= TOUCH_GAIN * plain
+}
+
+/// The tuner's check before it compiles `variant`, a `-touch` twin at β = 0: the operator's access floor without
+/// and with the read of C, timed in alternation on the tuning buffers (a few milliseconds of compiling, loops
+/// only). Where the read does not make the accesses at least 1/[`TOUCH_GAIN`] faster, no twin can gain from it
+/// and it is skipped with both times (on Mesa 25.0.7 the twins cost 221 s of the suite's compile for 13 choices
+/// within the timing spread; on Mesa 22.3.6 on an Intel host they ran hex-p4-m0 2× faster: docs/perf.md).
+/// `None`: compile it.
+pub(crate) fn touch_check<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    panel: Panel,
+    variant: Variant,
+    b: &GpuBuffer<T>,
+    c: &GpuBuffer<T>,
+) -> Result<Option<String>> {
+    let time_pairs = |plain: &[Launch], touch: &[Launch]| -> Result<(f64, f64)> {
+        let (p, t): (Vec<&Launch>, Vec<&Launch>) = (plain.iter().collect(), touch.iter().collect());
+        gpu.run(&p)?;
+        gpu.run(&t)?;
+        let mut tp = gpu.time(&p, 0, 1)?;
+        let mut tt = gpu.time(&t, 0, 1)?;
+        for _ in 1..TOUCH_PAIRS {
+            tp.samples.extend(gpu.time(&p, 0, 1)?.samples);
+            tt.samples.extend(gpu.time(&t, 0, 1)?.samples);
+        }
+        Ok((tp.median(), tt.median()))
+    };
+    let floor = |touch| AccessFloor::new(gpu, op, T::DTYPE, 0.0, panel, variant.vec, touch);
+    let (plain, touch) = (floor(false)?, floor(true)?);
+    let (plain_s, touch_s) = time_pairs(&plain.plan(gpu, b, c)?, &touch.plan(gpu, b, c)?)?;
+    Ok((!touch_pays(plain_s, touch_s)).then(|| {
+        format!(
+            "skipped: reading C before its stores does not make this operator's accesses faster here (access \
+             floor {:.3} ms with the read, {:.3} ms without; a twin must gain ×{TOUCH_GAIN} there to be compiled)",
+            touch_s * 1e3,
+            plain_s * 1e3
+        )
+    }))
+}
+
 /// The rows of B a launch reads (those its rows use inside its K slice) and of C it writes.
 fn floor_rows(rows: &[RowTerms], l: &Layout) -> FloorRows {
     let mut used: Vec<usize> = l
@@ -238,6 +293,18 @@ mod tests {
 
     use crate::spec::tests::random_operator;
     use bespoke_gpu::validate_wgsl;
+
+    #[test]
+    fn touch_pays_only_for_a_clear_gain() {
+        assert!(touch_pays(1.0, 0.5));
+        assert!(touch_pays(1.0, TOUCH_GAIN));
+        assert!(!touch_pays(1.0, 0.95));
+        assert!(!touch_pays(1.0, 1.2));
+        for bad in [f64::NAN, f64::INFINITY, 0.0, -1.0] {
+            assert!(!touch_pays(bad, 0.5), "{bad}");
+            assert!(!touch_pays(1.0, bad), "{bad}");
+        }
+    }
 
     #[test]
     fn runs_of_consecutive_rows() {

@@ -8,6 +8,7 @@ use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
 use super::dense_budget::{dense_family, k_blocked, model_dense_within};
+use super::floor::touch_check;
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_budget::{Budget, Verdict, verdict};
@@ -134,8 +135,9 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
             .unwrap_or(1)
     };
     let bstream = Variant::new(Family::BStream, widest(2), 1, false);
-    // At β = 0 also its `-touch` twin (skipped at other β): on an Intel Xeon VM lavapipe's β = 0 bstream ran
-    // 2× faster reading each row of C before storing it (hex-p4-m0 14.9 → 6.7 ms, docs/perf.md).
+    // At β = 0 also its `-touch` twin (skipped at other β, and by the tuner where the access floor says the read
+    // does not pay, `floor::touch_check`): on an Intel Xeon VM lavapipe's β = 0 bstream ran 2× faster reading each
+    // row of C before storing it (hex-p4-m0 14.9 → 6.7 ms, docs/perf.md).
     let mut out = vec![bstream];
     out.extend(bstream.with_touch());
     if op.nnz() <= CPU_CSTREAM_TERMS {
@@ -369,6 +371,15 @@ impl<T: Element> MatMul<T> {
         let mut names: Vec<String> = built.iter().map(|(mm, _)| mm.choice.name()).collect();
         let mut first_unrolled = true;
         'candidates: for (mm, _bytes) in built {
+            // A `-touch` twin of the default list is compiled only where reading C speeds the accesses up.
+            if let Choice::Spec(v) = mm.choice
+                && v.touch
+                && opts.variants.is_none()
+                && let Some(status) = touch_check(gpu, op, panel, v, &b, &c)?
+            {
+                skipped.push(Candidate::skipped(v.name(), None, status));
+                continue;
+            }
             let mut mm = mm;
             let mut predicted;
             let mut link = false;
