@@ -348,7 +348,8 @@ impl<T: Element> MatMul<T> {
             DenseSource::Fixed(p) => choices.push(Choice::Dense(p)),
             DenseSource::Off => {}
         }
-        // Generate every candidate first (cheap), then compile the cheapest first: dense, then by source size.
+        // Generate every candidate first (cheap), then compile the cheapest first: dense, then by predicted compile
+        // time and source size.
         let mut built = Vec::new();
         for choice in choices {
             match Self::with_choice(gpu, op, beta, panel, choice) {
@@ -364,7 +365,20 @@ impl<T: Element> MatMul<T> {
                 Err(e) => return Err(e),
             }
         }
-        built.sort_by_key(|(mm, bytes)| (!mm.choice.is_dense(), *bytes));
+        // Unrolled candidates whose family has a law go by predicted compile time (a short cstream-fold source
+        // can take 10× bstream's compile: on Mesa 25.0.7 one took 29 s first and left bstream-v2, predicted 2.5 s,
+        // past the budget); the rest keep source order ahead of them, as their law is probed when they come.
+        let predicted = |mm: &Self| match mm.choice {
+            Choice::Spec(v) if v.family.unrolled() => laws.get(&family_key(v)).map_or(0.0, |l| {
+                l.predict(&mm.spec_kernel().map(launch_sizes).unwrap_or_default())
+            }),
+            _ => 0.0,
+        };
+        built.sort_by(|(a, ab), (b, bb)| {
+            (!a.choice.is_dense(), predicted(a), *ab)
+                .partial_cmp(&(!b.choice.is_dense(), predicted(b), *bb))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         // Unrolled candidates are predicted from their family's law and skipped past the budget (tune_budget.rs);
         // a skipped bstream candidate gives way to the next of its `cheaper_compile` chain that is not a
         // candidate already.
