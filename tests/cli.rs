@@ -409,6 +409,8 @@ fn mm_bench_checks_times_and_reports_json() {
             "rel_err",
             "floor_seconds",
             "over_floor",
+            "tune_seconds",
+            "model_seconds",
         ] {
             assert!(!m[key].is_null(), "{key} missing in {m}");
         }

@@ -29,7 +29,8 @@ def main():
           f"copy {d['copy_gbps']:.2f} GB/s; {len(ms)} matrices; geomean speedup over dense "
           f"×{geomean(sp):.2f}, min ×{min(sp):.2f}, {sum(s < 1 for s in sp)} below 1.0; "
           f"max rel err {max(m['rel_err'] for m in ms):.1e}; "
-          f"tuning {sum(m.get('tune_seconds', 0) for m in ms) / 60:.1f} min in all\n")
+          f"tuning {sum(m.get('tune_seconds', 0) for m in ms) / 60:.1f} min in all"
+          f" (+{sum(m.get('model_seconds', 0) for m in ms):.0f} s measuring the dense model once)\n")
     by = defaultdict(list)
     for m in ms:
         by[m["name"].split("-")[0]].append(m)

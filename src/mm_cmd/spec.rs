@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use bespoke::Error;
 use bespoke::bench::progress_bar;
 use bespoke::mm::DType;
-use bespoke::mm::spec::{Panel, SpecKernel, SuiteSummary, TuneOptions, bench_operator, read_mtx};
+use bespoke::mm::spec::{
+    Panel, SpecKernel, SuiteSummary, TuneOptions, TuneReport, bench_operator, read_mtx,
+};
 use bespoke::report::adapter_json;
 use serde_json::{Value, json};
 
@@ -60,6 +62,19 @@ fn mtx_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
         }
     }
     Ok(out)
+}
+
+/// How the row's decision was reached: cached, or tuned in so long (and, for the first operator tuned on an
+/// adapter, the one-off measurement of the dense model's inputs beside it, outside the tuning budget).
+fn tuned_note(t: &TuneReport) -> String {
+    match (t.from_cache, t.model_seconds > 0.0) {
+        (true, _) => " (cached decision)".to_owned(),
+        (false, false) => format!(" (tuned in {:.1} s)", t.tune_seconds),
+        (false, true) => format!(
+            " (tuned in {:.1} s, after {:.1} s measuring the dense model's inputs, once per adapter)",
+            t.tune_seconds, t.model_seconds
+        ),
+    }
 }
 
 pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
@@ -122,7 +137,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
                 "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy, {:.3} of a same-size copy, ×{:.2} its access floor) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
                 r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy, r.gbps / r.same_size_copy_gbps, r.over_floor,
                 r.dense_seconds.unwrap_or(f64::NAN) * 1e3, r.speedup_vs_dense.unwrap_or(f64::NAN), r.rel_err,
-                if r.tune.from_cache { " (cached decision)".to_owned() } else { format!(" (tuned in {:.1} s)", r.tune.tune_seconds) }
+                tuned_note(&r.tune)
             )
         });
         rows.push(r);
@@ -147,6 +162,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
                 "same_size_copy_gbps": r.same_size_copy_gbps, "floor_seconds": r.floor_seconds, "over_floor": r.over_floor,
                 "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
                 "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
+                "model_seconds": r.tune.model_seconds,
                 "candidates": r.tune.candidates,
             })
         })

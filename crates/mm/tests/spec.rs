@@ -677,6 +677,45 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
     assert_eq!(timed(&all).len(), 4);
 }
 
+/// The dense model's inputs are measured once per adapter and precision, before an operator's tuning clock starts
+/// (on lavapipe ~30 s: as part of the first operator's tuning it spent that operator's budget and put its tuning
+/// past 30 s): cached inputs cost the tuner nothing it reports, and the tuned product is still right.
+#[test]
+fn the_dense_model_is_measured_outside_the_tuning_clock() {
+    use bespoke_mm::dense::microbench::Op;
+    use bespoke_mm::dense::{Machine, MachineSource};
+    use bespoke_mm::spec::{MatMul, TuneOptions};
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let (_, src) = Machine::load_or_measure(gpu, Op::Fma(DType::F32), false).unwrap();
+    let cached_now = !matches!(src, MachineSource::Measured(None));
+    let opts = TuneOptions {
+        variants: Some(vec![Variant::parse("cstream").unwrap()]),
+        use_cache: false,
+        reps: 1,
+        ..Default::default()
+    };
+    let op = random_operator(&mut r, 12, 10, 0.5);
+    let mm = MatMul::<f32>::tuned(gpu, &op, 1.0, Panel::packed(1000), &opts).unwrap();
+    let rep = &mm.report;
+    assert!(
+        rep.candidates.iter().any(|c| c.name.starts_with("dense:")),
+        "{:?}",
+        rep.candidates
+    );
+    if cached_now {
+        assert_eq!(rep.model_seconds, 0.0, "{rep:?}");
+    } else {
+        // No writable cache: measured again, and said so.
+        assert!(rep.model_seconds > 0.0, "{rep:?}");
+    }
+    assert!(
+        rep.tune_seconds > 0.0 && rep.tune_seconds.is_finite(),
+        "{rep:?}"
+    );
+    assert!(check_matmul(gpu, &mut r, &op, &mm) <= 1e-5);
+}
+
 /// Runs a tuned product on random B and C and returns its error against the reference.
 fn check_matmul(
     gpu: &Gpu,

@@ -7,16 +7,19 @@ use std::time::Instant;
 use bespoke_gpu::{Gpu, GpuBuffer, Launch};
 
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
-use super::dense_budget::{dense_family, k_blocked, model_dense_within};
+use super::dense_budget::{dense_family, dense_within, k_blocked};
 use super::floor::touch_check;
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
-use super::tune_budget::{Budget, Verdict, verdict};
+use super::tune_budget::{
+    Budget, ROLLED_COMPILE_ALLOWANCE, SCREEN_CUT, Verdict, finalist_runs, lost_on_first_run,
+    verdict,
+};
 use super::tune_cache::{self, Decision};
 use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dense::bench::fill;
 use crate::dense::microbench::Op;
-use crate::dense::{DenseGemm, DenseParams, Element, GemmPlan, GemmShape, Machine};
+use crate::dense::{DenseGemm, DenseParams, Element, GemmPlan, GemmShape, Machine, MachineSource};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
@@ -160,6 +163,37 @@ pub const SHORT_SCREEN_REPS: usize = 5;
 /// Screening ratio past which the dense candidate is not re-timed (see [`MatMul::tuned`]).
 pub const DENSE_RETIME: f64 = 2.0;
 
+/// A first run, past its compile allowance, longer than this defers the dense kernel's screening run.
+pub const DEFER_DENSE_SCREEN_SECONDS: f64 = 1.0;
+
+/// Screens a candidate whose first run (compile included) took `first` s: one run, or the median of
+/// [`SHORT_SCREEN_REPS`] when short; its compile (`first` less the run) recorded against its family's law.
+fn screen_candidate<T: Element>(
+    gpu: &Gpu,
+    name: String,
+    plan: &MatMulPlan<T>,
+    first: f64,
+    predicted: Option<f64>,
+    law: Option<(String, Vec<usize>)>,
+    laws: &mut CompileLaws,
+) -> Result<Candidate> {
+    let mut screen = gpu.time(&plan.launches(), 0, 1)?.median();
+    if screen < SHORT_SCREEN_SECONDS {
+        screen = gpu.time(&plan.launches(), 0, SHORT_SCREEN_REPS)?.median();
+    }
+    let compile = (first - screen).max(0.0);
+    if let Some((family, sizes)) = law {
+        laws.record_compile(&family, &sizes, compile, predicted);
+    }
+    Ok(Candidate {
+        name,
+        seconds: Some(screen),
+        compile_seconds: Some(compile),
+        predicted_compile_seconds: predicted,
+        status: "screened".into(),
+    })
+}
+
 /// One candidate as the tuner saw it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Candidate {
@@ -192,7 +226,11 @@ impl Candidate {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct TuneReport {
     pub from_cache: bool,
+    /// This operator's tuning, from after the dense model's inputs were at hand: what the tuning budget bounds.
     pub tune_seconds: f64,
+    /// Measuring the dense model's inputs for this adapter and precision before tuning could start: once per
+    /// adapter and precision (then read from the user's cache), 0 when they were cached; outside the budget.
+    pub model_seconds: f64,
     pub candidates: Vec<Candidate>,
     /// The chosen kernel's median time when tuned.
     pub seconds: Option<f64>,
@@ -325,6 +363,17 @@ impl<T: Element> MatMul<T> {
     }
 
     fn tune(gpu: &Gpu, op: &Operator, beta: f64, panel: Panel, opts: &TuneOptions) -> Result<Self> {
+        // The dense model's inputs are measured once per adapter and precision (~30 s on lavapipe) and cached:
+        // a cost of the first operator ever tuned, not of its candidates, so it stays off the budget's clock.
+        let t_model = Instant::now();
+        let machine = match opts.dense {
+            DenseSource::Model => Some(Machine::load_or_measure(gpu, Op::Fma(T::DTYPE), false)?),
+            _ => None,
+        };
+        let model_seconds = match &machine {
+            Some((_, MachineSource::Measured(_))) => t_model.elapsed().as_secs_f64(),
+            _ => 0.0,
+        };
         let t0 = Instant::now();
         let b = gpu.upload(&fill::<T>(op.k * panel.ldb, 3))?;
         let c = gpu.upload(&fill::<T>(op.m * panel.ldc, 4))?;
@@ -338,15 +387,22 @@ impl<T: Element> MatMul<T> {
         // What each unrolled candidate, and the dense kernel, will cost to compile: a law per family on this
         // adapter (probed when not known yet; compile_cost.rs, dense_budget.rs).
         let mut laws = CompileLaws::load(gpu, opts);
-        match opts.dense {
-            DenseSource::Model => {
-                let (p, set_aside) =
-                    model_dense_within::<T>(gpu, op, panel, beta, &mut laws, opts.budget_seconds)?;
+        match (opts.dense, &machine) {
+            (DenseSource::Model, Some((machine, _))) => {
+                let (p, set_aside) = dense_within::<T>(
+                    gpu,
+                    machine,
+                    op,
+                    panel,
+                    beta,
+                    &mut laws,
+                    opts.budget_seconds,
+                )?;
                 choices.push(Choice::Dense(p));
                 skipped.extend(set_aside);
             }
-            DenseSource::Fixed(p) => choices.push(Choice::Dense(p)),
-            DenseSource::Off => {}
+            (DenseSource::Fixed(p), _) => choices.push(Choice::Dense(p)),
+            _ => {}
         }
         // Generate every candidate first (cheap), then compile the cheapest first: dense, then by predicted compile
         // time and source size.
@@ -384,6 +440,7 @@ impl<T: Element> MatMul<T> {
         // candidate already.
         let mut names: Vec<String> = built.iter().map(|(mm, _)| mm.choice.name()).collect();
         let mut first_unrolled = true;
+        let mut deferred = None;
         'candidates: for (mm, _bytes) in built {
             // A `-touch` twin of the default list is compiled only where reading C speeds the accesses up.
             if let Choice::Spec(v) = mm.choice
@@ -460,27 +517,57 @@ impl<T: Element> MatMul<T> {
             let plan = mm.plan(gpu, &b, &c)?;
             gpu.run(&plan.launches())?;
             let first = t.elapsed().as_secs_f64();
-            let mut screen = gpu.time(&plan.launches(), 0, 1)?.median();
-            if screen < SHORT_SCREEN_SECONDS {
-                screen = gpu.time(&plan.launches(), 0, SHORT_SCREEN_REPS)?.median();
+            // A first run that, less what the compile may have cost, already lost the screening by far is not
+            // run again: on a slow hour one run of a big operator's loser took seconds (tune_budget.rs).
+            let allowance = match (choice, &dense_compiled) {
+                (Choice::Spec(v), _) if v.family == Family::Rolled => {
+                    Some(ROLLED_COMPILE_ALLOWANCE)
+                }
+                (_, Some((family, _))) => predicted.map(|p| p * laws.margin(family)),
+                _ => predicted.map(|p| p * laws.margin(&family)),
+            };
+            let best_so_far = cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min);
+            if let Some(status) = lost_on_first_run(first, allowance, best_so_far, SCREEN_CUT) {
+                if unrolled.is_some() {
+                    first_unrolled = false;
+                }
+                skipped.push(Candidate::skipped(choice.name(), predicted, status));
+                continue;
             }
-            drop(plan);
-            let compile = (first - screen).max(0.0);
             if unrolled.is_some() {
                 first_unrolled = false;
-                laws.record_compile(&family, &sizes, compile, predicted);
             }
-            if let Some((family, accesses)) = dense_compiled {
-                laws.record_compile(&family, &accesses, compile, predicted);
+            // The dense kernel goes first (its compile is charged first); a long first run of it is screened
+            // after the others, and only if it can still be within DENSE_RETIME of the best.
+            let law = unrolled.map(|_| (family, sizes)).or(dense_compiled);
+            if mm.choice.is_dense()
+                && let Some(law) = &law
+                && allowance.is_some_and(|a| first - a > DEFER_DENSE_SCREEN_SECONDS)
+            {
+                drop(plan);
+                deferred = Some((mm, first, allowance, predicted, law.clone()));
+                continue;
             }
-            let cand = Candidate {
-                name: choice.name(),
-                seconds: Some(screen),
-                compile_seconds: Some(compile),
-                predicted_compile_seconds: predicted,
-                status: "screened".into(),
-            };
+            let cand =
+                screen_candidate(gpu, choice.name(), &plan, first, predicted, law, &mut laws)?;
+            drop(plan);
             cands.push((mm, cand));
+        }
+        if let Some((mm, first, allowance, predicted, law)) = deferred {
+            let best = cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min);
+            match lost_on_first_run(first, allowance, best, DENSE_RETIME) {
+                Some(status) => {
+                    skipped.push(Candidate::skipped(mm.choice.name(), predicted, status))
+                }
+                None => {
+                    let plan = mm.plan(gpu, &b, &c)?;
+                    let name = mm.choice.name();
+                    let cand =
+                        screen_candidate(gpu, name, &plan, first, predicted, Some(law), &mut laws)?;
+                    drop(plan);
+                    cands.push((mm, cand));
+                }
+            }
         }
         if cands.is_empty() {
             return Err(MmError::NotApplicable {
@@ -502,15 +589,29 @@ impl<T: Element> MatMul<T> {
         });
         let best_screen = cands[0].1.seconds.unwrap_or(f64::INFINITY);
         let mut dense_seconds = None;
-        for (i, (mm, cand)) in cands.iter_mut().enumerate() {
+        let finalist = |i: usize, mm: &Self, cand: &Candidate| {
             let dense = mm.choice.is_dense();
-            if dense && cand.seconds.is_some_and(|s| s > DENSE_RETIME * best_screen) {
+            let lost = dense && cand.seconds.is_some_and(|s| s > DENSE_RETIME * best_screen);
+            !lost && (i < opts.finalists.max(1) || dense)
+        };
+        let mut finalists_left = cands
+            .iter()
+            .enumerate()
+            .filter(|(i, (mm, cand))| finalist(*i, mm, cand))
+            .count();
+        for (i, (mm, cand)) in cands.iter_mut().enumerate() {
+            if mm.choice.is_dense() && !finalist(i, mm, cand) {
                 dense_seconds = cand.seconds;
                 continue;
             }
-            if i < opts.finalists.max(1) || dense {
+            if finalist(i, mm, cand) {
+                // Each finalist's runs within what is left of the budget (at least one).
+                let left = opts.budget_seconds.map(|s| s - t0.elapsed().as_secs_f64());
+                let screen = cand.seconds.unwrap_or(0.0);
+                let (warmup, reps) = finalist_runs(left, finalists_left, screen, opts.reps);
+                finalists_left -= 1;
                 let plan = mm.plan(gpu, &b, &c)?;
-                let s = gpu.time(&plan.launches(), 1, opts.reps.max(1))?.median();
+                let s = gpu.time(&plan.launches(), warmup, reps)?.median();
                 cand.seconds = Some(s);
                 cand.status = "finalist".into();
                 if mm.choice.is_dense() {
@@ -533,6 +634,7 @@ impl<T: Element> MatMul<T> {
         let mut report = TuneReport {
             from_cache: false,
             tune_seconds: 0.0,
+            model_seconds,
             candidates: cands
                 .iter()
                 .map(|(_, c)| c.clone())

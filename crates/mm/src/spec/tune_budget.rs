@@ -9,7 +9,7 @@ use bespoke_gpu::Gpu;
 use super::compile_cost::{
     CompileLaws, PROBE_ACCESSES, TERMS_PER_ACCESS, family_key, launch_sizes, probe,
 };
-use super::matmul::{Choice, MatMul};
+use super::matmul::{Choice, MatMul, SHORT_SCREEN_SECONDS};
 use super::operator::Operator;
 use crate::dense::Element;
 use crate::error::Result;
@@ -122,6 +122,57 @@ pub(crate) fn verdict<T: Element>(
     })
 }
 
+/// What a rolled candidate's compile may cost: rolled kernels do not grow with A (at most 0.69 s in 5400 compiles
+/// of the whole suite on both drivers, 2026-11-25), so a first run past this plus its cut is its run's.
+pub(crate) const ROLLED_COMPILE_ALLOWANCE: f64 = 2.0;
+
+/// A candidate whose first run (compile included), less its compile allowance, took this many times the best
+/// screening run so far is not screened: it could not be a finalist. Its first run is an upper bound on one run,
+/// not a measurement of it, so the cut is far past the finalists' and dense's ratios (×2).
+pub(crate) const SCREEN_CUT: f64 = 4.0;
+
+/// `Some(status)` when a candidate's first run already lost the screening: `first` seconds, compile included,
+/// less `allowance` (what its compile may have cost: its law's prediction times the family's margin; `None`
+/// when unknown, and then it is screened) past `cut` × `best` (the best screening run so far): [`SCREEN_CUT`]
+/// for any candidate, `DENSE_RETIME` for the dense kernel, screened after the others when its first run is long.
+pub(crate) fn lost_on_first_run(
+    first: f64,
+    allowance: Option<f64>,
+    best: Option<f64>,
+    cut: f64,
+) -> Option<String> {
+    let (a, b) = (allowance?, best?);
+    (first - a > cut * b).then(|| {
+        format!(
+            "screened out: its first run took {first:.3} s with its compile (allowed {a:.3} s), past \
+             ×{cut} the best screening run ({b:.4} s)"
+        )
+    })
+}
+
+/// Warm-up and timed runs for one finalist whose screening run took `screen` s, with `left` seconds of the
+/// tuning budget (`None`: unbounded) for it and the `finalists_left − 1` after it: a warm-up and `reps` runs
+/// where they fit or the kernel is short ([`SHORT_SCREEN_SECONDS`]: at most a few tens of ms), else as many as
+/// fit, at least one, no warm-up (the kernel has run twice already).
+pub(crate) fn finalist_runs(
+    left: Option<f64>,
+    finalists_left: usize,
+    screen: f64,
+    reps: usize,
+) -> (usize, usize) {
+    let reps = reps.max(1);
+    let Some(left) = left else { return (1, reps) };
+    if screen < SHORT_SCREEN_SECONDS {
+        return (1, reps);
+    }
+    let fit = (left.max(0.0) / (finalists_left.max(1) as f64 * screen)).floor() as usize;
+    if fit > reps {
+        (1, reps)
+    } else {
+        (0, fit.clamp(1, reps))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +181,42 @@ mod tests {
     use crate::spec::matmul::{DenseSource, TuneOptions};
     use crate::spec::run::{Panel, SpecKernel};
     use crate::spec::variant::Variant;
+
+    /// The screening cut: only a first run that, less the most its compile may have cost, is past ×4 the best;
+    /// never without an allowance or a best to hold it against.
+    #[test]
+    fn a_first_run_is_cut_only_past_its_compile_allowance_and_four_times_the_best() {
+        // hex-p6-m132 on a slow hour (Mesa 22.3.6, 2026-11-25): rolled runs of 0.85 s, rolled-r1 6.4 s.
+        assert!(
+            lost_on_first_run(6.6, Some(ROLLED_COMPILE_ALLOWANCE), Some(0.85), SCREEN_CUT)
+                .is_some()
+        );
+        let s = lost_on_first_run(6.6, Some(2.0), Some(0.85), SCREEN_CUT).unwrap();
+        assert!(
+            s.starts_with("screened out") && s.contains("0.8500 s"),
+            "{s}"
+        );
+        // Within ×4 once the compile is allowed for: screened.
+        assert!(lost_on_first_run(5.3, Some(2.0), Some(0.85), SCREEN_CUT).is_none());
+        // A long compile the law foresaw is not read as a slow run.
+        assert!(lost_on_first_run(20.0, Some(19.0), Some(0.5), SCREEN_CUT).is_none());
+        assert!(lost_on_first_run(20.0, None, Some(0.001), SCREEN_CUT).is_none());
+        assert!(lost_on_first_run(20.0, Some(0.0), None, SCREEN_CUT).is_none());
+    }
+
+    /// Finalists' runs: a warm-up and all reps with no budget, for short kernels, or where they fit; else what
+    /// fits of what is left, shared with the finalists after it, at least one run.
+    #[test]
+    fn finalists_run_within_what_is_left_of_the_budget() {
+        assert_eq!(finalist_runs(None, 3, 5.0, 3), (1, 3));
+        assert_eq!(finalist_runs(Some(-4.0), 3, 0.001, 3), (1, 3));
+        assert_eq!(finalist_runs(Some(20.0), 2, 0.5, 3), (1, 3));
+        // 6 s left for three finalists of 0.85 s: two runs each, no warm-up.
+        assert_eq!(finalist_runs(Some(6.0), 3, 0.85, 3), (0, 2));
+        assert_eq!(finalist_runs(Some(0.5), 3, 0.85, 3), (0, 1));
+        assert_eq!(finalist_runs(Some(-1.0), 1, 0.85, 3), (0, 1));
+        assert_eq!(finalist_runs(Some(100.0), 1, 0.85, 0), (1, 1));
+    }
 
     /// On the device: a bstream candidate priced past the budget gives way along its chain (vec2, vec1, then
     /// launches capped at 256 and 128 loads and stores) to the first link that fits; every link skipped is
