@@ -12,8 +12,8 @@ use super::floor::touch_check;
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_budget::{
-    Budget, ROLLED_COMPILE_ALLOWANCE, SCREEN_CUT, Verdict, finalist_runs, lost_on_first_run,
-    verdict,
+    Budget, ROLLED_COMPILE_ALLOWANCE, SCREEN_CUT, Verdict, dense_lost_on_model, finalist_runs,
+    lost_on_first_run, verdict, within_reach,
 };
 use super::tune_cache::{self, Decision};
 use super::variant::{Family, ROLLED_ROWS, Variant};
@@ -163,8 +163,26 @@ pub const SHORT_SCREEN_REPS: usize = 5;
 /// Screening ratio past which the dense candidate is not re-timed (see [`MatMul::tuned`]).
 pub const DENSE_RETIME: f64 = 2.0;
 
+/// The status of a finalist whose screening run stands as its time: a long run, and the budget spent.
+pub const FINALIST_ON_SCREEN: &str = "finalist: its screening run stands, the budget spent";
+
 /// A first run, past its compile allowance, longer than this defers the dense kernel's screening run.
 pub const DEFER_DENSE_SCREEN_SECONDS: f64 = 1.0;
+
+/// The dense kernel's compile-law family and the sizes its law predicts from (dense_budget.rs).
+fn dense_law_key<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    panel: Panel,
+    beta: f64,
+    p: DenseParams,
+) -> Result<(String, Vec<usize>)> {
+    let blocked = k_blocked::<T>(gpu, &dense_shape(op, panel))?;
+    Ok((
+        dense_family(T::DTYPE, p.vec),
+        p.compiled_accesses(beta, blocked),
+    ))
+}
 
 /// Screens a candidate whose first run (compile included) took `first` s: one run, or the median of
 /// [`SHORT_SCREEN_REPS`] when short; its compile (`first` less the run) recorded against its family's law.
@@ -205,7 +223,7 @@ pub struct Candidate {
     /// What the compile law predicted for its compile beforehand, where the family had a law (before the
     /// margin: docs/mm.md).
     pub predicted_compile_seconds: Option<f64>,
-    /// `finalist`, `screened`, or `skipped: <reason>`.
+    /// `finalist`, [`FINALIST_ON_SCREEN`], `screened`, `screened out: <reason>` or `skipped: <reason>`.
     pub status: String,
 }
 
@@ -387,6 +405,9 @@ impl<T: Element> MatMul<T> {
         // What each unrolled candidate, and the dense kernel, will cost to compile: a law per family on this
         // adapter (probed when not known yet; compile_cost.rs, dense_budget.rs).
         let mut laws = CompileLaws::load(gpu, opts);
+        // The model's run time for the dense kernel, where the model chose it (its rate is an upper bound:
+        // tune_budget.rs, `dense_lost_on_model`).
+        let mut dense_run = None;
         match (opts.dense, &machine) {
             (DenseSource::Model, Some((machine, _))) => {
                 let (p, set_aside) = dense_within::<T>(
@@ -398,6 +419,12 @@ impl<T: Element> MatMul<T> {
                     &mut laws,
                     opts.budget_seconds,
                 )?;
+                let shape = dense_shape(op, panel);
+                dense_run = Some(
+                    machine
+                        .predict(&p, T::DTYPE.size(), &shape, beta != 0.0)
+                        .seconds,
+                );
                 choices.push(Choice::Dense(p));
                 skipped.extend(set_aside);
             }
@@ -430,9 +457,26 @@ impl<T: Element> MatMul<T> {
             }),
             _ => 0.0,
         };
+        // Rolled kernels (no law: they compile once whatever A is) go by rows per invocation, most first: more rows
+        // share each load of B, and where one run is long, so that the screening cut matters, the most rows won
+        // (12 of 14 rolled choices of Mesa 22.3.6's suite, 2026-11-25): a slow rolled-r1 screened first, against
+        // the dense kernel alone, escaped the cut (pyr-p6-m6: 5.7 s, twice, beside rolled-r8's 1.0 s).
+        let rows_first = |mm: &Self| match mm.choice {
+            Choice::Spec(v) if v.family == Family::Rolled => u32::MAX - v.split,
+            _ => u32::MAX,
+        };
+        // The dense kernel goes first (its compile is charged first), unless the model says one run of it is long:
+        // then it goes last, and only where it can still be within DENSE_RETIME of the best (on a slow hour
+        // hex-p6-m132's dense first run took 10–20 s of the 30 against rolled kernels' 0.9–1.2 s).
+        let dense_last = dense_run.is_some_and(|s| s > DEFER_DENSE_SCREEN_SECONDS);
+        let rank = |mm: &Self| match (mm.choice.is_dense(), dense_last) {
+            (true, false) => 0,
+            (false, _) => 1,
+            (true, true) => 2,
+        };
         built.sort_by(|(a, ab), (b, bb)| {
-            (!a.choice.is_dense(), predicted(a), *ab)
-                .partial_cmp(&(!b.choice.is_dense(), predicted(b), *bb))
+            (rank(a), predicted(a), rows_first(a), *ab)
+                .partial_cmp(&(rank(b), predicted(b), rows_first(b), *bb))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         // Unrolled candidates are predicted from their family's law and skipped past the budget (tune_budget.rs);
@@ -442,14 +486,22 @@ impl<T: Element> MatMul<T> {
         let mut first_unrolled = true;
         let mut deferred = None;
         'candidates: for (mm, _bytes) in built {
-            // A `-touch` twin of the default list is compiled only where reading C speeds the accesses up.
-            if let Choice::Spec(v) = mm.choice
-                && v.touch
-                && opts.variants.is_none()
-                && let Some(status) = touch_check(gpu, op, panel, v, &b, &c)?
+            if let Choice::Dense(p) = mm.choice
+                && dense_last
             {
-                skipped.push(Candidate::skipped(v.name(), None, status));
-                continue;
+                let (family, accesses) = dense_law_key::<T>(gpu, op, panel, beta, p)?;
+                let law = laws.get(&family);
+                let compile = law.map(|l| l.predict(&accesses) * laws.margin(&family));
+                if let Some(status) = dense_lost_on_model(
+                    dense_run.unwrap_or(0.0),
+                    cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min),
+                    opts.budget_seconds.map(|b| b - t0.elapsed().as_secs_f64()),
+                    compile,
+                ) {
+                    let predicted = law.map(|l| l.predict(&accesses));
+                    skipped.push(Candidate::skipped(mm.choice.name(), predicted, status));
+                    continue;
+                }
             }
             let mut mm = mm;
             let mut predicted;
@@ -495,6 +547,16 @@ impl<T: Element> MatMul<T> {
                     }
                 }
             }
+            // A `-touch` twin of the default list is compiled only where reading C speeds the accesses up: checked
+            // once its compile fits the budget (its floors' paired runs are not spent on a twin priced out).
+            if let Choice::Spec(v) = mm.choice
+                && v.touch
+                && opts.variants.is_none()
+                && let Some(status) = touch_check(gpu, op, panel, v, &b, &c)?
+            {
+                skipped.push(Candidate::skipped(v.name(), predicted, status));
+                continue;
+            }
             let choice = mm.choice;
             let unrolled = match choice {
                 Choice::Spec(v) if v.family.unrolled() => Some(v),
@@ -505,9 +567,7 @@ impl<T: Element> MatMul<T> {
             // The dense kernel's prediction, for its law's margin (its tiling was chosen within its share).
             let dense_compiled = match choice {
                 Choice::Dense(p) => {
-                    let blocked = k_blocked::<T>(gpu, &dense_shape(op, panel))?;
-                    let family = dense_family(T::DTYPE, p.vec);
-                    let accesses = p.compiled_accesses(beta, blocked);
+                    let (family, accesses) = dense_law_key::<T>(gpu, op, panel, beta, p)?;
                     predicted = laws.get(&family).map(|l| l.predict(&accesses));
                     Some((family, accesses))
                 }
@@ -581,7 +641,8 @@ impl<T: Element> MatMul<T> {
         }
         // Finalists: the best screened, and dense whenever it is within reach (the baseline the choice must not
         // lose to). Dense screened at more than DENSE_RETIME times the best has lost: its one screening run
-        // stands as its time (a long run, so a stable one) rather than paying `reps` more of them.
+        // stands as its time (a long run, so a stable one) rather than paying `reps` more of them; so does any
+        // long screening run outside FINALIST_REACH of the best (tune_budget.rs).
         cands.sort_by(|a, b| {
             a.1.seconds
                 .partial_cmp(&b.1.seconds)
@@ -591,7 +652,9 @@ impl<T: Element> MatMul<T> {
         let mut dense_seconds = None;
         let finalist = |i: usize, mm: &Self, cand: &Candidate| {
             let dense = mm.choice.is_dense();
-            let lost = dense && cand.seconds.is_some_and(|s| s > DENSE_RETIME * best_screen);
+            let screen = cand.seconds.unwrap_or(f64::INFINITY);
+            let lost = (dense && screen > DENSE_RETIME * best_screen)
+                || !within_reach(screen, best_screen);
             !lost && (i < opts.finalists.max(1) || dense)
         };
         let mut finalists_left = cands
@@ -605,24 +668,28 @@ impl<T: Element> MatMul<T> {
                 continue;
             }
             if finalist(i, mm, cand) {
-                // Each finalist's runs within what is left of the budget (at least one).
+                // Each finalist's runs within what is left of the budget (none past it for a long screening
+                // run, which then stands as its time).
                 let left = opts.budget_seconds.map(|s| s - t0.elapsed().as_secs_f64());
                 let screen = cand.seconds.unwrap_or(0.0);
                 let (warmup, reps) = finalist_runs(left, finalists_left, screen, opts.reps);
                 finalists_left -= 1;
-                let plan = mm.plan(gpu, &b, &c)?;
-                let s = gpu.time(&plan.launches(), warmup, reps)?.median();
-                cand.seconds = Some(s);
-                cand.status = "finalist".into();
+                if reps == 0 {
+                    cand.status = FINALIST_ON_SCREEN.into();
+                } else {
+                    let plan = mm.plan(gpu, &b, &c)?;
+                    cand.seconds = Some(gpu.time(&plan.launches(), warmup, reps)?.median());
+                    cand.status = "finalist".into();
+                }
                 if mm.choice.is_dense() {
-                    dense_seconds = Some(s);
+                    dense_seconds = cand.seconds;
                 }
             }
         }
         let best = cands
             .iter()
             .enumerate()
-            .filter(|(_, (_, c))| c.status == "finalist")
+            .filter(|(_, (_, c))| c.status.starts_with("finalist"))
             .min_by(|a, b| {
                 a.1.1
                     .seconds

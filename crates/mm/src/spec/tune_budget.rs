@@ -9,7 +9,7 @@ use bespoke_gpu::Gpu;
 use super::compile_cost::{
     CompileLaws, PROBE_ACCESSES, TERMS_PER_ACCESS, family_key, launch_sizes, probe,
 };
-use super::matmul::{Choice, MatMul, SHORT_SCREEN_SECONDS};
+use super::matmul::{Choice, DENSE_RETIME, MatMul, SHORT_SCREEN_SECONDS};
 use super::operator::Operator;
 use crate::dense::Element;
 use crate::error::Result;
@@ -127,14 +127,32 @@ pub(crate) fn verdict<T: Element>(
 pub(crate) const ROLLED_COMPILE_ALLOWANCE: f64 = 2.0;
 
 /// A candidate whose first run (compile included), less its compile allowance, took this many times the best
-/// screening run so far is not screened: it could not be a finalist. Its first run is an upper bound on one run,
-/// not a measurement of it, so the cut is far past the finalists' and dense's ratios (×2).
+/// screening run so far is not screened: it could not be a finalist. A short first run holds first-run costs
+/// beyond the compile (pipeline and bind group creation, first touch of the buffers: tens of ms) that no
+/// allowance measures, so the cut is far past the finalists' and dense's ratios (×2)…
 pub(crate) const SCREEN_CUT: f64 = 4.0;
+
+/// …but a run at least this long, past its compile allowance, is its own measurement: those first-run costs are
+/// a few per cent of it, and one run of a kernel of 1.2–8 s strayed at most ×1.23 from the next on lavapipe in a
+/// slow hour (`examples/run_spread.rs`, docs/perf.md 2026-11-26). Such a first run is cut at
+/// [`LONG_SCREEN_CUT`], and a screening run this long outside [`FINALIST_REACH`] of the best is not timed again.
+pub(crate) const LONG_RUN_SECONDS: f64 = 0.5;
+
+/// The screening cut for a first run whose part past its compile allowance is long ([`LONG_RUN_SECONDS`]): what
+/// is left is a lower bound on one run, so ×2 the best has lost (on pyr-p6-m6 in a slow hour rolled-r1's 5.4 s
+/// against rolled-r8's 1.0 s was screened, then timed again as a finalist: 16 s of the operator's 33 s).
+pub(crate) const LONG_SCREEN_CUT: f64 = 2.0;
+
+/// A candidate whose screening run is long ([`LONG_RUN_SECONDS`]) and more than this times the best screening
+/// run is not a finalist (nor the dense kernel's baseline re-timed): its screening run stands as its time. Past
+/// the ×1.23 one long run strayed from the next: a candidate left out by it is, at best, within that spread.
+pub(crate) const FINALIST_REACH: f64 = 1.5;
 
 /// `Some(status)` when a candidate's first run already lost the screening: `first` seconds, compile included,
 /// less `allowance` (what its compile may have cost: its law's prediction times the family's margin; `None`
 /// when unknown, and then it is screened) past `cut` × `best` (the best screening run so far): [`SCREEN_CUT`]
-/// for any candidate, `DENSE_RETIME` for the dense kernel, screened after the others when its first run is long.
+/// for any candidate, `DENSE_RETIME` for the dense kernel, screened after the others when its first run is long;
+/// at most [`LONG_SCREEN_CUT`] where what is left of the first run is long.
 pub(crate) fn lost_on_first_run(
     first: f64,
     allowance: Option<f64>,
@@ -142,7 +160,13 @@ pub(crate) fn lost_on_first_run(
     cut: f64,
 ) -> Option<String> {
     let (a, b) = (allowance?, best?);
-    (first - a > cut * b).then(|| {
+    let run = first - a;
+    let cut = if run >= LONG_RUN_SECONDS {
+        cut.min(LONG_SCREEN_CUT)
+    } else {
+        cut
+    };
+    (run > cut * b).then(|| {
         format!(
             "screened out: its first run took {first:.3} s with its compile (allowed {a:.3} s), past \
              ×{cut} the best screening run ({b:.4} s)"
@@ -150,10 +174,48 @@ pub(crate) fn lost_on_first_run(
     })
 }
 
+/// `Some(status)` when the dense kernel, whose one run the dense model puts at `run` s, is not worth compiling:
+/// that run is past `DENSE_RETIME` × `best` (the best screening run so far), or its compile (`compile`: its law's
+/// prediction times the family's margin, where known) and that run pass `left` (what is left of the budget).
+/// The model's time is a lower bound on the kernel's: its rate was within 1 % of the measured one or above it at
+/// every one of the 1 933 points of its sweeps (predicted ÷ measured GFLOP/s ≥ 0.99, median 1.26;
+/// docs/data/dense-sweeps-lavapipe-f32.json.gz), ×3.8 above it at 1024³ (docs/dense-model.md), and ×2.5–2.7 on
+/// hex-p6-m132's panel (7.3 GFLOP/s predicted, 2.7–2.9 measured on 2026-11-25/26).
+pub(crate) fn dense_lost_on_model(
+    run: f64,
+    best: Option<f64>,
+    left: Option<f64>,
+    compile: Option<f64>,
+) -> Option<String> {
+    if let Some(b) = best
+        && run > DENSE_RETIME * b
+    {
+        return Some(format!(
+            "skipped: the dense model puts one run at {run:.3} s (its rate is an upper bound), past \
+             ×{DENSE_RETIME} the best screening run ({b:.4} s)"
+        ));
+    }
+    match (left, compile) {
+        (Some(l), Some(c)) if c + run > l => Some(format!(
+            "skipped: its compile (about {c:.1} s with its family's margin) and one run ({run:.3} s by the \
+             dense model) would pass what is left of the budget ({:.1} s)",
+            l.max(0.0)
+        )),
+        _ => None,
+    }
+}
+
+/// Whether a screened candidate (screening run `screen` s, the best `best`) is timed again as a finalist, by its
+/// screening rank alone: a long run outside [`FINALIST_REACH`] of the best is a measurement that already lost.
+pub(crate) fn within_reach(screen: f64, best: f64) -> bool {
+    screen < LONG_RUN_SECONDS || screen <= FINALIST_REACH * best
+}
+
 /// Warm-up and timed runs for one finalist whose screening run took `screen` s, with `left` seconds of the
 /// tuning budget (`None`: unbounded) for it and the `finalists_left − 1` after it: a warm-up and `reps` runs
 /// where they fit or the kernel is short ([`SHORT_SCREEN_SECONDS`]: at most a few tens of ms), else as many as
-/// fit, at least one, no warm-up (the kernel has run twice already).
+/// fit, no warm-up (the kernel has run twice already) — at least one, except that a long screening run
+/// ([`LONG_RUN_SECONDS`]) stands as the finalist's time when none fits: `(0, 0)`.
 pub(crate) fn finalist_runs(
     left: Option<f64>,
     finalists_left: usize,
@@ -168,6 +230,8 @@ pub(crate) fn finalist_runs(
     let fit = (left.max(0.0) / (finalists_left.max(1) as f64 * screen)).floor() as usize;
     if fit > reps {
         (1, reps)
+    } else if fit == 0 && screen >= LONG_RUN_SECONDS {
+        (0, 0)
     } else {
         (0, fit.clamp(1, reps))
     }
@@ -196,12 +260,55 @@ mod tests {
             s.starts_with("screened out") && s.contains("0.8500 s"),
             "{s}"
         );
-        // Within ×4 once the compile is allowed for: screened.
-        assert!(lost_on_first_run(5.3, Some(2.0), Some(0.85), SCREEN_CUT).is_none());
+        // Within ×4 once the compile is allowed for (a short run past it): screened.
+        assert!(lost_on_first_run(2.3, Some(2.0), Some(0.085), SCREEN_CUT).is_none());
         // A long compile the law foresaw is not read as a slow run.
-        assert!(lost_on_first_run(20.0, Some(19.0), Some(0.5), SCREEN_CUT).is_none());
+        assert!(lost_on_first_run(20.0, Some(19.0), Some(0.6), SCREEN_CUT).is_none());
         assert!(lost_on_first_run(20.0, None, Some(0.001), SCREEN_CUT).is_none());
         assert!(lost_on_first_run(20.0, Some(0.0), None, SCREEN_CUT).is_none());
+    }
+
+    /// Past its allowance, a long first run is a lower bound on one run: cut at ×2, not ×4. pyr-p6-m6 on Mesa
+    /// 22.3.6 in a slow hour (2026-11-25): rolled-r8 screened at 1.0 s, rolled-r1's first run 5.5 s.
+    #[test]
+    fn a_long_first_run_is_cut_at_twice_the_best() {
+        let s =
+            lost_on_first_run(5.5, Some(ROLLED_COMPILE_ALLOWANCE), Some(1.0), SCREEN_CUT).unwrap();
+        assert!(s.contains("×2 the best"), "{s}");
+        // Within ×2 once the compile is allowed for: screened.
+        assert!(lost_on_first_run(3.9, Some(2.0), Some(1.0), SCREEN_CUT).is_none());
+        // Short past the allowance: the ×4 cut (first-run costs the allowance does not hold).
+        assert!(lost_on_first_run(2.3, Some(2.0), Some(0.1), SCREEN_CUT).is_none());
+        assert!(lost_on_first_run(2.45, Some(2.0), Some(0.1), SCREEN_CUT).is_some());
+        // The dense kernel's own cut is already ×2; a long run does not loosen it.
+        assert!(lost_on_first_run(5.5, Some(2.0), Some(1.5), 2.0).is_some());
+    }
+
+    /// The dense kernel, placed last when the model says its run is long, is skipped where the model's run (a
+    /// lower bound) already lost ×2, or where its compile and that run pass what is left of the budget.
+    #[test]
+    fn a_long_dense_run_is_skipped_on_the_models_word() {
+        // hex-p6-m132 on a slow hour: the model's 3.2 s against rolled-r8's 0.88 s.
+        let s = dense_lost_on_model(3.2, Some(0.88), Some(20.0), Some(4.0)).unwrap();
+        assert!(s.contains("×2 the best") && s.contains("3.200 s"), "{s}");
+        // Within ×2: compiled, if it fits.
+        assert!(dense_lost_on_model(1.5, Some(0.88), Some(20.0), Some(4.0)).is_none());
+        let s = dense_lost_on_model(1.5, Some(0.88), Some(5.0), Some(4.0)).unwrap();
+        assert!(s.contains("what is left of the budget"), "{s}");
+        // Nothing screened yet, no budget, or no law: only what is known decides.
+        assert!(dense_lost_on_model(9.0, None, None, Some(4.0)).is_none());
+        assert!(dense_lost_on_model(9.0, None, Some(1.0), None).is_none());
+        assert!(dense_lost_on_model(9.0, None, Some(1.0), Some(0.5)).is_some());
+    }
+
+    /// Finalists by screening rank: short runs always (their screening run is noisy), long ones within ×1.5 of
+    /// the best (pyr-p6-m132 in a slow hour: rolled-r4 2.7 s against rolled-r8's 1.55 s is not timed again).
+    #[test]
+    fn long_screening_runs_outside_the_reach_are_not_timed_again() {
+        assert!(within_reach(0.3, 0.01));
+        assert!(within_reach(3.0, 2.1));
+        assert!(!within_reach(2.7, 1.55));
+        assert!(within_reach(1.0, 1.0));
     }
 
     /// Finalists' runs: a warm-up and all reps with no budget, for short kernels, or where they fit; else what
@@ -213,8 +320,11 @@ mod tests {
         assert_eq!(finalist_runs(Some(20.0), 2, 0.5, 3), (1, 3));
         // 6 s left for three finalists of 0.85 s: two runs each, no warm-up.
         assert_eq!(finalist_runs(Some(6.0), 3, 0.85, 3), (0, 2));
-        assert_eq!(finalist_runs(Some(0.5), 3, 0.85, 3), (0, 1));
-        assert_eq!(finalist_runs(Some(-1.0), 1, 0.85, 3), (0, 1));
+        assert_eq!(finalist_runs(Some(0.5), 3, 0.85, 3), (0, 0));
+        assert_eq!(finalist_runs(Some(1.0), 1, 0.85, 3), (0, 1));
+        // Nothing left: a long screening run stands as the finalist's time; a shorter one runs once.
+        assert_eq!(finalist_runs(Some(-1.0), 1, 0.85, 3), (0, 0));
+        assert_eq!(finalist_runs(Some(0.5), 3, 0.3, 3), (0, 1));
         assert_eq!(finalist_runs(Some(100.0), 1, 0.85, 0), (1, 1));
     }
 
