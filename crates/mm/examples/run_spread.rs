@@ -5,6 +5,7 @@
 //! every choice once, in turn, after one warm-up run each; it prints each run, each choice's largest ratio
 //! between consecutive runs, and in each round every choice's ratio to the round's first choice.
 use bespoke_gpu::Gpu;
+use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_mm::spec::{Choice, MatMul, Panel, read_mtx};
 
 fn main() {
@@ -19,17 +20,10 @@ fn main() {
     let beta = op.beta_hint.unwrap_or(0.0);
     let panel = Panel::packed(n);
     let gpu = Gpu::new().unwrap();
-    let mut x = 0x9e37_79b9_u32;
-    let mut fill = |len: usize| -> Vec<f32> {
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-            })
-            .collect()
-    };
+    // Fresh values in [-0.5, 0.5) from the project's RNG (the data does not change the timing).
+    let mut rng = seeded(0x5eed);
+    let mut fill =
+        |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random::<f32>() - 0.5).collect() };
     let b = gpu.upload(&fill(op.k * n)).unwrap();
     let c = gpu.upload(&fill(op.m * n)).unwrap();
     let mms: Vec<MatMul<f32>> = choices
