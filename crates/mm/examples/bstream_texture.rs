@@ -6,6 +6,7 @@
 //! B's rows sit 128 KiB apart and alias in the caches). Both outputs must agree bit for bit (the arithmetic is
 //! the same). It isolates what the adapter's storage-buffer loads cost the kernel: on llvmpipe every
 //! invocation's buffer load is a per-lane gather. docs/perf.md records what it measured.
+use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Gpu, Grid, Kernel, ProbeOptions};
 use bespoke_mm::DType;
@@ -54,13 +55,8 @@ fn main() {
         2 => TextureFormat::Rg32Float,
         _ => TextureFormat::Rgba32Float,
     };
-    let mut x = 0x9e37_79b9_u32;
-    let mut rnd = || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        (x as f32 / u32::MAX as f32) * 2.0 - 1.0
-    };
+    let mut rng = seeded(0x9e37_79b9);
+    let mut rnd = || rng.random::<f32>() * 2.0 - 1.0;
     let b: Vec<f32> = (0..op.k * n).map(|_| rnd()).collect();
     let c0: Vec<f32> = (0..op.m * n).map(|_| rnd()).collect();
     let bb = gpu.upload(&b).unwrap();
