@@ -418,6 +418,9 @@ fn mm_bench_checks_times_and_reports_json() {
         assert!(m["seconds"].as_f64().unwrap() > 0.0);
         assert!(m["floor_seconds"].as_f64().unwrap() > 0.0, "{m}");
         assert!(m["over_floor"].as_f64().unwrap() > 0.0, "{m}");
+        // The dense kernel timed in alternation with the choice, its speedup a median of paired ratios.
+        assert!(m["dense_seconds"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["speedup_vs_dense"].as_f64().unwrap() > 0.0, "{m}");
     }
     // β from the files' PyFR headers: 0 for tri p2 M0, 1 for quad p4 M3.
     assert_eq!(ms[0]["beta"].as_f64(), Some(0.0), "{}", ms[0]["name"]);

@@ -30,15 +30,20 @@ pub struct Timing {
     pub source: TimingSource,
 }
 
+/// The median of `samples` (the mean of the middle two of an even count); NaN for none.
+pub fn median(samples: &[f64]) -> f64 {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+    }
+}
+
 impl Timing {
     pub fn median(&self) -> f64 {
-        let mut s = self.samples.clone();
-        s.sort_by(f64::total_cmp);
-        match s.len() {
-            0 => f64::NAN,
-            n if n % 2 == 1 => s[n / 2],
-            n => 0.5 * (s[n / 2 - 1] + s[n / 2]),
-        }
+        median(&self.samples)
     }
     pub fn min(&self) -> f64 {
         self.samples.iter().copied().fold(f64::INFINITY, f64::min)

@@ -1,7 +1,7 @@
 //! Benchmarking one operator the way `bespoke mm bench` reports it: tune (or read the decision), check the
 //! result against the f64 CPU reference on random data, time the choice and the dense kernel.
 
-use bespoke_gpu::{Gpu, GpuBuffer, ProbeOptions};
+use bespoke_gpu::{Gpu, GpuBuffer, ProbeOptions, median};
 
 use super::compile_cost::CompileLaws;
 use super::dense_budget::model_dense_within;
@@ -9,8 +9,9 @@ use super::floor::AccessFloor;
 use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport};
 use super::operator::Operator;
 use super::run::Panel;
-use crate::dense::Element;
+use super::tune_budget::LONG_RUN_SECONDS;
 use crate::dense::bench::fill;
+use crate::dense::{DenseParams, Element};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::reference::{Shape, gemm_ref, rel_err};
@@ -37,10 +38,41 @@ pub struct MatrixBench {
     pub floor_seconds: f64,
     /// The choice's time over its floor's: the median of `reps` ratios of runs taken in alternation.
     pub over_floor: f64,
+    /// The dense kernel the tuner would take (the model's tiling within the budget's dense share), timed in
+    /// alternation with the choice: the median of its paired runs (one pair when a run is past
+    /// half a second). None when dense is off. When the choice is the dense kernel, `seconds`.
     pub dense_seconds: Option<f64>,
+    /// The median of the paired ratios dense / choice (so not always `dense_seconds / seconds`); 1 when the
+    /// choice is the dense kernel.
     pub speedup_vs_dense: Option<f64>,
     pub rel_err: f64,
     pub tune: TuneReport,
+}
+
+/// The dense kernel's tiling the tuner would take: the model's, within the budget's dense share (None when
+/// dense is off).
+fn dense_params<T: Element>(
+    gpu: &Gpu,
+    op: &Operator,
+    beta: f64,
+    panel: Panel,
+    opts: &TuneOptions,
+) -> Result<Option<DenseParams>> {
+    Ok(match opts.dense {
+        DenseSource::Off => None,
+        DenseSource::Fixed(p) => Some(p),
+        DenseSource::Model => Some(
+            model_dense_within::<T>(
+                gpu,
+                op,
+                panel,
+                beta,
+                &mut CompileLaws::load(gpu, opts),
+                opts.budget_seconds,
+            )?
+            .0,
+        ),
+    })
 }
 
 /// Largest relative error against the f64 reference a product may have in `dtype`.
@@ -173,58 +205,51 @@ pub fn bench_operator<T: Element>(
     let floor = AccessFloor::new(gpu, op, T::DTYPE, beta, panel, floor_vec, touch)?;
     let floor_plan = floor.plan(gpu, &bb, &cb)?;
     let floor_launches: Vec<_> = floor_plan.iter().collect();
+    // The dense kernel the tuner would take, timed in the same alternation: the tuner's own dense time was
+    // taken minutes earlier on a VM whose speed drifts, and a short kernel's two timings there can differ by
+    // ×1.8, so only a paired ratio says whether the choice beats dense. When the choice is the dense kernel,
+    // its time is the dense time: two timings of one kernel would only report noise as a speedup.
+    let dense = match mm.choice {
+        Choice::Dense(_) => None,
+        Choice::Spec(_) => dense_params::<T>(gpu, op, beta, panel, opts)?
+            .map(|p| MatMul::<T>::with_choice(gpu, op, beta, panel, Choice::Dense(p)))
+            .transpose()?,
+    };
+    let dense_plan = dense.as_ref().map(|d| d.plan(gpu, &bb, &cb)).transpose()?;
+    let dense_launches = dense_plan.as_ref().map(|p| p.launches());
     gpu.run(&floor_launches)?;
-    let mut choice_t = gpu.time(&plan.launches(), 0, 1)?;
-    let mut floor_t = gpu.time(&floor_launches, 0, 1)?;
-    for _ in 1..reps {
-        choice_t
-            .samples
-            .extend(gpu.time(&plan.launches(), 0, 1)?.samples);
-        floor_t
-            .samples
-            .extend(gpu.time(&floor_launches, 0, 1)?.samples);
+    if let Some(d) = &dense_launches {
+        gpu.run(d)?;
     }
-    drop(plan);
-    let floor_seconds = floor_t.median();
-    let mut ratios: Vec<f64> = choice_t
-        .samples
-        .iter()
-        .zip(&floor_t.samples)
-        .map(|(c, f)| c / f)
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    let over_floor = ratios[ratios.len() / 2];
-    // When the choice is the dense kernel, its time is the dense time: two timings of one kernel would only
-    // report noise as a speedup.
-    let dense_seconds = match (mm.report.dense_seconds, mm.choice) {
-        (_, Choice::Dense(_)) => Some(seconds),
-        (Some(d), _) if !mm.report.from_cache => Some(d),
-        _ => {
-            let params = match opts.dense {
-                DenseSource::Off => None,
-                DenseSource::Fixed(p) => Some(p),
-                // The tiling the tuner would take: the model's, within the budget's dense share.
-                DenseSource::Model => Some(
-                    model_dense_within::<T>(
-                        gpu,
-                        op,
-                        panel,
-                        beta,
-                        &mut CompileLaws::load(gpu, opts),
-                        opts.budget_seconds,
-                    )?
-                    .0,
-                ),
-            };
-            match params {
-                Some(p) => {
-                    let d = MatMul::<T>::with_choice(gpu, op, beta, panel, Choice::Dense(p))?;
-                    let plan = d.plan(gpu, &bb, &cb)?;
-                    Some(gpu.time(&plan.launches(), 1, reps)?.median())
-                }
-                None => None,
-            }
+    let mut choice_t: Vec<f64> = Vec::with_capacity(reps);
+    let mut floor_t: Vec<f64> = Vec::with_capacity(reps);
+    let mut dense_pairs: Vec<(f64, f64)> = Vec::new();
+    for _ in 0..reps {
+        let c = gpu.time(&plan.launches(), 0, 1)?.median();
+        choice_t.push(c);
+        floor_t.push(gpu.time(&floor_launches, 0, 1)?.median());
+        // A dense run past LONG_RUN_SECONDS is paired once: runs that long stray little from the next
+        // (docs/perf.md, 2026-11-26), and on a CPU adapter one can take seconds.
+        let paired = dense_pairs
+            .last()
+            .is_some_and(|(d, _)| *d >= LONG_RUN_SECONDS);
+        if let (Some(d), false) = (&dense_launches, paired) {
+            dense_pairs.push((gpu.time(d, 0, 1)?.median(), c));
         }
+    }
+    drop((plan, dense_plan));
+    let ratios: Vec<f64> = choice_t.iter().zip(&floor_t).map(|(c, f)| c / f).collect();
+    let over_floor = median(&ratios);
+    let floor_seconds = median(&floor_t);
+    let (dense_seconds, speedup_vs_dense) = match mm.choice {
+        Choice::Dense(_) => (Some(seconds), Some(1.0)),
+        Choice::Spec(_) if dense_pairs.is_empty() => (None, None),
+        Choice::Spec(_) => (
+            Some(median(&dense_pairs.iter().map(|p| p.0).collect::<Vec<_>>())),
+            Some(median(
+                &dense_pairs.iter().map(|(d, c)| d / c).collect::<Vec<_>>(),
+            )),
+        ),
     };
     let c_passes = if beta == 0.0 { 1.0 } else { 2.0 };
     let bytes = (T::DTYPE.size() * panel.n) as f64 * (op.k as f64 + c_passes * op.m as f64);
@@ -250,7 +275,7 @@ pub fn bench_operator<T: Element>(
         floor_seconds,
         over_floor,
         dense_seconds,
-        speedup_vs_dense: dense_seconds.map(|d| d / seconds),
+        speedup_vs_dense,
         rel_err: err,
         tune: mm.report,
     })

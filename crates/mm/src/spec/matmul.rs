@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use bespoke_gpu::{Gpu, GpuBuffer, Launch};
+use bespoke_gpu::{Gpu, GpuBuffer, Launch, median};
 
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
 use super::dense_budget::{dense_family, dense_within, k_blocked};
@@ -587,7 +587,9 @@ impl<T: Element> MatMul<T> {
                 _ => predicted.map(|p| p * laws.margin(&family)),
             };
             let best_so_far = cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min);
-            if let Some(status) = lost_on_first_run(first, allowance, best_so_far, SCREEN_CUT) {
+            let firm = matches!(choice, Choice::Spec(v) if v.family == Family::Rolled);
+            if let Some(status) = lost_on_first_run(first, allowance, firm, best_so_far, SCREEN_CUT)
+            {
                 if unrolled.is_some() {
                     first_unrolled = false;
                 }
@@ -615,7 +617,7 @@ impl<T: Element> MatMul<T> {
         }
         if let Some((mm, first, allowance, predicted, law)) = deferred {
             let best = cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min);
-            match lost_on_first_run(first, allowance, best, DENSE_RETIME) {
+            match lost_on_first_run(first, allowance, false, best, DENSE_RETIME) {
                 Some(status) => {
                     skipped.push(Candidate::skipped(mm.choice.name(), predicted, status))
                 }
@@ -657,33 +659,56 @@ impl<T: Element> MatMul<T> {
                 || !within_reach(screen, best_screen);
             !lost && (i < opts.finalists.max(1) || dense)
         };
-        let mut finalists_left = cands
-            .iter()
-            .enumerate()
-            .filter(|(i, (mm, cand))| finalist(*i, mm, cand))
-            .count();
-        for (i, (mm, cand)) in cands.iter_mut().enumerate() {
+        let finalists: Vec<usize> = (0..cands.len())
+            .filter(|&i| finalist(i, &cands[i].0, &cands[i].1))
+            .collect();
+        for (i, (mm, cand)) in cands.iter().enumerate() {
             if mm.choice.is_dense() && !finalist(i, mm, cand) {
                 dense_seconds = cand.seconds;
-                continue;
             }
-            if finalist(i, mm, cand) {
-                // Each finalist's runs within what is left of the budget (none past it for a long screening
-                // run, which then stands as its time).
-                let left = opts.budget_seconds.map(|s| s - t0.elapsed().as_secs_f64());
-                let screen = cand.seconds.unwrap_or(0.0);
-                let (warmup, reps) = finalist_runs(left, finalists_left, screen, opts.reps);
-                finalists_left -= 1;
-                if reps == 0 {
-                    cand.status = FINALIST_ON_SCREEN.into();
-                } else {
-                    let plan = mm.plan(gpu, &b, &c)?;
-                    cand.seconds = Some(gpu.time(&plan.launches(), warmup, reps)?.median());
-                    cand.status = "finalist".into();
+        }
+        // Each finalist's runs within what is left of the budget, as if they ran one after the other (none past
+        // it for a long screening run, which then stands as its time) …
+        let mut left = opts.budget_seconds.map(|s| s - t0.elapsed().as_secs_f64());
+        let mut runs = Vec::with_capacity(finalists.len());
+        for (n, &i) in finalists.iter().enumerate() {
+            let screen = cands[i].1.seconds.unwrap_or(0.0);
+            let (warmup, reps) = finalist_runs(left, finalists.len() - n, screen, opts.reps);
+            left = left.map(|l| l - (warmup + reps) as f64 * screen);
+            runs.push((warmup, reps));
+        }
+        // … taken in rounds, one run of each finalist per round (A B C A B C): on a VM whose speed drifts within
+        // seconds, a finalist timed in a block of its own can catch a slow moment the others miss (pyr-p5-m0's
+        // chosen kernel timed 43.9 ms as a finalist and 79.7 ms a minute later, docs/perf.md).
+        let plans = finalists
+            .iter()
+            .zip(&runs)
+            .map(|(&i, &(_, reps))| (reps > 0).then(|| cands[i].0.plan(gpu, &b, &c)).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        for (plan, &(warmup, _)) in plans.iter().zip(&runs) {
+            if let (Some(plan), true) = (plan, warmup > 0) {
+                gpu.run(&plan.launches())?;
+            }
+        }
+        let mut samples = vec![Vec::new(); finalists.len()];
+        for round in 0..runs.iter().map(|r| r.1).max().unwrap_or(0) {
+            for (j, plan) in plans.iter().enumerate() {
+                if let (Some(plan), true) = (plan, runs[j].1 > round) {
+                    samples[j].push(gpu.time(&plan.launches(), 0, 1)?.median());
                 }
-                if mm.choice.is_dense() {
-                    dense_seconds = cand.seconds;
-                }
+            }
+        }
+        drop(plans);
+        for (j, &i) in finalists.iter().enumerate() {
+            let (mm, cand) = &mut cands[i];
+            if samples[j].is_empty() {
+                cand.status = FINALIST_ON_SCREEN.into();
+            } else {
+                cand.seconds = Some(median(&samples[j]));
+                cand.status = "finalist".into();
+            }
+            if mm.choice.is_dense() {
+                dense_seconds = cand.seconds;
             }
         }
         let best = cands
