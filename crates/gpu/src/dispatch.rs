@@ -117,6 +117,21 @@ impl Launch {
     pub fn dispatch_count(&self) -> usize {
         self.parts.len()
     }
+    /// The same pipeline and bindings over one workgroup, the grid's first: a driver that compiles a pipeline
+    /// at its first dispatch (llvmpipe) compiles it there, at almost no cost of the kernel's own, so that the
+    /// first full run after it times the kernel rather than its compile.
+    pub fn one_group(&self) -> Launch {
+        Launch {
+            pipeline: self.pipeline.clone(),
+            group0: self.group0.clone(),
+            parts: self
+                .parts
+                .first()
+                .map(|(origin, _)| (origin.clone(), [1, 1, 1]))
+                .into_iter()
+                .collect(),
+        }
+    }
     pub(crate) fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline.pipeline);
         if let Some(g) = &self.group0 {

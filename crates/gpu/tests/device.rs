@@ -84,6 +84,49 @@ fn kernel_matches_cpu_reference() {
     assert_eq!(gpu.cached_pipelines(), before);
 }
 
+/// A one-workgroup launch runs the same pipeline and bindings over the grid's first workgroup only: the rest of
+/// the output keeps its poison.
+#[test]
+fn one_group_runs_the_first_workgroup_only() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let n = 1000usize;
+    let x: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    let y: Vec<f32> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    let (xb, yb) = (gpu.upload(&x).unwrap(), gpu.upload(&y).unwrap());
+    let zb = gpu.alloc_filled(n, f32::NAN).unwrap();
+    let l = gpu
+        .prepare(
+            &Kernel::new("axpy", AXPY),
+            &[
+                xb.arg(),
+                yb.arg(),
+                zb.arg(),
+                Arg::uniform(&[2.0f32.to_bits(), n as u32]),
+            ],
+            Grid::cover(n as u64, 64).unwrap(),
+        )
+        .unwrap();
+    let one = l.one_group();
+    assert_eq!(one.dispatch_count(), 1);
+    gpu.run(&[&one]).unwrap();
+    let z = gpu.read(&zb).unwrap();
+    for i in 0..64 {
+        let want = 2.0f32.mul_add(x[i], y[i]);
+        assert!(
+            (z[i] - want).abs() <= 1e-6 * want.abs().max(1.0),
+            "z[{i}] = {}",
+            z[i]
+        );
+    }
+    assert!(
+        z[64..].iter().all(|v| v.is_nan()),
+        "past the first workgroup"
+    );
+    gpu.run(&[&l]).unwrap();
+    assert!(gpu.read(&zb).unwrap().iter().all(|v| v.is_finite()));
+}
+
 #[test]
 fn f64_kernels_run_where_the_adapter_has_them() {
     let Some(gpu) = test_gpu() else { return };

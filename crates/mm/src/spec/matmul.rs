@@ -12,7 +12,7 @@ use super::floor::touch_check;
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_budget::{
-    Budget, ROLLED_COMPILE_ALLOWANCE, SCREEN_CUT, Verdict, dense_lost_on_model, finalist_runs,
+    Budget, LONG_RUN_SECONDS, SCREEN_CUT, Verdict, dense_lost_on_model, finalist_runs,
     lost_on_first_run, verdict, within_reach,
 };
 use super::tune_cache::{self, Decision};
@@ -166,7 +166,7 @@ pub const DENSE_RETIME: f64 = 2.0;
 /// The status of a finalist whose screening run stands as its time: a long run, and the budget spent.
 pub const FINALIST_ON_SCREEN: &str = "finalist: its screening run stands, the budget spent";
 
-/// A first run, past its compile allowance, longer than this defers the dense kernel's screening run.
+/// A first run of the dense kernel longer than this defers its screening run until the others are screened.
 pub const DEFER_DENSE_SCREEN_SECONDS: f64 = 1.0;
 
 /// The dense kernel's compile-law family and the sizes its law predicts from (dense_budget.rs).
@@ -184,24 +184,23 @@ fn dense_law_key<T: Element>(
     ))
 }
 
-/// Screens a candidate whose first run (compile included) took `first` s: one run, or the median of
-/// [`SHORT_SCREEN_REPS`] when short; its compile (`first` less the run) recorded against its family's law.
+/// Screens a candidate whose compile took `compile` s and whose first full run after it took `first` s: that run
+/// where it is long ([`LONG_RUN_SECONDS`]: its own measurement), else one run more, or the median of
+/// [`SHORT_SCREEN_REPS`] when short.
 fn screen_candidate<T: Element>(
     gpu: &Gpu,
     name: String,
     plan: &MatMulPlan<T>,
     first: f64,
+    compile: f64,
     predicted: Option<f64>,
-    law: Option<(String, Vec<usize>)>,
-    laws: &mut CompileLaws,
 ) -> Result<Candidate> {
-    let mut screen = gpu.time(&plan.launches(), 0, 1)?.median();
-    if screen < SHORT_SCREEN_SECONDS {
-        screen = gpu.time(&plan.launches(), 0, SHORT_SCREEN_REPS)?.median();
-    }
-    let compile = (first - screen).max(0.0);
-    if let Some((family, sizes)) = law {
-        laws.record_compile(&family, &sizes, compile, predicted);
+    let mut screen = first;
+    if first < LONG_RUN_SECONDS {
+        screen = gpu.time(&plan.launches(), 0, 1)?.median();
+        if screen < SHORT_SCREEN_SECONDS {
+            screen = gpu.time(&plan.launches(), 0, SHORT_SCREEN_REPS)?.median();
+        }
     }
     Ok(Candidate {
         name,
@@ -218,7 +217,8 @@ pub struct Candidate {
     pub name: String,
     /// Median of the finalist timing, else the screening run.
     pub seconds: Option<f64>,
-    /// First run minus a warm run: the driver's compile time where it compiles lazily, plus generation.
+    /// Binding the candidate and a one-workgroup launch of each of its launches: the driver's compile, whether
+    /// it compiles at pipeline creation or, as llvmpipe does, at the first dispatch.
     pub compile_seconds: Option<f64>,
     /// What the compile law predicted for its compile beforehand, where the family had a law (before the
     /// margin: docs/mm.md).
@@ -573,59 +573,55 @@ impl<T: Element> MatMul<T> {
                 }
                 Choice::Spec(_) => None,
             };
+            // The compile apart from the first run: binding, then one workgroup of each launch (llvmpipe compiles
+            // at the first dispatch), recorded against the family's law whatever the run then shows.
             let t = Instant::now();
             let plan = mm.plan(gpu, &b, &c)?;
-            gpu.run(&plan.launches())?;
-            let first = t.elapsed().as_secs_f64();
-            // A first run that, less what the compile may have cost, already lost the screening by far is not
-            // run again: on a slow hour one run of a big operator's loser took seconds (tune_budget.rs).
-            let allowance = match (choice, &dense_compiled) {
-                (Choice::Spec(v), _) if v.family == Family::Rolled => {
-                    Some(ROLLED_COMPILE_ALLOWANCE)
-                }
-                (_, Some((family, _))) => predicted.map(|p| p * laws.margin(family)),
-                _ => predicted.map(|p| p * laws.margin(&family)),
-            };
-            let best_so_far = cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min);
-            let firm = matches!(choice, Choice::Spec(v) if v.family == Family::Rolled);
-            if let Some(status) = lost_on_first_run(first, allowance, firm, best_so_far, SCREEN_CUT)
-            {
-                if unrolled.is_some() {
-                    first_unrolled = false;
-                }
-                skipped.push(Candidate::skipped(choice.name(), predicted, status));
-                continue;
+            let one: Vec<Launch> = plan.launches().iter().map(|l| l.one_group()).collect();
+            gpu.run(&one.iter().collect::<Vec<_>>())?;
+            let compile = t.elapsed().as_secs_f64();
+            let law = unrolled.map(|_| (family, sizes)).or(dense_compiled);
+            if let Some((family, sizes)) = &law {
+                laws.record_compile(family, sizes, compile, predicted);
             }
             if unrolled.is_some() {
                 first_unrolled = false;
             }
-            // The dense kernel goes first (its compile is charged first); a long first run of it is screened
-            // after the others, and only if it can still be within DENSE_RETIME of the best.
-            let law = unrolled.map(|_| (family, sizes)).or(dense_compiled);
-            if mm.choice.is_dense()
-                && let Some(law) = &law
-                && allowance.is_some_and(|a| first - a > DEFER_DENSE_SCREEN_SECONDS)
-            {
-                drop(plan);
-                deferred = Some((mm, first, allowance, predicted, law.clone()));
+            let t = Instant::now();
+            gpu.run(&plan.launches())?;
+            let first = t.elapsed().as_secs_f64();
+            // A first run that already lost the screening by far is not run again: on a slow hour one run of a big
+            // operator's loser took seconds (tune_budget.rs).
+            let best_so_far = cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min);
+            if let Some(status) = lost_on_first_run(first, best_so_far, SCREEN_CUT) {
+                skipped.push(Candidate {
+                    compile_seconds: Some(compile),
+                    ..Candidate::skipped(choice.name(), predicted, status)
+                });
                 continue;
             }
-            let cand =
-                screen_candidate(gpu, choice.name(), &plan, first, predicted, law, &mut laws)?;
+            // The dense kernel goes first (its compile is charged first); a long first run of it is screened
+            // after the others, and only if it can still be within DENSE_RETIME of the best.
+            if mm.choice.is_dense() && first > DEFER_DENSE_SCREEN_SECONDS {
+                drop(plan);
+                deferred = Some((mm, first, compile, predicted));
+                continue;
+            }
+            let cand = screen_candidate(gpu, choice.name(), &plan, first, compile, predicted)?;
             drop(plan);
             cands.push((mm, cand));
         }
-        if let Some((mm, first, allowance, predicted, law)) = deferred {
+        if let Some((mm, first, compile, predicted)) = deferred {
             let best = cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min);
-            match lost_on_first_run(first, allowance, false, best, DENSE_RETIME) {
-                Some(status) => {
-                    skipped.push(Candidate::skipped(mm.choice.name(), predicted, status))
-                }
+            match lost_on_first_run(first, best, DENSE_RETIME) {
+                Some(status) => skipped.push(Candidate {
+                    compile_seconds: Some(compile),
+                    ..Candidate::skipped(mm.choice.name(), predicted, status)
+                }),
                 None => {
                     let plan = mm.plan(gpu, &b, &c)?;
                     let name = mm.choice.name();
-                    let cand =
-                        screen_candidate(gpu, name, &plan, first, predicted, Some(law), &mut laws)?;
+                    let cand = screen_candidate(gpu, name, &plan, first, compile, predicted)?;
                     drop(plan);
                     cands.push((mm, cand));
                 }
