@@ -128,10 +128,6 @@ pub(crate) fn verdict<T: Element>(
 /// and TLBs cold: tens of ms at most), so the cut is far past the finalists' and dense's ratios (×2)…
 pub(crate) const SCREEN_CUT: f64 = 4.0;
 
-/// A first run shorter than this is never cut: it may be mostly first-run costs (a 12×10 operator's cstream-v2
-/// ran 1 ms first against a best of 0.18 ms), and screening it costs little.
-pub(crate) const MIN_CUT_SECONDS: f64 = 0.1;
-
 /// …but a run at least this long is its own measurement: those first-run costs are a few per cent of it, and one
 /// run of a kernel of 1.2–8 s strayed at most ×1.23 from the next on lavapipe in a slow hour
 /// (`examples/run_spread.rs`, docs/perf.md 2026-11-26). Such a first run is cut at [`LONG_SCREEN_CUT`], stands
@@ -142,6 +138,10 @@ pub(crate) const LONG_RUN_SECONDS: f64 = 0.5;
 /// hour rolled-r1's 5.4 s against rolled-r8's 1.0 s was screened, then timed again as a finalist: 16 s of the
 /// operator's 33 s).
 pub(crate) const LONG_SCREEN_CUT: f64 = 2.0;
+
+/// A first run shorter than this is never cut: it may be mostly first-run costs (a 12×10 operator's cstream-v2
+/// ran 1 ms first against a best of 0.18 ms), and screening it costs little.
+pub(crate) const MIN_CUT_SECONDS: f64 = 0.1;
 
 /// A candidate whose screening run is long ([`LONG_RUN_SECONDS`]) and more than this times the best screening
 /// run is not a finalist (nor the dense kernel's baseline re-timed): its screening run stands as its time. Past
