@@ -411,6 +411,7 @@ fn mm_bench_checks_times_and_reports_json() {
             "over_floor",
             "tune_seconds",
             "model_seconds",
+            "probe_seconds",
         ] {
             assert!(!m[key].is_null(), "{key} missing in {m}");
         }

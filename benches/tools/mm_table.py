@@ -30,7 +30,8 @@ def main():
           f"×{geomean(sp):.2f}, min ×{min(sp):.2f}, {sum(s < 1 for s in sp)} below 1.0; "
           f"max rel err {max(m['rel_err'] for m in ms):.1e}; "
           f"tuning {sum(m.get('tune_seconds', 0) for m in ms) / 60:.1f} min in all"
-          f" (+{sum(m.get('model_seconds', 0) for m in ms):.0f} s measuring the dense model once)\n")
+          f" (+{sum(m.get('model_seconds', 0) for m in ms):.0f} s measuring the dense model once"
+          f", +{sum(m.get('probe_seconds', 0) for m in ms):.0f} s probing compile laws once per family)\n")
     by = defaultdict(list)
     for m in ms:
         by[m["name"].split("-")[0]].append(m)

@@ -64,16 +64,31 @@ fn mtx_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     Ok(out)
 }
 
-/// How the row's decision was reached: cached, or tuned in so long (and, for the first operator tuned on an
-/// adapter, the one-off measurement of the dense model's inputs beside it, outside the tuning budget).
+/// How the row's decision was reached: cached, or tuned in so long (and the one-off costs of the adapter beside
+/// it, outside the tuning budget: the dense model's inputs for the first operator tuned on it, a compile law's
+/// probes for the first operator that meets the family).
 fn tuned_note(t: &TuneReport) -> String {
-    match (t.from_cache, t.model_seconds > 0.0) {
-        (true, _) => " (cached decision)".to_owned(),
-        (false, false) => format!(" (tuned in {:.1} s)", t.tune_seconds),
-        (false, true) => format!(
-            " (tuned in {:.1} s, after {:.1} s measuring the dense model's inputs, once per adapter)",
-            t.tune_seconds, t.model_seconds
-        ),
+    if t.from_cache {
+        return " (cached decision)".to_owned();
+    }
+    let mut apart = Vec::new();
+    if t.model_seconds > 0.0 {
+        apart.push(format!(
+            "{:.1} s measuring the dense model's inputs",
+            t.model_seconds
+        ));
+    }
+    if t.probe_seconds > 0.0 {
+        apart.push(format!("{:.1} s probing compile laws", t.probe_seconds));
+    }
+    if apart.is_empty() {
+        format!(" (tuned in {:.1} s)", t.tune_seconds)
+    } else {
+        format!(
+            " (tuned in {:.1} s, after {}, once per adapter)",
+            t.tune_seconds,
+            apart.join(" and ")
+        )
     }
 }
 
@@ -162,7 +177,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
                 "same_size_copy_gbps": r.same_size_copy_gbps, "floor_seconds": r.floor_seconds, "over_floor": r.over_floor,
                 "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
                 "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
-                "model_seconds": r.tune.model_seconds,
+                "model_seconds": r.tune.model_seconds, "probe_seconds": r.tune.probe_seconds,
                 "candidates": r.tune.candidates,
             })
         })

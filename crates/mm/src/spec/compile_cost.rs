@@ -164,6 +164,8 @@ pub(crate) struct CompileLaws {
     adapter: String,
     disk: Option<bespoke_gpu::DiskCache>,
     known: Vec<(String, Entry)>,
+    /// Seconds spent probing families since these laws were loaded ([`CompileLaws::probe_family`]).
+    probe_seconds: f64,
 }
 
 /// One measured compile: the loads and stores of each launch, and the seconds all of them took.
@@ -267,6 +269,7 @@ impl CompileLaws {
             adapter,
             disk,
             known: Vec::new(),
+            probe_seconds: 0.0,
         };
         // The process's laws are at least as recent as the disk's.
         for (f, e) in stored.into_iter().chain(here) {
@@ -282,6 +285,7 @@ impl CompileLaws {
             adapter: gpu.adapter_key(),
             disk: None,
             known: Vec::new(),
+            probe_seconds: 0.0,
         }
     }
 
@@ -325,6 +329,29 @@ impl CompileLaws {
             },
         );
         self.save();
+    }
+
+    /// Probes `family`'s law: `probes` makes the two probe compiles ([`probe`], or the dense kernel's), and
+    /// their law is kept with them. The probing is timed into [`CompileLaws::probe_seconds`]: it is a cost of
+    /// the adapter, once per family (then cached on disk), not of the operator that happens to meet the family
+    /// first, so the tuner keeps it off that operator's budget and reports it apart, as it does the dense model's
+    /// inputs. On Mesa 25.0.7 the probes of the four families and the dense kernel a β = 1 operator meets cost
+    /// ~20 s, and counted against its budget they had left bstream-v2 (×1.1 its floor on Mesa 22.3.6) no room:
+    /// hex-p3-m3 went to a rolled kernel (docs/perf.md 2026-11-26).
+    pub fn probe_family(
+        &mut self,
+        family: &str,
+        probes: impl FnOnce() -> Result<Option<[(usize, f64); 2]>>,
+    ) -> Result<Option<Law>> {
+        let t = Instant::now();
+        let probed = probes();
+        self.probe_seconds += t.elapsed().as_secs_f64();
+        Ok(probed?.and_then(|p| self.record_probes(family, p)))
+    }
+
+    /// Seconds spent in [`CompileLaws::probe_family`] since these laws were loaded.
+    pub fn probe_seconds(&self) -> f64 {
+        self.probe_seconds
     }
 
     /// Two probe compiles of `family` (one launch each: accesses, seconds): their law, kept with them.

@@ -93,8 +93,7 @@ pub(crate) fn dense_within<T: Element>(
     let family = dense_family(T::DTYPE, pick.vec);
     let law = match laws.get(&family) {
         Some(l) => Some(l),
-        None => probe_dense::<T>(gpu, &ranked, pick.vec, beta)?
-            .and_then(|probes| laws.record_probes(&family, probes)),
+        None => laws.probe_family(&family, || probe_dense::<T>(gpu, &ranked, pick.vec, beta))?,
     };
     // No law (the space had no two tilings far enough apart to fit one): the model's pick, unbounded.
     let Some(law) = law else {

@@ -13,7 +13,7 @@ use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
 use super::tune_budget::{
     Budget, LONG_RUN_SECONDS, SCREEN_CUT, Verdict, dense_lost_on_model, finalist_runs,
-    lost_on_first_run, verdict, within_reach,
+    lost_on_first_run, spent_on_tuning, verdict, within_reach,
 };
 use super::tune_cache::{self, Decision};
 use super::variant::{Family, ROLLED_ROWS, Variant};
@@ -244,11 +244,15 @@ impl Candidate {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct TuneReport {
     pub from_cache: bool,
-    /// This operator's tuning, from after the dense model's inputs were at hand: what the tuning budget bounds.
+    /// This operator's tuning, from after the dense model's inputs were at hand and less `probe_seconds`: what
+    /// the tuning budget bounds.
     pub tune_seconds: f64,
     /// Measuring the dense model's inputs for this adapter and precision before tuning could start: once per
     /// adapter and precision (then read from the user's cache), 0 when they were cached; outside the budget.
     pub model_seconds: f64,
+    /// Probing the compile laws of the families this operator met first on this adapter (two compiles each,
+    /// then cached): once per family and adapter, outside the budget; 0 when every law was known.
+    pub probe_seconds: f64,
     pub candidates: Vec<Candidate>,
     /// The chosen kernel's median time when tuned.
     pub seconds: Option<f64>,
@@ -495,7 +499,7 @@ impl<T: Element> MatMul<T> {
                 if let Some(status) = dense_lost_on_model(
                     dense_run.unwrap_or(0.0),
                     cands.iter().filter_map(|(_, c)| c.seconds).reduce(f64::min),
-                    opts.budget_seconds.map(|b| b - t0.elapsed().as_secs_f64()),
+                    opts.budget_seconds.map(|b| b - spent_on_tuning(t0, &laws)),
                     compile,
                 ) {
                     let predicted = law.map(|l| l.predict(&accesses));
@@ -665,7 +669,7 @@ impl<T: Element> MatMul<T> {
         }
         // Each finalist's runs within what is left of the budget, as if they ran one after the other (none past
         // it for a long screening run, which then stands as its time) …
-        let mut left = opts.budget_seconds.map(|s| s - t0.elapsed().as_secs_f64());
+        let mut left = opts.budget_seconds.map(|s| s - spent_on_tuning(t0, &laws));
         let mut runs = Vec::with_capacity(finalists.len());
         for (n, &i) in finalists.iter().enumerate() {
             let screen = cands[i].1.seconds.unwrap_or(0.0);
@@ -723,6 +727,7 @@ impl<T: Element> MatMul<T> {
             from_cache: false,
             tune_seconds: 0.0,
             model_seconds,
+            probe_seconds: laws.probe_seconds(),
             candidates: cands
                 .iter()
                 .map(|(_, c)| c.clone())
@@ -732,7 +737,7 @@ impl<T: Element> MatMul<T> {
             dense_seconds,
         };
         let mut mm = cands.swap_remove(best).0;
-        report.tune_seconds = t0.elapsed().as_secs_f64();
+        report.tune_seconds = spent_on_tuning(t0, &laws);
         mm.report = report;
         Ok(mm)
     }

@@ -14,6 +14,12 @@ use super::operator::Operator;
 use crate::dense::Element;
 use crate::error::Result;
 
+/// Seconds of one operator's tuning since `t0` that its budget bounds: all of them but the probing of compile
+/// laws (a cost of the adapter, reported apart: [`CompileLaws::probe_family`]).
+pub(crate) fn spent_on_tuning(t0: Instant, laws: &CompileLaws) -> f64 {
+    t0.elapsed().as_secs_f64() - laws.probe_seconds()
+}
+
 /// What the budget says of one candidate.
 pub(crate) enum Verdict {
     /// Compile it; `predicted` is the law's prediction before the margin, where the family has a law.
@@ -69,16 +75,13 @@ pub(crate) fn verdict<T: Element>(
     let largest = terms.iter().copied().max().unwrap_or(0);
     let small = accesses.iter().all(|&a| a <= PROBE_ACCESSES[1]);
     let mut law = laws.get(&family);
-    // A spent budget is not spent further on probing.
-    if law.is_none()
-        && (link || !small)
-        && t0.elapsed().as_secs_f64() < budget
+    // A spent budget has no room for the candidate whatever its law says: the family waits for an operator
+    // with room.
+    if law.is_none() && (link || !small) && spent_on_tuning(t0, laws) < budget {
         // The probes are single launches shorter than any cap: the family's own variant, uncapped.
-        && let Some(probes) = probe::<T>(gpu, op, v.uncapped(), beta)?
-    {
-        law = laws.record_probes(&family, probes);
+        law = laws.probe_family(&family, || probe::<T>(gpu, op, v.uncapped(), beta))?;
     }
-    let spent = t0.elapsed().as_secs_f64();
+    let spent = spent_on_tuning(t0, laws);
     let predicted = law.map(|l| l.predict(&sizes));
     let margin = laws.margin(&family);
     let over = match predicted {

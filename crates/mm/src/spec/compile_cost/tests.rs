@@ -65,6 +65,7 @@ fn real_compiles_correct_a_noisy_probe_exponent_and_stay_covered() {
         adapter: "test-envelope".into(),
         disk: None,
         known: Vec::new(),
+        probe_seconds: 0.0,
     };
     // No law yet: a real compile is ignored, not fitted alone.
     laws.record_compile("f", &[300], real(300.0), None);
@@ -132,6 +133,7 @@ fn the_margin_is_the_worst_recent_miss_within_bounds() {
         adapter: "test-margin".into(),
         disk: None,
         known: Vec::new(),
+        probe_seconds: 0.0,
     };
     // No law: the least margin (nothing is predicted). A law not yet checked against MIN_CHECKED real
     // compiles: the cap.
@@ -190,4 +192,47 @@ fn the_law_key_ignores_the_launch_cap_and_touch() {
     assert_eq!(key("bstream-a128-v2"), "bstream-v2");
     assert_eq!(key("bstream-v2-touch"), "bstream-v2");
     assert_eq!(key("cstream-v4-fold-touch"), "cstream-v4-fold");
+}
+
+/// Probing is timed apart (the tuner keeps it off the operator's budget): the seconds the probe compiles took
+/// are counted whether they make a law, make none, or fail, and a law they make is kept.
+#[test]
+fn probing_a_family_is_timed_apart() {
+    let mut laws = CompileLaws {
+        adapter: "test-probe-time".into(),
+        disk: None,
+        known: Vec::new(),
+        probe_seconds: 0.0,
+    };
+    let slow = |result| {
+        move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            result
+        }
+    };
+    let law = laws
+        .probe_family("f", slow(Ok(Some([(64, 0.5), (128, 2.0)]))))
+        .unwrap();
+    assert_eq!(law, Law::fit((64, 0.5), (128, 2.0)));
+    assert_eq!(laws.get("f"), law);
+    assert!(laws.probe_seconds() >= 0.03, "{}", laws.probe_seconds());
+    // Probes too close in size to fit: no law, still timed.
+    assert_eq!(
+        laws.probe_family("g", slow(Ok(Some([(64, 0.5), (70, 0.6)]))))
+            .unwrap(),
+        None
+    );
+    assert!(laws.get("g").is_none());
+    assert!(laws.probe_seconds() >= 0.06, "{}", laws.probe_seconds());
+    // A failed probe is reported, and timed.
+    let failed = laws.probe_family(
+        "h",
+        slow(Err(crate::error::MmError::NotApplicable {
+            variant: "probe".into(),
+            reason: "test".into(),
+        })),
+    );
+    assert!(failed.is_err());
+    assert!(laws.get("h").is_none());
+    assert!(laws.probe_seconds() >= 0.09, "{}", laws.probe_seconds());
 }
