@@ -565,7 +565,7 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
             .from_cache
     );
     // Every remembered decision corrupted (one byte flipped): read as misses and tuned again, never misread.
-    let entries: Vec<_> = std::fs::read_dir(dir.join("mm-tune-v3"))
+    let entries: Vec<_> = std::fs::read_dir(dir.join("mm-tune-v4"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();

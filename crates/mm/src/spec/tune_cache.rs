@@ -10,8 +10,13 @@ use super::operator::Operator;
 use super::run::Panel;
 use crate::dtype::DType;
 
-/// Bumped when [`Decision`] or the key changes, so old decisions are ignored, not misread.
-const VERSION: u32 = 3;
+/// Bumped when [`Decision`] or the key changes, so old decisions are ignored, not misread; and when the tuner's
+/// rules change so that decisions made under the old ones can be far from what it now takes, so that they are
+/// tuned again rather than kept for good. v4 (2026-11-26): the compile timed apart from the first run and the
+/// compile laws' probes off the operator's budget; under the old rules a law's miss had cut a 10 ms bstream
+/// kernel and kept the dense one (pyr-p3-m0, ×4.5 slower), and probes had left hex-p3-m3 on Mesa 25.0.7 a rolled
+/// kernel at ×4.1 its access floor where it now takes bstream-v2 at ×2.3 (docs/perf.md).
+const VERSION: u32 = 4;
 
 /// One remembered decision.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
