@@ -335,9 +335,9 @@ impl CompileLaws {
     /// their law is kept with them. The probing is timed into [`CompileLaws::probe_seconds`]: it is a cost of
     /// the adapter, once per family (then cached on disk), not of the operator that happens to meet the family
     /// first, so the tuner keeps it off that operator's budget and reports it apart, as it does the dense model's
-    /// inputs. On Mesa 25.0.7 the probes of the four families and the dense kernel a β = 1 operator meets cost
-    /// ~20 s, and counted against its budget they had left bstream-v2 (×1.1 its floor on Mesa 22.3.6) no room:
-    /// hex-p3-m3 went to a rolled kernel (docs/perf.md 2026-11-26).
+    /// inputs. On Mesa 25.0.7 a cold hex-p3-m3 probed the dense law and cstream-v2-fold's in 22.6 s, and counted
+    /// against its budget they left bstream-v2 no room: it took a rolled kernel at ×4.1 its access floor where
+    /// bstream-v2 runs at ×2.3 (docs/perf.md 2026-11-26, later).
     pub fn probe_family(
         &mut self,
         family: &str,
