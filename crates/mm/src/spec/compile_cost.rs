@@ -354,8 +354,9 @@ impl CompileLaws {
         self.probe_seconds
     }
 
-    /// Two probe compiles of `family` (one launch each: accesses, seconds): their law, kept with them.
-    pub fn record_probes(&mut self, family: &str, probes: [(usize, f64); 2]) -> Option<Law> {
+    /// Two probe compiles of `family` (one launch each: accesses, seconds): their law, kept with them. Private:
+    /// the tuner's probes go through [`CompileLaws::probe_family`], which times them off the budget.
+    fn record_probes(&mut self, family: &str, probes: [(usize, f64); 2]) -> Option<Law> {
         let law = Law::fit(probes[0], probes[1])?;
         let points = probes
             .iter()

@@ -61,12 +61,7 @@ fn real_compiles_correct_a_noisy_probe_exponent_and_stay_covered() {
     let probe_law = Law::fit(probes[0], probes[1]).unwrap();
     assert!(probe_law.p > 2.3, "{probe_law:?}");
     let real = |b: f64| 1.07 * (b / 128.0).powf(1.7);
-    let mut laws = CompileLaws {
-        adapter: "test-envelope".into(),
-        disk: None,
-        known: Vec::new(),
-        probe_seconds: 0.0,
-    };
+    let mut laws = detached("test-envelope");
     // No law yet: a real compile is ignored, not fitted alone.
     laws.record_compile("f", &[300], real(300.0), None);
     assert!(laws.get("f").is_none());
@@ -129,12 +124,7 @@ fn past_its_largest_compile_a_law_grows_at_the_steepest_exponent() {
 
 #[test]
 fn the_margin_is_the_worst_recent_miss_within_bounds() {
-    let mut laws = CompileLaws {
-        adapter: "test-margin".into(),
-        disk: None,
-        known: Vec::new(),
-        probe_seconds: 0.0,
-    };
+    let mut laws = detached("test-margin");
     // No law: the least margin (nothing is predicted). A law not yet checked against MIN_CHECKED real
     // compiles: the cap.
     assert_eq!(laws.margin("f"), MIN_MARGIN);
@@ -198,12 +188,7 @@ fn the_law_key_ignores_the_launch_cap_and_touch() {
 /// are counted whether they make a law, make none, or fail, and a law they make is kept.
 #[test]
 fn probing_a_family_is_timed_apart() {
-    let mut laws = CompileLaws {
-        adapter: "test-probe-time".into(),
-        disk: None,
-        known: Vec::new(),
-        probe_seconds: 0.0,
-    };
+    let mut laws = detached("test-probe-time");
     let slow = |result| {
         move || {
             std::thread::sleep(std::time::Duration::from_millis(30));
@@ -235,4 +220,14 @@ fn probing_a_family_is_timed_apart() {
     assert!(failed.is_err());
     assert!(laws.get("h").is_none());
     assert!(laws.probe_seconds() >= 0.09, "{}", laws.probe_seconds());
+}
+
+/// Laws for a named test adapter, none known, nothing on disk.
+fn detached(adapter: &str) -> CompileLaws {
+    CompileLaws {
+        adapter: adapter.into(),
+        disk: None,
+        known: Vec::new(),
+        probe_seconds: 0.0,
+    }
 }
