@@ -34,6 +34,34 @@ pub struct GpuOptions {
     /// A rank of a distributed run: take the `rank mod k`-th of the k adapters of the best kind (one GPU per
     /// rank on a machine with several; several devices on one adapter otherwise).
     pub rank: Option<usize>,
+    /// Request the device with buffers of at most this many bytes (`max_buffer_size`): what a GPU's limit does
+    /// to work sized for it (an H200 grants 4 292 870 144 B), made to happen on a small adapter in tests.
+    pub max_buffer_bytes: Option<u64>,
+    /// Request the device with at most this many storage buffers per shader stage (at least 4): kernels that
+    /// bind more split into more launches, as they do on an adapter with few.
+    pub max_storage_buffers_per_stage: Option<u32>,
+    /// Treat the adapter as this class wherever kernels choose by it ([`Gpu::is_cpu`]): tests run the GPU
+    /// branch of a choice on lavapipe, and the CPU branch on a GPU. `None`: the adapter's own class.
+    pub adapter_class: Option<AdapterClass>,
+    /// Driver behaviours to emulate (tests make a GPU driver's choices happen on lavapipe).
+    pub quirks: Quirks,
+}
+
+/// Whether an adapter runs kernels on a CPU (one workgroup per thread) or on a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AdapterClass {
+    Cpu,
+    Gpu,
+}
+
+/// Behaviours that Vulkan leaves to the driver and that some driver has, emulated by the kernel generators so
+/// that code depending on them is tested on any adapter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Quirks {
+    /// The compiler removes a round trip through 16 bits (`unpack2x16float(pack2x16float(v))` gives `v` back
+    /// unrounded), as NVIDIA's Vulkan driver 580 did on an H200: generators that round a value that way emit
+    /// the value itself. Vulkan leaves the precision of that round trip to the driver.
+    pub folds_f16_round_trip: bool,
 }
 
 /// The limits kernels care about, as granted to the device.
@@ -78,6 +106,12 @@ pub struct Gpu {
     pub(crate) downlevel: wgpu::DownlevelFlags,
     pub(crate) limits: wgpu::Limits,
     pub(crate) binding_limit: u64,
+    /// `GpuOptions::adapter_class`, or the adapter's own.
+    pub(crate) class: AdapterClass,
+    pub(crate) quirks: Quirks,
+    /// What the options emulate, appended to [`Gpu::adapter_key`] so that tuned choices made under an
+    /// emulation never key the adapter's own (empty: none).
+    pub(crate) emulation: String,
     pub(crate) pipelines: Mutex<HashMap<KernelId, Arc<CachedPipeline>>>,
     pub(crate) driver_cache: Option<wgpu::PipelineCache>,
     /// Errors wgpu raised outside an error scope, and device loss; checked after every wait.
@@ -209,6 +243,16 @@ impl Gpu {
             limits.max_uniform_buffer_binding_size =
                 limits.max_uniform_buffer_binding_size.min(u.max(256));
         }
+        if let Some(b) = opts.max_buffer_bytes {
+            limits.max_buffer_size = limits.max_buffer_size.min(b.max(1 << 16));
+            limits.max_storage_buffer_binding_size = limits
+                .max_storage_buffer_binding_size
+                .min(limits.max_buffer_size);
+        }
+        if let Some(n) = opts.max_storage_buffers_per_stage {
+            limits.max_storage_buffers_per_shader_stage =
+                limits.max_storage_buffers_per_shader_stage.min(n.max(4));
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("bespoke"),
@@ -249,9 +293,29 @@ impl Gpu {
             .map_or(device_binding, |b| b.min(device_binding))
             .max(256);
 
+        let class = opts.adapter_class.unwrap_or(match info.device_type {
+            wgpu::DeviceType::Cpu => AdapterClass::Cpu,
+            _ => AdapterClass::Gpu,
+        });
+        let mut emulation = String::new();
+        if let Some(b) = opts.max_buffer_bytes {
+            emulation += &format!("-maxbuf{b}");
+        }
+        if let Some(n) = opts.max_storage_buffers_per_stage {
+            emulation += &format!("-sbufs{n}");
+        }
+        if opts.adapter_class.is_some() {
+            emulation += &format!("-as{class:?}");
+        }
+        if opts.quirks.folds_f16_round_trip {
+            emulation += "-foldf16";
+        }
         let mut gpu = Self {
             device,
             queue,
+            class,
+            emulation,
+            quirks: opts.quirks,
             adapter_info: info,
             features,
             downlevel,
@@ -297,8 +361,13 @@ impl Gpu {
         self.binding_limit
     }
     /// A software rasteriser on the host CPU (llvmpipe, WARP, SwiftShader): one workgroup runs on one thread.
+    /// `GpuOptions::adapter_class` overrides it (tests of a choice's other branch).
     pub fn is_cpu(&self) -> bool {
-        self.adapter_info.device_type == wgpu::DeviceType::Cpu
+        self.class == AdapterClass::Cpu
+    }
+    /// The driver behaviours this device emulates (`GpuOptions::quirks`; none unless asked for).
+    pub fn quirks(&self) -> Quirks {
+        self.quirks
     }
     pub fn adapter_name(&self) -> &str {
         &self.adapter_info.name
@@ -366,8 +435,8 @@ impl Gpu {
     pub fn adapter_key(&self) -> String {
         let i = &self.adapter_info;
         let raw = format!(
-            "{}-{:?}-{}-{}-{}",
-            i.name, i.backend, i.vendor, i.device, i.driver_info
+            "{}-{:?}-{}-{}-{}{}",
+            i.name, i.backend, i.vendor, i.device, i.driver_info, self.emulation
         );
         raw.chars()
             .map(|c| {

@@ -35,7 +35,8 @@ mod validate;
 
 pub use buffer::{GpuBuffer, Window};
 pub use context::{
-    AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, WANTED_FEATURES, list_adapters,
+    AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES,
+    list_adapters,
 };
 pub use disk::{DiskCache, Lookup, write_atomic, write_atomic_failing};
 pub use dispatch::{Arg, Grid, Launch};

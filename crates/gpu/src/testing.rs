@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use crate::context::Gpu;
+use crate::context::{Gpu, GpuOptions};
 
 /// True when `BESPOKE_REQUIRE_GPU` is set to anything but `0` or empty.
 pub fn gpu_required() -> bool {
@@ -28,6 +28,20 @@ pub fn test_gpu() -> Option<&'static Gpu> {
             None
         }
     }
+}
+
+/// A second device on the shared test device's adapter with `opts` (a lowered limit, another adapter class, a
+/// driver quirk): how a test makes a GPU's condition happen on lavapipe. `opts.adapter_name` is set to the
+/// shared device's adapter.
+///
+/// # Panics
+/// When the device cannot be opened (the shared one could).
+pub fn emulating(shared: &Gpu, opts: GpuOptions) -> Gpu {
+    Gpu::with_options(GpuOptions {
+        adapter_name: Some(shared.adapter_name().to_owned()),
+        ..opts
+    })
+    .unwrap_or_else(|e| panic!("a second device on {}: {e}", shared.adapter_name()))
 }
 
 /// Says that a test (or part of one) did not run and why: a `SKIPPED: …` line on stderr (shown with

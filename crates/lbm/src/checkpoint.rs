@@ -1,10 +1,12 @@
 //! Checkpoints: configuration, flags, step count, layout parity and the raw population words, so a restarted run
 //! continues bit for bit like one that never stopped.
 //!
-//! Layout (little-endian): magic (`BSPKLBM5`, `MAGIC` below); u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
+//! Layout (little-endian): magic (`BSPKLBM6`, `MAGIC` below); u64 length + UTF-8 caller metadata; u64 nx, ny; u8 storage,
 //! streaming, collision; f64 ω, Λ, F_x, F_y, C_s (Smagorinsky; not in version 3, which still reads); u64 steps done; u8 parity; u64 cell count and per cell
 //! kind | value index << 3; u64 value count and the f64 pairs; u64 wall-distance count and per link u64 x, y, d
-//! and f64 q; 9 × (u64 word count, words); a CRC-32 (IEEE) of everything before it, u32.
+//! and f64 q; 9 × (u64 word count, words); u64 stash count and per in-place interpolated link u64 cell
+//! (y·nx + x), u8 direction, u32 the stashed f32's bits (0 links for two-lattice streaming or no wall
+//! distances); a CRC-32 (IEEE) of everything before it, u32.
 //!
 //! Files are written to a temporary file in the same folder, flushed and synced, then renamed over the old one:
 //! a crash or a full disk during a write leaves the previous checkpoint as it was.
@@ -18,14 +20,19 @@ use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::flags::{Cell, Flags};
 use crate::lattice::Lattice;
+use crate::state::StashLink;
 
 // 2: f16 words pair rows y and y + ny/2 (an odd ny, never paired, stores one f16 per cell in order); in-place
 // walls keep bounced populations in the solid cell.
 // 3: wall distances (interpolated bounce-back).
 // 4: the Smagorinsky constant after the force.
 // 5: a CRC-32 of the file at its end.
-const MAGIC: &[u8; 8] = b"BSPKLBM5";
-/// Version 4 differs only by the missing checksum, version 3 by the missing Smagorinsky constant (0) too.
+// 6: the stash of in-place interpolated links after the words (rebuilding it from the words assumed the kernel's
+// f16 round trip is kept; NVIDIA's driver 580 drops it, and restarts differed).
+const MAGIC: &[u8; 8] = b"BSPKLBM6";
+/// Version 5 differs only by the missing stash (rebuilt from the words), version 4 by the missing checksum
+/// too, version 3 by the missing Smagorinsky constant (0) too.
+const MAGIC_5: &[u8; 8] = b"BSPKLBM5";
 const MAGIC_4: &[u8; 8] = b"BSPKLBM4";
 const MAGIC_3: &[u8; 8] = b"BSPKLBM3";
 
@@ -73,6 +80,13 @@ impl Lattice<'_> {
         for words in self.raw_state()? {
             put_words(&mut out, &words);
         }
+        let stash = self.stash_links()?;
+        put_u64(&mut out, stash.len() as u64);
+        for l in &stash {
+            put_u64(&mut out, l.cell);
+            out.push(l.dir as u8);
+            out.extend_from_slice(&l.bits.to_le_bytes());
+        }
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         // Every rank of a distributed lattice gathered the state above; rank 0 writes it.
@@ -107,6 +121,7 @@ impl Lattice<'_> {
             cfg,
             flags,
             words,
+            stash,
             parity,
             steps,
             unchecked,
@@ -117,7 +132,7 @@ impl Lattice<'_> {
         }
         .map_err(|e| LbmError::file(path, e.to_string()))?;
         lattice
-            .restore_raw(&words, parity, steps)
+            .restore_raw(&words, parity, steps, stash.as_deref())
             .map_err(|e| LbmError::file(path, e.to_string()))?;
         if let Some(v) = unchecked {
             lattice.warn(format!(
@@ -136,6 +151,8 @@ pub(crate) struct Saved {
     pub cfg: Config,
     pub flags: Flags,
     words: Vec<Vec<u32>>,
+    /// The stash of in-place interpolated links (None before format 6).
+    stash: Option<Vec<StashLink>>,
     parity: usize,
     pub steps: u64,
     /// The format version of a file that carries no checksum (3 or 4).
@@ -154,8 +171,8 @@ impl Saved {
             path,
         };
         let magic = r.take(8)?;
-        let (v3, v4) = (magic == MAGIC_3, magic == MAGIC_4);
-        if magic != MAGIC && !v3 && !v4 {
+        let (v3, v4, v5) = (magic == MAGIC_3, magic == MAGIC_4, magic == MAGIC_5);
+        if magic != MAGIC && !v3 && !v4 && !v5 {
             return Err(LbmError::file(
                 path,
                 if magic.starts_with(b"BSPKLBM") {
@@ -165,7 +182,7 @@ impl Saved {
                 },
             ));
         }
-        if magic == MAGIC {
+        if magic == MAGIC || v5 {
             let body = bytes
                 .len()
                 .checked_sub(4)
@@ -195,12 +212,13 @@ impl Saved {
         let parsed = (|| -> Result<_> {
             let meta = String::from_utf8(r.bytes()?.to_vec())
                 .map_err(|_| LbmError::file(path, "metadata is not UTF-8"))?;
-            parse_body(r, path, v3).map(|b| (meta, b))
+            parse_body(r, path, v3, magic == MAGIC).map(|b| (meta, b))
         })();
-        let (meta, (cfg, flags, words, parity, steps)) = parsed.map_err(|e| match unchecked {
-            Some(v) => LbmError::file(path, format!("{e} (format {v} carries no checksum)")),
-            None => e,
-        })?;
+        let (meta, (cfg, flags, words, stash, parity, steps)) =
+            parsed.map_err(|e| match unchecked {
+                Some(v) => LbmError::file(path, format!("{e} (format {v} carries no checksum)")),
+                None => e,
+            })?;
         cfg.check()
             .map_err(|e| LbmError::file(path, format!("its configuration: {e}")))?;
         Ok(Self {
@@ -208,6 +226,7 @@ impl Saved {
             cfg,
             flags,
             words,
+            stash,
             parity,
             steps,
             unchecked,
@@ -215,11 +234,18 @@ impl Saved {
     }
 }
 
-/// What a checkpoint's body holds: configuration, flags, raw words, parity, steps done.
-type Body = (Config, Flags, Vec<Vec<u32>>, usize, u64);
+/// What a checkpoint's body holds: configuration, flags, raw words, the stash, parity, steps done.
+type Body = (
+    Config,
+    Flags,
+    Vec<Vec<u32>>,
+    Option<Vec<StashLink>>,
+    usize,
+    u64,
+);
 
-/// Reads the body after the metadata.
-fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool) -> Result<Body> {
+/// Reads the body after the metadata (`v3`: without the Smagorinsky constant; `stash`: with the stash).
+fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool) -> Result<Body> {
     let nx = r.usize()?;
     let ny = r.usize()?;
     let storage = match r.u8()? {
@@ -259,6 +285,27 @@ fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool) -> Result<Body> {
             .map_err(|e| LbmError::file(path, format!("flags: {e}")))?;
     }
     let words: Vec<Vec<u32>> = (0..9).map(|_| r.words()).collect::<Result<_>>()?;
+    let stash = match stash {
+        false => None,
+        true => {
+            let count = r.usize()?;
+            let cells = (nx as u64).saturating_mul(ny as u64);
+            let mut links = Vec::with_capacity(count.min(r.bytes.len() / 13));
+            for _ in 0..count {
+                let (cell, dir, bits) = (r.u64()?, r.u8()?, r.u32()?);
+                if cell >= cells || !(1..9).contains(&dir) {
+                    return Err(LbmError::file(
+                        path,
+                        format!(
+                            "stash: link of cell {cell} in direction {dir} outside the {nx}x{ny} lattice"
+                        ),
+                    ));
+                }
+                links.push(StashLink::new(cell, usize::from(dir), bits));
+            }
+            Some(links)
+        }
+    };
     if r.at != r.bytes.len() {
         return Err(LbmError::file(path, "trailing bytes after the populations"));
     }
@@ -271,7 +318,7 @@ fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool) -> Result<Body> {
         force: [fx, fy],
         smagorinsky,
     };
-    Ok((cfg, flags, words, parity, steps))
+    Ok((cfg, flags, words, stash, parity, steps))
 }
 
 /// Cells as kind | (index of their exact f64 value) << 3, and the value table.
@@ -373,6 +420,10 @@ impl<'a> Reader<'a> {
     fn u64(&mut self) -> Result<u64> {
         let b = self.take(8)?;
         Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    }
+    fn u32(&mut self) -> Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes(b.try_into().unwrap_or([0; 4])))
     }
     fn usize(&mut self) -> Result<usize> {
         let v = self.u64()?;

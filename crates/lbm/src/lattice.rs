@@ -385,6 +385,7 @@ fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mod
         mode,
         edges: Edges::whole(cfg.nx, cfg.ny),
         region: Region::All,
+        folded_f16: false,
     }
 }
 
@@ -418,6 +419,10 @@ pub(crate) fn prepare_launch(
     // SAFETY: every index the kernel forms is a cell index below N (neighbours wrap; probe entries are cell
     // indices `Lattice::probe` checked against N), every population buffer holds at least N elements of its type,
     // and boundary-table indices come from `encode`, which only emits indices of entries it stored.
+    let spec = KernelSpec {
+        folded_f16: gpu.quirks().folds_f16_round_trip,
+        ..*spec
+    };
     let kernel = unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
     Ok(gpu.prepare(&kernel, &args, grid)?)
 }

@@ -132,6 +132,73 @@ impl Lattice<'_> {
         Ok(self.gpu.write(stash, 0, &values)?)
     }
 
+    /// The stash of in-place interpolated links as the kernels left it, one entry per link of the whole domain:
+    /// (cell `y * nx + x` of the domain, direction i, the f32's bits), sorted. Empty where the lattice keeps no
+    /// stash. Checkpoints save it because it cannot always be rebuilt from the stored populations: a driver
+    /// may drop the kernel's round trip through f16 (`bespoke_gpu::Quirks`), so the stash holds values the
+    /// words do not.
+    pub(crate) fn stash_links(&self) -> Result<Vec<StashLink>> {
+        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
+            return Ok(Vec::new());
+        };
+        let Some(stash) = &b.stash else {
+            return Ok(Vec::new());
+        };
+        let values = self.gpu.read(stash)?;
+        let nx = self.cfg.nx;
+        let mine: Vec<StashLink> = e
+            .interpolated_links()
+            .filter(|&(cell, _, _)| self.owns(cell % nx, cell / nx))
+            .map(|(cell, i, k)| {
+                let (x, y) = self.global_xy(cell % nx, cell / nx);
+                let global = (y * self.global_nx() + x) as u64;
+                StashLink::new(global, i, values[stash_index(k, i)].to_bits())
+            })
+            .collect();
+        let mut all = match self.dist.is_some() {
+            true => {
+                let words: Vec<u32> = mine.iter().flat_map(StashLink::words).collect();
+                self.all_gather_words(&words)?
+                    .chunks_exact(4)
+                    .map(StashLink::from_words)
+                    .collect()
+            }
+            false => mine,
+        };
+        all.sort_unstable_by_key(StashLink::key);
+        Ok(all)
+    }
+
+    /// Sets the stash from a checkpoint's `links` (`stash_links`); every link of this lattice's own cells must
+    /// be among them. Halo cells of a block, which this rank does not update, keep what the words give.
+    fn restore_stash(&self, words: &[Vec<u32>], links: &[StashLink]) -> Result<()> {
+        self.fill_stash(words)?;
+        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
+            return Ok(());
+        };
+        let Some(stash) = &b.stash else {
+            return Ok(());
+        };
+        let saved: std::collections::HashMap<(u64, u32), u32> =
+            links.iter().map(|l| (l.key(), l.bits)).collect();
+        let mut values = self.gpu.read(stash)?;
+        let nx = self.cfg.nx;
+        for (cell, i, k) in e.interpolated_links() {
+            let (x, y) = self.global_xy(cell % nx, cell / nx);
+            let global = (y * self.global_nx() + x) as u64;
+            match saved.get(&(global, i as u32)) {
+                Some(&bits) => values[stash_index(k, i)] = f32::from_bits(bits),
+                None if self.owns(cell % nx, cell / nx) => {
+                    return Err(LbmError::State(format!(
+                        "the checkpoint's stash has no value for the interpolated link of cell ({x}, {y}) in                          direction {i}"
+                    )));
+                }
+                None => {}
+            }
+        }
+        Ok(self.gpu.write(stash, 0, &values)?)
+    }
+
     /// Whether `populations` can be read now (false for in-place streaming after an odd number of steps).
     pub fn populations_readable(&self) -> bool {
         self.parity == 0 || self.cfg.streaming == Streaming::Ab
@@ -191,11 +258,14 @@ impl Lattice<'_> {
         }
     }
 
+    /// Restores the raw state a checkpoint saved; `stash`: its stash of in-place interpolated links (None for
+    /// formats before 6, which saved none: it is rebuilt from the words then).
     pub(crate) fn restore_raw(
         &mut self,
         words: &[Vec<u32>],
         parity: usize,
         steps_done: u64,
+        stash: Option<&[StashLink]>,
     ) -> Result<()> {
         let expect = self.config().layout().words(self.config().cells());
         if words.len() != 9 || words.iter().any(|w| w.len() != expect) {
@@ -220,9 +290,47 @@ impl Lattice<'_> {
         }
         self.parity = parity;
         self.steps_done = steps_done;
-        match self.cfg.streaming {
-            Streaming::InPlace => self.fill_stash(words),
-            Streaming::Ab => Ok(()),
+        match (self.cfg.streaming, stash) {
+            (Streaming::InPlace, Some(links)) => self.restore_stash(words, links),
+            (Streaming::InPlace, None) => self.fill_stash(words),
+            (Streaming::Ab, _) => Ok(()),
+        }
+    }
+}
+
+/// One entry of a stash as checkpoints save it: the domain's cell index, the direction, the stashed f32's bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StashLink {
+    pub cell: u64,
+    pub dir: u32,
+    pub bits: u32,
+}
+
+impl StashLink {
+    pub fn new(cell: u64, dir: usize, bits: u32) -> Self {
+        Self {
+            cell,
+            dir: dir as u32,
+            bits,
+        }
+    }
+    pub fn key(&self) -> (u64, u32) {
+        (self.cell, self.dir)
+    }
+    /// As four words (cell low, cell high, direction, bits), for gathering across ranks.
+    fn words(&self) -> [u32; 4] {
+        [
+            self.cell as u32,
+            (self.cell >> 32) as u32,
+            self.dir,
+            self.bits,
+        ]
+    }
+    fn from_words(w: &[u32]) -> Self {
+        Self {
+            cell: u64::from(w[0]) | (u64::from(w[1]) << 32),
+            dir: w[2],
+            bits: w[3],
         }
     }
 }

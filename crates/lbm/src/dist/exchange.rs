@@ -272,6 +272,39 @@ impl<'g> Lattice<'g> {
         }
     }
 
+    /// Whether local cell (x, y) is this lattice's own (every cell of a single domain; a block's cells outside
+    /// its halo).
+    pub(crate) fn owns(&self, x: usize, y: usize) -> bool {
+        match &self.dist {
+            Some(d) => {
+                let b = &d.block;
+                (b.halo[0]..b.size[0] - b.halo[0]).contains(&x)
+                    && (b.halo[1]..b.size[1] - b.halo[1]).contains(&y)
+            }
+            None => true,
+        }
+    }
+
+    /// The whole domain's nx.
+    pub(crate) fn global_nx(&self) -> usize {
+        match &self.dist {
+            Some(d) => d.block.n[0],
+            None => self.cfg.nx,
+        }
+    }
+
+    /// Every rank's `mine`, concatenated in rank order, on every rank.
+    pub(crate) fn all_gather_words(&self, mine: &[u32]) -> Result<Vec<u32>> {
+        let all = self
+            .dist()
+            .comm
+            .all_gather_bytes(bytemuck::cast_slice(mine))?;
+        Ok(all
+            .iter()
+            .flat_map(|b| bytemuck::pod_collect_to_vec::<u8, u32>(b))
+            .collect())
+    }
+
     /// This block's cells (halo included) of `per_cell` whole-domain arrays (array-major).
     pub(crate) fn block_slice(&self, s: &[f64], per_cell: usize) -> Vec<f64> {
         let b = &self.dist().block;

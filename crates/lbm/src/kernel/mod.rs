@@ -100,6 +100,10 @@ pub struct KernelSpec {
     pub edges: Edges,
     /// Which invocations run (step kernels of distributed blocks; `Region::All` otherwise).
     pub region: Region,
+    /// Emulate a driver that removes the round trip through f16 by which the in-place stash is rounded
+    /// (`bespoke_gpu::Quirks::folds_f16_round_trip`): the stash then keeps the unrounded f32, as NVIDIA's
+    /// driver 580 made it. Set from the device by `prepare_launch`; false elsewhere.
+    pub folded_f16: bool,
 }
 
 /// An f32 literal exactly as Rust rounds `v` to f32 (the one literal formatter, [`DType::literal`]), negative
@@ -314,9 +318,11 @@ fn st1(v: f32) -> f16 {{
             );
         }
         if self.stashed() {
-            // A stashed value must equal what a load of the stored element would return.
+            // A stashed value must equal what a load of the stored element would return. A driver may drop this
+            // round trip (`folded_f16`): checkpoints save the stash, so a restart does not depend on it.
             let body = match self.layout() {
                 Layout::F32 => "v",
+                _ if self.folded_f16 => "v",
                 Layout::F16Paired => "ld(st(vec2<f32>(v, 0.0), false), false).x",
                 Layout::F16Single => "ld1(st1(v))",
             };

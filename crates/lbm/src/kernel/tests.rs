@@ -31,6 +31,7 @@ fn every_kernel_validates() {
                                 mode,
                                 edges: Edges::whole(37, ny),
                                 region: Region::All,
+                                folded_f16: false,
                             };
                             let src = spec.generate();
                             let f16 = spec.layout() == Layout::F16Single;
@@ -79,6 +80,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             mode: Mode::Step,
             edges: Edges::whole(37, ny),
             region: Region::All,
+            folded_f16: false,
         };
         insta::assert_snapshot!(spec.name(), spec.generate());
     }
