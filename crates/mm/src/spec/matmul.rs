@@ -205,6 +205,7 @@ fn screen_candidate<T: Element>(
     Ok(Candidate {
         name,
         seconds: Some(screen),
+        screen_seconds: Some(screen),
         compile_seconds: Some(compile),
         predicted_compile_seconds: predicted,
         status: "screened".into(),
@@ -217,6 +218,9 @@ pub struct Candidate {
     pub name: String,
     /// Median of the finalist timing, else the screening run.
     pub seconds: Option<f64>,
+    /// The screening run (a median of several where it was short): what the choice of finalists compared,
+    /// kept after a finalist's own timing replaces `seconds`.
+    pub screen_seconds: Option<f64>,
     /// Binding the candidate and a one-workgroup launch of each of its launches: the driver's compile, whether
     /// it compiles at pipeline creation or, as llvmpipe does, at the first dispatch.
     pub compile_seconds: Option<f64>,
@@ -233,6 +237,7 @@ impl Candidate {
         Self {
             name,
             seconds: None,
+            screen_seconds: None,
             compile_seconds: None,
             predicted_compile_seconds: predicted,
             status,
