@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, size_or,
-    speed, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, STEADY_ULPS, Start, base_config,
+    size_or, speed, start,
 };
 use crate::error::Result;
 use crate::fields::Fields;
@@ -79,7 +79,7 @@ pub(super) fn run<'g>(
     m.insert("steady_change".into(), change);
     m.insert("u_max".into(), umax);
     let notes = vec![format!(
-        "steady when {interval} steps change u by < {STEADY:e}·u_max ({}); error = max |u − u_exact| / u_max over \
+        "steady when {interval} steps change u by < {STEADY:e}·u_max or ≤ {STEADY_ULPS} f32 ulps ({}); error = max |u − u_exact| / u_max over \
          fluid rows, walls half-way",
         if converged {
             "reached"
