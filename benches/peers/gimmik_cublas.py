@@ -15,7 +15,9 @@ cuBLAS, as bespoke's is over its own dense kernel. gbps counts the minimum bytes
 C written once and read once more when β ≠ 0. rel_err compares C with an f64 host product on C sampled columns
 (a full f64 reference of a 1029 × 2^20 panel would cost more than the run).
 
---dry-run needs only numpy, mako and gimmik: it parses every file and generates every kernel, without a GPU.
+--dry-run needs only numpy, mako and gimmik: it parses every file and generates every kernel, without a GPU, and
+checks that each kernel exports the name RawKernel looks up (with NVRTC where CuPy is importable, which needs no
+GPU; else by its declaration).
 On the lent GPU machine (no internet) install the wheels brought along first:
   pip download --no-deps gimmik==4.0 mako -d .devbin/wheels          # here
   pip install --no-index --no-deps .devbin/wheels/*.whl               # there
@@ -23,6 +25,7 @@ On the lent GPU machine (no internet) install the wheels brought along first:
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -86,6 +89,36 @@ def files_of(paths):
     return out
 
 
+KNAME = "gimmik_mm"
+
+
+def c_linkage(src, kname):
+    """GiMMiK's CUDA source as RawKernel can find its kernel by name: GiMMiK 4.0 declares `__global__ void
+    gimmik_mm(...)` without `extern "C"` (PyFR compiles it through its own NVRTC wrapper, which looks the mangled
+    name up), so NVRTC mangles the name and `RawKernel(src, "gimmik_mm")` finds no symbol (on the H200 on
+    2026-11-26 no GiMMiK kernel ran). Refuses a source whose kernel declaration it cannot find."""
+    decl = re.compile(r'(extern\s+"C"\s+)?__global__(\s+__launch_bounds__\([^)]*\))?\s+void\s+' + kname + r"\s*\(")
+    found = decl.search(src)
+    if found is None:
+        raise ValueError(f"GiMMiK source without a `__global__ void {kname}(`: the generator changed")
+    if found.group(1) is None:
+        src = src[:found.start()] + 'extern "C" ' + src[found.start():]
+    return src
+
+
+def nvrtc_entries(src, arch="compute_80"):
+    """The kernel entry names NVRTC gives `src` (its PTX's `.entry` lines), or None where CuPy (with NVRTC) is not
+    importable. Needs no GPU: the architecture is given."""
+    try:
+        from cupy.cuda import compiler
+    except Exception:  # noqa: BLE001 - any import failure means no NVRTC here
+        return None
+    ptx = compiler.compile_using_nvrtc(src, options=("-default-device",), arch=arch)
+    if isinstance(ptx, bytes):
+        ptx = ptx.decode()
+    return [ln.split()[-1].split("(")[0] for ln in ptx.splitlines() if ".entry" in ln]
+
+
 def gimmik_kernels(a, beta, n, np_dtype):
     """(template name, source, meta) of every kernel GiMMiK 4.0 generates for this operator."""
     import gimmik
@@ -93,10 +126,11 @@ def gimmik_kernels(a, beta, n, np_dtype):
     # PyFR aligns rows to 32 bytes; GiMMiK only vectorises when ldb/ldc are a multiple of the alignment.
     aligne = 32 // itemsize if n % (32 // itemsize) == 0 else None
     mm = gimmik.CUDAMatMul(a.astype(np_dtype), beta=beta, aligne=aligne, n=n, ldb=n, ldc=n)
+    # kname as PyFR passes it; KNAME is what RawKernel looks up.
     out = []
     for src, meta in mm.kernels(np_dtype, kname="gimmik_mm"):
         name = meta["tplname"] + ("-v2" if meta.get("width", 1) == 2 else "")
-        out.append((name, src, meta))
+        out.append((name, c_linkage(src, KNAME), meta))
     return out
 
 
@@ -171,7 +205,7 @@ def bench_matrix(dev, path, a, beta, n, np_dtype, reps, check_cols, rng):
     candidates = []
     for name, src, meta in gimmik_kernels(a, beta, n, np_dtype):
         t0 = time.perf_counter()
-        kern = cp.RawKernel(src, "gimmik_mm")
+        kern = cp.RawKernel(src, KNAME)
         shared = meta.get("dynamic_shared", 0)
         if shared:
             kern.max_dynamic_shared_size_bytes = shared
@@ -220,15 +254,27 @@ def main():
     files = files_of(args.paths)
 
     if args.dry_run:
-        total = 0
+        total, nvrtc_missing = 0, False
         for f in files:
             a, beta = read_mtx(f)
             beta = args.beta if beta is None else beta
             ks = gimmik_kernels(a, beta, args.n, np_dtype) if np.any(a) else []
             total += len(ks)
+            for name, src, _ in ks:
+                # What RawKernel will look up must be there: by NVRTC where CuPy is, else by the declaration.
+                entries = nvrtc_entries(src)
+                if entries is None:
+                    nvrtc_missing = True
+                    if not re.search(r'extern\s+"C"\s+__global__', src):
+                        raise SystemExit(f"{f.stem} {name}: kernel {KNAME} has no C linkage")
+                elif KNAME not in entries:
+                    raise SystemExit(f"{f.stem} {name}: NVRTC gives entries {entries}, not {KNAME}")
             names = ", ".join(name for name, _, _ in ks) or "none (cuBLAS)"
             print(f"{f.stem:<22} {a.shape[0]:>4}×{a.shape[1]:<4} β={beta:g} kernels: {names}")
-        print(f"{len(files)} matrices, {total} GiMMiK kernels generated")
+        print(f"{len(files)} matrices, {total} GiMMiK kernels generated, each declaring {KNAME} with C linkage"
+              + ("" if nvrtc_missing else " (NVRTC: every kernel's entry found)"))
+        if nvrtc_missing:
+            print("NVRTC check skipped: CuPy is not importable here; checked the declarations instead")
         return
 
     dev = Device()
