@@ -1,6 +1,7 @@
-//! The `mm` section: representative PyFR operators (shipped in tests/data/pyfr, built into the binary), each
-//! tuned, checked against the CPU and timed against the dense GEMM at PyFR-like N; GB/s at the minimum bytes
-//! and the fraction of the copy bandwidth.
+//! The `mm` section: the nine PyFR operators shipped in tests/data/pyfr (built into the binary), each tuned,
+//! checked against the CPU and timed against the dense GEMM at PyFR-like N; GB/s at the minimum bytes and the
+//! fraction of the copy bandwidth. At a GPU's N = 2^20 a panel past the adapter's largest buffer (hex-p6-m132's
+//! B) goes in column blocks (`bespoke_mm::spec::ColumnBlocks`).
 
 use bespoke_mm::DType;
 use bespoke_mm::spec::{Operator, Panel, TuneOptions, bench_operator, parse_mtx};
@@ -37,6 +38,14 @@ const MATRICES: &[(&str, &str)] = &[
     (
         "pyr-p2-m6",
         include_str!("../../tests/data/pyfr/pyr-p2-m6-dflt.mtx"),
+    ),
+    (
+        "quad-p4-m3",
+        include_str!("../../tests/data/pyfr/quad-p4-m3-dflt.mtx"),
+    ),
+    (
+        "tri-p2-m0",
+        include_str!("../../tests/data/pyfr/tri-p2-m0-dflt.mtx"),
     ),
     (
         "hex-p6-m132",

@@ -981,3 +981,86 @@ fn access_floor_matches_its_reference() {
         AccessFloor::new(shared, &op, DType::F32, 0.0, Panel::packed(250), 4, false).unwrap_err();
     assert!(err.to_string().contains("vec4"), "{err}");
 }
+
+/// A panel whose B passes the adapter's largest buffer (hex-p6-m132's at N = 2^20 on an H200 stopped `bespoke
+/// bench`) goes in column blocks: here a 64 KiB `max_buffer_size` makes a 29-row B of 1000 f32 columns (116 KB)
+/// two blocks. The blocked product equals the one-block product on the unconstrained device bit for bit, for
+/// scalar, vector and rolled kernels at β = 0 (C poisoned) and β ≠ 0, and `bench_operator` runs there.
+#[test]
+fn panels_past_the_largest_buffer_go_in_column_blocks() {
+    use bespoke_mm::spec::{Choice, ColumnBlocks, MatMul, TuneOptions, bench_operator};
+    let Some(shared) = test_gpu() else { return };
+    let small = emulating(
+        shared,
+        GpuOptions {
+            max_buffer_bytes: Some(1 << 16),
+            ..Default::default()
+        },
+    );
+    assert_eq!(small.limits().max_buffer_size, 1 << 16);
+    let mut r = rng();
+    let op = random_operator(&mut r, 13, 29, 0.5);
+    let n = 1000;
+    let blocks = ColumnBlocks::for_adapter(&small, op.m, op.k, DType::F32, n).unwrap();
+    assert!(blocks.count >= 2, "{blocks:?}");
+    let (b, _) = random_panels(&mut r, &op, Panel::packed(n), 0.0);
+    let b: Vec<f32> = b.iter().map(|&v| v as f32).collect();
+    // The GPU's failure, here: the whole B is past the buffer limit.
+    let e = small.upload(&b).unwrap_err().to_string();
+    assert!(e.contains("maximum"), "{e}");
+    for name in ["cstream", "bstream-v4", "rolled-r4-v4"] {
+        for beta in [0.0, 0.5] {
+            let (_, c0) = random_panels(&mut r, &op, Panel::packed(n), beta);
+            let c0: Vec<f32> = c0.iter().map(|&v| v as f32).collect();
+            let choice = Choice::Spec(Variant::parse(name).unwrap());
+            let blocked =
+                MatMul::<f32>::with_choice(&small, &op, beta, blocks.panel(), choice).unwrap();
+            let mut got = c0.clone();
+            blocked
+                .run_host(&small, &blocks, (&b, n), (&mut got, n))
+                .unwrap();
+            let whole =
+                MatMul::<f32>::with_choice(shared, &op, beta, Panel::packed(n), choice).unwrap();
+            let mut want = c0.clone();
+            whole
+                .run_host(shared, &ColumnBlocks::whole(n), (&b, n), (&mut want, n))
+                .unwrap();
+            let differ = got
+                .iter()
+                .zip(&want)
+                .filter(|(g, w)| g.to_bits() != w.to_bits())
+                .count();
+            assert_eq!(differ, 0, "{name} β={beta}: {differ} values differ");
+            // And both are right.
+            let mut reference: Vec<f64> = c0.iter().map(|&v| f64::from(v)).collect();
+            let bf: Vec<f64> = b.iter().map(|&v| f64::from(v)).collect();
+            let a: Vec<f64> = op.values().iter().map(|&v| f64::from(v as f32)).collect();
+            let sc = Shape::new(op.m, n, n);
+            gemm_ref(
+                1.0,
+                &a,
+                Shape::new(op.m, op.k, op.k),
+                &bf,
+                Shape::new(op.k, n, n),
+                beta,
+                &mut reference,
+                sc,
+            );
+            let got: Vec<f64> = got.iter().map(|&v| f64::from(v)).collect();
+            let e = rel_err(&got, &reference, sc);
+            assert!(e <= 1e-5, "{name} β={beta}: rel err {e:e}");
+        }
+    }
+    // The bench path: tuned and checked on a block, timed over both.
+    let opts = TuneOptions {
+        variants: Some(vec![Variant::parse("bstream-v2").unwrap()]),
+        dense: bespoke_mm::spec::DenseSource::Off,
+        use_cache: false,
+        reps: 1,
+        budget_seconds: None,
+        ..Default::default()
+    };
+    let r = bench_operator::<f32>(&small, &op, 0.5, Panel::packed(n), &opts, fresh_seed()).unwrap();
+    assert!(r.rel_err <= 1e-5 && r.seconds > 0.0, "{r:?}");
+    assert_eq!(r.bytes, (4 * n * (op.k + 2 * op.m)) as f64);
+}

@@ -3,10 +3,11 @@
 
 use bespoke_gpu::{Gpu, GpuBuffer, ProbeOptions, median};
 
+use super::columns::ColumnBlocks;
 use super::compile_cost::CompileLaws;
 use super::dense_budget::model_dense_within;
 use super::floor::AccessFloor;
-use super::matmul::{Choice, DenseSource, MatMul, TuneOptions, TuneReport};
+use super::matmul::{Choice, DenseSource, MatMul, MatMulPlan, TuneOptions, TuneReport};
 use super::operator::Operator;
 use super::run::Panel;
 use super::tune_budget::LONG_RUN_SECONDS;
@@ -158,14 +159,31 @@ fn run_checked<T: Element>(
     };
     let (bb, cb) = (gpu.upload(&b)?, gpu.upload(&c0)?);
     mm.run(gpu, &bb, &cb)?;
-    let got = back(&gpu.read(&cb)?);
-    let mut want = back(&c0);
+    let got = gpu.read(&cb)?;
+    // The reference on every column up to CHECK_COLUMNS, else on that many spread over N (the last included):
+    // an f64 reference of hex-p6-m132 on 2^20 columns is 3.7e11 multiply-adds on one core.
+    let cols: Vec<usize> = if panel.n <= CHECK_COLUMNS {
+        (0..panel.n).collect()
+    } else {
+        (0..CHECK_COLUMNS)
+            .map(|j| j * (panel.n - 1) / (CHECK_COLUMNS - 1))
+            .collect()
+    };
+    let s = cols.len();
+    let pick = |v: &[T], rows: usize, ld: usize| -> Vec<f64> {
+        (0..rows)
+            .flat_map(|r| cols.iter().map(move |&j| v[r * ld + j].to_f64()))
+            .collect()
+    };
+    let got = pick(&got, op.m, panel.ldc);
+    let mut want = pick(&c0, op.m, panel.ldc);
     let a = back(&to_t(op.values()));
+    let (sb, sc) = (Shape::new(op.k, s, s), Shape::new(op.m, s, s));
     gemm_ref(
         1.0,
         &a,
         Shape::new(op.m, op.k, op.k),
-        &back(&b),
+        &pick(&b, op.k, panel.ldb),
         sb,
         beta,
         &mut want,
@@ -174,7 +192,12 @@ fn run_checked<T: Element>(
     Ok((rel_err(&got, &want, sc), bb, cb))
 }
 
-/// Tunes `op` for (β, panel), checks it on random B and C against the CPU, times the choice and dense.
+/// Columns of C checked against the CPU reference at most (spread over N past it).
+pub const CHECK_COLUMNS: usize = 1 << 14;
+
+/// Tunes `op` for (β, panel), checks it on random B and C against the CPU, times the choice and dense. A panel
+/// whose B or C passes the adapter's largest buffer goes in column blocks of one width ([`ColumnBlocks`]): tuned
+/// and checked on the first block, and timed over all of them (every block's launches in one submission).
 pub fn bench_operator<T: Element>(
     gpu: &Gpu,
     op: &Operator,
@@ -183,12 +206,30 @@ pub fn bench_operator<T: Element>(
     opts: &TuneOptions,
     seed: u64,
 ) -> Result<MatrixBench> {
-    let mm = MatMul::<T>::tuned(gpu, op, beta, panel, opts)?;
+    let blocks = ColumnBlocks::for_adapter(gpu, op.m, op.k, T::DTYPE, panel.n)?;
+    let block_panel = if blocks.count == 1 {
+        panel
+    } else {
+        blocks.panel()
+    };
+    let mm = MatMul::<T>::tuned(gpu, op, beta, block_panel, opts)?;
     let (err, bb, cb) = run_checked(gpu, op, &mm, seed)?;
+    // The other blocks' B and C: the same sizes, any finite values (the timing does not depend on them).
+    let mut bufs = vec![(bb, cb)];
+    for _ in 1..blocks.count {
+        bufs.push((
+            gpu.alloc_filled(op.k * block_panel.ldb, T::from_f64(0.5))?,
+            gpu.alloc_filled(op.m * block_panel.ldc, T::from_f64(0.25))?,
+        ));
+    }
 
     let reps = opts.reps.max(1);
-    let plan = mm.plan(gpu, &bb, &cb)?;
-    let seconds = gpu.time(&plan.launches(), 1, reps)?.median();
+    let plans = bufs
+        .iter()
+        .map(|(b, c)| mm.plan(gpu, b, c))
+        .collect::<Result<Vec<_>>>()?;
+    let launches: Vec<_> = plans.iter().flat_map(MatMulPlan::launches).collect();
+    let seconds = gpu.time(&launches, 1, reps)?.median();
     // The floor at the choice's vector width, reading C before its β = 0 stores where the choice does, timed in
     // alternation with the choice (one submission each, `reps` pairs): on a VM whose speed drifts by 2× between
     // seconds, only a paired ratio says how far the choice is from its floor.
@@ -197,26 +238,38 @@ pub fn bench_operator<T: Element>(
         Choice::Dense(_) => (
             [4, 2, 1]
                 .into_iter()
-                .find(|v| panel.alignment().is_multiple_of(*v as usize))
+                .find(|v| block_panel.alignment().is_multiple_of(*v as usize))
                 .unwrap_or(1),
             false,
         ),
     };
-    let floor = AccessFloor::new(gpu, op, T::DTYPE, beta, panel, floor_vec, touch)?;
-    let floor_plan = floor.plan(gpu, &bb, &cb)?;
-    let floor_launches: Vec<_> = floor_plan.iter().collect();
+    let floor = AccessFloor::new(gpu, op, T::DTYPE, beta, block_panel, floor_vec, touch)?;
+    let floor_plans = bufs
+        .iter()
+        .map(|(b, c)| floor.plan(gpu, b, c))
+        .collect::<Result<Vec<_>>>()?;
+    let floor_launches: Vec<_> = floor_plans.iter().flatten().collect();
     // The dense kernel the tuner would take, timed in the same alternation: the tuner's own dense time was
     // taken minutes earlier on a VM whose speed drifts, and a short kernel's two timings there can differ by
     // ×1.8, so only a paired ratio says whether the choice beats dense. When the choice is the dense kernel,
     // its time is the dense time: two timings of one kernel would only report noise as a speedup.
     let dense = match mm.choice {
         Choice::Dense(_) => None,
-        Choice::Spec(_) => dense_params::<T>(gpu, op, beta, panel, opts)?
-            .map(|p| MatMul::<T>::with_choice(gpu, op, beta, panel, Choice::Dense(p)))
+        Choice::Spec(_) => dense_params::<T>(gpu, op, beta, block_panel, opts)?
+            .map(|p| MatMul::<T>::with_choice(gpu, op, beta, block_panel, Choice::Dense(p)))
             .transpose()?,
     };
-    let dense_plan = dense.as_ref().map(|d| d.plan(gpu, &bb, &cb)).transpose()?;
-    let dense_launches = dense_plan.as_ref().map(|p| p.launches());
+    let dense_plans = dense
+        .as_ref()
+        .map(|d| {
+            bufs.iter()
+                .map(|(b, c)| d.plan(gpu, b, c))
+                .collect::<Result<Vec<_>>>()
+        })
+        .transpose()?;
+    let dense_launches: Option<Vec<_>> = dense_plans
+        .as_ref()
+        .map(|p| p.iter().flat_map(MatMulPlan::launches).collect());
     gpu.run(&floor_launches)?;
     if let Some(d) = &dense_launches {
         gpu.run(d)?;
@@ -225,7 +278,7 @@ pub fn bench_operator<T: Element>(
     let mut floor_t: Vec<f64> = Vec::with_capacity(reps);
     let mut dense_pairs: Vec<(f64, f64)> = Vec::new();
     for _ in 0..reps {
-        let c = gpu.time(&plan.launches(), 0, 1)?.median();
+        let c = gpu.time(&launches, 0, 1)?.median();
         choice_t.push(c);
         floor_t.push(gpu.time(&floor_launches, 0, 1)?.median());
         // A dense run past LONG_RUN_SECONDS is paired once: runs that long stray little from the next
@@ -237,7 +290,8 @@ pub fn bench_operator<T: Element>(
             dense_pairs.push((gpu.time(d, 0, 1)?.median(), c));
         }
     }
-    drop((plan, dense_plan));
+    drop((launches, floor_launches, dense_launches));
+    drop((plans, floor_plans, dense_plans));
     let ratios: Vec<f64> = choice_t.iter().zip(&floor_t).map(|(c, f)| c / f).collect();
     let over_floor = median(&ratios);
     let floor_seconds = median(&floor_t);
@@ -253,10 +307,11 @@ pub fn bench_operator<T: Element>(
     };
     let c_passes = if beta == 0.0 { 1.0 } else { 2.0 };
     let bytes = (T::DTYPE.size() * panel.n) as f64 * (op.k as f64 + c_passes * op.m as f64);
-    drop((bb, cb));
+    drop(bufs);
     let same_size_copy_gbps = gpu
         .copy_bandwidth(&ProbeOptions {
-            bytes: (bytes / 2.0) as u64,
+            // Capped at the largest buffer the adapter gives the probe's source and destination.
+            bytes: ((bytes / 2.0) as u64).min(gpu.limits().max_buffer_size / 16 * 16),
             warmup: 1,
             reps,
         })?

@@ -3,6 +3,7 @@
 //! plans launches past the binding limits, and picks the fastest candidate (dense GEMM included) by timing.
 
 pub mod bench;
+pub mod columns;
 mod compile_cost;
 mod dense_budget;
 pub mod floor;
@@ -20,6 +21,7 @@ mod emit;
 mod families;
 
 pub use bench::{MatrixBench, SuiteSummary, bench_operator, check_against_cpu, tolerance};
+pub use columns::ColumnBlocks;
 pub use families::TableSize;
 pub use floor::AccessFloor;
 pub use generate::{
