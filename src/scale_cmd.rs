@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use bespoke::Error;
-use bespoke::bench::{format_table, scale_rows};
+use bespoke::bench::{default_memory_budget, format_table, scale_rows};
 use bespoke::fv::ordering::OrderingKind;
 use bespoke::lbm::{Storage, Streaming};
 use clap::Args;
@@ -39,6 +39,11 @@ pub struct ScaleArgs {
     storage: Storage,
     #[arg(long, default_value = "ab")]
     streaming: Streaming,
+    /// Gigabytes of device memory all ranks' setups may hold at once; past it each setup is built, timed and
+    /// dropped in turn instead of interleaved (default: an eighth of the host's available memory on a CPU
+    /// adapter, 16 on a GPU).
+    #[arg(long, value_name = "GB")]
+    memory_budget: Option<f64>,
     /// Ranks as threads of this process (under mpirun the launcher sets them).
     #[arg(long, value_name = "N")]
     ranks: Option<usize>,
@@ -75,6 +80,7 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
         rounds: a.rounds.max(1),
         storage: a.storage,
         streaming: a.streaming,
+        memory_budget: 0,
     };
     if a.cubes == 0 {
         return Err("--cubes must be at least 1".into());
@@ -85,7 +91,15 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
         steps: a.steps.max(1) as usize,
         rounds: a.rounds.max(1),
         ordering: OrderingKind::Rcm,
+        memory_budget: 0,
     };
+    if let Some(gb) = a.memory_budget
+        && !(gb > 0.0 && gb.is_finite())
+    {
+        return Err(
+            format!("--memory-budget {gb}: expected a positive number of gigabytes").into(),
+        );
+    }
     let spec = a.ranks.map(|count| RankSpec { count, grid: None });
     crate::ranks::run(spec, |gpu, comm| {
         let comm = comm.ok_or(
@@ -97,11 +111,22 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
         } else {
             None
         };
+        let budget = a
+            .memory_budget
+            .map_or_else(|| default_memory_budget(gpu), |gb| (gb * 1e9) as u64);
         let mut reports = Vec::new();
         if do_lbm {
+            let lbm = bespoke::lbm::scale::ScaleOptions {
+                memory_budget: budget,
+                ..lbm.clone()
+            };
             reports.push(bespoke::lbm::scale::scale(gpu, comm.clone(), &lbm)?);
         }
         if do_fv {
+            let fv = bespoke::fv::scale::ScaleOptions {
+                memory_budget: budget,
+                ..fv.clone()
+            };
             reports.push(bespoke::fv::scale::scale(gpu, comm.clone(), &fv)?);
         }
         if root {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Packs what a GPU session needs into the git-ignored .gl/ and .devbin/ (run here, from the repository root):
-# the release binary and two lbm examples (stripped, to stay inside the device tool's 64 MiB carry), the Vulkan loader packages
+# the release binary, every test binary (tests.tar.xz) and two lbm examples (stripped, to stay inside the device
+# tool's 64 MiB carry), the Vulkan loader packages
 # (docs/gpu.md), GiMMiK 4.0 and Mako wheels for the peer script, and the PyFR suite given as an argument.
 #   benches/gpu/prepare.sh PYFR_CORE_DIR
 # Then run benches/gpu/session.sh STAGE... on the device with carry [".gl", ".devbin"].
@@ -16,6 +17,30 @@ for d in /.gl/ /.devbin/; do grep -qxF "$d" "$exclude" || echo "$d" >> "$exclude
 cargo build --release
 mkdir -p .devbin/pyfr .devbin/wheels
 strip -o .devbin/bespoke target/release/bespoke
+# Every test binary of the workspace, stripped, in one tar.xz with a list: binary, its package's folder relative
+# to the repository root. Tests read data from the CARGO_MANIFEST_DIR they were built with: session.sh links
+# that path (build-root.txt) to the carried tree.
+rm -rf .devbin/tests && mkdir -p .devbin/tests
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+    | python3 -c '
+import json, os, sys
+root = os.getcwd()
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"].get("test"):
+        pkg = os.path.relpath(os.path.dirname(m["manifest_path"]), root)
+        print(m["executable"], pkg)
+' > .devbin/tests/list.raw
+: > .devbin/tests/list.tsv
+while read -r exe pkg; do
+    name=$(basename "$exe")
+    strip -o ".devbin/tests/$name" "$exe"
+    printf '%s\t%s\n' "$name" "$pkg" >> .devbin/tests/list.tsv
+done < .devbin/tests/list.raw
+rm .devbin/tests/list.raw
+pwd > .devbin/tests/build-root.txt
+(cd .devbin && tar cJf tests.tar.xz tests && rm -rf tests)
+echo "test binaries: $(tar tJf .devbin/tests.tar.xz | grep -vc '\.t[sx][vt]$\|/$') in $(du -h .devbin/tests.tar.xz | cut -f1)"
 # The lbm diagnostics session.sh's lbm-examples stage runs (where the step's time goes; populations in textures).
 cargo build --release -p bespoke-lbm --example step_cost --example texture_trial
 for e in step_cost texture_trial; do strip -o ".devbin/$e" "target/release/examples/$e"; done

@@ -4,6 +4,9 @@
 #   benches/gpu/session.sh info bench peers9-f32 peers9-f64
 # Stages:
 #   info          adapter, features, limits, copy probe
+#   tests         every test binary of the workspace (prepare.sh packs them), each from its package's folder with
+#                 BESPOKE_REQUIRE_GPU=1, under a timeout of its own (TEST_TIMEOUT, 120 s); tests/summary.txt lists
+#                 each binary's result line
 #   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
 #                 lbm: 8192²; fv: 16.5 M tets); bench-copy, bench-dense, bench-mm, bench-lbm, bench-fv run one
 #                 section each, when all of them together would pass the 10-minute limit
@@ -40,10 +43,38 @@ peers() {  # peers NAME DTYPE FILES...
         2>&1 | tee "$OUT/$name.txt"
 }
 
+tests() {
+    local dir root top=$PWD
+    dir=$(mktemp -d)
+    tar xJf .devbin/tests.tar.xz -C "$dir"
+    # The tests were built with CARGO_MANIFEST_DIR under the build machine's checkout: that path, here, is this
+    # tree. insta finds its snapshots from INSTA_WORKSPACE_ROOT instead of `cargo metadata` (no cargo here).
+    root=$(cat "$dir/tests/build-root.txt")
+    if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then
+        mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
+    fi
+    mkdir -p "$OUT/tests"
+    : > "$OUT/tests/summary.txt"
+    while IFS=$'\t' read -r name pkg; do
+        local rc=0
+        (cd "$pkg" && CI=true INSTA_WORKSPACE_ROOT=$top \
+            timeout "${TEST_TIMEOUT:-120}" "$dir/tests/$name" --test-threads 4) \
+            > "$OUT/tests/$name.txt" 2>&1 || rc=$?
+        printf '%-40s rc %3d  %s\n' "$name" "$rc" \
+            "$(grep -E '^test result:' "$OUT/tests/$name.txt" | tail -1 || true)" | tee -a "$OUT/tests/summary.txt"
+    done < "$dir/tests/list.tsv"
+    rm -rf "$dir"
+}
+
+# Everything in one archive, also when a stage failed: a remote machine may hand back only a few files.
+pack() { tar czf "$OUT.tar.gz" -C "$OUT" . && mv "$OUT.tar.gz" "$OUT/session-all.tar.gz"; }
+trap pack EXIT
+
 for stage in "$@"; do
     echo "== $stage ($(date -u +%FT%TZ))"
     case $stage in
         info) $bin info | tee "$OUT/info.txt" ;;
+        tests) tests ;;
         bench) $bin bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" ;;
         bench-*) $bin bench --section "${stage#bench-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
         mm9-f32|mm9-f64)

@@ -8,7 +8,7 @@ mod lbm;
 mod mm;
 mod scale;
 
-pub use scale::scale_rows;
+pub use scale::{default_memory_budget, scale_rows};
 
 use std::io::IsTerminal;
 

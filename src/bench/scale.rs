@@ -49,11 +49,36 @@ pub fn scale_rows(r: &ScaleReport) -> Vec<Row> {
             unit: "M/s/rank",
             fraction: Some(r.strong_efficiency),
             note: format!(
-                "E {:.3} vs one rank ({:.1} M/s)",
-                r.strong_efficiency, r.strong_one.mups_per_rank
+                "E {:.3} vs one rank ({:.1} M/s){}",
+                r.strong_efficiency,
+                r.strong_one.mups_per_rank,
+                if r.interleaved {
+                    String::new()
+                } else {
+                    format!("; {}", r.memory_note)
+                }
             ),
         },
     ]
+}
+
+/// Device bytes a scaling run's setups may hold at once, all ranks together: on a CPU adapter, whose device
+/// buffers are host memory beside the host's own copies (each thread rank builds the whole mesh or flag field,
+/// and lavapipe's resident memory ran at about twice the device bytes), an eighth of the memory the host has
+/// available; on a GPU, whose memory wgpu does not report, 16 GiB (`--memory-budget` sets it).
+pub fn default_memory_budget(gpu: &Gpu) -> u64 {
+    if !gpu.is_cpu() {
+        return 16 << 30;
+    }
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(8 << 30, |kib| kib << 10);
+    available / 8
 }
 
 /// Both codes' reports on `ranks` thread ranks.
@@ -96,6 +121,7 @@ impl Section for ScaleSection {
             rounds: if ctx.quick { 1 } else { 5 },
             storage: bespoke_lbm::Storage::F32,
             streaming: bespoke_lbm::Streaming::Ab,
+            memory_budget: default_memory_budget(ctx.gpu),
         };
         let fv = bespoke_fv::scale::ScaleOptions {
             cubes,
@@ -103,6 +129,7 @@ impl Section for ScaleSection {
             steps: if ctx.quick { 5 } else { 20 },
             rounds: if ctx.quick { 1 } else { 5 },
             ordering: bespoke_fv::ordering::OrderingKind::Rcm,
+            memory_budget: default_memory_budget(ctx.gpu),
         };
         let reports = thread_reports(2, &lbm, &fv)?;
         Ok(SectionOutput {

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bespoke_comm::Comm;
-use bespoke_comm::scaling::{ScaleReport, Setup, Timed, Timer, scaling};
+use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::diffusion::Diffusion;
@@ -29,7 +29,14 @@ pub struct ScaleOptions {
     pub rounds: usize,
     /// In-rank ordering.
     pub ordering: OrderingKind,
+    /// Bytes of device data all ranks' setups may hold at once; past it they are built and timed one at a time
+    /// ([`bespoke_comm::scaling::Memory`]).
+    pub memory_budget: u64,
 }
+
+/// Device bytes per tet of the timed diffusion, an upper estimate: four neighbours and coefficients, the
+/// diagonal, two state vectors, and the texture layout's padding.
+pub const DEVICE_BYTES_PER_TET: u64 = 64;
 
 fn box_operator(cells: [usize; 3]) -> Result<Operator> {
     let mesh = BoxMesh {
@@ -43,6 +50,9 @@ fn box_operator(cells: [usize; 3]) -> Result<Operator> {
     Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)
 }
 
+/// A box's size, its operator, and its partition once a distributed setup made one.
+type SharedMesh = ([usize; 3], Rc<Operator>, Option<Rc<Vec<u32>>>);
+
 /// Weak and strong scaling of f32 diffusion (gather kernel, texture layout) on the job's ranks.
 pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleReport> {
     let p = comm.size();
@@ -54,14 +64,65 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
     );
     let cc = comm.clone();
     let steps = o.steps;
-    scaling::<FvError>(&*comm, &code, o.rounds, |setup| {
-        let (cells, overlap) = match setup {
-            Setup::WeakSingle { .. } => ([c, c, c], None),
-            Setup::StrongSingle => ([s, s, s], None),
-            Setup::Weak { overlap } => ([p * c, c, c], Some(overlap)),
-            Setup::Strong => ([s, s, s], Some(true)),
+    let cells_of = |setup: Setup| match setup {
+        Setup::WeakSingle { .. } => [c, c, c],
+        Setup::StrongSingle | Setup::Strong => [s, s, s],
+        Setup::Weak { .. } => [p * c, c, c],
+    };
+    let memory = Memory {
+        budget: o.memory_budget,
+        bytes: |setup| {
+            let tets = 6 * cells_of(setup).iter().product::<usize>() as u64;
+            let share = if matches!(setup, Setup::Weak { .. } | Setup::Strong) {
+                p as u64
+            } else {
+                1
+            };
+            DEVICE_BYTES_PER_TET * tets / share
+        },
+    };
+    // Each box and its partition are built once and shared by the setups of that size (they come one after
+    // another: the c-box twice, the weak box twice, the strong box twice), so rank 0 runs METIS twice, not three
+    // times, and no rank builds a mesh twice.
+    let mut mesh: Option<SharedMesh> = None;
+    scaling::<FvError>(&*comm, &code, o.rounds, memory, |setup| {
+        let cells = cells_of(setup);
+        let overlap = match setup {
+            Setup::WeakSingle { .. } | Setup::StrongSingle => None,
+            Setup::Weak { overlap } => Some(overlap),
+            Setup::Strong => Some(true),
         };
-        let op = box_operator(cells)?;
+        let (op, part) = match mesh.take() {
+            Some((at, op, part)) if at == cells => (op, part),
+            _ => {
+                let t = Instant::now();
+                let op = Rc::new(box_operator(cells)?);
+                if cc.rank() == 0 {
+                    eprintln!(
+                        "fv scale: {} tets ({cells:?} cubes) built in {:.1} s",
+                        op.n(),
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+                (op, None)
+            }
+        };
+        let part = match (overlap, part) {
+            (Some(_), None) => {
+                let t = Instant::now();
+                let part = Rc::new(partition(&*cc, &op)?);
+                if cc.rank() == 0 {
+                    eprintln!(
+                        "fv scale: {} tets partitioned (METIS, rank 0) in {:.1} s",
+                        op.n(),
+                        t.elapsed().as_secs_f64()
+                    );
+                }
+                Some(part)
+            }
+            (_, part) => part,
+        };
+        mesh = Some((cells, op.clone(), part.clone()));
         let dt = 0.5 / op.max_row_sum();
         let x0: Vec<f64> = op.centroids.iter().map(|q| 1.0 + q[0] * q[1]).collect();
         let (kind, layout) = (KernelKind::Gather, Layout::Texture);
@@ -81,7 +142,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
                 })
             }) as Timer<'_, FvError>));
         };
-        let part = partition(&*cc, &op)?;
+        let part = part.unwrap_or_default();
         let setup = RankSetup {
             ordering: o.ordering,
             kind,

@@ -114,6 +114,8 @@ pub struct Gpu {
     pub(crate) emulation: String,
     pub(crate) pipelines: Mutex<HashMap<KernelId, Arc<CachedPipeline>>>,
     pub(crate) driver_cache: Option<wgpu::PipelineCache>,
+    /// Bytes written through the queue since the last flush (`Gpu::write`).
+    pub(crate) staged: std::sync::atomic::AtomicU64,
     /// Errors wgpu raised outside an error scope, and device loss; checked after every wait.
     pub(crate) async_errors: Arc<Mutex<Vec<String>>>,
     pub(crate) lost: Arc<Mutex<Option<String>>>,
@@ -322,6 +324,7 @@ impl Gpu {
             limits,
             binding_limit,
             pipelines: Mutex::new(HashMap::new()),
+            staged: std::sync::atomic::AtomicU64::new(0),
             driver_cache: None,
             async_errors,
             lost,

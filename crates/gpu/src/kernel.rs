@@ -6,17 +6,48 @@ use std::sync::Arc;
 /// Stable 64-bit FNV-1a hash: the same bytes give the same id on every run and machine, so ids can key
 /// on-disk caches (std's `DefaultHasher` makes no such promise).
 pub fn stable_hash(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut h = StableHasher::new();
     for part in parts {
-        for &b in part.iter() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        // Separator so that ("ab","c") and ("a","bc") differ.
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0100_0000_01b3);
+        h.part(part);
     }
-    h
+    h.finish()
+}
+
+/// [`stable_hash`] fed piece by piece: `part` for each part (the same parts give the same hash), `write` for
+/// bytes that continue the current part (nothing held but the state: hashing millions of cells allocates nothing).
+#[derive(Clone, Copy, Debug)]
+pub struct StableHasher(u64);
+
+impl Default for StableHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StableHasher {
+    pub fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+    /// More bytes of the current part.
+    pub fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    /// A whole part: its bytes, then the separator (so that ("ab","c") and ("a","bc") differ).
+    pub fn part(&mut self, bytes: &[u8]) {
+        self.write(bytes);
+        self.end_part();
+    }
+    /// Ends the current part.
+    pub fn end_part(&mut self) {
+        self.0 ^= 0xff;
+        self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+    }
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Identity of a specialised kernel: hash of its source, entry point and override constants.

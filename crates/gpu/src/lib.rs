@@ -42,7 +42,7 @@ pub use disk::{DiskCache, Lookup, write_atomic, write_atomic_failing};
 pub use dispatch::{Arg, Grid, Launch};
 pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};
-pub use kernel::{Kernel, KernelId, stable_hash};
+pub use kernel::{Kernel, KernelId, StableHasher, stable_hash};
 pub use overlap::PendingRead;
 pub use pipeline::{CachedPipeline, GRID_WGSL};
 pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};

@@ -46,6 +46,25 @@ pub fn bench_lattice_on<'g>(
     streaming: Streaming,
     ranks: Option<&Ranks>,
 ) -> Result<Lattice<'g>> {
+    bench_lattice_shared(
+        gpu,
+        &std::rc::Rc::new(Flags::fluid(nx, ny)),
+        storage,
+        streaming,
+        ranks,
+    )
+}
+
+/// [`bench_lattice_on`] on the all-fluid `flags` of the domain, which a distributed lattice shares rather than
+/// copies (a scaling run builds one per domain size for its several setups).
+pub fn bench_lattice_shared<'g>(
+    gpu: &'g Gpu,
+    flags: &std::rc::Rc<Flags>,
+    storage: Storage,
+    streaming: Streaming,
+    ranks: Option<&Ranks>,
+) -> Result<Lattice<'g>> {
+    let (nx, ny) = (flags.nx(), flags.ny());
     let cfg = Config {
         storage,
         streaming,
@@ -54,9 +73,9 @@ pub fn bench_lattice_on<'g>(
     let mut lat = match ranks {
         None => {
             check_fits(gpu, &cfg)?;
-            Lattice::new(gpu, cfg, Flags::fluid(nx, ny))?
+            Lattice::new(gpu, cfg, flags.clone())?
         }
-        Some(r) => Lattice::new_distributed(gpu, cfg, Flags::fluid(nx, ny), r)?,
+        Some(r) => Lattice::new_distributed(gpu, cfg, flags.clone(), r)?,
     };
     let (kx, ky) = (2.0 * PI / nx as f64, 2.0 * PI / ny as f64);
     lat.init_equilibrium(|x, y| {

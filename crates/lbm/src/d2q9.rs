@@ -33,11 +33,14 @@ pub const OPP: [usize; 9] = [0, 3, 4, 1, 2, 7, 8, 5, 6];
 
 /// Second-order equilibrium f_eq,i(ρ, u) = w_i ρ (1 + 3 c·u + 9/2 (c·u)² − 3/2 u·u).
 pub fn equilibrium(rho: f64, u: [f64; 2]) -> [f64; 9] {
+    std::array::from_fn(|i| equilibrium_component(i, rho, u))
+}
+
+/// Direction i of [`equilibrium`], the same operations in the same order (so the same bits).
+pub fn equilibrium_component(i: usize, rho: f64, u: [f64; 2]) -> f64 {
     let uu = u[0] * u[0] + u[1] * u[1];
-    std::array::from_fn(|i| {
-        let cu = f64::from(C[i][0]) * u[0] + f64::from(C[i][1]) * u[1];
-        W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * uu)
-    })
+    let cu = f64::from(C[i][0]) * u[0] + f64::from(C[i][1]) * u[1];
+    W[i] * rho * (1.0 + 3.0 * cu + 4.5 * cu * cu - 1.5 * uu)
 }
 
 /// Density and momentum Σ f, Σ c f of one cell's populations.

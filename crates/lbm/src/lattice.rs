@@ -2,6 +2,7 @@
 //! binding), the flag field, prepared launches for both parities, and host-side access that reads back only
 //! when asked.
 
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
@@ -26,7 +27,8 @@ pub struct Lattice<'g> {
     /// Unique per lattice in the process, so a probe made for one is refused by another.
     id: u64,
     pub(crate) cfg: Config,
-    pub(crate) flags: Flags,
+    /// This lattice's cells (a block's, halo included); shared with the caller where it passed an `Rc`.
+    pub(crate) flags: Rc<Flags>,
     pub(crate) encoded: Option<EncodedFlags>,
     /// The populations: `a` always, `b` for two-lattice streaming.
     pub(crate) a: Vec<GpuBuffer<u32>>,
@@ -49,8 +51,10 @@ pub struct Lattice<'g> {
 }
 
 impl<'g> Lattice<'g> {
-    /// Allocates a lattice at rest (ρ = 1, u = 0) after checking the configuration against the device.
-    pub fn new(gpu: &'g Gpu, cfg: Config, flags: Flags) -> Result<Self> {
+    /// Allocates a lattice at rest (ρ = 1, u = 0) after checking the configuration against the device. `flags`
+    /// may be shared (`Rc<Flags>`): the lattice keeps a reference, not a copy.
+    pub fn new(gpu: &'g Gpu, cfg: Config, flags: impl Into<Rc<Flags>>) -> Result<Self> {
+        let flags = flags.into();
         check_shape(&cfg, &flags)?;
         // Wall distances without walls are an error `encode` reports.
         let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
@@ -67,7 +71,7 @@ impl<'g> Lattice<'g> {
     pub(crate) fn build(
         gpu: &'g Gpu,
         cfg: Config,
-        flags: Flags,
+        flags: Rc<Flags>,
         encoded: Option<EncodedFlags>,
         curved: bool,
         edges: Edges,

@@ -6,13 +6,14 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bespoke_comm::Comm;
-use bespoke_comm::scaling::{ScaleReport, Setup, Timed, Timer, scaling};
+use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
-use crate::bench::bench_lattice_on;
+use crate::bench::bench_lattice_shared;
 use crate::config::{Storage, Streaming};
 use crate::dist::Ranks;
 use crate::error::{LbmError, Result};
+use crate::flags::Flags;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -27,6 +28,24 @@ pub struct ScaleOptions {
     pub rounds: usize,
     pub storage: Storage,
     pub streaming: Streaming,
+    /// Bytes of lattices all ranks' setups may hold at once; past it they are built and timed one at a time
+    /// ([`bespoke_comm::scaling::Memory`]).
+    pub memory_budget: u64,
+}
+
+impl ScaleOptions {
+    /// Device bytes of a lattice of `cells` cells (both lattices of two-lattice streaming).
+    pub fn lattice_bytes(&self, cells: usize) -> u64 {
+        let per_population = match self.storage {
+            Storage::F32 => 4,
+            Storage::F16 => 2,
+        };
+        let lattices = match self.streaming {
+            Streaming::Ab => 2,
+            Streaming::InPlace => 1,
+        };
+        (cells * 9 * per_population * lattices) as u64
+    }
 }
 
 /// Weak and strong scaling of the lattice on the job's ranks (every rank calls it with its own device).
@@ -42,7 +61,20 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
         o.domain[1]
     );
     let c = comm.clone();
-    scaling::<LbmError>(&*comm, &code, o.rounds, |setup| {
+    // This rank's cells in each setup (a block's halo: two columns).
+    let cells = |setup: Setup| match setup {
+        Setup::WeakSingle { .. } => o.block[0] * o.block[1],
+        Setup::StrongSingle => o.domain[0] * o.domain[1],
+        Setup::Weak { .. } => (o.block[0] + 2) * o.block[1],
+        Setup::Strong => (o.domain[0] / p + 2) * o.domain[1],
+    };
+    let memory = Memory {
+        budget: o.memory_budget,
+        bytes: |setup| o.lattice_bytes(cells(setup)),
+    };
+    // One flag field per domain size, shared by the setups of that size (they come in pairs).
+    let mut flags: Option<Rc<Flags>> = None;
+    scaling::<LbmError>(&*comm, &code, o.rounds, memory, |setup| {
         let across = |overlap| Ranks {
             grid: Some([p, 1]),
             overlap,
@@ -54,14 +86,13 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             Setup::Weak { overlap } => ([o.block[0] * p, o.block[1]], Some(across(overlap))),
             Setup::Strong => (o.domain, Some(across(true))),
         };
-        let mut lat = bench_lattice_on(
-            gpu,
-            size[0],
-            size[1],
-            o.storage,
-            o.streaming,
-            ranks.as_ref(),
-        )?;
+        // The previous size's field is dropped before the next is made.
+        let shared = match flags.take().filter(|f| [f.nx(), f.ny()] == size) {
+            Some(f) => f,
+            None => Rc::new(Flags::fluid(size[0], size[1])),
+        };
+        flags = Some(shared.clone());
+        let mut lat = bench_lattice_shared(gpu, &shared, o.storage, o.streaming, ranks.as_ref())?;
         lat.step(2)?;
         let updates = (size[0] * size[1] / if ranks.is_some() { p } else { 1 }) as f64;
         let steps = o.steps;

@@ -2,31 +2,31 @@
 //! save and restore (for a block of a distributed lattice, the whole domain's, gathered or sliced).
 
 use crate::config::{Streaming, check_mach};
-use crate::d2q9::{OPP, W, equilibrium};
+use crate::d2q9::{OPP, W, equilibrium_component};
 use crate::error::{LbmError, Result};
 use crate::kernel::stash_index;
 use crate::lattice::Lattice;
 use crate::storage::{decode, stored_value, stored_words};
 
 impl Lattice<'_> {
-    /// Sets every non-solid cell to equilibrium at the density and velocity `init(x, y)` gives.
+    /// Sets every non-solid cell to equilibrium at the density and velocity `init(x, y)` gives. ρ and u are taken
+    /// once per cell; the populations are then made one direction at a time (on all cores, each direction's
+    /// words uploaded before the next is made), so a 4096² block holds 3 f64 per cell on the host, not 9.
     pub fn init_equilibrium(
         &mut self,
         init: impl Fn(usize, usize) -> (f64, [f64; 2]),
     ) -> Result<()> {
         let (nx, ny) = (self.cfg.nx, self.cfg.ny);
         let n = nx * ny;
-        let mut s = vec![0.0; 9 * n];
+        let mut fields = vec![[1.0, 0.0, 0.0]; n];
         for ly in 0..ny {
             for lx in 0..nx {
-                let idx = ly * nx + lx;
+                if self.flags.get(lx, ly).is_solid() {
+                    continue;
+                }
                 // The domain's coordinates (a block's cells, halo included, are the domain's cells).
                 let (x, y) = self.global_xy(lx, ly);
-                let (rho, u) = if self.flags.get(lx, ly).is_solid() {
-                    (1.0, [0.0, 0.0])
-                } else {
-                    init(x, y)
-                };
+                let (rho, u) = init(x, y);
                 if !(rho > 0.0 && rho.is_finite()) {
                     return Err(LbmError::param(
                         "initial density",
@@ -35,13 +35,23 @@ impl Lattice<'_> {
                     ));
                 }
                 check_mach("initial velocity", u)?;
-                let e = equilibrium(rho, u);
-                for i in 0..9 {
-                    s[i * n + idx] = e[i];
-                }
+                fields[ly * nx + lx] = [rho, u[0], u[1]];
             }
         }
-        self.set_local_populations(&s)
+        self.set_local_populations_by(|i, out| {
+            let fill = |(f, o): (&[[f64; 3]], &mut [f64])| {
+                for (v, &[rho, ux, uy]) in o.iter_mut().zip(f) {
+                    *v = equilibrium_component(i, rho, [ux, uy]);
+                }
+            };
+            let threads = std::thread::available_parallelism().map_or(1, usize::from);
+            let chunk = n.div_ceil(threads).max(1 << 16);
+            std::thread::scope(|sc| {
+                for pair in fields.chunks(chunk).zip(out.chunks_mut(chunk)) {
+                    sc.spawn(move || fill(pair));
+                }
+            });
+        })
     }
 
     /// Sets every non-solid cell to equilibrium from arrays of ρ, u_x, u_y (row-major, nx·ny each).
@@ -90,16 +100,33 @@ impl Lattice<'_> {
     /// `set_populations` on this lattice's own cells (a block's, halo included).
     fn set_local_populations(&mut self, s: &[f64]) -> Result<()> {
         let n = self.cfg.cells();
+        self.set_local_populations_by(|i, out| out.copy_from_slice(&s[i * n..(i + 1) * n]))
+    }
+
+    /// `set_local_populations` with direction i's values written by `direction(i, out)`, one at a time.
+    fn set_local_populations_by(
+        &mut self,
+        mut direction: impl FnMut(usize, &mut [f64]),
+    ) -> Result<()> {
+        let n = self.cfg.cells();
+        // The words of every slot are kept only where the stash is rebuilt from them.
+        let keep = self.flag_bufs.as_ref().is_some_and(|b| b.stash.is_some());
         let mut slots = vec![Vec::new(); 9];
+        let mut values = vec![0.0; n];
         for i in 0..9 {
             // The in-place layout keeps S_i(x) in slot ī of x between an even and an odd step.
             let slot = match self.cfg.streaming {
                 Streaming::Ab => i,
                 Streaming::InPlace => OPP[i],
             };
-            slots[slot] = stored_words(self.cfg.layout(), &s[i * n..(i + 1) * n], W[i]);
-            self.gpu.write(&self.a[slot], 0, &slots[slot])?;
+            direction(i, &mut values);
+            let words = stored_words(self.cfg.layout(), &values, W[i]);
+            self.gpu.write(&self.a[slot], 0, &words)?;
+            if keep {
+                slots[slot] = words;
+            }
         }
+        drop(values);
         self.parity = 0;
         if let Some(d) = &self.dist {
             // The halo came from the whole domain's state: the next step needs no exchange.

@@ -35,6 +35,7 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         mode: Mode::Step,
         edges: Edges::whole(nx, ny),
         region: Region::All,
+        folded_f16: false,
     }
 }
 

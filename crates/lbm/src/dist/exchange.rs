@@ -51,7 +51,8 @@ pub(crate) struct Dist {
     pub decomp: Decomposition,
     pub block: Block,
     pub global_cfg: Config,
-    pub global_flags: Flags,
+    /// The whole domain's flags, shared with the caller (a scaling run builds one per domain size).
+    pub global_flags: Rc<Flags>,
     /// Per parity; None on a single rank (nothing crosses).
     plans: [Option<Plan>; 2],
     /// Inner and ring step launches per parity, when overlapping.
@@ -94,21 +95,35 @@ fn agree<T>(comm: &dyn Comm, r: Result<T>) -> Result<T> {
     r
 }
 
-/// Text that identifies a configuration and its cells, compared across ranks before anything is allocated.
+/// Text that identifies a configuration and its cells, compared across ranks before anything is allocated. The
+/// cells are hashed as bytes (a kind byte and the exact f64 bits of its values), allocating nothing per cell:
+/// formatting each of a 8192 × 4096 domain's cells as text took seconds and gigabytes per lattice.
 fn identity(cfg: &Config, flags: &Flags, grid: Option<[usize; 2]>, overlap: bool) -> String {
-    let mut cells = Vec::with_capacity(flags.cells().len() * 17);
+    let mut cells = bespoke_gpu::StableHasher::new();
     for c in flags.cells() {
-        cells.extend_from_slice(format!("{c:?}").as_bytes());
+        let (kind, v): (u8, [f64; 2]) = match *c {
+            crate::flags::Cell::Fluid => (0, [0.0; 2]),
+            crate::flags::Cell::Wall => (1, [0.0; 2]),
+            crate::flags::Cell::MovingWall(u) => (2, u),
+            crate::flags::Cell::Inlet(u) => (3, u),
+            crate::flags::Cell::Outlet(rho) => (4, [rho, 0.0]),
+        };
+        cells.write(&[kind]);
+        if kind >= 2 {
+            cells.write(&v[0].to_bits().to_le_bytes());
+            cells.write(&v[1].to_bits().to_le_bytes());
+        }
     }
-    let distances: Vec<u8> = flags
-        .wall_distances()
-        .flat_map(|((x, y, d), q)| [x as u64, y as u64, d as u64, q.to_bits()])
-        .flat_map(u64::to_le_bytes)
-        .collect();
+    let mut distances = bespoke_gpu::StableHasher::new();
+    for ((x, y, d), q) in flags.wall_distances() {
+        for v in [x as u64, y as u64, d as u64, q.to_bits()] {
+            distances.write(&v.to_le_bytes());
+        }
+    }
     format!(
         "{cfg:?} grid {grid:?} overlap {overlap} cells {:016x} distances {:016x}",
-        bespoke_gpu::stable_hash(&[&cells]),
-        bespoke_gpu::stable_hash(&[&distances])
+        cells.finish(),
+        distances.finish()
     )
 }
 
@@ -118,7 +133,13 @@ impl<'g> Lattice<'g> {
     /// kernels a single-domain lattice uses; the public methods then act on the whole domain: `step` exchanges
     /// halos, `macroscopic`, `populations`, probes and checkpoints gather onto every rank. Any rank's error
     /// (a bad flag in its block, a device too small) is returned on every rank.
-    pub fn new_distributed(gpu: &'g Gpu, cfg: Config, flags: Flags, ranks: &Ranks) -> Result<Self> {
+    pub fn new_distributed(
+        gpu: &'g Gpu,
+        cfg: Config,
+        flags: impl Into<Rc<Flags>>,
+        ranks: &Ranks,
+    ) -> Result<Self> {
+        let flags = flags.into();
         let comm = ranks.comm.clone();
         comm.check_same(
             "the lattice (configuration, cells, decomposition)",
@@ -128,7 +149,7 @@ impl<'g> Lattice<'g> {
         agree(&*comm, r)
     }
 
-    fn build_block(gpu: &'g Gpu, cfg: Config, flags: Flags, ranks: &Ranks) -> Result<Self> {
+    fn build_block(gpu: &'g Gpu, cfg: Config, flags: Rc<Flags>, ranks: &Ranks) -> Result<Self> {
         cfg.check()?;
         check_shape(&cfg, &flags)?;
         let comm = ranks.comm.clone();
@@ -160,7 +181,14 @@ impl<'g> Lattice<'g> {
         };
         let local_flags = flags.window(block.origin, block.size);
         let curved = flags.has_wall_distances();
-        let mut lat = Lattice::build(gpu, local_cfg, local_flags, encoded, curved, block.edges())?;
+        let mut lat = Lattice::build(
+            gpu,
+            local_cfg,
+            Rc::new(local_flags),
+            encoded,
+            curved,
+            block.edges(),
+        )?;
         let plans = if size == 1 {
             [None, None]
         } else {
