@@ -9,6 +9,7 @@ use bespoke_mm::ld::{SnpMatrix, ld};
 use bespoke_mm::popcount::PopShape;
 use serde_json::json;
 
+use super::sizes::Sizes;
 use super::{BenchContext, Row, Section, SectionOutput};
 use crate::Error;
 use crate::report::params_json;
@@ -33,11 +34,14 @@ impl Section for DenseSection {
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
         let gpu = ctx.gpu;
         let limits = TileLimits::of(gpu);
-        let (square, pyfr, snps) = if ctx.quick {
-            (256, GemmShape::packed(96, 8192, 64), (256, 2048))
+        // The PyFR-like panel: hex p3 M0-like, 96 flux points from 64 solution points, 10⁵ elements.
+        let sizes = Sizes::of(gpu.is_cpu(), ctx.quick);
+        let [pm, pn, pk] = sizes.dense_pyfr;
+        let (square, pyfr) = (sizes.dense_square, GemmShape::packed(pm, pn, pk));
+        let snps = if ctx.quick {
+            (256, 2048)
         } else {
-            // hex p3 M0-like: 96 flux points from 64 solution points, 10⁵ elements.
-            (1024, GemmShape::packed(96, 100_000, 64), (2048, 10_000))
+            (2048, 10_000)
         };
         let reps = if ctx.quick { 3 } else { 10 };
         let mut rows = Vec::new();

@@ -8,6 +8,7 @@ use bespoke_fv::ordering::OrderingKind;
 use bespoke_fv::{Boundary, Operator};
 use serde_json::json;
 
+use super::sizes::Sizes;
 use super::{BenchContext, Row, Section, SectionOutput};
 use crate::Error;
 
@@ -24,13 +25,7 @@ impl Section for FvSection {
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
         // 88³ cubes = 4.09 M tets (x: 16 MB f32, operator 131 MB); quick: 24³ = 83 k. A GPU's last-level cache
         // holds 16 MB (an H100 has 50 MB of L2), so there 140³ = 16.5 M tets (x: 66 MB, operator 527 MB).
-        let n = if ctx.quick {
-            24
-        } else if ctx.gpu.is_cpu() {
-            88
-        } else {
-            140
-        };
+        let n = Sizes::of(ctx.gpu.is_cpu(), ctx.quick).fv_cubes;
         let mesh = BoxMesh {
             cells: [n, n, n],
             jitter: 0.1,

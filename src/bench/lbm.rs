@@ -5,6 +5,7 @@ use bespoke_lbm::bench::bench_stepper;
 use bespoke_lbm::{Storage, Streaming};
 use serde_json::json;
 
+use super::sizes::Sizes;
 use super::{BenchContext, Row, Section, SectionOutput};
 use crate::Error;
 
@@ -18,14 +19,7 @@ impl Section for LbmSection {
 
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
         let gpu = ctx.gpu;
-        // 2048² f32 moves 302 MB per step; on a GPU 8192² (4.8 GB two-lattice) is the comparison size.
-        let side = if ctx.quick {
-            512
-        } else if gpu.is_cpu() {
-            2048
-        } else {
-            8192
-        };
+        let side = Sizes::of(gpu.is_cpu(), ctx.quick).lbm_side;
         let reps = if ctx.quick { 3 } else { 10 };
         let mut rows = Vec::new();
         let mut runs = Vec::new();

@@ -7,6 +7,7 @@ use bespoke_mm::DType;
 use bespoke_mm::spec::{Operator, Panel, TuneOptions, bench_operator, parse_mtx};
 use serde_json::json;
 
+use super::sizes::Sizes;
 use super::{BenchContext, Row, Section, SectionOutput};
 use crate::Error;
 
@@ -14,7 +15,7 @@ use crate::Error;
 pub struct MmSection;
 
 /// (name, Matrix Market text): sparse tensor-product (hex), dense simplex (tet), mixed (pri, pyr) operators.
-const MATRICES: &[(&str, &str)] = &[
+pub const MATRICES: &[(&str, &str)] = &[
     (
         "hex-p2-m460",
         include_str!("../../tests/data/pyfr/hex-p2-m460-dflt.mtx"),
@@ -62,13 +63,8 @@ impl Section for MmSection {
         let gpu = ctx.gpu;
         // Quick: three small operators at a short panel; full: all of them at N = 32 800 (PyFR pads to 32) on a
         // CPU adapter, at the N = 2^20 on a GPU.
-        let (take, n) = if ctx.quick {
-            (3, 4096)
-        } else if gpu.is_cpu() {
-            (MATRICES.len(), 32_800)
-        } else {
-            (MATRICES.len(), 1 << 20)
-        };
+        let sizes = Sizes::of(gpu.is_cpu(), ctx.quick);
+        let (take, n) = (sizes.mm_operators.min(MATRICES.len()), sizes.mm_n);
         let opts = TuneOptions {
             reps: if ctx.quick { 2 } else { 5 },
             ..Default::default()

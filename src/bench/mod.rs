@@ -7,8 +7,11 @@ mod fv;
 mod lbm;
 mod mm;
 mod scale;
+mod sizes;
 
+pub use mm::MATRICES as MM_MATRICES;
 pub use scale::{default_memory_budget, scale_rows};
+pub use sizes::{MM_OPERATORS, Sizes};
 
 use std::io::IsTerminal;
 

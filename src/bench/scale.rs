@@ -9,6 +9,7 @@ use bespoke_comm::scaling::ScaleReport;
 use bespoke_gpu::{Gpu, GpuOptions};
 use serde_json::json;
 
+use super::sizes::Sizes;
 use super::{BenchContext, Row, Section, SectionOutput};
 use crate::Error;
 
@@ -107,13 +108,8 @@ impl Section for ScaleSection {
     }
 
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
-        let (side, cubes) = if ctx.quick {
-            (128, 8)
-        } else if ctx.gpu.is_cpu() {
-            (512, 24)
-        } else {
-            (4096, 96)
-        };
+        let sizes = Sizes::of(ctx.gpu.is_cpu(), ctx.quick);
+        let (side, cubes) = (sizes.scale_side, sizes.scale_cubes);
         let lbm = bespoke_lbm::scale::ScaleOptions {
             block: [side, side],
             domain: [2 * side, side],

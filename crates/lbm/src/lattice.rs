@@ -361,14 +361,18 @@ pub(crate) fn check_shape(cfg: &Config, flags: &Flags) -> Result<()> {
 /// Whether one direction of a lattice with `cfg` fits one binding of `gpu`: callers that build large host-side
 /// state (flags, initial fields) check this first, so an impossible size is an error before it is allocated.
 pub fn check_fits(gpu: &Gpu, cfg: &Config) -> Result<()> {
+    check_fits_within(gpu.binding_limit(), cfg)
+}
+
+/// [`check_fits`] against a binding limit of `binding_limit` bytes (an adapter's, without the adapter: the
+/// bench's GPU sizes are checked against an H200's limits on a machine without one).
+pub fn check_fits_within(binding_limit: u64, cfg: &Config) -> Result<()> {
     let dir_bytes = cfg.layout().words(cfg.cells()) as u64 * 4;
-    if dir_bytes > gpu.binding_limit() {
+    if dir_bytes > binding_limit {
         return Err(LbmError::Unsupported(format!(
-            "a {}x{} lattice needs {dir_bytes} bytes per direction, past the adapter's binding limit of {} \
-             bytes; use f16 storage or a smaller domain",
-            cfg.nx,
-            cfg.ny,
-            gpu.binding_limit()
+            "a {}x{} lattice needs {dir_bytes} bytes per direction, past the adapter's binding limit of \
+             {binding_limit} bytes; use f16 storage or a smaller domain",
+            cfg.nx, cfg.ny,
         )));
     }
     Ok(())

@@ -60,5 +60,5 @@ pub use config::{CS, Collision, Config, Layout, MAX_MACH, Storage, Streaming, ch
 pub use error::{LbmError, Result};
 pub use fields::Fields;
 pub use flags::{Cell, EncodedFlags, Flags};
-pub use lattice::{Lattice, check_fits, stored_words};
+pub use lattice::{Lattice, check_fits, check_fits_within, stored_words};
 pub use probe::{Probe, ProbeValues};

@@ -665,10 +665,21 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
             .map(|c| c.name.clone())
             .collect()
     };
+    // What the budget decides is whether a candidate is compiled; whether a compiled one is then timed to the
+    // end depends on its first run against the others', which a busy machine can swing (bstream-v2's first run
+    // once took 0.19 s under load, past ×4 the best, and was cut): count the compiled ones.
+    let compiled = |mm: &MatMul<f32>| -> Vec<String> {
+        mm.report
+            .candidates
+            .iter()
+            .filter(|c| c.compile_seconds.is_some())
+            .map(|c| c.name.clone())
+            .collect()
+    };
     // Short launches (≤ 128 loads and stores, the larger probe): compiled even with no budget left.
     let small = random_operator(&mut r, 12, 10, 0.8);
     let mm = MatMul::<f32>::tuned(gpu, &small, 0.0, panel, &opts).unwrap();
-    assert_eq!(timed(&mm).len(), 4, "{:?}", mm.report.candidates);
+    assert_eq!(compiled(&mm).len(), 4, "{:?}", mm.report.candidates);
     assert!(check_matmul(gpu, &mut r, &small, &mm) <= 1e-5);
     // Long launches with an ample budget: each family is probed (its law made) and every candidate compiled.
     // Sparse rows over a long K, so every family's launches spell out more than 128 loads and stores (bstream
@@ -679,7 +690,7 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
         ..opts.clone()
     };
     let mm = MatMul::<f32>::tuned(gpu, &long, 0.0, panel, &ample).unwrap();
-    assert_eq!(timed(&mm).len(), 4, "{:?}", mm.report.candidates);
+    assert_eq!(compiled(&mm).len(), 4, "{:?}", mm.report.candidates);
     assert!(check_matmul(gpu, &mut r, &long, &mm) <= 1e-5);
     // The same families on another long operator with no budget left: the laws predict every unrolled one
     // past it, so only the dense kernel is compiled, and each skip names its prediction. bstream-v2's cheaper
@@ -723,7 +734,7 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
         },
     )
     .unwrap();
-    assert_eq!(timed(&all).len(), 4);
+    assert_eq!(compiled(&all).len(), 4, "{:?}", all.report.candidates);
 }
 
 /// The dense model's inputs are measured once per adapter and precision, before an operator's tuning clock starts
