@@ -53,6 +53,10 @@ tests() {
     if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then
         mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
     fi
+    # The CLI tests run the binary at the path cargo gave them (target/release/bespoke under the checkout).
+    if [ ! -x target/release/bespoke ]; then
+        mkdir -p target/release && cp .devbin/bespoke target/release/bespoke
+    fi
     mkdir -p "$OUT/tests"
     : > "$OUT/tests/summary.txt"
     while IFS=$'\t' read -r name pkg; do
