@@ -644,12 +644,17 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
 #[test]
 fn tuning_budget_skips_candidates_predicted_past_it() {
     use bespoke_mm::dense::DenseParams;
-    use bespoke_mm::spec::{DenseSource, MatMul, TuneOptions};
+    use bespoke_mm::spec::{Candidate, DenseSource, MatMul, TuneOptions};
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
-    let names = ["cstream", "cstream-v2", "bstream-v2"];
+    let variants = ["cstream", "cstream-v2", "bstream-v2"];
     let opts = TuneOptions {
-        variants: Some(names.iter().map(|n| Variant::parse(n).unwrap()).collect()),
+        variants: Some(
+            variants
+                .iter()
+                .map(|n| Variant::parse(n).unwrap())
+                .collect(),
+        ),
         dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
         reps: 1,
         use_cache: false,
@@ -657,25 +662,19 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
         ..Default::default()
     };
     let panel = Panel::packed(1024);
-    let timed = |mm: &MatMul<f32>| -> Vec<String> {
+    let names = |mm: &MatMul<f32>, has: fn(&Candidate) -> bool| -> Vec<String> {
         mm.report
             .candidates
             .iter()
-            .filter(|c| c.seconds.is_some())
+            .filter(|c| has(c))
             .map(|c| c.name.clone())
             .collect()
     };
+    let timed = |mm: &MatMul<f32>| names(mm, |c| c.seconds.is_some());
     // What the budget decides is whether a candidate is compiled; whether a compiled one is then timed to the
     // end depends on its first run against the others', which a busy machine can swing (bstream-v2's first run
     // once took 0.19 s under load, past ×4 the best, and was cut): count the compiled ones.
-    let compiled = |mm: &MatMul<f32>| -> Vec<String> {
-        mm.report
-            .candidates
-            .iter()
-            .filter(|c| c.compile_seconds.is_some())
-            .map(|c| c.name.clone())
-            .collect()
-    };
+    let compiled = |mm: &MatMul<f32>| names(mm, |c| c.compile_seconds.is_some());
     // Short launches (≤ 128 loads and stores, the larger probe): compiled even with no budget left.
     let small = random_operator(&mut r, 12, 10, 0.8);
     let mm = MatMul::<f32>::tuned(gpu, &small, 0.0, panel, &opts).unwrap();
@@ -703,7 +702,7 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
     assert!(timed(&mm)[0].starts_with("dense"), "{c:?}");
     let skipped: Vec<_> = c
         .iter()
-        .filter(|c| c.status.contains("tuning budget") && names.contains(&c.name.as_str()))
+        .filter(|c| c.status.contains("tuning budget") && variants.contains(&c.name.as_str()))
         .collect();
     assert_eq!(skipped.len(), 3, "{c:?}");
     for link in ["bstream", "bstream-a256", "bstream-a128"] {
