@@ -2,7 +2,7 @@
 //! allocates fits the largest buffer and every binding the binding limit, and every grid can be dispatched. On
 //! 2026-11-26 the mm section stopped on an H200 (hex-p6-m132's B at N = 2^20 passed the 4 292 870 144 B buffer
 //! limit); this test fails on that configuration (`an_unsplit_panel_is_caught`). The figures are the H200's
-//! (`bespoke info` there, ../shared/notes/h200-2026-11-26.md); an H100 reports the same buffer and binding limits.
+//! (`bespoke info` on that card, 2026-11-26; docs/gpu.md); an H100 reports the same buffer and binding limits.
 
 use bespoke::bench::{MM_MATRICES, MM_OPERATORS, Sizes};
 use bespoke::fv::kernel::texture_width;

@@ -93,16 +93,6 @@ pub struct Memory<F: Fn(Setup) -> u64> {
     pub bytes: F,
 }
 
-impl Memory<fn(Setup) -> u64> {
-    /// No limit: every setup is built up front and timed interleaved.
-    pub fn unlimited() -> Self {
-        Self {
-            budget: u64::MAX,
-            bytes: |_| 0,
-        }
-    }
-}
-
 /// Builds every setup once through `make` (None where this rank takes no part: the "alone" setups off rank 0),
 /// then times them interleaved, `rounds` times over (so a machine whose speed drifts moves every setup alike),
 /// collectively; each figure is the median over the rounds of the slowest rank's. Where all the setups together

@@ -300,6 +300,12 @@ impl Gpu {
             _ => AdapterClass::Gpu,
         });
         let mut emulation = String::new();
+        if let Some(b) = opts.max_binding_bytes {
+            emulation += &format!("-binding{b}");
+        }
+        if let Some(u) = opts.max_uniform_binding_bytes {
+            emulation += &format!("-uniform{u}");
+        }
         if let Some(b) = opts.max_buffer_bytes {
             emulation += &format!("-maxbuf{b}");
         }

@@ -110,7 +110,7 @@ impl Lattice<'_> {
     ) -> Result<()> {
         let n = self.cfg.cells();
         // The words of every slot are kept only where the stash is rebuilt from them.
-        let keep = self.flag_bufs.as_ref().is_some_and(|b| b.stash.is_some());
+        let keep = self.stash_buffer().is_some();
         let mut slots = vec![Vec::new(); 9];
         let mut values = vec![0.0; n];
         for i in 0..9 {
@@ -139,12 +139,21 @@ impl Lattice<'_> {
     /// words of `a`) at the current parity: f_i*(x) sits in slot ī of x before an odd step and in slot i of
     /// x + c_i before an even one, until that step overwrites it.
     fn fill_stash(&self, slots: &[Vec<u32>]) -> Result<()> {
-        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
-            return Ok(());
-        };
-        let Some(stash) = &b.stash else {
-            return Ok(());
-        };
+        match (self.stash_buffer(), self.stash_from_words(slots)) {
+            (Some(stash), Some(values)) => Ok(self.gpu.write(stash, 0, &values)?),
+            _ => Ok(()),
+        }
+    }
+
+    /// The stash buffer, where this lattice keeps one.
+    fn stash_buffer(&self) -> Option<&bespoke_gpu::GpuBuffer<f32>> {
+        self.flag_bufs.as_ref()?.stash.as_ref()
+    }
+
+    /// [`Self::fill_stash`]'s values (None where the lattice keeps no stash).
+    fn stash_from_words(&self, slots: &[Vec<u32>]) -> Option<Vec<f32>> {
+        self.stash_buffer()?;
+        let e = self.encoded.as_ref()?;
         let (nx, n, layout) = (self.cfg.nx, self.cfg.cells(), self.cfg.layout());
         let mut values = vec![0.0f32; 2 * e.table.len()];
         for (cell, i, k) in e.interpolated_links() {
@@ -156,7 +165,7 @@ impl Lattice<'_> {
             };
             values[stash_index(k, i)] = stored_value(layout, &slots[slot], n, at);
         }
-        Ok(self.gpu.write(stash, 0, &values)?)
+        Some(values)
     }
 
     /// The stash of in-place interpolated links as the kernels left it, one entry per link of the whole domain:
@@ -165,10 +174,7 @@ impl Lattice<'_> {
     /// may drop the kernel's round trip through f16 (`bespoke_gpu::Quirks`), so the stash holds values the
     /// words do not.
     pub(crate) fn stash_links(&self) -> Result<Vec<StashLink>> {
-        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
-            return Ok(Vec::new());
-        };
-        let Some(stash) = &b.stash else {
+        let (Some(stash), Some(e)) = (self.stash_buffer(), &self.encoded) else {
             return Ok(Vec::new());
         };
         let values = self.gpu.read(stash)?;
@@ -199,16 +205,15 @@ impl Lattice<'_> {
     /// Sets the stash from a checkpoint's `links` (`stash_links`); every link of this lattice's own cells must
     /// be among them. Halo cells of a block, which this rank does not update, keep what the words give.
     fn restore_stash(&self, words: &[Vec<u32>], links: &[StashLink]) -> Result<()> {
-        self.fill_stash(words)?;
-        let (Some(b), Some(e)) = (&self.flag_bufs, &self.encoded) else {
-            return Ok(());
-        };
-        let Some(stash) = &b.stash else {
+        let (Some(stash), Some(mut values), Some(e)) = (
+            self.stash_buffer(),
+            self.stash_from_words(words),
+            self.encoded.as_ref(),
+        ) else {
             return Ok(());
         };
         let saved: std::collections::HashMap<(u64, u32), u32> =
             links.iter().map(|l| (l.key(), l.bits)).collect();
-        let mut values = self.gpu.read(stash)?;
         let nx = self.cfg.nx;
         for (cell, i, k) in e.interpolated_links() {
             let (x, y) = self.global_xy(cell % nx, cell / nx);
@@ -217,7 +222,8 @@ impl Lattice<'_> {
                 Some(&bits) => values[stash_index(k, i)] = f32::from_bits(bits),
                 None if self.owns(cell % nx, cell / nx) => {
                     return Err(LbmError::State(format!(
-                        "the checkpoint's stash has no value for the interpolated link of cell ({x}, {y}) in                          direction {i}"
+                        "the checkpoint's stash has no value for the interpolated link of cell ({x}, {y}) in \
+                         direction {i}"
                     )));
                 }
                 None => {}

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use bespoke_gpu::{Gpu, GpuBuffer};
+use bespoke_gpu::Gpu;
 
 use super::matmul::MatMul;
 use super::run::Panel;
@@ -97,24 +97,6 @@ impl ColumnBlocks {
             dst[r * ld + cols.start..r * ld + cols.end]
                 .copy_from_slice(&block[r * self.width..r * self.width + cols.len()]);
         }
-    }
-
-    /// Each block's B and C uploaded from the host panels `b` (K×N, `ldb`) and `c` (M×N, `ldc`).
-    pub fn upload<T: Element>(
-        &self,
-        gpu: &Gpu,
-        (k, m): (usize, usize),
-        b: (&[T], usize),
-        c: (&[T], usize),
-    ) -> Result<Vec<(GpuBuffer<T>, GpuBuffer<T>)>> {
-        (0..self.count)
-            .map(|i| {
-                Ok((
-                    gpu.upload(&self.take(i, b.0, k, b.1))?,
-                    gpu.upload(&self.take(i, c.0, m, c.1))?,
-                ))
-            })
-            .collect()
     }
 }
 
