@@ -329,18 +329,12 @@ fn cells_of(flags: &Flags) -> (Vec<u32>, Vec<[f64; 2]>) {
         .cells()
         .iter()
         .map(|c| {
-            let (kind, v) = match *c {
-                Cell::Fluid => (0, [0.0, 0.0]),
-                Cell::Wall => (1, [0.0, 0.0]),
-                Cell::MovingWall(u) => (2, u),
-                Cell::Inlet(u) => (3, u),
-                Cell::Outlet(rho) => (4, [rho, 0.0]),
-            };
+            let (kind, v) = c.saved();
             let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
                 table.push(v);
                 table.len() - 1
             });
-            kind | ((slot as u32) << 3)
+            u32::from(kind) | ((slot as u32) << 3)
         })
         .collect();
     (codes, table)
@@ -360,14 +354,9 @@ fn flags_of(
         let v = *table
             .get((code >> 3) as usize)
             .ok_or_else(|| format!("cell {i}: value {} missing", code >> 3))?;
-        let cell = match code & 7 {
-            0 => Cell::Fluid,
-            1 => Cell::Wall,
-            2 => Cell::MovingWall(v),
-            3 => Cell::Inlet(v),
-            4 => Cell::Outlet(v[0]),
-            k => return Err(format!("cell {i}: unknown kind {k}")),
-        };
+        let kind = (code & 7) as u8;
+        let cell =
+            Cell::from_saved(kind, v).ok_or_else(|| format!("cell {i}: unknown kind {kind}"))?;
         flags.set(i % nx, i / nx, cell);
     }
     Ok(flags)

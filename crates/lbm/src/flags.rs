@@ -31,6 +31,29 @@ pub enum Cell {
 }
 
 impl Cell {
+    /// The cell's kind code (0 fluid, 1 wall, 2 moving wall, 3 inlet, 4 outlet) and its exact values (zeros
+    /// where it has none): what checkpoints store and what ranks compare before they build a lattice.
+    pub(crate) fn saved(&self) -> (u8, [f64; 2]) {
+        match *self {
+            Cell::Fluid => (0, [0.0, 0.0]),
+            Cell::Wall => (1, [0.0, 0.0]),
+            Cell::MovingWall(u) => (2, u),
+            Cell::Inlet(u) => (3, u),
+            Cell::Outlet(rho) => (4, [rho, 0.0]),
+        }
+    }
+    /// The cell [`Cell::saved`] gave (None for an unknown kind).
+    pub(crate) fn from_saved(kind: u8, v: [f64; 2]) -> Option<Self> {
+        Some(match kind {
+            0 => Cell::Fluid,
+            1 => Cell::Wall,
+            2 => Cell::MovingWall(v),
+            3 => Cell::Inlet(v),
+            4 => Cell::Outlet(v[0]),
+            _ => return None,
+        })
+    }
+
     pub fn is_solid(self) -> bool {
         matches!(self, Self::Wall | Self::MovingWall(_))
     }

@@ -39,17 +39,9 @@ impl Lattice<'_> {
             }
         }
         self.set_local_populations_by(|i, out| {
-            let fill = |(f, o): (&[[f64; 3]], &mut [f64])| {
-                for (v, &[rho, ux, uy]) in o.iter_mut().zip(f) {
-                    *v = equilibrium_component(i, rho, [ux, uy]);
-                }
-            };
-            let threads = std::thread::available_parallelism().map_or(1, usize::from);
-            let chunk = n.div_ceil(threads).max(1 << 16);
-            std::thread::scope(|sc| {
-                for pair in fields.chunks(chunk).zip(out.chunks_mut(chunk)) {
-                    sc.spawn(move || fill(pair));
-                }
+            bespoke_gpu::par_fill(out, |c, v| {
+                let [rho, ux, uy] = fields[c];
+                *v = equilibrium_component(i, rho, [ux, uy]);
             });
         })
     }

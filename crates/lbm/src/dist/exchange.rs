@@ -101,13 +101,7 @@ fn agree<T>(comm: &dyn Comm, r: Result<T>) -> Result<T> {
 fn identity(cfg: &Config, flags: &Flags, grid: Option<[usize; 2]>, overlap: bool) -> String {
     let mut cells = bespoke_gpu::StableHasher::new();
     for c in flags.cells() {
-        let (kind, v): (u8, [f64; 2]) = match *c {
-            crate::flags::Cell::Fluid => (0, [0.0; 2]),
-            crate::flags::Cell::Wall => (1, [0.0; 2]),
-            crate::flags::Cell::MovingWall(u) => (2, u),
-            crate::flags::Cell::Inlet(u) => (3, u),
-            crate::flags::Cell::Outlet(rho) => (4, [rho, 0.0]),
-        };
+        let (kind, v) = c.saved();
         cells.write(&[kind]);
         if kind >= 2 {
             cells.write(&v[0].to_bits().to_le_bytes());
