@@ -125,19 +125,28 @@ impl Gpu {
         Ok(buf)
     }
 
-    /// Counts `bytes` about to be staged by a write; past [`MAX_PENDING_STAGING`] since the last flush, submits
-    /// what is queued and waits for it, so that wgpu frees the staging copies. Without it, uploads with no
-    /// submission between them (a lattice's initial state, a mesh's operator) each kept a host copy alive until
-    /// the next kernel ran: gigabytes on a 4096² lattice.
+    /// Counts `bytes` about to be staged by a write; past [`MAX_PENDING_STAGING`] since the last submission,
+    /// submits what is queued and waits for it, so that wgpu frees the staging copies. Without it, uploads with
+    /// no submission between them (a lattice's initial state, a mesh's operator) each kept a host copy alive
+    /// until the next kernel ran: gigabytes on a 4096² lattice. Every submission goes through `submit_commands`,
+    /// which starts the count again.
     fn stage(&self, bytes: u64) -> Result<()> {
         use std::sync::atomic::Ordering;
         let pending = self.staged.fetch_add(bytes, Ordering::Relaxed) + bytes;
         if pending > MAX_PENDING_STAGING {
-            self.staged.store(bytes, Ordering::Relaxed);
-            let index = self.queue.submit([]);
+            let index = self.submit_commands([]);
             self.wait(Some(index), "flushing staged writes")?;
         }
         Ok(())
+    }
+
+    /// Submits command buffers: the one place this crate submits, so the count of staged writes restarts here.
+    pub(crate) fn submit_commands(
+        &self,
+        commands: impl IntoIterator<Item = wgpu::CommandBuffer>,
+    ) -> wgpu::SubmissionIndex {
+        self.staged.store(0, std::sync::atomic::Ordering::Relaxed);
+        self.queue.submit(commands)
     }
 
     /// Overwrites every element with `value`.
@@ -262,7 +271,7 @@ impl Gpu {
         enc.map_buffer_on_submit(staging, wgpu::MapMode::Read, 0..bytes, move |r| {
             let _ = tx.send(r);
         });
-        let idx = self.queue.submit([enc.finish()]);
+        let idx = self.submit_commands([enc.finish()]);
         self.wait_mapped(Some(idx), &rx, context)
     }
 

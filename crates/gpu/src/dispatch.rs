@@ -329,7 +329,7 @@ impl Gpu {
                     }
                 }
             }
-            last = Some(self.queue.submit([enc.finish()]));
+            last = Some(self.submit_commands([enc.finish()]));
             done += n;
             self.check_async_errors("submitting kernels")?;
         }

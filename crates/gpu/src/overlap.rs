@@ -35,7 +35,7 @@ impl Gpu {
                 l.record(&mut pass);
             }
         }
-        self.queue.submit([enc.finish()]);
+        self.submit_commands([enc.finish()]);
         self.check_async_errors("submitting kernels")
     }
 
@@ -62,7 +62,7 @@ impl Gpu {
             }
         }
         if bytes == 0 {
-            self.queue.submit([enc.finish()]);
+            self.submit_commands([enc.finish()]);
             return Ok(PendingRead {
                 staging: None,
                 index: None,
@@ -87,7 +87,7 @@ impl Gpu {
         enc.map_buffer_on_submit(&staging, wgpu::MapMode::Read, 0..bytes, move |r| {
             let _ = tx.send(r);
         });
-        let index = self.queue.submit([enc.finish()]);
+        let index = self.submit_commands([enc.finish()]);
         self.check_async_errors("submitting an overlapped readback")?;
         Ok(PendingRead {
             staging: Some(staging),
