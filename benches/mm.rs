@@ -8,7 +8,7 @@ use bespoke::bench::device_time;
 use bespoke::gpu::Gpu;
 use bespoke::mm::dense::Machine;
 use bespoke::mm::dense::microbench::Op;
-use bespoke::mm::spec::{Choice, MatMul, Panel, Variant, parse_mtx};
+use bespoke::mm::specialise::{Choice, MatMul, Panel, Variant, parse_mtx};
 use bespoke::mm::{DType, GemmShape};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 

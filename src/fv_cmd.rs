@@ -7,7 +7,7 @@ use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::Comm;
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
-use bespoke::fv::dist::{RankSetup, partition};
+use bespoke::fv::distributed::{RankSetup, partition};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
 use bespoke::fv::kernel::{DType, KernelKind, Layout};

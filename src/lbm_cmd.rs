@@ -7,7 +7,7 @@ use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_size};
 use bespoke::gpu::Gpu;
 use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, check, run_case};
-use bespoke::lbm::dist::Ranks;
+use bespoke::lbm::distributed::Ranks;
 use bespoke::lbm::output::{Quantity, write_png, write_vtk};
 use bespoke::lbm::{Storage, Streaming};
 use bespoke::report::adapter_json;

@@ -9,7 +9,7 @@ use bespoke::fv::kernel::texture_width;
 use bespoke::gpu::Grid;
 use bespoke::lbm::{Collision, Config, Storage, Streaming, check_fits_within};
 use bespoke::mm::DType;
-use bespoke::mm::spec::{ColumnBlocks, parse_mtx};
+use bespoke::mm::specialise::{ColumnBlocks, parse_mtx};
 
 /// An H200's limits as wgpu 30 granted them (NVIDIA 580.159.04).
 const MAX_BUFFER: u64 = 4_292_870_144;

@@ -1,10 +1,10 @@
 //! The `mm` section: the nine PyFR operators shipped in tests/data/pyfr (built into the binary), each tuned,
 //! checked against the CPU and timed against the dense GEMM at PyFR-like N; GB/s at the minimum bytes and the
 //! fraction of the copy bandwidth. At a GPU's N = 2^20 a panel past the adapter's largest buffer (hex-p6-m132's
-//! B) goes in column blocks (`bespoke_mm::spec::ColumnBlocks`).
+//! B) goes in column blocks (`bespoke_mm::specialise::ColumnBlocks`).
 
 use bespoke_mm::DType;
-use bespoke_mm::spec::{Operator, Panel, TuneOptions, bench_operator, parse_mtx};
+use bespoke_mm::specialise::{Operator, Panel, TuneOptions, bench_operator, parse_mtx};
 use serde_json::json;
 
 use super::sizes::Sizes;

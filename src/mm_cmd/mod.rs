@@ -2,7 +2,7 @@
 //! specialised-kernel commands in their own files).
 
 mod ld;
-mod spec;
+mod specialise;
 
 use std::path::PathBuf;
 
@@ -14,7 +14,7 @@ use bespoke::mm::dense::bench::time_dense;
 use bespoke::mm::dense::microbench::Op;
 use bespoke::mm::dense::sweep::{Method, sweep};
 use bespoke::mm::dense::{DenseParams, GemmShape, Machine, MachineSource, TileLimits};
-use bespoke::mm::spec::Variant;
+use bespoke::mm::specialise::Variant;
 use bespoke::report::{adapter_json, machine_json, params_json};
 use clap::{Args, Subcommand};
 
@@ -124,7 +124,7 @@ pub struct BenchArgs {
     retune: bool,
     /// Seconds one operator's tuning may spend (candidates predicted to compile past it are skipped; `inf`: no
     /// bound).
-    #[arg(long, default_value_t = bespoke::mm::spec::DEFAULT_TUNE_BUDGET, value_name = "SECONDS")]
+    #[arg(long, default_value_t = bespoke::mm::specialise::DEFAULT_TUNE_BUDGET, value_name = "SECONDS")]
     tune_budget: f64,
     /// Only these variants (comma-separated names; default: every variant worth timing on this adapter).
     #[arg(long, value_delimiter = ',')]
@@ -206,8 +206,8 @@ pub(crate) fn load_machine_for(gpu: &Gpu, op: Op, args: &ModelArgs) -> Result<Ma
 /// Runs an `mm` command: arguments and input files are checked first, the device is opened after.
 pub fn run(cmd: MmCommand) -> Result<(), Error> {
     match cmd {
-        MmCommand::Gen(a) => spec::run_gen(a),
-        MmCommand::Bench(a) => spec::run_bench(a),
+        MmCommand::Gen(a) => specialise::run_gen(a),
+        MmCommand::Bench(a) => specialise::run_bench(a),
         MmCommand::Ld(args) => ld::run_ld(args),
         MmCommand::DenseBench {
             shape,

@@ -23,7 +23,7 @@
 
 pub mod bench;
 pub mod diffusion;
-pub mod dist;
+pub mod distributed;
 mod error;
 pub mod generate;
 pub mod gmsh;
@@ -37,7 +37,7 @@ pub mod scale;
 pub mod sweep;
 
 pub use diffusion::{Diffusion, Real};
-pub use dist::DistDiffusion;
+pub use distributed::DistDiffusion;
 pub use error::{FvError, Result};
 pub use mesh::TetMesh;
 pub use operator::{Boundary, Operator};

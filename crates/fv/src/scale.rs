@@ -9,7 +9,7 @@ use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::diffusion::Diffusion;
-use crate::dist::{DistDiffusion, RankSetup, partition};
+use crate::distributed::{DistDiffusion, RankSetup, partition};
 use crate::error::{FvError, Result};
 use crate::generate::BoxMesh;
 use crate::kernel::{KernelKind, Layout};

@@ -5,7 +5,7 @@
 use std::rc::Rc;
 
 use bespoke_comm::{Comm, run_threads};
-use bespoke_fv::dist::{RankSetup, partition};
+use bespoke_fv::distributed::{RankSetup, partition};
 use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::kernel::{KernelKind, Layout};
 use bespoke_fv::operator::adjacency;

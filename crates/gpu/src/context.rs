@@ -1,13 +1,12 @@
 //! The `Gpu` context: adapter choice, device with the adapter's own limits and optional features, info.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::KernelId;
 use crate::disk::{DiskCache, Lookup};
 use crate::error::{GpuError, Result};
-use crate::pipeline::CachedPipeline;
+use crate::kernel::Kernel;
+use crate::pipeline::{CachedPipeline, CompileTarget, PipelineCache};
 
 /// Optional features requested whenever the adapter has them.
 pub const WANTED_FEATURES: &[(wgpu::Features, &str)] = &[
@@ -112,7 +111,7 @@ pub struct Gpu {
     /// What the options emulate, appended to [`Gpu::adapter_key`] so that tuned choices made under an
     /// emulation never key the adapter's own (empty: none).
     pub(crate) emulation: String,
-    pub(crate) pipelines: Mutex<HashMap<KernelId, Arc<CachedPipeline>>>,
+    pipelines: PipelineCache,
     pub(crate) driver_cache: Option<wgpu::PipelineCache>,
     /// Bytes written through the queue since the last flush (`Gpu::write`).
     pub(crate) staged: std::sync::atomic::AtomicU64,
@@ -329,7 +328,7 @@ impl Gpu {
             downlevel,
             limits,
             binding_limit,
-            pipelines: Mutex::new(HashMap::new()),
+            pipelines: PipelineCache::default(),
             staged: std::sync::atomic::AtomicU64::new(0),
             driver_cache: None,
             async_errors,
@@ -431,13 +430,23 @@ impl Gpu {
     /// Per-user cache folder for this project (`BESPOKE_CACHE_DIR`, else `$XDG_CACHE_HOME/bespoke`, else
     /// `~/.cache/bespoke`). Later crates keep per-adapter tuning results here.
     pub fn cache_dir() -> Option<PathBuf> {
-        if let Some(d) = std::env::var_os("BESPOKE_CACHE_DIR") {
-            return Some(PathBuf::from(d));
-        }
-        if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-            return Some(PathBuf::from(d).join("bespoke"));
-        }
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("bespoke"))
+        crate::disk::user_cache_dir()
+    }
+
+    /// Returns the compiled pipeline for `kernel`, compiling it on first use.
+    pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<CachedPipeline>> {
+        let target = CompileTarget {
+            device: &self.device,
+            caps: self.naga_capabilities(),
+            driver_cache: self.driver_cache.as_ref(),
+            adapter: &self.adapter_info.name,
+        };
+        self.pipelines.get_or_compile(&target, kernel)
+    }
+
+    /// Number of distinct kernels compiled so far.
+    pub fn cached_pipelines(&self) -> usize {
+        self.pipelines.len()
     }
 
     /// A string that names this adapter and driver, for keying on-disk caches.
@@ -480,18 +489,7 @@ impl Gpu {
 
     /// Runs `f` inside validation and out-of-memory error scopes and turns a captured error into `Err`.
     pub(crate) fn scoped<T>(&self, context: &str, f: impl FnOnce() -> T) -> Result<T> {
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let val = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let out = f();
-        let v = pollster::block_on(val.pop());
-        let o = pollster::block_on(oom.pop());
-        match v.or(o) {
-            Some(e) => Err(GpuError::Wgpu {
-                context: context.to_owned(),
-                message: e.to_string(),
-            }),
-            None => Ok(out),
-        }
+        crate::error::scoped(&self.device, context, f)
     }
 
     /// Blocks until `index` (or all work) is done; surfaces device loss and uncaptured errors.

@@ -15,7 +15,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::context::Gpu;
 use crate::error::{GpuError, Result};
 use crate::kernel::stable_hash;
 
@@ -24,6 +23,18 @@ const MAGIC: &[u8; 8] = b"BSPKCACH";
 const ENTRY_FORMAT: u32 = 1;
 /// Longest readable key prefix kept in a file name.
 const NAME_CHARS: usize = 60;
+
+/// Per-user cache folder for this project (`BESPOKE_CACHE_DIR`, else `$XDG_CACHE_HOME/bespoke`, else
+/// `~/.cache/bespoke`).
+pub fn user_cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("BESPOKE_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("bespoke"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("bespoke"))
+}
 
 /// Writes `bytes` to `path` so that `path` holds either its old content or all of `bytes`, never a mix: a
 /// temporary file in the same folder, flushed and synced, renamed over `path`, then the folder synced.
@@ -86,9 +97,9 @@ pub struct DiskCache {
 }
 
 impl DiskCache {
-    /// The namespace under the user's cache folder ([`Gpu::cache_dir`]); `None` where there is no such folder.
+    /// The namespace under the user's cache folder ([`user_cache_dir`]); `None` where there is no such folder.
     pub fn user(namespace: &str, version: u32) -> Option<Self> {
-        Gpu::cache_dir().map(|root| Self::at(&root, namespace, version))
+        user_cache_dir().map(|root| Self::at(&root, namespace, version))
     }
 
     /// The namespace under `root`.

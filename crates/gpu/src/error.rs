@@ -54,3 +54,19 @@ pub enum GpuError {
 
 /// Result alias for the device layer.
 pub type Result<T, E = GpuError> = std::result::Result<T, E>;
+
+/// Runs `f` inside validation and out-of-memory error scopes of `device` and turns a captured error into `Err`.
+pub(crate) fn scoped<T>(device: &wgpu::Device, context: &str, f: impl FnOnce() -> T) -> Result<T> {
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let val = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let out = f();
+    let v = pollster::block_on(val.pop());
+    let o = pollster::block_on(oom.pop());
+    match v.or(o) {
+        Some(e) => Err(GpuError::Wgpu {
+            context: context.to_owned(),
+            message: e.to_string(),
+        }),
+        None => Ok(out),
+    }
+}

@@ -1,12 +1,12 @@
 //! Kernel → validated naga module → compute pipeline, cached by `KernelId`.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::context::Gpu;
-use crate::error::{GpuError, Result};
-use crate::kernel::Kernel;
+use crate::error::{GpuError, Result, scoped};
+use crate::kernel::{Kernel, KernelId};
 use crate::validate::validate_named;
 
 /// The grid prelude (`shaders/grid.wgsl`): prepend it to a kernel whose grid may exceed 65535 workgroups in a
@@ -26,109 +26,129 @@ pub struct CachedPipeline {
     pub create_seconds: f64,
 }
 
-impl Gpu {
+/// What a kernel is compiled for: the device, the naga capabilities it validates against, the driver's pipeline
+/// cache and the adapter's name (for errors). It needs no `Gpu`: the cache stands below the device.
+pub(crate) struct CompileTarget<'a> {
+    pub device: &'a wgpu::Device,
+    pub caps: naga::valid::Capabilities,
+    pub driver_cache: Option<&'a wgpu::PipelineCache>,
+    pub adapter: &'a str,
+}
+
+/// Compiled pipelines by [`KernelId`], each compiled once.
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    compiled: Mutex<HashMap<KernelId, Arc<CachedPipeline>>>,
+}
+
+impl PipelineCache {
     /// Returns the compiled pipeline for `kernel`, compiling it on first use.
-    pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<CachedPipeline>> {
+    pub fn get_or_compile(
+        &self,
+        target: &CompileTarget<'_>,
+        kernel: &Kernel,
+    ) -> Result<Arc<CachedPipeline>> {
         if let Some(p) = self
-            .pipelines
+            .compiled
             .lock()
             .ok()
             .and_then(|m| m.get(&kernel.id()).cloned())
         {
             return Ok(p);
         }
-        let t0 = Instant::now();
-        let caps = self.naga_capabilities();
-        let module = match validate_named(kernel.name(), kernel.source(), caps) {
-            Ok(m) => m,
-            Err(e) => return Err(self.explain_invalid(kernel, e)),
-        };
-        let validate_seconds = t0.elapsed().as_secs_f64();
-        let uses_grid = module
-            .global_variables
-            .iter()
-            .any(|(_, g)| g.name.as_deref() == Some("bespoke_grid"));
-
-        let t1 = Instant::now();
-        let constants: Vec<(&str, f64)> = kernel
-            .constants()
-            .iter()
-            .map(|(n, v)| (n.as_str(), *v))
-            .collect();
-        let pipeline = self.scoped(
-            &format!("creating the pipeline for kernel `{}`", kernel.name()),
-            || {
-                let desc = wgpu::ShaderModuleDescriptor {
-                    label: Some(kernel.name()),
-                    // Hand over the module we already validated instead of making wgpu parse the text again.
-                    source: wgpu::ShaderSource::Naga(Cow::Owned(module)),
-                };
-                let module = if kernel.bounds_checked() {
-                    self.device.create_shader_module(desc)
-                } else {
-                    // SAFETY: `Kernel::without_bounds_checks` is unsafe; whoever called it promised that every
-                    // access is in bounds for the arguments the kernel is bound to.
-                    unsafe {
-                        self.device.create_shader_module_trusted(
-                            desc,
-                            wgpu::ShaderRuntimeChecks::unchecked(),
-                        )
-                    }
-                };
-                self.device
-                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                        label: Some(kernel.name()),
-                        layout: None,
-                        module: &module,
-                        entry_point: Some(kernel.entry_point()),
-                        compilation_options: wgpu::PipelineCompilationOptions {
-                            constants: &constants,
-                            zero_initialize_workgroup_memory: false,
-                        },
-                        cache: self.driver_cache.as_ref(),
-                    })
-            },
-        )?;
-        let cached = Arc::new(CachedPipeline {
-            name: kernel.name().to_owned(),
-            pipeline,
-            uses_grid,
-            validate_seconds,
-            create_seconds: t1.elapsed().as_secs_f64(),
-        });
-        if let Ok(mut m) = self.pipelines.lock() {
+        let cached = Arc::new(compile(target, kernel)?);
+        if let Ok(mut m) = self.compiled.lock() {
             m.insert(kernel.id(), cached.clone());
         }
         Ok(cached)
     }
 
     /// Number of distinct kernels compiled so far.
-    pub fn cached_pipelines(&self) -> usize {
-        self.pipelines.lock().map(|m| m.len()).unwrap_or(0)
+    pub fn len(&self) -> usize {
+        self.compiled.lock().map(|m| m.len()).unwrap_or(0)
     }
+}
 
-    /// A source that fails only for lack of a device feature gets an error naming the feature.
-    fn explain_invalid(&self, kernel: &Kernel, err: GpuError) -> GpuError {
-        use naga::valid::Capabilities as C;
-        let caps = self.naga_capabilities();
-        for (cap, feature) in [
-            (C::FLOAT64, "SHADER_F64"),
-            (C::SHADER_FLOAT16, "SHADER_F16"),
-            (
-                C::SHADER_FLOAT16_IN_FLOAT32,
-                "SHADER_F16_IN_F32 (downlevel flag)",
-            ),
-        ] {
-            if !caps.contains(cap)
-                && validate_named(kernel.name(), kernel.source(), caps | cap).is_ok()
-            {
-                return GpuError::MissingFeature {
-                    kernel: kernel.name().to_owned(),
-                    feature,
-                    adapter: self.adapter_info.name.clone(),
-                };
-            }
+fn compile(target: &CompileTarget<'_>, kernel: &Kernel) -> Result<CachedPipeline> {
+    let t0 = Instant::now();
+    let module = match validate_named(kernel.name(), kernel.source(), target.caps) {
+        Ok(m) => m,
+        Err(e) => return Err(explain_invalid(target, kernel, e)),
+    };
+    let validate_seconds = t0.elapsed().as_secs_f64();
+    let uses_grid = module
+        .global_variables
+        .iter()
+        .any(|(_, g)| g.name.as_deref() == Some("bespoke_grid"));
+
+    let t1 = Instant::now();
+    let constants: Vec<(&str, f64)> = kernel
+        .constants()
+        .iter()
+        .map(|(n, v)| (n.as_str(), *v))
+        .collect();
+    let device = target.device;
+    let pipeline = scoped(
+        device,
+        &format!("creating the pipeline for kernel `{}`", kernel.name()),
+        || {
+            let desc = wgpu::ShaderModuleDescriptor {
+                label: Some(kernel.name()),
+                // Hand over the module we already validated instead of making wgpu parse the text again.
+                source: wgpu::ShaderSource::Naga(Cow::Owned(module)),
+            };
+            let module = if kernel.bounds_checked() {
+                device.create_shader_module(desc)
+            } else {
+                // SAFETY: `Kernel::without_bounds_checks` is unsafe; whoever called it promised that every
+                // access is in bounds for the arguments the kernel is bound to.
+                unsafe {
+                    device
+                        .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+                }
+            };
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(kernel.name()),
+                layout: None,
+                module: &module,
+                entry_point: Some(kernel.entry_point()),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: target.driver_cache,
+            })
+        },
+    )?;
+    Ok(CachedPipeline {
+        name: kernel.name().to_owned(),
+        pipeline,
+        uses_grid,
+        validate_seconds,
+        create_seconds: t1.elapsed().as_secs_f64(),
+    })
+}
+
+/// A source that fails only for lack of a device feature gets an error naming the feature.
+fn explain_invalid(target: &CompileTarget<'_>, kernel: &Kernel, err: GpuError) -> GpuError {
+    use naga::valid::Capabilities as C;
+    let caps = target.caps;
+    for (cap, feature) in [
+        (C::FLOAT64, "SHADER_F64"),
+        (C::SHADER_FLOAT16, "SHADER_F16"),
+        (
+            C::SHADER_FLOAT16_IN_FLOAT32,
+            "SHADER_F16_IN_F32 (downlevel flag)",
+        ),
+    ] {
+        if !caps.contains(cap) && validate_named(kernel.name(), kernel.source(), caps | cap).is_ok()
+        {
+            return GpuError::MissingFeature {
+                kernel: kernel.name().to_owned(),
+                feature,
+                adapter: target.adapter.to_owned(),
+            };
         }
-        err
     }
+    err
 }

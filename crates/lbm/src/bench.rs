@@ -6,7 +6,7 @@ use std::f64::consts::PI;
 use bespoke_gpu::Gpu;
 
 use crate::config::{Collision, Config, Storage, Streaming};
-use crate::dist::Ranks;
+use crate::distributed::Ranks;
 use crate::error::Result;
 use crate::flags::Flags;
 use crate::lattice::{Lattice, check_fits};

@@ -106,7 +106,7 @@ impl Lattice<'_> {
     pub fn resume_distributed<'g>(
         gpu: &'g Gpu,
         path: &Path,
-        ranks: &crate::dist::Ranks,
+        ranks: &crate::distributed::Ranks,
     ) -> Result<(Lattice<'g>, String)> {
         Self::resume_with(gpu, path, Some(ranks))
     }
@@ -114,7 +114,7 @@ impl Lattice<'_> {
     fn resume_with<'g>(
         gpu: &'g Gpu,
         path: &Path,
-        ranks: Option<&crate::dist::Ranks>,
+        ranks: Option<&crate::distributed::Ranks>,
     ) -> Result<(Lattice<'g>, String)> {
         let Saved {
             meta,

@@ -43,7 +43,7 @@ pub mod cases;
 mod checkpoint;
 mod config;
 pub mod d2q9;
-pub mod dist;
+pub mod distributed;
 mod error;
 mod fields;
 mod flags;

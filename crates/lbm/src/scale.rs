@@ -11,7 +11,7 @@ use bespoke_gpu::Gpu;
 
 use crate::bench::bench_lattice_shared;
 use crate::config::{Storage, Streaming};
-use crate::dist::Ranks;
+use crate::distributed::Ranks;
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 

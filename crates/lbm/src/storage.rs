@@ -39,7 +39,7 @@ pub(crate) fn stored_value(layout: Layout, words: &[u32], n: usize, cell: usize)
 
 /// The raw bits of `cell`'s value in one direction's words (f32 bits, or f16 bits in the low half).
 pub(crate) fn cell_bits(layout: Layout, words: &[u32], n: usize, cell: usize) -> u32 {
-    let (w, part) = crate::dist::word_of(layout, n, cell);
+    let (w, part) = crate::distributed::word_of(layout, n, cell);
     let v = words[w as usize];
     match part {
         0 => v,
@@ -50,7 +50,7 @@ pub(crate) fn cell_bits(layout: Layout, words: &[u32], n: usize, cell: usize) ->
 
 /// Sets `cell`'s raw bits (as `cell_bits` returns them).
 pub(crate) fn put_cell_bits(layout: Layout, words: &mut [u32], n: usize, cell: usize, bits: u32) {
-    let (w, part) = crate::dist::word_of(layout, n, cell);
+    let (w, part) = crate::distributed::word_of(layout, n, cell);
     let v = &mut words[w as usize];
     *v = match part {
         0 => bits,

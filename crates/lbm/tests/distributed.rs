@@ -8,7 +8,7 @@ use std::rc::Rc;
 use bespoke_comm::{Comm, ThreadComm, run_threads};
 use bespoke_gpu::testing::{emulating, fresh_seed, test_gpu};
 use bespoke_gpu::{Gpu, GpuOptions, Quirks};
-use bespoke_lbm::dist::Ranks;
+use bespoke_lbm::distributed::Ranks;
 use bespoke_lbm::{Cell, Collision, Config, Flags, Lattice, Storage, Streaming};
 
 /// What a run reads: populations after `steps - 1` (an even count), fields and a probe after `steps`.

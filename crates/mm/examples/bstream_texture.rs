@@ -10,7 +10,7 @@ use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Gpu, Grid, Kernel, ProbeOptions};
 use bespoke_mm::DType;
-use bespoke_mm::spec::{Beta, Layout, Variant, generate, read_mtx};
+use bespoke_mm::specialise::{Beta, Layout, Variant, generate, read_mtx};
 
 const W: u32 = 4096;
 

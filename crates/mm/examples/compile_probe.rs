@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 use bespoke_gpu::Gpu;
 use bespoke_mm::DType;
-use bespoke_mm::spec::{Panel, SpecKernel, Variant, read_mtx};
+use bespoke_mm::specialise::{Panel, SpecKernel, Variant, read_mtx};
 fn main() {
     let gpu = Gpu::new().unwrap();
     let args: Vec<String> = std::env::args().collect();

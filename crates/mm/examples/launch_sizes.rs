@@ -2,7 +2,7 @@
 //! Prints each operator's launches (terms, loads+stores) for the named variants: `launch_sizes N VARIANT.. -- MTX..`.
 use bespoke_gpu::Gpu;
 use bespoke_mm::DType;
-use bespoke_mm::spec::{Panel, SpecKernel, Variant, read_mtx};
+use bespoke_mm::specialise::{Panel, SpecKernel, Variant, read_mtx};
 fn main() {
     let gpu = Gpu::new().unwrap();
     let args: Vec<String> = std::env::args().collect();

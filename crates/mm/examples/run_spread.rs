@@ -6,7 +6,7 @@
 //! between consecutive runs, and in each round every choice's ratio to the round's first choice.
 use bespoke_gpu::Gpu;
 use bespoke_gpu::rng::{Rng, seeded};
-use bespoke_mm::spec::{Choice, MatMul, Panel, read_mtx};
+use bespoke_mm::specialise::{Choice, MatMul, Panel, read_mtx};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

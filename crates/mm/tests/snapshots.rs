@@ -5,7 +5,7 @@
 use bespoke_mm::DType;
 use bespoke_mm::dense::{DenseParams, Epilogue, dense_wgsl, splitk_reduce_wgsl};
 use bespoke_mm::popcount::popcount_wgsl;
-use bespoke_mm::spec::{Beta, Family, Layout, Operator, Variant, generate};
+use bespoke_mm::specialise::{Beta, Family, Layout, Operator, Variant, generate};
 
 /// A fixed 6×5 operator with zeros, a repeated coefficient (for folding) and both signs.
 fn operator() -> Operator {

@@ -136,7 +136,7 @@ pub struct CaseOptions {
     pub smagorinsky: Option<f64>,
     /// Run across ranks (every rank calls `run_case` with its communicator; results are the whole domain's on
     /// every rank, files are written by rank 0). None: one domain.
-    pub ranks: Option<crate::dist::Ranks>,
+    pub ranks: Option<crate::distributed::Ranks>,
     /// Where the run keeps its state: every `checkpoint_every` steps (of the domain's count, so a resumed run
     /// keeps the cadence), and when `stop` is raised. The caller writes the final state itself.
     pub checkpoint: Option<PathBuf>,

@@ -1,5 +1,6 @@
 //! A lattice across ranks: a block decomposition, one block per rank with a one-cell halo where it has
-//! neighbours, and the halo exchange each step needs (docs/scale.md).
+//! neighbours, and the halo exchange each step needs (docs/scale.md). The lattice's side of it, the
+//! step with its exchange and the gathers, is `lattice/exchange.rs`; here stand the decomposition and the plan.
 //!
 //! Every rank builds the whole domain's flags and encodes its window of them ([`Flags::encode_window`]), so a
 //! block's kernels do, cell for cell, the arithmetic of the single-domain kernels: a distributed run is bitwise
@@ -8,8 +9,7 @@
 //! and unpacked. With overlap on, a step packs and starts the readback, runs the inner cells (which read no
 //! halo), exchanges while they run, then unpacks and runs the ring of boundary cells.
 
-mod exchange;
-mod plan;
+pub(crate) mod plan;
 
 use std::ops::Range;
 use std::rc::Rc;
@@ -18,9 +18,25 @@ pub use bespoke_comm::{Comm, CommError};
 
 use crate::config::{Layout, Storage};
 use crate::error::{LbmError, Result};
-pub(crate) use exchange::Dist;
-pub use exchange::ExchangeStats;
 pub(crate) use plan::word_of;
+
+/// What the halo exchange cost so far on this rank.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ExchangeStats {
+    /// Exchanges done (one per step, plus one per read of a state whose halo was stale).
+    pub exchanges: u64,
+    /// Bytes this rank sent (the values that cross its cuts: 4 per population).
+    pub bytes_sent: u64,
+    /// Host seconds from starting the pack's readback until the received halo was submitted: the exchange as
+    /// the step sees it (with overlap, the inner cells run meanwhile).
+    pub seconds: f64,
+    /// Of those, waiting for the packed halo to reach the host (the device finishing the work before the pack —
+    /// without overlap, the whole previous step — then the pack and the copy).
+    pub readback_seconds: f64,
+    /// Of those, sending and receiving the halos (the transport alone).
+    pub message_seconds: f64,
+}
 
 /// How a lattice runs across ranks: the communicator, the decomposition (`None`: slabs across the longer axis)
 /// and whether the exchange overlaps the inner cells' update.

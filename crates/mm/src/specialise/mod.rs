@@ -13,8 +13,10 @@ pub mod matmul;
 pub mod mtx;
 pub mod operator;
 pub mod run;
+mod tune;
 mod tune_budget;
 pub mod tune_cache;
+pub mod tuning;
 pub mod variant;
 
 mod emit;
@@ -28,13 +30,12 @@ pub use generate::{
     CPU_BSTREAM_ACCESSES, MAX_TERMS, Skip, generate, generate_for, launch_cap, terms_per_launch,
 };
 pub use layout::{LaunchCap, Layout, RowTerms, plan_layouts};
-pub use matmul::{
-    Candidate, Choice, DEFAULT_TUNE_BUDGET, DenseSource, MatMul, MatMulPlan, TuneOptions,
-    TuneReport, default_variants,
-};
+pub use matmul::{Choice, MatMul, MatMulPlan};
 pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;
 pub use run::{CompileTime, Panel, SpecKernel};
+pub use tune::{CPU_CSTREAM_TERMS, default_variants, model_dense};
+pub use tuning::{Candidate, DEFAULT_TUNE_BUDGET, DenseSource, TuneOptions, TuneReport};
 pub use variant::{Beta, Family, LAUNCH_CAPS, Variant, WG_X};
 
 #[cfg(test)]

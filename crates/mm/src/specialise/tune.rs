@@ -1,111 +1,31 @@
-//! `MatMul`: C = A·B + β·C for a constant A, with the kernel chosen by timing every applicable specialised
-//! variant and the dense GEMM on the device. Decisions are cached on disk, so the next run does not re-tune.
+//! The tuner: C = A·B + β·C with its kernel chosen by timing every applicable specialised variant and the dense
+//! GEMM on the device, within a compile budget. Decisions are cached on disk, so the next run does not re-tune.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
-use bespoke_gpu::{Gpu, GpuBuffer, Launch, median};
+use bespoke_gpu::{Gpu, Launch, median};
 
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
 use super::dense_budget::{dense_family, dense_within, k_blocked};
 use super::floor::touch_check;
+use super::matmul::{Choice, MatMul, MatMulPlan, dense_shape};
 use super::operator::Operator;
-use super::run::{Panel, SpecKernel, check_panels};
+use super::run::Panel;
 use super::tune_budget::{
     Budget, LONG_RUN_SECONDS, SCREEN_CUT, Verdict, dense_lost_on_model, finalist_runs,
     lost_on_first_run, spent_on_tuning, verdict, within_reach,
 };
 use super::tune_cache::{self, Decision};
+use super::tuning::{
+    Candidate, DEFER_DENSE_SCREEN_SECONDS, DENSE_RETIME, DenseSource, FINALIST_ON_SCREEN,
+    SHORT_SCREEN_REPS, SHORT_SCREEN_SECONDS, TuneOptions, TuneReport,
+};
 use super::variant::{Family, ROLLED_ROWS, Variant};
 use crate::dense::bench::fill;
 use crate::dense::microbench::Op;
-use crate::dense::{DenseGemm, DenseParams, Element, GemmPlan, GemmShape, Machine, MachineSource};
+use crate::dense::{DenseParams, Element, Machine, MachineSource};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
-
-/// Which kernel computes the product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Choice {
-    Spec(Variant),
-    Dense(DenseParams),
-}
-
-impl Choice {
-    /// A variant name, or `dense:<params key>`.
-    pub fn name(&self) -> String {
-        match self {
-            Self::Spec(v) => v.name(),
-            Self::Dense(p) => format!("dense:{}", p.key()),
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.strip_prefix("dense:") {
-            Some(k) => DenseParams::parse(k).map(Self::Dense),
-            None => Variant::parse(s).map(Self::Spec),
-        }
-    }
-    pub fn is_dense(&self) -> bool {
-        matches!(self, Self::Dense(_))
-    }
-    /// The specialised variant, if this is one.
-    pub fn variant(&self) -> Option<Variant> {
-        match self {
-            Self::Spec(v) => Some(*v),
-            Self::Dense(_) => None,
-        }
-    }
-}
-
-/// Where the dense candidate's tiling comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DenseSource {
-    /// The analytical model's pick (its inputs are measured once per adapter and cached).
-    Model,
-    /// A given tiling (tests use this to avoid measuring the model's inputs).
-    Fixed(DenseParams),
-    /// No dense candidate.
-    Off,
-}
-
-/// How to tune.
-#[derive(Clone, Debug)]
-pub struct TuneOptions {
-    /// Specialised variants to try; `None`: [`default_variants`] for the adapter.
-    pub variants: Option<Vec<Variant>>,
-    pub dense: DenseSource,
-    /// Timed repetitions of each finalist (median kept).
-    pub reps: usize,
-    /// Candidates re-timed with `reps` after one screening run each.
-    pub finalists: usize,
-    /// Read and write decisions in the cache.
-    pub use_cache: bool,
-    /// Cache folder; `None`: [`Gpu::cache_dir`].
-    pub cache_dir: Option<PathBuf>,
-    /// Seconds one operator's tuning may spend (`None`: no bound). Candidates are compiled cheapest first
-    /// (the dense kernel, then by generated source size); each unrolled candidate's compile is predicted from
-    /// its family's law on this adapter (docs/mm.md, "Tuning budget"), and one whose prediction would end past
-    /// the budget is skipped, not compiled — a bstream one giving way first to the cheapest-to-compile link of
-    /// its [`Variant::cheaper_compile`] chain that fits. The dense and rolled kernels are always tried, and the
-    /// smallest unrolled one while nothing is known. A compile cannot be abandoned once started.
-    pub budget_seconds: Option<f64>,
-}
-
-impl Default for TuneOptions {
-    fn default() -> Self {
-        Self {
-            variants: None,
-            dense: DenseSource::Model,
-            reps: 5,
-            finalists: 3,
-            use_cache: true,
-            cache_dir: None,
-            budget_seconds: Some(DEFAULT_TUNE_BUDGET),
-        }
-    }
-}
-
-/// Default bound on one operator's tuning (`TuneOptions::budget_seconds`), seconds.
-pub const DEFAULT_TUNE_BUDGET: f64 = 30.0;
 
 /// Unrolled terms up to which CPU adapters also try cstream (with and without folding): llvmpipe compiles it at
 /// 5–17 ms per term cold, against 1.5–3 ms for bstream-v2 (docs/perf.md), and bstream is as fast or faster
@@ -153,22 +73,6 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
     out
 }
 
-/// A screening run shorter than this is repeated [`SHORT_SCREEN_REPS`] times (median): one run of a sub-ms kernel
-/// on llvmpipe varied 2–5× and once kept bstream-v2 out of the finalists of quad-p3-m3, where it runs 5× faster
-/// than the cstream-v2 that was kept (docs/perf.md). Costs at most 50 ms per candidate.
-pub const SHORT_SCREEN_SECONDS: f64 = 0.01;
-/// Screening runs of a candidate whose first screening run was short.
-pub const SHORT_SCREEN_REPS: usize = 5;
-
-/// Screening ratio past which the dense candidate is not re-timed (see [`MatMul::tuned`]).
-pub const DENSE_RETIME: f64 = 2.0;
-
-/// The status of a finalist whose screening run stands as its time: a long run, and the budget spent.
-pub const FINALIST_ON_SCREEN: &str = "finalist: its screening run stands, the budget spent";
-
-/// A first run of the dense kernel longer than this defers its screening run until the others are screened.
-pub const DEFER_DENSE_SCREEN_SECONDS: f64 = 1.0;
-
 /// The dense kernel's compile-law family and the sizes its law predicts from (dense_budget.rs).
 fn dense_law_key<T: Element>(
     gpu: &Gpu,
@@ -212,138 +116,7 @@ fn screen_candidate<T: Element>(
     })
 }
 
-/// One candidate as the tuner saw it.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Candidate {
-    pub name: String,
-    /// Median of the finalist timing, else the screening run.
-    pub seconds: Option<f64>,
-    /// The screening run (a median of several where it was short): what the choice of finalists compared,
-    /// kept after a finalist's own timing replaces `seconds`.
-    pub screen_seconds: Option<f64>,
-    /// Binding the candidate and a one-workgroup launch of each of its launches: the driver's compile, whether
-    /// it compiles at pipeline creation or, as llvmpipe does, at the first dispatch.
-    pub compile_seconds: Option<f64>,
-    /// What the compile law predicted for its compile beforehand, where the family had a law (before the
-    /// margin: docs/mm.md).
-    pub predicted_compile_seconds: Option<f64>,
-    /// `finalist`, [`FINALIST_ON_SCREEN`], `screened`, `screened out: <reason>` or `skipped: <reason>`.
-    pub status: String,
-}
-
-impl Candidate {
-    /// A candidate that was not compiled, for `status` (`skipped: …`), with its prediction where it had one.
-    pub fn skipped(name: String, predicted: Option<f64>, status: String) -> Self {
-        Self {
-            name,
-            seconds: None,
-            screen_seconds: None,
-            compile_seconds: None,
-            predicted_compile_seconds: predicted,
-            status,
-        }
-    }
-}
-
-/// What tuning did (or that the decision came from the cache).
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct TuneReport {
-    pub from_cache: bool,
-    /// This operator's tuning, from after the dense model's inputs were at hand and less `probe_seconds`: what
-    /// the tuning budget bounds.
-    pub tune_seconds: f64,
-    /// Measuring the dense model's inputs for this adapter and precision before tuning could start: once per
-    /// adapter and precision (then read from the user's cache), 0 when they were cached; outside the budget.
-    pub model_seconds: f64,
-    /// Probing the compile laws of the families this operator met first on this adapter (two compiles each,
-    /// then cached): once per family and adapter, outside the budget; 0 when every law was known.
-    pub probe_seconds: f64,
-    pub candidates: Vec<Candidate>,
-    /// The chosen kernel's median time when tuned.
-    pub seconds: Option<f64>,
-    /// The dense kernel's time when tuned: the median of the finalist runs, or its one screening run when it
-    /// lost the screening by more than [`DENSE_RETIME`]×.
-    pub dense_seconds: Option<f64>,
-}
-
-enum Imp<T: Element> {
-    Spec(SpecKernel),
-    Dense(DenseGemm, GpuBuffer<T>),
-}
-
-/// C = A·B + β·C for one operator, precision, β and panel, with its kernel chosen.
-pub struct MatMul<T: Element> {
-    pub op: Operator,
-    pub beta: f64,
-    pub panel: Panel,
-    pub choice: Choice,
-    pub report: TuneReport,
-    imp: Imp<T>,
-}
-
-impl<T: Element> std::fmt::Debug for MatMul<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "MatMul({} {}×{} {} β={} {:?})",
-            self.op.name,
-            self.op.m,
-            self.op.k,
-            self.choice.name(),
-            self.beta,
-            self.panel
-        )
-    }
-}
-
-/// Launches bound to buffers, plus what they keep alive.
-#[derive(Debug)]
-pub struct MatMulPlan<T: Element> {
-    spec: Vec<Launch>,
-    dense: Option<GemmPlan<T>>,
-}
-
-impl<T: Element> MatMulPlan<T> {
-    pub fn launches(&self) -> Vec<&Launch> {
-        match &self.dense {
-            Some(p) => p.launches(),
-            None => self.spec.iter().collect(),
-        }
-    }
-}
-
 impl<T: Element> MatMul<T> {
-    /// The product with a given kernel (no tuning).
-    pub fn with_choice(
-        gpu: &Gpu,
-        op: &Operator,
-        beta: f64,
-        panel: Panel,
-        choice: Choice,
-    ) -> Result<Self> {
-        panel.check()?;
-        T::DTYPE.require(gpu, "specialised matmul")?;
-        let imp = match choice {
-            Choice::Spec(v) => Imp::Spec(SpecKernel::new(gpu, op, v, T::DTYPE, beta, panel)?),
-            Choice::Dense(p) => {
-                let shape = dense_shape(op, panel);
-                let a: Vec<T> = op.values().iter().map(|&v| T::from_f64(v)).collect();
-                Imp::Dense(
-                    DenseGemm::new(shape, T::DTYPE, p, 1.0, beta)?,
-                    gpu.upload(&a)?,
-                )
-            }
-        };
-        Ok(Self {
-            op: op.clone(),
-            beta,
-            panel,
-            choice,
-            report: TuneReport::default(),
-            imp,
-        })
-    }
-
     /// The fastest of the candidates, from the cache when this (A, precision, β, N bucket, alignment, adapter)
     /// was tuned before, else by timing them now (and caching the decision).
     pub fn tuned(
@@ -745,59 +518,6 @@ impl<T: Element> MatMul<T> {
         report.tune_seconds = spent_on_tuning(t0, &laws);
         mm.report = report;
         Ok(mm)
-    }
-
-    /// Binds the product to `b` (K×N, ldb) and `c` (M×N, ldc).
-    pub fn plan(&self, gpu: &Gpu, b: &GpuBuffer<T>, c: &GpuBuffer<T>) -> Result<MatMulPlan<T>> {
-        check_panels(self.op.m, self.op.k, self.panel, b.len(), c.len())?;
-        Ok(match &self.imp {
-            Imp::Spec(k) => MatMulPlan {
-                spec: k.plan(gpu, b, c)?,
-                dense: None,
-            },
-            Imp::Dense(g, a) => MatMulPlan {
-                spec: Vec::new(),
-                dense: Some(g.plan(gpu, a, b, c)?),
-            },
-        })
-    }
-
-    /// Runs C = A·B + β·C once.
-    pub fn run(&self, gpu: &Gpu, b: &GpuBuffer<T>, c: &GpuBuffer<T>) -> Result<()> {
-        let plan = self.plan(gpu, b, c)?;
-        Ok(gpu.run(&plan.launches())?)
-    }
-
-    /// The generated sources (empty for the dense kernel).
-    pub fn sources(&self) -> Vec<&str> {
-        match &self.imp {
-            Imp::Spec(k) => k.sources(),
-            Imp::Dense(..) => Vec::new(),
-        }
-    }
-
-    pub fn dtype(&self) -> DType {
-        T::DTYPE
-    }
-
-    /// The specialised kernel, if that is the choice.
-    pub fn spec_kernel(&self) -> Option<&SpecKernel> {
-        match &self.imp {
-            Imp::Spec(k) => Some(k),
-            Imp::Dense(..) => None,
-        }
-    }
-}
-
-/// The dense GEMM's shape for A (lda = K) against a panel.
-pub(crate) fn dense_shape(op: &Operator, p: Panel) -> GemmShape {
-    GemmShape {
-        m: op.m,
-        n: p.n,
-        k: op.k,
-        lda: op.k,
-        ldb: p.ldb,
-        ldc: p.ldc,
     }
 }
 

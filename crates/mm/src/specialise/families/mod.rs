@@ -1,6 +1,6 @@
 //! One generator per kernel family; each writes the body of one launch's kernel into an [`Emit`].
 //!
-//! [`Emit`]: crate::spec::emit::Emit
+//! [`Emit`]: crate::specialise::emit::Emit
 
 mod bstream;
 mod cstream;

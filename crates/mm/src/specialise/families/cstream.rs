@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::spec::emit::{Acc, Emit, Work};
+use crate::specialise::emit::{Acc, Emit, Work};
 
 pub(crate) fn cstream(e: &mut Emit<'_>, work: &Work) {
     e.header("cstream: per row of C an unrolled dot product over its non-zeros, B read directly");

@@ -8,7 +8,7 @@ use bespoke_gpu::testing::{emulating, fresh_seed, test_gpu};
 use bespoke_gpu::{AdapterClass, Gpu, GpuBuffer, GpuOptions, Launch};
 use bespoke_mm::dense::Element;
 use bespoke_mm::reference::{Shape, gemm_ref, rel_err};
-use bespoke_mm::spec::{AccessFloor, Family, Operator, Panel, SpecKernel, Variant, read_mtx};
+use bespoke_mm::specialise::{AccessFloor, Family, Operator, Panel, SpecKernel, Variant, read_mtx};
 use bespoke_mm::{DType, MmError};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -223,7 +223,7 @@ fn bstream_in_blocks_past_the_register_budget() {
 fn bstream_launches_split_by_loads_and_stores_on_cpu_adapters() {
     // 300 rows of 2 terms over 40 rows of B. With β ≠ 0 a launch of all of it spells out 40 loads of B and 300
     // loads and 300 stores of C: past `CPU_BSTREAM_ACCESSES`, so CPU adapters split it by rows; β = 0 fits.
-    use bespoke_mm::spec::CPU_BSTREAM_ACCESSES;
+    use bespoke_mm::specialise::CPU_BSTREAM_ACCESSES;
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
     let (m, k) = (300, 40);
@@ -514,7 +514,7 @@ fn wrong_buffer_sizes_are_refused() {
 #[test]
 fn tuner_decides_caches_and_never_loses_to_dense() {
     use bespoke_mm::dense::DenseParams;
-    use bespoke_mm::spec::{DenseSource, MatMul, TuneOptions};
+    use bespoke_mm::specialise::{DenseSource, MatMul, TuneOptions};
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
     let dir = std::env::temp_dir().join(format!("bespoke-tune-test-{}", fresh_seed()));
@@ -644,7 +644,7 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
 #[test]
 fn tuning_budget_skips_candidates_predicted_past_it() {
     use bespoke_mm::dense::DenseParams;
-    use bespoke_mm::spec::{Candidate, DenseSource, MatMul, TuneOptions};
+    use bespoke_mm::specialise::{Candidate, DenseSource, MatMul, TuneOptions};
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
     let variants = ["cstream", "cstream-v2", "bstream-v2"];
@@ -743,7 +743,7 @@ fn tuning_budget_skips_candidates_predicted_past_it() {
 fn the_dense_model_is_measured_outside_the_tuning_clock() {
     use bespoke_mm::dense::microbench::Op;
     use bespoke_mm::dense::{Machine, MachineSource};
-    use bespoke_mm::spec::{MatMul, TuneOptions};
+    use bespoke_mm::specialise::{MatMul, TuneOptions};
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
     let (_, src) = Machine::load_or_measure(gpu, Op::Fma(DType::F32), false).unwrap();
@@ -780,7 +780,7 @@ fn check_matmul(
     gpu: &Gpu,
     r: &mut StdRng,
     op: &Operator,
-    mm: &bespoke_mm::spec::MatMul<f32>,
+    mm: &bespoke_mm::specialise::MatMul<f32>,
 ) -> f64 {
     let p = mm.panel;
     let (sb, sc) = (Shape::new(op.k, p.n, p.ldb), Shape::new(op.m, p.n, p.ldc));
@@ -810,7 +810,7 @@ fn check_matmul(
 
 #[test]
 fn candidates_follow_the_adapter_and_the_operator() {
-    use bespoke_mm::spec::{Family, default_variants};
+    use bespoke_mm::specialise::{Family, default_variants};
     let Some(shared) = test_gpu() else { return };
     // Each branch on any adapter: the GPU's (every variant the panel allows, no `-touch` twin), then the CPU's.
     let gpu = &as_class(shared, AdapterClass::Gpu);
@@ -886,7 +886,7 @@ fn candidates_follow_the_adapter_and_the_operator() {
 /// the product either way.
 #[test]
 fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
-    use bespoke_mm::spec::{MatMul, TuneOptions};
+    use bespoke_mm::specialise::{MatMul, TuneOptions};
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
     let op = random_operator(&mut r, 24, 16, 0.3);
@@ -894,7 +894,7 @@ fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
         use_cache: false,
         reps: 2,
         budget_seconds: None,
-        dense: bespoke_mm::spec::DenseSource::Off,
+        dense: bespoke_mm::specialise::DenseSource::Off,
         ..Default::default()
     };
     let mm = MatMul::<f32>::tuned(gpu, &op, 0.0, Panel::packed(4000), &opts).unwrap();
@@ -922,7 +922,7 @@ fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
     };
     let mm = MatMul::<f32>::tuned(gpu, &op, 0.0, Panel::packed(4000), &named).unwrap();
     assert_eq!(mm.choice.name(), "bstream-v2-touch");
-    let e = bespoke_mm::spec::check_against_cpu(gpu, &op, &mm, fresh_seed()).unwrap();
+    let e = bespoke_mm::specialise::check_against_cpu(gpu, &op, &mm, fresh_seed()).unwrap();
     assert!(e <= 1e-5, "rel err {e:e}");
 }
 
@@ -998,7 +998,7 @@ fn access_floor_matches_its_reference() {
 /// scalar, vector and rolled kernels at β = 0 (C poisoned) and β ≠ 0, and `bench_operator` runs there.
 #[test]
 fn panels_past_the_largest_buffer_go_in_column_blocks() {
-    use bespoke_mm::spec::{Choice, ColumnBlocks, MatMul, TuneOptions, bench_operator};
+    use bespoke_mm::specialise::{Choice, ColumnBlocks, MatMul, TuneOptions, bench_operator};
     let Some(shared) = test_gpu() else { return };
     let small = emulating(
         shared,
@@ -1064,7 +1064,7 @@ fn panels_past_the_largest_buffer_go_in_column_blocks() {
     // The bench path: tuned and checked on a block, timed over both.
     let opts = TuneOptions {
         variants: Some(vec![Variant::parse("bstream-v2").unwrap()]),
-        dense: bespoke_mm::spec::DenseSource::Off,
+        dense: bespoke_mm::specialise::DenseSource::Off,
         use_cache: false,
         reps: 1,
         budget_seconds: None,

@@ -24,9 +24,9 @@ use std::time::Instant;
 
 use bespoke_gpu::Gpu;
 
-use super::matmul::TuneOptions;
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel};
+use super::tuning::TuneOptions;
 use super::variant::Variant;
 use crate::dense::Element;
 use crate::dense::bench::fill;

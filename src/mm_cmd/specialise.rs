@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use bespoke::Error;
 use bespoke::bench::progress_bar;
 use bespoke::mm::DType;
-use bespoke::mm::spec::{
+use bespoke::mm::specialise::{
     Panel, SpecKernel, SuiteSummary, TuneOptions, TuneReport, bench_operator, read_mtx,
 };
 use bespoke::report::adapter_json;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::spec::emit::{Emit, Work};
+use crate::specialise::emit::{Emit, Work};
 
 /// Accumulators live at once when B's rows are streamed in ascending order.
 pub(crate) fn bstream_live(work: &Work) -> usize {

@@ -2,6 +2,8 @@
 //! binding), the flag field, prepared launches for both parities, and host-side access that reads back only
 //! when asked.
 
+mod exchange;
+
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -47,7 +49,7 @@ pub struct Lattice<'g> {
     /// Where the domain's edges lie in this lattice.
     edges: Edges,
     /// The rest of the domain when this lattice is one rank's block (`Lattice::new_distributed`).
-    pub(crate) dist: Option<Box<crate::dist::Dist>>,
+    pub(crate) dist: Option<Box<exchange::Dist>>,
 }
 
 impl<'g> Lattice<'g> {

@@ -16,9 +16,10 @@ use std::time::Instant;
 use bespoke_gpu::Gpu;
 
 use super::compile_cost::{CompileLaws, Law, PROBE_ACCESSES};
-use super::matmul::{Candidate, dense_shape};
+use super::matmul::dense_shape;
 use super::operator::Operator;
 use super::run::Panel;
+use super::tuning::Candidate;
 use crate::dense::bench::fill;
 use crate::dense::microbench::Op;
 use crate::dense::{DenseGemm, DenseParams, Element, GemmShape, Machine, TileLimits};
@@ -275,12 +276,17 @@ mod tests {
     /// computes the right product; with no law known, two tilings are compiled to fit one, and it is kept.
     #[test]
     fn the_dense_baseline_is_chosen_within_its_share_on_the_device() {
-        use crate::spec::matmul::{Choice, MatMul, TuneOptions};
+        use crate::specialise::matmul::{Choice, MatMul};
+        use crate::specialise::tuning::TuneOptions;
         let Some(gpu) = bespoke_gpu::testing::test_gpu() else {
             return;
         };
-        let op =
-            crate::spec::tests::random_operator(64, 96, 0.0, bespoke_gpu::testing::fresh_seed());
+        let op = crate::specialise::tests::random_operator(
+            64,
+            96,
+            0.0,
+            bespoke_gpu::testing::fresh_seed(),
+        );
         let panel = Panel::packed(4096);
         let machine = cpu_like();
         let opts = TuneOptions {
@@ -333,8 +339,12 @@ mod tests {
         // It computes the product: C = A·B + C (β = 1: C is read, so random rather than poisoned) against the
         // f64 CPU reference on fresh random B and C.
         let mm = MatMul::<f32>::with_choice(gpu, &op, 1.0, panel, Choice::Dense(chosen)).unwrap();
-        let err =
-            crate::spec::tests::device_error(gpu, &op, &mm, bespoke_gpu::testing::fresh_seed());
+        let err = crate::specialise::tests::device_error(
+            gpu,
+            &op,
+            &mm,
+            bespoke_gpu::testing::fresh_seed(),
+        );
         assert!(err <= 1e-5, "{err}");
         // No law known: two tilings are compiled, a law is fitted and kept for the family.
         let mut fresh = CompileLaws::empty(gpu);

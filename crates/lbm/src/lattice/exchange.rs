@@ -9,31 +9,13 @@ use std::time::Instant;
 use bespoke_comm::{Comm, Expect, Message};
 use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch, Timing, TimingSource, bytemuck};
 
-use super::plan::{Kind, Lists, halo_kernel, lists, pack_entries, unpack_entries};
-use super::{Block, Decomposition, Ranks};
+use super::{Lattice, cell_bits, check_shape, pops, prepare_launch, put_cell_bits};
 use crate::config::{Config, Layout, Streaming};
+use crate::distributed::plan::{Kind, Lists, halo_kernel, lists, pack_entries, unpack_entries};
+use crate::distributed::{Block, Decomposition, ExchangeStats, Ranks};
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 use crate::kernel::{Mode, Phase, Region, WG};
-use crate::lattice::{Lattice, cell_bits, check_shape, pops, prepare_launch, put_cell_bits};
-
-/// What the halo exchange cost so far on this rank.
-#[derive(Clone, Debug, Default, PartialEq)]
-#[non_exhaustive]
-pub struct ExchangeStats {
-    /// Exchanges done (one per step, plus one per read of a state whose halo was stale).
-    pub exchanges: u64,
-    /// Bytes this rank sent (the values that cross its cuts: 4 per population).
-    pub bytes_sent: u64,
-    /// Host seconds from starting the pack's readback until the received halo was submitted: the exchange as
-    /// the step sees it (with overlap, the inner cells run meanwhile).
-    pub seconds: f64,
-    /// Of those, waiting for the packed halo to reach the host (the device finishing the work before the pack —
-    /// without overlap, the whole previous step — then the pack and the copy).
-    pub readback_seconds: f64,
-    /// Of those, sending and receiving the halos (the transport alone).
-    pub message_seconds: f64,
-}
 
 /// The exchange one parity's step needs: lists, device buffers and the pack and unpack launches.
 struct Plan {

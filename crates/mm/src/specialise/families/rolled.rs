@@ -14,9 +14,9 @@ use std::fmt::Write;
 use bespoke_gpu::GRID_WGSL;
 
 use crate::dtype::DType;
-use crate::spec::emit::Emit;
-use crate::spec::layout::{Layout, RowTerms};
-use crate::spec::variant::Beta;
+use crate::specialise::emit::Emit;
+use crate::specialise::layout::{Layout, RowTerms};
+use crate::specialise::variant::Beta;
 
 /// Bytes of the `Params` uniform: nv, ldb, ldc (vector units), blocks, rows, c_row0, two pads.
 pub(crate) const PARAMS_WORDS: usize = 8;
@@ -228,7 +228,7 @@ fn tab_at(i: u32) -> u32 {{
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::variant::Beta;
+    use crate::specialise::variant::Beta;
 
     #[test]
     fn blocks_list_the_union_of_columns_with_zero_fill() {

@@ -291,7 +291,7 @@ fn floor_wgsl(l: &Layout, fr: &FloorRows, dtype: DType, vec: u32, touch: bool) -
 mod tests {
     use super::*;
 
-    use crate::spec::tests::random_operator;
+    use crate::specialise::tests::random_operator;
     use bespoke_gpu::validate_wgsl;
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::spec::emit::{Acc, Emit, SHARED_BYTES, Work, slices, used_rows};
+use crate::specialise::emit::{Acc, Emit, SHARED_BYTES, Work, slices, used_rows};
 
 pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
     let (x, s) = e.variant.workgroup();

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::spec::emit::{Acc, Emit, REG_BUDGET_BYTES, SHARED_BYTES, Work, deal, used_rows};
+use crate::specialise::emit::{Acc, Emit, REG_BUDGET_BYTES, SHARED_BYTES, Work, deal, used_rows};
 
 pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
     let (x, s) = e.variant.workgroup();

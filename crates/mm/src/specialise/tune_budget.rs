@@ -9,8 +9,9 @@ use bespoke_gpu::Gpu;
 use super::compile_cost::{
     CompileLaws, PROBE_ACCESSES, TERMS_PER_ACCESS, family_key, launch_sizes, probe,
 };
-use super::matmul::{Choice, DENSE_RETIME, MatMul, SHORT_SCREEN_SECONDS};
+use super::matmul::{Choice, MatMul};
 use super::operator::Operator;
+use super::tuning::{DENSE_RETIME, SHORT_SCREEN_SECONDS};
 use crate::dense::Element;
 use crate::error::Result;
 
@@ -245,10 +246,10 @@ pub(crate) fn finalist_runs(
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use crate::spec::compile_cost::Law;
-    use crate::spec::matmul::{DenseSource, TuneOptions};
-    use crate::spec::run::{Panel, SpecKernel};
-    use crate::spec::variant::Variant;
+    use crate::specialise::compile_cost::Law;
+    use crate::specialise::run::{Panel, SpecKernel};
+    use crate::specialise::tuning::{DenseSource, TuneOptions};
+    use crate::specialise::variant::Variant;
 
     /// The screening cut: a short first run past ×4 the best, a long one past ×2; never without a best to hold
     /// it against. hex-p6-m132 on a slow hour (Mesa 22.3.6, 2026-11-25): rolled runs of 0.85 s, rolled-r1 6.4 s;
@@ -335,7 +336,7 @@ mod tests {
         };
         let seed = bespoke_gpu::testing::fresh_seed();
         // 160 rows of ~10 terms over 320 rows of B: every link's launches are longer than the larger probe.
-        let op = crate::spec::tests::random_operator(160, 320, 0.97, seed);
+        let op = crate::specialise::tests::random_operator(160, 320, 0.97, seed);
         let panel = Panel::packed(256);
         let v = |n: &str| Variant::parse(n).unwrap();
         let opts = TuneOptions {
@@ -406,7 +407,7 @@ mod tests {
             k.launch_accesses()
         );
         // The product: C = A·B + C against the CPU.
-        let err = crate::spec::tests::device_error(gpu, &op, &mm, seed ^ 2);
+        let err = crate::specialise::tests::device_error(gpu, &op, &mm, seed ^ 2);
         assert!(err <= 1e-5, "{err}");
     }
 }
