@@ -27,7 +27,9 @@ pub struct LbmArgs {
     /// Lattice size, e.g. 256x256 (each case has a default).
     #[arg(long, value_name = "NXxNY")]
     size: Option<String>,
-    /// Steps to run (steady-state cases: the most to run).
+    /// Steps in all, counted from the case's start (steady-state cases: the most to run). A run resumed from a
+    /// checkpoint at step s does the steps that remain, so rerunning a stopped command with --resume ends where
+    /// it would have; a checkpoint at or past the end is refused.
     #[arg(long)]
     steps: Option<u64>,
     /// Relaxation rate ω ∈ (0, 2).
@@ -82,7 +84,7 @@ pub struct LbmArgs {
     /// Also save the state to --checkpoint every N steps (of the run's total count), keeping the latest.
     #[arg(long, value_name = "N", requires = "checkpoint")]
     checkpoint_every: Option<u64>,
-    /// Continue from a checkpoint of the same case.
+    /// Continue from a checkpoint of the same case, to the same end (--steps counts from the case's start).
     #[arg(long, value_name = "FILE")]
     resume: Option<PathBuf>,
     #[arg(long, value_name = "FILE")]
@@ -195,7 +197,18 @@ fn run_on(
         indicatif::ProgressBar::hidden()
     };
     bar.set_message(case.name());
+    let mut started = false;
     let r = run_case(gpu, case, &opts, &mut |done, total| {
+        if !started && root && a.resume.is_some() {
+            // Printed beside the bar, which may be hidden (not a terminal).
+            bar.suspend(|| {
+                eprintln!(
+                    "resuming at step {done} of {total}: {} steps remain",
+                    total - done
+                )
+            });
+        }
+        started = true;
         bar.set_length(total);
         bar.set_position(done);
     })?;

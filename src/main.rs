@@ -124,14 +124,8 @@ fn info(json_out: bool) -> Result<(), Error> {
 }
 
 fn bench(quick: bool, json_path: Option<PathBuf>, only: &[String]) -> Result<(), Error> {
-    // Open the output first: a bad path should fail now, not after minutes of benchmarking.
-    let json_file = json_path
-        .as_ref()
-        .map(|p| {
-            std::fs::File::create(p)
-                .map_err(|e| format!("cannot write the JSON report to {}: {e}", p.display()))
-        })
-        .transpose()?;
+    // Check the output first: a bad path should fail now, not after minutes of benchmarking.
+    let json = json_out::open_json(json_path.as_deref())?;
     check_sections(only)?;
     let gpu = open_gpu()?;
     let (rows, report) = run_all(&gpu, quick, only)?;
@@ -141,11 +135,7 @@ fn bench(quick: bool, json_path: Option<PathBuf>, only: &[String]) -> Result<(),
         info.name, info.backend, info.driver_info, report["copy_gbps"]
     );
     print!("{}", format_table(&rows));
-    if let (Some(mut file), Some(path)) = (json_file, json_path) {
-        use std::io::Write;
-        writeln!(file, "{}", serde_json::to_string_pretty(&report)?)
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
+    json_out::write_json(json, &report)?;
     gpu.save_pipeline_cache()?;
     Ok(())
 }

@@ -111,6 +111,51 @@ fn unwritable_json_path_is_a_clear_error() {
     assert!(err.contains("/nonexistent-dir/x.json"), "{err}");
 }
 
+/// A run that fails keeps the older report of the same name (the report is written at the end, atomically), and
+/// a folder given as the report is refused before any work. Needs no device: both fail before one is opened.
+#[test]
+fn a_failed_run_keeps_the_old_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report.json");
+    let old = "{\"from\": \"the run before\"}\n";
+    std::fs::write(&report, old).unwrap();
+    let bad = dir.path().join("bad.mtx");
+    std::fs::write(
+        &bad,
+        "%%MatrixMarket matrix coordinate real general\n2 2 1\n3 1 1.0\n",
+    )
+    .unwrap();
+    let out = bespoke(&[
+        "mm",
+        "bench",
+        bad.to_str().unwrap(),
+        "--json",
+        report.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "a malformed matrix was accepted");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.mtx"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&report).unwrap(),
+        old,
+        "the failed run touched the old report"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(left.len(), 2, "a temporary file was left behind: {left:?}");
+
+    let out = bespoke(&[
+        "bench",
+        "--section",
+        "copy",
+        "--json",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success(), "a folder was accepted as the report");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("folder, not a file"), "{err}");
+    assert!(!err.contains("adapter:"), "it ran before refusing: {err}");
+}
+
 #[test]
 fn dense_bench_reports_gflops_and_peak_fraction() {
     if test_gpu().is_none() {
@@ -512,26 +557,76 @@ fn lbm_case_reports_json_and_writes_outputs() {
         vtk.starts_with(b"# vtk DataFile") && vtk.windows(16).any(|w| w == b"DIMENSIONS 4 64 ")
     );
 
-    // Resume continues the same case at the checkpoint's velocity; another velocity or case is refused.
+    // Resume continues the same case at the checkpoint's velocity, to the same end: --steps counts from the
+    // case's start, so 723 in all from the checkpoint at step 623 runs 100, says so, and ends on the state an
+    // uninterrupted 723-step run ends on, byte for byte. Another velocity or case is refused, and so is a
+    // resume with nothing left to run.
     let out = bespoke(&[
         "lbm",
         "shear-wave",
         "--resume",
         &p("a.ckpt"),
         "--steps",
-        "100",
+        "723",
         "--json",
         &p("b.json"),
+        "--checkpoint",
+        &p("b.ckpt"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("resuming at step 623 of 723: 100 steps remain"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p("b.json")).unwrap()).unwrap();
+    assert_eq!(v["steps"].as_u64(), Some(100));
+    assert_eq!(v["steps_total"].as_u64(), Some(723));
+    assert_eq!(v["u"].as_f64(), Some(0.02));
+    let out = bespoke(&[
+        "lbm",
+        "shear-wave",
+        "--size",
+        "4x64",
+        "--omega",
+        "1.0",
+        "--u",
+        "0.02",
+        "--streaming",
+        "inplace",
+        "--steps",
+        "723",
+        "--checkpoint",
+        &p("straight.ckpt"),
     ]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(p("b.json")).unwrap()).unwrap();
-    assert_eq!(v["steps"].as_u64(), Some(100));
-    assert!(v["steps_total"].as_u64().unwrap() > 100);
-    assert_eq!(v["u"].as_f64(), Some(0.02));
+    assert!(
+        std::fs::read(p("b.ckpt")).unwrap() == std::fs::read(p("straight.ckpt")).unwrap(),
+        "the resumed run's final checkpoint differs from the uninterrupted run's"
+    );
+    for steps in ["723", "623", "100"] {
+        let out = bespoke(&[
+            "lbm",
+            "shear-wave",
+            "--resume",
+            &p("b.ckpt"),
+            "--steps",
+            steps,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "--steps {steps} from step 723 ran: {err}"
+        );
+        assert!(
+            err.contains("at step 723") && err.contains("nothing remains"),
+            "{err}"
+        );
+    }
     let out = bespoke(&["lbm", "shear-wave", "--resume", &p("a.ckpt"), "--u", "0.01"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("ran at u = 0.02"));

@@ -48,19 +48,55 @@ pub fn write_atomic_failing(path: &Path, bytes: &[u8], after: usize) -> std::io:
     write_atomic_impl(path, bytes, Some(after))
 }
 
-fn write_atomic_impl(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> std::io::Result<()> {
-    let dir = match path.parent() {
+/// Checks now, without touching `path`, that [`write_atomic`] could write it later: `path` is not a folder, its
+/// folder exists and a file can be made in it (one is made and removed). The error says which of these failed,
+/// so a long run can refuse an output path before its first step instead of failing at its end.
+pub fn check_writable(path: &Path) -> std::io::Result<()> {
+    use std::io::{Error, ErrorKind};
+    if path.as_os_str().is_empty() || path.is_dir() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "it is a folder, not a file",
+        ));
+    }
+    let dir = folder_of(path);
+    if !dir.is_dir() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("its folder {} does not exist", dir.display()),
+        ));
+    }
+    temporary_beside(path).map(drop).map_err(|e| {
+        Error::new(
+            e.kind(),
+            format!("its folder {} cannot be written: {e}", dir.display()),
+        )
+    })
+}
+
+/// The folder `path` is in (`.` for a bare file name).
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
-    };
+    }
+}
+
+/// A new temporary file in `path`'s folder, named after it (removed when dropped).
+fn temporary_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut tmp = tempfile::Builder::new()
+    tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
-        .tempfile_in(dir)?;
+        .tempfile_in(folder_of(path))
+}
+
+fn write_atomic_impl(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> std::io::Result<()> {
+    let dir = folder_of(path);
+    let mut tmp = temporary_beside(path)?;
     if let Some(n) = fail_after {
         tmp.write_all(&bytes[..n.min(bytes.len())])?;
         // The temporary file is removed as `tmp` drops; `path` is untouched.
@@ -335,6 +371,29 @@ mod tests {
         c.put_json("j", &vec![1.0f64, 2.5]).expect("put");
         assert_eq!(c.get_json::<Vec<f64>>("j"), Some(vec![1.0, 2.5]));
         assert_eq!(c.get_json::<String>("j"), None, "wrong shape is a miss");
+    }
+
+    #[test]
+    fn writable_paths_are_checked_without_touching_them() {
+        let (dir, _) = cache();
+        let file = dir.path().join("report.json");
+        check_writable(&file).expect("a new file in a folder that exists");
+        assert!(!file.exists(), "the check made the file");
+        std::fs::write(&file, b"old").unwrap();
+        check_writable(&file).expect("an existing file");
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            b"old",
+            "the check changed the file"
+        );
+        let folder = check_writable(dir.path()).unwrap_err().to_string();
+        assert!(folder.contains("folder, not a file"), "{folder}");
+        let missing = check_writable(&dir.path().join("no/such/report.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("does not exist"), "{missing}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "the check left a file behind: {left:?}");
     }
 
     #[test]

@@ -228,22 +228,42 @@ fn tg_opts(steps: u64, checkpoint: Option<std::path::PathBuf>) -> CaseOptions {
     }
 }
 
+/// `--steps` is the run's total: a run stopped at step s and started again with the same options plus `resume`
+/// does the steps that remain, and its final state (written as the CLI writes it) is the uninterrupted run's,
+/// byte for byte; a resume with nothing left is refused.
 #[test]
 fn periodic_checkpoints_and_a_stop_resume_bit_for_bit() {
     let Some(gpu) = test_gpu() else { return };
-    let dir = std::env::temp_dir().join(format!("bespoke-lbm-periodic-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = dir.path();
     let case = Case::TaylorGreen;
+    let final_bytes = |r: &bespoke_lbm::cases::CaseRun<'_>, name: &str| {
+        let path = dir.join(name);
+        r.lattice
+            .checkpoint(&path, &r.checkpoint_meta())
+            .expect("final checkpoint");
+        std::fs::read(&path).expect("read back")
+    };
     let straight = run_case(gpu, &case, &tg_opts(1500, None), &mut |_, _| {}).expect("run");
-    let want = straight.lattice.populations().expect("read");
-    let finish = |path: &std::path::Path, left: u64| {
+    let want = final_bytes(&straight, "straight.ckpt");
+    // The same options, resumed: the steps that remain, to the same end.
+    let finish = |path: &std::path::Path, from: u64| {
         let opts = CaseOptions {
             resume: Some(path.to_owned()),
-            ..tg_opts(left, None)
+            ..tg_opts(1500, None)
         };
-        let r = run_case(gpu, &case, &opts, &mut |_, _| {}).expect("resumed run");
-        assert_eq!(r.lattice.steps_done(), 1500);
-        r.lattice.populations().expect("read")
+        let mut first = None;
+        let r = run_case(gpu, &case, &opts, &mut |done, total| {
+            first.get_or_insert((done, total));
+        })
+        .expect("resumed run");
+        assert_eq!(
+            first,
+            Some((from, 1500)),
+            "the first progress call names the resume point"
+        );
+        assert_eq!((r.steps, r.lattice.steps_done()), (1500 - from, 1500));
+        final_bytes(&r, "resumed.ckpt")
     };
 
     // Every 600 steps: the file holds step 1200 when a 1500-step run ends (the caller writes the final state).
@@ -256,8 +276,8 @@ fn periodic_checkpoints_and_a_stop_resume_bit_for_bit() {
     let (lat, _) = Lattice::resume(gpu, &every).expect("periodic checkpoint");
     assert_eq!(lat.steps_done(), 1200);
     assert!(
-        finish(&every, 300) == want,
-        "resumed from the periodic checkpoint, the run differs"
+        finish(&every, 1200) == want,
+        "resumed from the periodic checkpoint, the final checkpoint differs"
     );
 
     // A stop raised before the run: it ends after the first batch (the case's first sampling point, 300 steps,
@@ -277,8 +297,51 @@ fn periodic_checkpoints_and_a_stop_resume_bit_for_bit() {
     };
     assert!(at > 0 && at <= 400, "stopped at step {at}");
     assert!(
-        finish(&stopped, 1500 - at) == want,
-        "resumed after the stop at step {at}, the run differs"
+        finish(&stopped, at) == want,
+        "resumed after the stop at step {at}, the final checkpoint differs"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+
+    // Nothing remains: refused, naming the step and the end.
+    for steps in [1500, 1200] {
+        let opts = CaseOptions {
+            resume: Some(dir.join("resumed.ckpt")),
+            ..tg_opts(steps, None)
+        };
+        match run_case(gpu, &case, &opts, &mut |_, _| {}) {
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("at step 1500") && msg.contains("nothing remains"),
+                    "{msg}"
+                );
+            }
+            Ok(r) => panic!("--steps {steps} from step 1500 ran {} steps", r.steps),
+        }
+    }
+}
+
+/// A checkpoint path that is a folder, or in a folder that does not exist, is refused before any step (by the
+/// device-free `check` and by the run itself), and the folder is left as it was.
+#[test]
+fn an_unwritable_checkpoint_is_refused_before_the_first_step() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (path, says) in [
+        (dir.path().to_owned(), "folder, not a file"),
+        (dir.path().join("no/such/state.ckpt"), "does not exist"),
+    ] {
+        let opts = tg_opts(1500, Some(path.clone()));
+        let msg = bespoke_lbm::cases::check(&Case::TaylorGreen, &opts)
+            .expect_err("check accepted it")
+            .to_string();
+        assert!(msg.contains(says), "{msg}");
+        if let Some(gpu) = test_gpu() {
+            let mut calls = 0;
+            match run_case(gpu, &Case::TaylorGreen, &opts, &mut |_, _| calls += 1) {
+                Err(e) => assert!(e.to_string().contains(says), "{e}"),
+                Ok(_) => panic!("ran with the checkpoint at {}", path.display()),
+            }
+            assert_eq!(calls, 0, "it stepped before refusing");
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0);
 }

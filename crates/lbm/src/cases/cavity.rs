@@ -109,7 +109,7 @@ pub(super) fn run<'g>(
     let nu = cfg.collision.viscosity();
     let re = lid * l / nu;
     let max_steps = opts.steps.unwrap_or((200_000.0 * LID / lid).round() as u64);
-    let mut r = Runner::new("cavity", lat, lid, max_steps, progress, opts);
+    let mut r = Runner::new("cavity", lat, lid, max_steps, progress, opts)?;
     let steady = match cfg.storage {
         Storage::F32 => STEADY,
         Storage::F16 => STEADY_F16,

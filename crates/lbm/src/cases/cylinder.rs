@@ -167,10 +167,10 @@ pub(super) fn run<'g>(
         .unwrap_or((150.0 * t_conv).round() as u64)
         .max(100);
     let sample_every = ((t_conv / 40.0).round() as u64).max(1);
-    let mut r = Runner::new("cylinder", lat, u, steps, progress, opts);
-    // Let the wake develop for the first half, sample the second.
-    let settle = steps / 2;
-    r.run(settle)?;
+    let mut r = Runner::new("cylinder", lat, u, steps, progress, opts)?;
+    // Let the wake develop for the first half, sample the second (a resumed run: from where it starts).
+    let settle = (steps / 2).max(r.done);
+    r.run_to(settle)?;
     let (centre, radius) = circle(ny);
     let links = cylinder_links(r.lat.flags(), centre, radius);
     let interpolated = r.lat.flags().has_wall_distances();

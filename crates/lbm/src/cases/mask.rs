@@ -56,7 +56,7 @@ pub(super) fn run<'g>(
     let steps = opts
         .steps
         .unwrap_or((lat.config().nx as f64 / u).round() as u64);
-    let mut r = Runner::new("mask", lat, u, steps, progress, opts);
+    let mut r = Runner::new("mask", lat, u, steps, progress, opts)?;
     // The obstacles: solid cells off the channel walls (rows 0 and ny − 1), and the links into them.
     let flags = r.lat.flags();
     let fny = flags.ny();
@@ -71,12 +71,13 @@ pub(super) fn run<'g>(
             .filter(|&k| off_walls(k / flags.nx()) && flags.cells()[k].is_solid())
             .count();
     }
-    let settle = steps - steps / 5;
-    r.run(settle)?;
+    // The force is averaged over the last fifth (a resumed run: from where it starts).
+    let settle = (steps - steps / 5).max(r.done);
+    r.run_to(settle)?;
     let mut force = None;
     if !links.is_empty() {
         let probe = r.lat.probe(&[], &links)?;
-        let every = (steps / 5 / 100).max(1);
+        let every = ((steps - settle) / 100).max(1);
         let (mut sum, mut k) = ([0.0; 2], 0);
         while r.done < steps {
             r.run(every.min(steps - r.done))?;
@@ -86,7 +87,7 @@ pub(super) fn run<'g>(
         }
         force = (k > 0).then(|| [sum[0] / f64::from(k), sum[1] / f64::from(k)]);
     } else {
-        r.run(steps - settle)?;
+        r.run_to(steps)?;
     }
     let f = r.fields()?;
     let flags = r.lat.flags();

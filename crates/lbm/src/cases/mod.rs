@@ -117,6 +117,9 @@ impl CollisionKind {
 #[derive(Clone, Debug)]
 pub struct CaseOptions {
     pub size: Option<(usize, usize)>,
+    /// The run's total steps, counted from the case's initial state: a run resumed from a checkpoint at step s
+    /// does the steps that remain and ends where the uninterrupted run would (PyFR's `tend`, OpenFOAM's
+    /// `endTime`); a checkpoint at or past it is refused. `None`: the case's default total.
     pub steps: Option<u64>,
     pub omega: Option<f64>,
     pub re: Option<f64>,
@@ -184,7 +187,7 @@ pub struct CaseRun<'g> {
     /// The characteristic lattice velocity the case ran with (`Case::default_speed`).
     pub u: f64,
     pub lattice: Lattice<'g>,
-    /// Steps run in this invocation.
+    /// Steps run in this invocation (a resumed run: those that remained; the total is `lattice.steps_done()`).
     pub steps: u64,
     /// Seconds spent stepping (readbacks for measurements excluded).
     pub seconds: f64,
@@ -211,7 +214,8 @@ impl CaseRun<'_> {
     }
 }
 
-/// Progress callback: (steps done, steps planned).
+/// Progress callback: (steps done, steps planned), both of the run's total count; called once before the first
+/// step (a resumed run starts at its checkpoint's step), then after each batch.
 pub type Progress<'a> = &'a mut dyn FnMut(u64, u64);
 
 /// Steps a lattice in chunks, timing only the stepping and reporting progress.
@@ -221,7 +225,10 @@ struct Runner<'a, 'g> {
     /// The characteristic velocity, reported and checkpointed with the run.
     u: f64,
     seconds: f64,
+    /// Steps done, of the run's total count (the lattice's: a resumed run starts at its checkpoint's step).
     done: u64,
+    /// Where this invocation started counting (`done` at the start).
+    started: u64,
     planned: u64,
     progress: Progress<'a>,
     frames: Option<Frames>,
@@ -231,6 +238,8 @@ struct Runner<'a, 'g> {
 }
 
 impl<'a, 'g> Runner<'a, 'g> {
+    /// A runner to `planned` steps in all, from the lattice's step (0, or a resumed checkpoint's, which must lie
+    /// before `planned`).
     fn new(
         case: &'static str,
         lat: Lattice<'g>,
@@ -238,8 +247,27 @@ impl<'a, 'g> Runner<'a, 'g> {
         planned: u64,
         progress: Progress<'a>,
         opts: &CaseOptions,
-    ) -> Self {
-        Self {
+    ) -> Result<Self> {
+        let done = lat.steps_done();
+        if done >= planned {
+            let what = match opts.steps {
+                Some(_) => format!("--steps {planned}"),
+                None => format!("the case's default of {planned} steps"),
+            };
+            let at = opts.resume.as_ref().map_or(String::new(), |p| {
+                format!(" (the checkpoint {})", p.display())
+            });
+            return Err(LbmError::param(
+                "steps",
+                planned,
+                format!(
+                    "the run is at step {done}{at}, at or past the end it asks for ({what} in all, counted \
+                     from the start): nothing remains; ask for more steps in all"
+                ),
+            ));
+        }
+        progress(done, planned);
+        Ok(Self {
             case,
             checkpoint: opts.checkpoint.clone(),
             every: opts
@@ -249,11 +277,17 @@ impl<'a, 'g> Runner<'a, 'g> {
             lat,
             u,
             seconds: 0.0,
-            done: 0,
+            done,
+            started: done,
             planned,
             progress,
             frames: opts.frames.clone().filter(|f| f.every > 0),
-        }
+        })
+    }
+
+    /// Runs until `target` steps in all (none if the run is there already).
+    fn run_to(&mut self, target: u64) -> Result<()> {
+        self.run(target.saturating_sub(self.done))
     }
     fn run(&mut self, n: u64) -> Result<()> {
         let chunk = 2000;
@@ -368,7 +402,7 @@ impl<'a, 'g> Runner<'a, 'g> {
         Ok(CaseRun {
             case,
             u: self.u,
-            steps: self.done,
+            steps: self.done - self.started,
             seconds: self.seconds,
             lattice: self.lat,
             metrics,

@@ -66,7 +66,7 @@ pub(super) fn run<'g>(
     let umax = g * h * h / (8.0 * nu);
     let max_steps = opts.steps.unwrap_or(((40.0 * h * h / nu) as u64).max(2000));
     let interval = ((h * h / (20.0 * nu)) as u64).clamp(50, 5000);
-    let mut r = Runner::new("poiseuille", lat, u, max_steps, progress, opts);
+    let mut r = Runner::new("poiseuille", lat, u, max_steps, progress, opts)?;
     let (converged, change) = r.run_to_steady(max_steps, interval, umax, STEADY)?;
     let p = profile(&r.fields()?);
     let err = (1..cfg.ny - 1)

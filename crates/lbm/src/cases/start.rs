@@ -79,23 +79,23 @@ fn check_resume(
     Ok(saved)
 }
 
+/// The checkpoint the run will write can be written: not a folder, in a folder that exists and can be written
+/// (checked without touching the file), so a long run is refused before its first step, not at its end.
+fn check_checkpoint_path(opts: &CaseOptions) -> Result<()> {
+    match &opts.checkpoint {
+        Some(path) => bespoke_gpu::check_writable(path).map_err(|e| {
+            LbmError::file(path, format!("the checkpoint cannot be written there: {e}"))
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Checks a case's options and input files without a device, as `run_case` would before its first step: the
 /// velocity, ω, Re, Smagorinsky constant and size; the mask image decodes; a checkpoint to resume is whole
-/// (checksum) and of this case; the folder a checkpoint will be written to exists. A CLI calls it before opening
+/// (checksum) and of this case; the checkpoint to write can be written there. A CLI calls it before opening
 /// a device, so bad input gets its own error on a machine without a driver.
 pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
-    if let Some(path) = &opts.checkpoint {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            return Err(LbmError::file(
-                path,
-                format!("the checkpoint's folder {} does not exist", dir.display()),
-            ));
-        }
-    }
+    check_checkpoint_path(opts)?;
     if let Some(path) = &opts.resume {
         let saved = crate::checkpoint::Saved::read(path)?;
         check_resume(case, opts, path, &saved.meta, saved.cfg.smagorinsky)?;
@@ -136,6 +136,7 @@ pub(super) fn start<'g>(
     build: impl FnOnce() -> Result<(Config, Flags)>,
     init: impl Fn(usize, usize) -> (f64, [f64; 2]),
 ) -> Result<Start<'g>> {
+    check_checkpoint_path(opts)?;
     if let Some(path) = &opts.resume {
         let (lat, text) = match &opts.ranks {
             Some(r) => Lattice::resume_distributed(gpu, path, r)?,
