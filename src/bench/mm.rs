@@ -98,11 +98,11 @@ impl Section for MmSection {
                     unit: "GB/s",
                     fraction: Some(frac),
                     note: format!(
-                        "{} ×{:.2} vs dense, {:.2} of a same-size copy, ×{:.2} its access floor{}",
+                        "{} ×{:.2} vs dense, {:.2} of a same-size copy, {}{}",
                         r.variant,
                         r.speedup_vs_dense.unwrap_or(f64::NAN),
                         r.gbps / r.same_size_copy_gbps,
-                        r.over_floor,
+                        r.floors(),
                         if r.tune.from_cache {
                             ", cached decision"
                         } else {
@@ -115,6 +115,7 @@ impl Section for MmSection {
                     "dtype": dtype.wgsl(), "variant": r.variant, "seconds": r.seconds, "gbps": r.gbps,
                     "copy_fraction": frac, "same_size_copy_gbps": r.same_size_copy_gbps,
                     "floor_seconds": r.floor_seconds, "over_floor": r.over_floor,
+                    "copy_floor_seconds": r.copy_floor_seconds,
                     "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
                 }));
             }

@@ -149,8 +149,8 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         };
         bar.suspend(|| {
             println!(
-                "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy, {:.3} of a same-size copy, ×{:.2} its access floor) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
-                r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy, r.gbps / r.same_size_copy_gbps, r.over_floor,
+                "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy, {:.3} of a same-size copy, {}) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
+                r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy, r.gbps / r.same_size_copy_gbps, r.floors(),
                 r.dense_seconds.unwrap_or(f64::NAN) * 1e3, r.speedup_vs_dense.unwrap_or(f64::NAN), r.rel_err,
                 tuned_note(&r.tune)
             )
@@ -174,7 +174,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
             json!({
                 "name": r.name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "variant": r.variant,
                 "seconds": r.seconds, "gbps": r.gbps, "copy_fraction": r.gbps / copy,
-                "same_size_copy_gbps": r.same_size_copy_gbps, "floor_seconds": r.floor_seconds, "over_floor": r.over_floor,
+                "same_size_copy_gbps": r.same_size_copy_gbps, "floor_seconds": r.floor_seconds, "over_floor": r.over_floor, "copy_floor_seconds": r.copy_floor_seconds,
                 "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
                 "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
                 "model_seconds": r.tune.model_seconds, "probe_seconds": r.tune.probe_seconds,

@@ -118,6 +118,8 @@ pub struct Gpu {
     /// Errors wgpu raised outside an error scope, and device loss; checked after every wait.
     pub(crate) async_errors: Arc<Mutex<Vec<String>>>,
     pub(crate) lost: Arc<Mutex<Option<String>>>,
+    /// Until when the clocks count as raised by the last timing (`Gpu::time`).
+    pub(crate) warm_until: Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -333,6 +335,7 @@ impl Gpu {
             driver_cache: None,
             async_errors,
             lost,
+            warm_until: Mutex::new(None),
         };
         if opts.persist_pipeline_cache {
             gpu.driver_cache = gpu.load_driver_cache();

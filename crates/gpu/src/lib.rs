@@ -49,7 +49,7 @@ pub use overlap::PendingRead;
 pub use pipeline::{CachedPipeline, GRID_WGSL};
 pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};
 pub use texture::GpuTexture;
-pub use timing::{Timing, TimingSource, median};
+pub use timing::{STILL_WARM, Timing, TimingSource, WARM_SECONDS, median};
 pub use validate::{Capabilities, caps_for, validate_wgsl};
 
 pub use bytemuck;

@@ -1,6 +1,6 @@
 //! GPU timing: timestamp queries around each repetition where the adapter has them, wall clock otherwise.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::context::Gpu;
 use crate::dispatch::Launch;
@@ -28,7 +28,20 @@ impl TimingSource {
 pub struct Timing {
     pub samples: Vec<f64>,
     pub source: TimingSource,
+    /// Wall seconds of the launches run before the timed repetitions to raise a GPU's clocks from idle
+    /// ([`WARM_SECONDS`]; 0 on a CPU adapter, or when a timing had just ended and the clocks were still up).
+    pub warmed_seconds: f64,
 }
+
+/// Seconds a GPU is kept busy with the timed launches before a timing, unless a timing ended within
+/// [`STILL_WARM`]: a GPU lowers its clocks when idle and raises them only after milliseconds of load, so a short
+/// kernel timed on a device that had idled (a host-side check, a compile) runs at idle clocks. On the H200 on
+/// 2026-11-26 the copy probe read 4050 GB/s when it came straight after other work and 1500–1700 GB/s at the
+/// operators' sizes, where it followed a host-side check (docs/gpu.md, "Timing").
+pub const WARM_SECONDS: f64 = 0.05;
+
+/// How long after a timing the clocks count as still raised.
+pub const STILL_WARM: Duration = Duration::from_millis(100);
 
 /// The median of `samples` (the mean of the middle two of an even count); NaN for none.
 pub fn median(samples: &[f64]) -> f64 {
@@ -56,8 +69,18 @@ const MAX_TIMED_REPS: usize = 2048;
 impl Gpu {
     /// Runs `launches` `warmup` times, then times `reps` repetitions of the whole list (each repetition in its
     /// own compute pass, bracketed by timestamps).
+    /// On a GPU the launches first run for [`WARM_SECONDS`] unless a timing ended within [`STILL_WARM`].
     pub fn time(&self, launches: &[&Launch], warmup: usize, reps: usize) -> Result<Timing> {
+        let timing = self.time_warm(launches, warmup, reps);
+        if let Ok(mut w) = self.warm_until.lock() {
+            *w = Some(Instant::now() + STILL_WARM);
+        }
+        timing
+    }
+
+    fn time_warm(&self, launches: &[&Launch], warmup: usize, reps: usize) -> Result<Timing> {
         let reps = reps.clamp(1, MAX_TIMED_REPS);
+        let warmed_seconds = self.raise_clocks(launches)?;
         if warmup > 0 {
             self.run_n(launches, warmup)?;
         }
@@ -69,6 +92,7 @@ impl Gpu {
                 return Ok(Timing {
                     samples: timed.0,
                     source: crate::TimingSource::GpuTimestamps,
+                    warmed_seconds,
                 });
             }
         }
@@ -81,7 +105,30 @@ impl Gpu {
         Ok(Timing {
             samples,
             source: TimingSource::WallClock,
+            warmed_seconds,
         })
+    }
+
+    /// Runs `launches` for [`WARM_SECONDS`] of wall time on a GPU whose last timing ended more than
+    /// [`STILL_WARM`] ago (batches doubling from one repetition, so a long kernel runs once); returns the
+    /// seconds spent. A CPU adapter has no clocks to raise: 0.
+    fn raise_clocks(&self, launches: &[&Launch]) -> Result<f64> {
+        let warm = self
+            .warm_until
+            .lock()
+            .ok()
+            .and_then(|w| *w)
+            .is_some_and(|until| Instant::now() < until);
+        if self.is_cpu() || warm {
+            return Ok(0.0);
+        }
+        let t0 = Instant::now();
+        let mut batch = 1;
+        while t0.elapsed().as_secs_f64() < WARM_SECONDS {
+            self.run_n(launches, batch)?;
+            batch = (batch * 2).min(4096);
+        }
+        Ok(t0.elapsed().as_secs_f64())
     }
 
     /// Timestamp samples, with the wall-clock seconds of the one submission that holds them all.
@@ -161,6 +208,7 @@ mod tests {
         let t = |s: &[f64]| Timing {
             samples: s.to_vec(),
             source: TimingSource::WallClock,
+            warmed_seconds: 0.0,
         };
         assert_eq!(t(&[3.0, 1.0, 2.0]).median(), 2.0);
         assert_eq!(t(&[4.0, 1.0, 2.0, 3.0]).median(), 2.5);

@@ -426,3 +426,58 @@ fn textures_hold_what_was_uploaded() {
         .unwrap_err();
     assert!(matches!(e, GpuError::LimitExceeded { .. }), "{e}");
 }
+
+/// A GPU is kept busy for `WARM_SECONDS` before a timing unless a timing just ended (its clocks drop when idle);
+/// a CPU adapter never is. The GPU's class is emulated on lavapipe.
+#[test]
+fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
+    use bespoke_gpu::{AdapterClass, STILL_WARM, WARM_SECONDS};
+    let Some(shared) = test_gpu() else { return };
+    let n = 1 << 12;
+    let time_a_copy = |gpu: &Gpu| {
+        let (src, dst) = (
+            gpu.alloc_filled::<[f32; 4]>(n, [1.0; 4]).unwrap(),
+            gpu.alloc::<[f32; 4]>(n).unwrap(),
+        );
+        let launches = gpu
+            .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
+            .unwrap();
+        let refs: Vec<_> = launches.iter().collect();
+        gpu.time(&refs, 0, 3).unwrap()
+    };
+    let gpu = bespoke_gpu::testing::emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(AdapterClass::Gpu),
+            ..GpuOptions::default()
+        },
+    );
+    let first = time_a_copy(&gpu);
+    assert!(
+        first.warmed_seconds >= WARM_SECONDS,
+        "a first timing warmed for {} s",
+        first.warmed_seconds
+    );
+    let ended = std::time::Instant::now();
+    let next = time_a_copy(&gpu);
+    if ended.elapsed() < STILL_WARM {
+        assert_eq!(
+            next.warmed_seconds, 0.0,
+            "warmed again right after a timing"
+        );
+    }
+    std::thread::sleep(STILL_WARM + std::time::Duration::from_millis(20));
+    let later = time_a_copy(&gpu);
+    assert!(
+        later.warmed_seconds >= WARM_SECONDS,
+        "after an idle spell it warmed for {} s",
+        later.warmed_seconds
+    );
+    if shared.is_cpu() {
+        assert_eq!(
+            time_a_copy(shared).warmed_seconds,
+            0.0,
+            "a CPU adapter was warmed"
+        );
+    }
+}

@@ -40,6 +40,9 @@ pub struct MatrixBench {
     pub floor_seconds: f64,
     /// The choice's time over its floor's: the median of `reps` ratios of runs taken in alternation.
     pub over_floor: f64,
+    /// The bytes over the same-size copy's bandwidth: the floor a GPU sets (the access floor's extra adds and
+    /// launch shape were calibrated on lavapipe; [`MatrixBench::floors`] names both where they differ).
+    pub copy_floor_seconds: f64,
     /// The dense kernel the tuner would take (the model's tiling within the budget's dense share), timed in
     /// alternation with the choice: the median of its paired runs (one pair when a run is past
     /// half a second). None when dense is off. When the choice is the dense kernel, `seconds`.
@@ -49,6 +52,20 @@ pub struct MatrixBench {
     pub speedup_vs_dense: Option<f64>,
     pub rel_err: f64,
     pub tune: TuneReport,
+}
+
+impl MatrixBench {
+    /// The choice against its floors: `×a its access floor`, and `, ×b the copy floor` where the two floors
+    /// differ by more than 10 %.
+    pub fn floors(&self) -> String {
+        let copy = self.seconds / self.copy_floor_seconds;
+        let mut s = format!("×{:.2} its access floor", self.over_floor);
+        let apart = self.floor_seconds / self.copy_floor_seconds;
+        if !(0.9..=1.1).contains(&apart) {
+            s.push_str(&format!(", ×{copy:.2} the copy floor"));
+        }
+        s
+    }
 }
 
 /// The dense kernel's tiling the tuner would take: the model's, within the budget's dense share (None when
@@ -330,9 +347,43 @@ pub fn bench_operator<T: Element>(
         same_size_copy_gbps,
         floor_seconds,
         over_floor,
+        copy_floor_seconds: bytes / (same_size_copy_gbps * 1e9),
         dense_seconds,
         speedup_vs_dense,
         rel_err: err,
         tune: mm.report,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_floors_are_named_where_they_differ() {
+        let row = |floor_seconds: f64| MatrixBench {
+            name: "op".into(),
+            m: 2,
+            k: 2,
+            nnz: 4,
+            beta: 0.0,
+            variant: "bstream".into(),
+            seconds: 3.0,
+            bytes: 8.0,
+            gbps: 8.0 / 3.0 / 1e9,
+            same_size_copy_gbps: 4.0,
+            floor_seconds,
+            over_floor: 3.0 / floor_seconds,
+            copy_floor_seconds: 2.0,
+            dense_seconds: None,
+            speedup_vs_dense: None,
+            rel_err: 0.0,
+            tune: TuneReport::default(),
+        };
+        assert_eq!(row(2.1).floors(), "×1.43 its access floor");
+        assert_eq!(
+            row(1.0).floors(),
+            "×3.00 its access floor, ×1.50 the copy floor"
+        );
+    }
 }
