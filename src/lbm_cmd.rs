@@ -297,6 +297,7 @@ fn run_on(
             "ny": cfg.ny,
             "steps": r.steps,
             "steps_total": r.lattice.steps_done(),
+            "step_shape": r.lattice.step_shape(),
             "storage": cfg.storage.name(),
             "streaming": cfg.streaming.name(),
             "collision": cfg.collision.name(),

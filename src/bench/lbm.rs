@@ -50,15 +50,19 @@ impl Section for LbmSection {
                     unit: "MLUPS",
                     fraction: Some(fraction),
                     note: format!(
-                        "{:.2} GB/s at {} B/cell ({})",
-                        b.gbps, b.bytes_per_cell, b.timing_source
+                        "{:.2} GB/s at {} B/cell ({}), step workgroup {} ({})",
+                        b.gbps,
+                        b.bytes_per_cell,
+                        b.timing_source,
+                        b.shape.workgroup,
+                        b.shape.source
                     ),
                 });
                 runs.push(json!({
                     "nx": b.nx, "ny": b.ny, "storage": storage.name(), "streaming": streaming.name(),
                     "collision": "bgk", "seconds_per_step": b.seconds_per_step, "mlups": b.mlups,
                     "bytes_per_cell": b.bytes_per_cell, "gbps": b.gbps, "copy_fraction": fraction,
-                    "timing": b.timing_source,
+                    "timing": b.timing_source, "step_shape": b.shape,
                 }));
             }
         }

@@ -24,6 +24,8 @@ pub struct LbmBench {
     pub bytes_per_cell: usize,
     pub gbps: f64,
     pub timing_source: &'static str,
+    /// The step kernel's launch shape (chosen on the device: `crate::shape`).
+    pub shape: crate::shape::StepShape,
 }
 
 /// A lattice ready for timing: a decaying Taylor–Green field (no zeros, no trivial state), BGK at ω = 1 (the operator of the published GLUPS figures).
@@ -109,5 +111,6 @@ pub fn bench_stepper(
         bytes_per_cell,
         gbps: cells * bytes_per_cell as f64 / seconds_per_step / 1e9,
         timing_source: t.source.as_str(),
+        shape: lat.step_shape().clone(),
     })
 }

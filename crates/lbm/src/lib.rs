@@ -61,4 +61,10 @@ pub use error::{LbmError, Result};
 pub use fields::Fields;
 pub use flags::{Cell, EncodedFlags, Flags};
 pub use lattice::{Lattice, check_fits, check_fits_within, stored_words};
+/// The step kernel's launch shape, chosen on the device (`lattice/shape.rs`).
+pub mod shape {
+    pub use crate::lattice::{
+        STEP_WORKGROUPS, StepShape, candidates, step_shape, step_shape_in, user_cache,
+    };
+}
 pub use probe::{Probe, ProbeValues};

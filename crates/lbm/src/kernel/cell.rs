@@ -285,7 +285,13 @@ if (fl & {bit}u) != 0u {{
         } else if self.mode == Mode::Probe {
             b.push_str(&probe_store(["rho", "ux", "uy", "fx", "fy"]));
         } else {
-            self.collide(&mut b);
+            if self.ablation == Some(super::Ablation::NoCollision) {
+                for i in 0..9 {
+                    let _ = writeln!(b, "var o{i} = f{i};");
+                }
+            } else {
+                self.collide(&mut b);
+            }
             if self.stashed() {
                 b.push_str("// Keep the own population of each interpolated link for the next step.\nif qk != 0u {\n");
                 for i in 1..9 {

@@ -104,6 +104,29 @@ pub struct KernelSpec {
     /// (`bespoke_gpu::Quirks::folds_f16_round_trip`): the stash then keeps the unrounded f32, as NVIDIA's
     /// driver 580 made it. Set from the device by `prepare_launch`; false elsewhere.
     pub folded_f16: bool,
+    /// Invocations per workgroup ([`WG`] unless the lattice's launch shape says otherwise: step kernels).
+    pub wg: u32,
+    /// A cost taken out of the step to measure it (`bespoke lab`); the results are then not the physics.
+    pub ablation: Option<Ablation>,
+}
+
+/// A part of the step left out, to measure what it costs (the lab's ablations; never in a simulation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Ablation {
+    /// No collision: each cell stores the populations it gathered (streaming alone, the memory traffic).
+    NoCollision,
+    /// The periodic wrap by a mask instead of compares and selects: the same neighbours on a lattice whose
+    /// sides are powers of two (checked by the lattice), so the results stay exact there.
+    MaskWrap,
+}
+
+impl Ablation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NoCollision => "no-collision",
+            Self::MaskWrap => "mask-wrap",
+        }
+    }
 }
 
 /// An f32 literal exactly as Rust rounds `v` to f32 (the one literal formatter, [`DType::literal`]), negative
@@ -142,6 +165,14 @@ impl KernelSpec {
             }
         )
         .to_lowercase()
+            + &if self.wg == WG {
+                String::new()
+            } else {
+                format!("-wg{}", self.wg)
+            }
+            + &self
+                .ablation
+                .map_or(String::new(), |a| format!("-ablate-{}", a.name()))
     }
 
     /// Interpolated bounce-back is generated for lattices with wall distances.
@@ -401,10 +432,11 @@ fn rt(v: f32) -> f32 {{
             );
         }
 
+        let wg = self.wg;
         let entry = if let Region::Rects { count, rects, .. } = self.region {
             // Invocation k of the region → the cell (or word) index of its rectangle.
             let mut e = format!(
-                "    let k = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    var idx = 0u;\n    "
+                "    let k = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    var idx = 0u;\n    "
             );
             let mut base = 0u32;
             for [x0, y0, w, h] in &rects[..count] {
@@ -419,7 +451,7 @@ fn rt(v: f32) -> f32 {{
             e
         } else if self.mode != Mode::Probe {
             format!(
-                "    let idx = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    if idx >= {} {{ return; }}\n",
+                "    let idx = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if idx >= {} {{ return; }}\n",
                 if self.paired() { "NH" } else { "N" }
             )
         } else {
@@ -432,7 +464,7 @@ fn rt(v: f32) -> f32 {{
                 "    let idx = pin.x;\n"
             };
             format!(
-                "    let k = bespoke_workgroup_linear(wid) * {WG}u + lid;
+                "    let k = bespoke_workgroup_linear(wid) * {wg}u + lid;
     if k >= arrayLength(&probe_in) {{ return; }}
     let pin = probe_in[k];
 {cell}"
@@ -441,31 +473,49 @@ fn rt(v: f32) -> f32 {{
         let _ = write!(
             s,
             "
-@compute @workgroup_size({WG})
+@compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
 {entry}    let x = idx % NX;
     let y0 = idx - x;
-    let xm = select(x - 1u, NX - 1u, x == 0u);
-    let xp = select(x + 1u, 0u, x == NX - 1u);
 "
         );
-        if self.paired() {
+        if self.ablation == Some(Ablation::MaskWrap) {
+            s.push_str("    let xm = (x - 1u) & (NX - 1u);\n    let xp = (x + 1u) & (NX - 1u);\n");
+        } else {
             s.push_str(
+                "    let xm = select(x - 1u, NX - 1u, x == 0u);\n    let xp = select(x + 1u, 0u, x == NX - 1u);\n",
+            );
+        }
+        let mask = self.ablation == Some(Ablation::MaskWrap);
+        if self.paired() {
+            s.push_str(if mask {
+                "    let r = idx / NX;
+    let ym = ((r - 1u) & (HR - 1u)) * NX;
+    let yp = ((r + 1u) & (HR - 1u)) * NX;
+    let wm = r == 0u;
+    let wp = r == HR - 1u;
+"
+            } else {
                 "    let r = idx / NX;
     // Rows r − 1 and r + 1 of the folded lattice; a pull across the fold reads the other half of the word.
     let ym = select(r - 1u, HR - 1u, r == 0u) * NX;
     let yp = select(r + 1u, 0u, r == HR - 1u) * NX;
     let wm = r == 0u;
     let wp = r == HR - 1u;
-",
-            );
+"
+            });
         } else {
-            s.push_str(
+            s.push_str(if mask {
+                "    let y = idx / NX;
+    let ym = ((y - 1u) & (NY - 1u)) * NX;
+    let yp = ((y + 1u) & (NY - 1u)) * NX;
+"
+            } else {
                 "    let y = idx / NX;
     let ym = select(y - 1u, NY - 1u, y == 0u) * NX;
     let yp = select(y + 1u, 0u, y == NY - 1u) * NX;
-",
-            );
+"
+            });
         }
         for i in 1..9 {
             let _ = writeln!(s, "    let s{i} = {};", Self::source(i));

@@ -32,6 +32,9 @@ fn every_kernel_validates() {
                                 edges: Edges::whole(37, ny),
                                 region: Region::All,
                                 folded_f16: false,
+                                // A step kernel at a launch shape other than the default.
+                                wg: if mode == Mode::Step { 256 } else { WG },
+                                ablation: None,
                             };
                             let src = spec.generate();
                             let f16 = spec.layout() == Layout::F16Single;
@@ -81,7 +84,43 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             edges: Edges::whole(37, ny),
             region: Region::All,
             folded_f16: false,
+            wg: WG,
+            ablation: None,
         };
         insta::assert_snapshot!(spec.name(), spec.generate());
+    }
+}
+
+#[test]
+fn ablated_step_kernels_validate() {
+    for ablation in [Ablation::NoCollision, Ablation::MaskWrap] {
+        for (storage, ny) in [(Storage::F32, 32), (Storage::F16, 32), (Storage::F16, 31)] {
+            for flags in [false, true] {
+                for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
+                    let spec = KernelSpec {
+                        nx: 64,
+                        ny,
+                        storage,
+                        collision: Collision::Bgk { omega: 1.0 },
+                        force: [0.0, 0.0],
+                        smagorinsky: 0.0,
+                        flags,
+                        curved: false,
+                        phase,
+                        mode: Mode::Step,
+                        edges: Edges::whole(64, ny),
+                        region: Region::All,
+                        folded_f16: false,
+                        wg: 128,
+                        ablation: Some(ablation),
+                    };
+                    let src = spec.generate();
+                    let f16 = spec.layout() == Layout::F16Single;
+                    validate_wgsl(&src, caps_for(false, f16))
+                        .unwrap_or_else(|e| panic!("{}: {e}\n{src}", spec.name()));
+                    assert!(spec.name().ends_with(ablation.name()), "{}", spec.name());
+                }
+            }
+        }
     }
 }

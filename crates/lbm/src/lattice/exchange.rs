@@ -164,6 +164,7 @@ impl<'g> Lattice<'g> {
             encoded,
             curved,
             block.edges(),
+            None,
         )?;
         let plans = if size == 1 {
             [None, None]
@@ -244,7 +245,7 @@ impl<'g> Lattice<'g> {
                 region,
                 ..self.spec(phase, Mode::Step)
             };
-            let grid = Grid::cover(spec.invocations() as u64, WG)?;
+            let grid = Grid::cover(spec.invocations() as u64, spec.wg)?;
             prepare_launch(self.gpu, &spec, &pops, self.flag_bufs.as_ref(), &[], grid)
         };
         let pair = |region: Region| -> Result<[Launch; 2]> {

@@ -3,6 +3,9 @@
 //! when asked.
 
 mod exchange;
+mod shape;
+
+pub use shape::{STEP_WORKGROUPS, StepShape, candidates, step_shape, step_shape_in, user_cache};
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +16,7 @@ use crate::config::{Config, Layout, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
 use crate::flags::{EncodedFlags, Flags};
-use crate::kernel::{Edges, KernelSpec, Mode, Phase, Region, WG};
+use crate::kernel::{Ablation, Edges, KernelSpec, Mode, Phase, Region, WG};
 pub use crate::storage::stored_words;
 pub(crate) use crate::storage::{cell_bits, put_cell_bits};
 
@@ -50,6 +53,8 @@ pub struct Lattice<'g> {
     edges: Edges,
     /// The rest of the domain when this lattice is one rank's block (`Lattice::new_distributed`).
     pub(crate) dist: Option<Box<exchange::Dist>>,
+    /// The step kernel's launch shape.
+    pub(crate) shape: StepShape,
 }
 
 impl<'g> Lattice<'g> {
@@ -65,11 +70,70 @@ impl<'g> Lattice<'g> {
             Some(flags.encode()?)
         };
         let (curved, edges) = (flags.has_wall_distances(), Edges::whole(cfg.nx, cfg.ny));
-        Self::build(gpu, cfg, flags, encoded, curved, edges)
+        Self::build(gpu, cfg, flags, encoded, curved, edges, None)
+    }
+
+    /// [`Lattice::new`] with the step kernel in workgroups of `workgroup` invocations instead of the shape
+    /// chosen on the device ([`step_shape`]); the results are bit-identical whatever the shape.
+    pub fn with_step_workgroup(
+        gpu: &'g Gpu,
+        cfg: Config,
+        flags: impl Into<Rc<Flags>>,
+        workgroup: u32,
+    ) -> Result<Self> {
+        Self::with_shape(gpu, cfg, flags.into(), workgroup, None)
+    }
+
+    fn with_shape(
+        gpu: &'g Gpu,
+        cfg: Config,
+        flags: Rc<Flags>,
+        workgroup: u32,
+        ablation: Option<Ablation>,
+    ) -> Result<Self> {
+        check_shape(&cfg, &flags)?;
+        let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
+            None
+        } else {
+            Some(flags.encode()?)
+        };
+        let (curved, edges) = (flags.has_wall_distances(), Edges::whole(cfg.nx, cfg.ny));
+        let shape = StepShape {
+            workgroup,
+            timed: Vec::new(),
+            source: "given".into(),
+            ablation,
+        };
+        Self::build(gpu, cfg, flags, encoded, curved, edges, Some(shape))
+    }
+
+    /// [`Lattice::with_step_workgroup`] with `ablation` taken out of the step, to measure what it costs
+    /// (`bespoke lab`). Not a simulation: without collision the state only streams. The mask wrap needs sides
+    /// that are powers of two (where it gives the same neighbours).
+    pub fn ablated(
+        gpu: &'g Gpu,
+        cfg: Config,
+        flags: impl Into<Rc<Flags>>,
+        workgroup: u32,
+        ablation: Ablation,
+    ) -> Result<Self> {
+        if ablation == Ablation::MaskWrap && !(cfg.nx.is_power_of_two() && cfg.ny.is_power_of_two())
+        {
+            return Err(LbmError::Unsupported(format!(
+                "the mask-wrap ablation needs sides that are powers of two, not {}x{}",
+                cfg.nx, cfg.ny
+            )));
+        }
+        Self::with_shape(gpu, cfg, flags.into(), workgroup, Some(ablation))
+    }
+
+    /// The step kernel's launch shape and where it came from.
+    pub fn step_shape(&self) -> &StepShape {
+        &self.shape
     }
 
     /// A lattice with pre-encoded flags: the whole domain, or one block of it (local `cfg` and `flags`, the
-    /// domain's wall-distance switch and edges).
+    /// domain's wall-distance switch and edges), its step kernel in `shape` (None: [`step_shape`]'s).
     pub(crate) fn build(
         gpu: &'g Gpu,
         cfg: Config,
@@ -77,6 +141,7 @@ impl<'g> Lattice<'g> {
         encoded: Option<EncodedFlags>,
         curved: bool,
         edges: Edges,
+        shape: Option<StepShape>,
     ) -> Result<Self> {
         let warnings = cfg.check()?;
         if cfg.layout() == Layout::F16Single && !gpu.has_f16() {
@@ -89,11 +154,23 @@ impl<'g> Lattice<'g> {
             )));
         }
         check_fits(gpu, &cfg)?;
+        let shape = match shape {
+            Some(s) if candidates(gpu).contains(&s.workgroup) => s,
+            Some(s) => {
+                return Err(LbmError::Unsupported(format!(
+                    "a step workgroup of {} invocations: adapter `{}` launches {:?}",
+                    s.workgroup,
+                    gpu.adapter_name(),
+                    candidates(gpu)
+                )));
+            }
+            None => step_shape(gpu, &cfg, encoded.is_some())?,
+        };
         let words = cfg.layout().words(cfg.cells());
         let max_bindings = gpu.limits().max_storage_buffers_per_shader_stage as usize;
         let spec = |phase, mode| KernelSpec {
             edges,
-            ..lattice_spec(&cfg, encoded.is_some(), curved, phase, mode)
+            ..lattice_spec(&cfg, encoded.is_some(), curved, phase, mode, &shape)
         };
         for mode in [Mode::Step, Mode::Macro] {
             let phase = match cfg.streaming {
@@ -141,7 +218,10 @@ impl<'g> Lattice<'g> {
             }),
             None => None,
         };
-        let grid = Grid::cover(spec(Phase::Ab, Mode::Step).invocations() as u64, WG)?;
+        let grid = Grid::cover(
+            spec(Phase::Ab, Mode::Step).invocations() as u64,
+            shape.workgroup,
+        )?;
         let prepare = |phase, pops: Vec<&GpuBuffer<u32>>| {
             prepare_launch(
                 gpu,
@@ -178,6 +258,7 @@ impl<'g> Lattice<'g> {
             warnings,
             curved,
             edges,
+            shape,
             dist: None,
         })
     }
@@ -288,7 +369,14 @@ impl<'g> Lattice<'g> {
     pub(crate) fn spec(&self, phase: Phase, mode: Mode) -> KernelSpec {
         KernelSpec {
             edges: self.edges,
-            ..lattice_spec(&self.cfg, self.encoded.is_some(), self.curved, phase, mode)
+            ..lattice_spec(
+                &self.cfg,
+                self.encoded.is_some(),
+                self.curved,
+                phase,
+                mode,
+                &self.shape,
+            )
         }
     }
 
@@ -380,8 +468,16 @@ pub fn check_fits_within(binding_limit: u64, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
-/// The kernel spec of a lattice with `cfg`, with or without a flag field and wall distances.
-fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mode) -> KernelSpec {
+/// The kernel spec of a lattice with `cfg`, with or without a flag field and wall distances; step kernels take
+/// the launch shape `step` (workgroup, ablation), the others run in workgroups of [`WG`].
+fn lattice_spec(
+    cfg: &Config,
+    flags: bool,
+    curved: bool,
+    phase: Phase,
+    mode: Mode,
+    step: &StepShape,
+) -> KernelSpec {
     KernelSpec {
         nx: cfg.nx,
         ny: cfg.ny,
@@ -396,6 +492,16 @@ fn lattice_spec(cfg: &Config, flags: bool, curved: bool, phase: Phase, mode: Mod
         edges: Edges::whole(cfg.nx, cfg.ny),
         region: Region::All,
         folded_f16: false,
+        wg: if mode == Mode::Step {
+            step.workgroup
+        } else {
+            WG
+        },
+        ablation: if mode == Mode::Step {
+            step.ablation
+        } else {
+            None
+        },
     }
 }
 

@@ -1,0 +1,182 @@
+//! The step kernel's launch shape: every workgroup size the tuner may choose gives the default's bits, and the
+//! choice is timed once per adapter and kind of lattice, then read from the cache.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::rc::Rc;
+
+use bespoke_gpu::DiskCache;
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_lbm::kernel::WG;
+use bespoke_lbm::shape::{candidates, step_shape_in};
+use bespoke_lbm::{Collision, Config, Flags, Lattice, Storage, Streaming};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+#[test]
+fn every_step_workgroup_gives_the_default_bits() {
+    let Some(gpu) = test_gpu() else { return };
+    let wgs = candidates(gpu);
+    assert!(wgs.len() >= 3, "only {wgs:?} can be launched");
+    let seed = fresh_seed();
+    let mut cases = vec![
+        (Storage::F32, Streaming::Ab, 22, false),
+        (Storage::F32, Streaming::InPlace, 22, true),
+        (Storage::F16, Streaming::Ab, 22, true),
+        (Storage::F16, Streaming::InPlace, 22, false),
+    ];
+    if gpu.has_f16() {
+        cases.push((Storage::F16, Streaming::InPlace, 21, true));
+    }
+    for (storage, streaming, ny, walls) in cases {
+        let cfg = Config {
+            storage,
+            streaming,
+            force: [1e-5, 0.0],
+            ..Config::new(37, ny, Collision::trt(0.8))
+        };
+        let mut flags = Flags::fluid(37, ny);
+        if walls {
+            flags.channel_walls();
+            flags.add_circle([12.3, ny as f64 / 2.0], 4.2, true);
+        }
+        let flags = Rc::new(flags);
+        let run = |wg: u32| {
+            let mut lat =
+                Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), wg).unwrap();
+            assert_eq!(lat.step_shape().workgroup, wg);
+            let mut rng = StdRng::seed_from_u64(seed);
+            let cells: Vec<(f64, [f64; 2])> = (0..37 * ny)
+                .map(|_| {
+                    (
+                        rng.random_range(0.97..1.03),
+                        [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+                    )
+                })
+                .collect();
+            lat.init_equilibrium(|x, y| cells[y * 37 + x]).unwrap();
+            lat.step(8).unwrap();
+            lat.populations().unwrap()
+        };
+        let want = run(WG);
+        assert!(want.iter().all(|v| v.is_finite()));
+        for &wg in &wgs {
+            let got = run(wg);
+            let differ = want
+                .iter()
+                .zip(&got)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                differ, 0,
+                "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} differs from {WG} in {differ} populations"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_shape_is_timed_once_then_read_from_the_cache() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "lbm-shape", 1);
+    let cfg = Config::new(64, 48, Collision::Bgk { omega: 1.0 });
+    let first = step_shape_in(gpu, &cfg, false, Some(&cache)).unwrap();
+    assert_eq!(first.source, "tuned");
+    let timed: Vec<u32> = first.timed.iter().map(|t| t.0).collect();
+    assert_eq!(timed, candidates(gpu), "every candidate is timed");
+    assert!(first.timed.iter().all(|t| t.1 > 0.0 && t.1.is_finite()));
+    let fastest = first
+        .timed
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    let default = first.timed.iter().find(|t| t.0 == WG).unwrap();
+    // The choice is the fastest, or the default where nothing beat it by the margin.
+    assert!(
+        first.workgroup == fastest.0 || (first.workgroup == WG && fastest.1 >= 0.97 * default.1),
+        "{first:?}"
+    );
+    let again = step_shape_in(gpu, &cfg, false, Some(&cache)).unwrap();
+    assert_eq!(
+        (again.source.as_str(), again.workgroup),
+        ("cached", first.workgroup)
+    );
+    // Another kind of lattice is its own entry.
+    let flagged = step_shape_in(gpu, &cfg, true, Some(&cache)).unwrap();
+    assert_eq!(flagged.source, "tuned");
+}
+
+/// The lab's ablations do what they say: the mask wrap gives the default's bits on a lattice whose sides are
+/// powers of two (and is refused on others); without collision the populations only stream.
+#[test]
+fn ablations_wrap_alike_and_stream_without_colliding() {
+    use bespoke_lbm::kernel::Ablation;
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    for (storage, streaming) in [
+        (Storage::F32, Streaming::Ab),
+        (Storage::F16, Streaming::InPlace),
+    ] {
+        let (nx, ny) = (32, 16);
+        let cfg = Config {
+            storage,
+            streaming,
+            ..Config::new(nx, ny, Collision::Bgk { omega: 1.2 })
+        };
+        let flags = Rc::new(Flags::fluid(nx, ny));
+        let mut rng = StdRng::seed_from_u64(seed);
+        let cells: Vec<(f64, [f64; 2])> = (0..nx * ny)
+            .map(|_| {
+                (
+                    rng.random_range(0.97..1.03),
+                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+                )
+            })
+            .collect();
+        let start = |lat: &mut Lattice<'_>| {
+            lat.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
+        };
+        let mut plain = Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), WG).unwrap();
+        start(&mut plain);
+        let initial = plain.populations().unwrap();
+        plain.step(4).unwrap();
+        let mut masked =
+            Lattice::ablated(gpu, cfg.clone(), flags.clone(), 128, Ablation::MaskWrap).unwrap();
+        start(&mut masked);
+        masked.step(4).unwrap();
+        assert!(
+            plain.populations().unwrap() == masked.populations().unwrap(),
+            "{storage:?} {streaming:?}: the mask wrap changed the result"
+        );
+        let mut streamed =
+            Lattice::ablated(gpu, cfg.clone(), flags.clone(), WG, Ablation::NoCollision).unwrap();
+        start(&mut streamed);
+        streamed.step(4).unwrap();
+        let got = streamed.populations().unwrap();
+        // Population i of cell x after t steps is population i of cell x − t·c_i at the start.
+        let c = bespoke_lbm::d2q9::C;
+        for y in 0..ny {
+            for x in 0..nx {
+                for (i, ci) in c.iter().enumerate() {
+                    let sx = (x as i64 - 4 * ci[0] as i64).rem_euclid(nx as i64) as usize;
+                    let sy = (y as i64 - 4 * ci[1] as i64).rem_euclid(ny as i64) as usize;
+                    // Direction-major: direction i's populations, cell after cell.
+                    let n = nx * ny;
+                    let (want, have) = (initial[i * n + sy * nx + sx], got[i * n + y * nx + x]);
+                    assert!(
+                        want.to_bits() == have.to_bits(),
+                        "{storage:?} {streaming:?}: cell ({x}, {y}) direction {i}: {have} streamed, {want} expected"
+                    );
+                }
+            }
+        }
+        let odd = Config {
+            storage,
+            streaming,
+            ..Config::new(30, 16, Collision::Bgk { omega: 1.2 })
+        };
+        let e =
+            Lattice::ablated(gpu, odd, Flags::fluid(30, 16), WG, Ablation::MaskWrap).unwrap_err();
+        assert!(e.to_string().contains("powers of two"), "{e}");
+    }
+}
