@@ -60,9 +60,19 @@ enum Command {
         /// Also write the results as JSON to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Run only this section (repeatable; default: all).
+        /// Run only this section (repeatable; default: all but `lab`).
         #[arg(long, value_name = "NAME")]
         section: Vec<String>,
+    },
+    /// The lab: every bandwidth-bound kernel under its candidate launch shapes and ablations, one table with each
+    /// row's fraction of copy and ratio to the default (`bespoke bench --section lab`).
+    Lab {
+        /// Smaller problems and fewer repetitions (CI on lavapipe).
+        #[arg(long)]
+        quick: bool,
+        /// Also write the results as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
     },
 }
 
@@ -162,6 +172,7 @@ fn main() -> ExitCode {
             json,
             section,
         } => bench(quick, json, &section),
+        Command::Lab { quick, json } => bench(quick, json, &["lab".to_owned()]),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

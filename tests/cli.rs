@@ -83,9 +83,10 @@ fn bench_quick_writes_one_object_with_every_section() {
     );
     check_adapter(&v);
     for s in bespoke::bench::sections() {
-        assert!(
+        assert_eq!(
             v.get(s.name()).is_some(),
-            "section `{}` missing from the JSON",
+            s.by_default(),
+            "section `{}`: in the JSON or not, as it runs by default or not",
             s.name()
         );
     }
@@ -943,4 +944,54 @@ fn fv_sweep_plots_ideal_operators_and_real_orderings() {
     }
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bespoke lab --quick`: every group's rows, each with a fraction of copy and a ratio to its default, the
+/// default rows at ratio 1, the ablations and every step workgroup present; JSON to a file.
+#[test]
+fn lab_times_every_shape_and_ablation() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let (v, out) = bespoke_json("lab", &["lab", "--quick"]);
+    check_adapter(&v);
+    let runs = v["lab"]["runs"].as_array().expect("lab.runs");
+    for group in ["copy", "lbm", "mm"] {
+        assert!(
+            runs.iter().any(|r| r["group"] == group),
+            "no {group} rows in {out}"
+        );
+    }
+    for r in runs {
+        for key in ["seconds", "gbps", "copy_fraction", "ratio_to_default"] {
+            let x = r[key].as_f64().unwrap_or(f64::NAN);
+            assert!(x.is_finite() && x > 0.0, "{key} = {x} in {r}");
+        }
+    }
+    let lbm: Vec<&Value> = runs.iter().filter(|r| r["group"] == "lbm").collect();
+    for variant in [
+        "wg64",
+        "wg256",
+        "wg64 no-collision",
+        "wg64 mask-wrap",
+        "wg64 walls",
+    ] {
+        let n = lbm.iter().filter(|r| r["variant"] == variant).count();
+        assert_eq!(n, 4, "{variant}: {n} of the 4 storage × streaming rows");
+    }
+    for r in lbm.iter().filter(|r| r["variant"] == "wg64") {
+        assert_eq!(r["ratio_to_default"].as_f64(), Some(1.0), "{r}");
+    }
+    assert!(runs.iter().any(|r| r["variant"] == "access floor"));
+    assert!(
+        v["lab"]["fv"]["runs"].is_array() || v["lab"]["fv"].is_object(),
+        "{}",
+        v["lab"]["fv"]
+    );
+    // The default bench leaves the lab out.
+    let out = bespoke(&["bench", "--section", "nosuch"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lab"),
+        "the lab is a section by name"
+    );
 }

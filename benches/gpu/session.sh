@@ -10,10 +10,15 @@
 #   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
 #                 lbm: 8192²; fv: 16.5 M tets); bench-copy, bench-dense, bench-mm, bench-lbm, bench-fv run one
 #                 section each, when all of them together would pass the 10-minute limit
+#   lab           `bespoke lab`: copy variants; LBM 8192² at every step workgroup, without collision, with the mask
+#                 wrap, with a flag field; the 9 operators at N = 2^19 against their access and copy floors; FV
+#                 orderings × kernels (docs/gpu.md, "The lab"; sized for ≤ 4 minutes on an H100/H200)
 #   mm9-f32 mm9-f64  the 9 shipped operators at N = 2^20 in `mm bench`'s JSON (what peers_table.py joins)
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
 #   peers9-f32 peers9-f64 peers-f32 peers-f64
 #                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
+#   peers-lbm     a plain CUDA D2Q9 step (benches/peers/cuda_lbm.py: 256-thread blocks, pull, SoA, f32 and f16) at 8192²,
+#                 checked against a numpy step first: the kernel bespoke's lbm rows are measured against
 #   lbm-examples  at 8192² (LBM_SIZE="NX NY" overrides): where the LBM step's time goes (step_cost: memory only vs collision vs f16
 #                 conversions) and the populations-in-textures trial (texture_trial)
 #   lbm-cylinder  Schäfer–Turek 2D-2 at D = 40 and 80 cells, lattice velocity 0.05 and 0.025 (resolution and Mach
@@ -80,6 +85,7 @@ for stage in "$@"; do
         info) $bin info | tee "$OUT/info.txt" ;;
         tests) tests ;;
         bench) $bin bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" ;;
+        lab) $bin lab --json "$OUT/lab.json" 2>&1 | tee "$OUT/lab.txt" ;;
         bench-*) $bin bench --section "${stage#bench-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
         mm9-f32|mm9-f64)
             $bin mm bench tests/data/pyfr --n $N --dtype "${stage#mm9-}" --json "$OUT/$stage.json" 2>&1 | tee "$OUT/$stage.txt" ;;
@@ -89,6 +95,7 @@ for stage in "$@"; do
             dtype=${stage:3:3} shape=${stage:7}
             $bin mm bench $suite/"$shape"-*.mtx --n $N --dtype "$dtype" --json "$OUT/$stage.json" \
                 2>&1 | tee "$OUT/$stage.txt" ;;
+        peers-lbm) python3 benches/peers/cuda_lbm.py --size 8192 --json "$OUT/peers-lbm.json" 2>&1 | tee "$OUT/peers-lbm.txt" ;;
         peers9-f32|peers9-f64) peers "$stage" "${stage#peers9-}" tests/data/pyfr ;;
         peers-f32|peers-f64) peers "$stage" "${stage#peers-}" $suite ;;
         peers-f32-*|peers-f64-*)

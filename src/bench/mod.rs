@@ -4,6 +4,7 @@
 mod copy;
 mod dense;
 mod fv;
+mod lab;
 mod lbm;
 mod mm;
 mod scale;
@@ -57,6 +58,10 @@ pub struct BenchContext<'a> {
 pub trait Section {
     fn name(&self) -> &'static str;
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error>;
+    /// Whether `bespoke bench` runs it when no section is named (the lab runs only when asked for).
+    fn by_default(&self) -> bool {
+        true
+    }
 }
 
 /// Every registered section, in the order they run.
@@ -68,6 +73,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(lbm::LbmSection),
         Box::new(fv::FvSection),
         Box::new(scale::ScaleSection),
+        Box::new(lab::LabSection),
     ]
 }
 
@@ -138,7 +144,9 @@ pub fn check_sections(only: &[String]) -> Result<(), Error> {
 pub fn run_all(gpu: &Gpu, quick: bool, only: &[String]) -> Result<(Vec<Row>, Value), Error> {
     check_sections(only)?;
     let mut all = sections();
-    if !only.is_empty() {
+    if only.is_empty() {
+        all.retain(|s| s.by_default());
+    } else {
         all.retain(|s| only.iter().any(|n| n == s.name()));
     }
     let bar = progress_bar(all.len() as u64 + 1);

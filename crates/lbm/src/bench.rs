@@ -9,6 +9,7 @@ use crate::config::{Collision, Config, Storage, Streaming};
 use crate::distributed::Ranks;
 use crate::error::Result;
 use crate::flags::Flags;
+use crate::kernel::Ablation;
 use crate::lattice::{Lattice, check_fits};
 
 /// One timed configuration.
@@ -79,12 +80,67 @@ pub fn bench_lattice_shared<'g>(
         }
         Some(r) => Lattice::new_distributed(gpu, cfg, flags.clone(), r)?,
     };
+    taylor_green(&mut lat)?;
+    Ok(lat)
+}
+
+/// The bench's state: a decaying Taylor–Green field.
+fn taylor_green(lat: &mut Lattice<'_>) -> Result<()> {
+    let (nx, ny) = (lat.config().nx, lat.config().ny);
     let (kx, ky) = (2.0 * PI / nx as f64, 2.0 * PI / ny as f64);
     lat.init_equilibrium(|x, y| {
         let (x, y) = (kx * x as f64, ky * y as f64);
         (1.0, [-0.05 * x.cos() * y.sin(), 0.05 * x.sin() * y.cos()])
-    })?;
-    Ok(lat)
+    })
+}
+
+/// A lab variant of the bench's step: a given step workgroup, optionally an ablation, optionally a flag field
+/// (channel walls, so every cell's flag is read) instead of the periodic all-fluid lattice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepVariant {
+    pub workgroup: u32,
+    pub ablation: Option<Ablation>,
+    pub walls: bool,
+}
+
+impl StepVariant {
+    pub fn name(&self) -> String {
+        let mut s = format!("wg{}", self.workgroup);
+        if let Some(a) = self.ablation {
+            s += &format!(" {}", a.name());
+        }
+        if self.walls {
+            s += " walls";
+        }
+        s
+    }
+}
+
+/// Times `reps` pairs of steps of `variant` on the bench's lattice (after two warm-up pairs).
+pub fn bench_step_variant(
+    gpu: &Gpu,
+    side: usize,
+    storage: Storage,
+    streaming: Streaming,
+    variant: StepVariant,
+    reps: usize,
+) -> Result<LbmBench> {
+    let cfg = Config {
+        storage,
+        streaming,
+        ..Config::new(side, side, Collision::Bgk { omega: 1.0 })
+    };
+    check_fits(gpu, &cfg)?;
+    let mut flags = Flags::fluid(side, side);
+    if variant.walls {
+        flags.channel_walls();
+    }
+    let mut lat = match variant.ablation {
+        Some(a) => Lattice::ablated(gpu, cfg, flags, variant.workgroup, a)?,
+        None => Lattice::with_step_workgroup(gpu, cfg, flags, variant.workgroup)?,
+    };
+    taylor_green(&mut lat)?;
+    time_lattice(&mut lat, reps)
 }
 
 /// Times `reps` pairs of steps after two warm-up pairs.
@@ -97,15 +153,20 @@ pub fn bench_stepper(
     reps: usize,
 ) -> Result<LbmBench> {
     let mut lat = bench_lattice(gpu, nx, ny, storage, streaming)?;
+    time_lattice(&mut lat, reps)
+}
+
+fn time_lattice(lat: &mut Lattice<'_>, reps: usize) -> Result<LbmBench> {
     let t = lat.time_pairs(2, reps)?;
     let seconds_per_step = t.median() / 2.0;
+    let (nx, ny) = (lat.config().nx, lat.config().ny);
     let cells = (nx * ny) as f64;
     let bytes_per_cell = lat.bytes_per_cell();
     Ok(LbmBench {
         nx,
         ny,
-        storage,
-        streaming,
+        storage: lat.config().storage,
+        streaming: lat.config().streaming,
         seconds_per_step,
         mlups: cells / seconds_per_step / 1e6,
         bytes_per_cell,

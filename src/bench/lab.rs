@@ -1,0 +1,241 @@
+//! `bespoke lab` (the `lab` section, run only when named): one run that answers the bandwidth questions of a GPU
+//! at once (docs/gpu.md, "The lab"). Each kernel runs under the candidate launch shapes and under ablations that
+//! take one cost out, each row with its fraction of the copy probe and its ratio to the default's time:
+//! - copy: each copy variant at the probe's size (which walk the adapter likes);
+//! - lbm: the bench lattice (f32 and f16, two lattices and in place) at every step workgroup, without collision,
+//!   with the wrap by mask, and with a flag field read (channel walls);
+//! - mm: the shipped operators at the lab's N (2^19 on a GPU): the tuner's choice against its access floor (its
+//!   loads and stores alone, the operator as a copy of its bytes) and the copy floor;
+//! - fv: the `fv` section's orderings × kernels.
+
+use bespoke_gpu::{CopyVariant, Launch};
+use bespoke_lbm::bench::{StepVariant, bench_step_variant};
+use bespoke_lbm::kernel::{Ablation, WG};
+use bespoke_lbm::{Storage, Streaming};
+use bespoke_mm::specialise::{Operator, Panel, TuneOptions, bench_operator, parse_mtx};
+use serde_json::{Value, json};
+
+use super::mm::MATRICES;
+use super::sizes::Sizes;
+use super::{BenchContext, Row, Section, SectionOutput};
+use crate::Error;
+
+#[derive(Debug)]
+pub struct LabSection;
+
+/// The operators' panel width in the lab on a GPU (the goal size).
+pub const LAB_MM_N_GPU: usize = 1 << 19;
+
+impl Section for LabSection {
+    fn name(&self) -> &'static str {
+        "lab"
+    }
+
+    fn by_default(&self) -> bool {
+        false
+    }
+
+    fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
+        let mut lab = Lab::default();
+        copy_rows(ctx, &mut lab)?;
+        lbm_rows(ctx, &mut lab)?;
+        mm_rows(ctx, &mut lab)?;
+        let fv = super::fv::FvSection.run(ctx)?;
+        lab.rows.extend(fv.rows);
+        Ok(SectionOutput {
+            rows: lab.rows,
+            json: json!({ "runs": lab.runs, "fv": fv.json }),
+        })
+    }
+}
+
+#[derive(Default)]
+struct Lab {
+    rows: Vec<Row>,
+    runs: Vec<Value>,
+}
+
+impl Lab {
+    /// One measurement: `bytes` moved in `seconds`, against the default's seconds.
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        ctx: &BenchContext<'_>,
+        group: &'static str,
+        case: String,
+        variant: String,
+        seconds: f64,
+        bytes: f64,
+        default_seconds: f64,
+        note: &str,
+    ) {
+        let gbps = bytes / seconds / 1e9;
+        let fraction = gbps / ctx.copy_gbps;
+        let ratio = seconds / default_seconds;
+        self.rows.push(Row {
+            section: group,
+            case: format!("{case} {variant}"),
+            seconds,
+            rate: gbps,
+            unit: "GB/s",
+            fraction: Some(fraction),
+            note: format!("×{ratio:.3} the default's time{note}"),
+        });
+        self.runs.push(json!({
+            "group": group, "case": case, "variant": variant, "seconds": seconds, "bytes": bytes,
+            "gbps": gbps, "copy_fraction": fraction, "ratio_to_default": ratio, "note": note,
+        }));
+    }
+}
+
+fn copy_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
+    let gpu = ctx.gpu;
+    let n = (ctx.probe.bytes / 16) as usize;
+    let src = gpu.alloc_filled::<[f32; 4]>(n, [1.0, 2.0, 3.0, 4.0])?;
+    let dst = gpu.alloc::<[f32; 4]>(n)?;
+    let mut times = Vec::new();
+    for v in CopyVariant::CANDIDATES {
+        let launches = gpu.copy_launches(&src, &dst, v)?;
+        let refs: Vec<&Launch> = launches.iter().collect();
+        times.push((v, gpu.time(&refs, 2, reps(ctx))?.median()));
+    }
+    let default = ctx.probe.median_seconds;
+    for (v, t) in times {
+        lab.push(
+            ctx,
+            "copy",
+            format!("{} MiB", ctx.probe.bytes >> 20),
+            v.name(),
+            t,
+            2.0 * ctx.probe.bytes as f64,
+            default,
+            &format!(" (the probe's {})", ctx.probe.variant),
+        );
+    }
+    Ok(())
+}
+
+fn reps(ctx: &BenchContext<'_>) -> usize {
+    if ctx.quick { 3 } else { 10 }
+}
+
+/// The lattice variants the lab times: every step workgroup the adapter launches, then the default workgroup
+/// without collision, with the mask wrap, and reading a flag field.
+pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
+    let plain = |workgroup| StepVariant {
+        workgroup,
+        ablation: None,
+        walls: false,
+    };
+    let mut v: Vec<StepVariant> = workgroups.iter().map(|&w| plain(w)).collect();
+    for ablation in [Ablation::NoCollision, Ablation::MaskWrap] {
+        v.push(StepVariant {
+            ablation: Some(ablation),
+            ..plain(WG)
+        });
+    }
+    v.push(StepVariant {
+        walls: true,
+        ..plain(WG)
+    });
+    v
+}
+
+fn lbm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
+    let gpu = ctx.gpu;
+    // A power of two, so the mask wrap applies.
+    let side = Sizes::of(gpu.is_cpu(), ctx.quick)
+        .lbm_side
+        .next_power_of_two();
+    let variants = lbm_variants(&bespoke_lbm::shape::candidates(gpu));
+    for storage in [Storage::F32, Storage::F16] {
+        for streaming in [Streaming::Ab, Streaming::InPlace] {
+            let case = format!("{side}² {} {}", storage.name(), streaming.name());
+            let mut default = None;
+            for &v in &variants {
+                let b = match bench_step_variant(gpu, side, storage, streaming, v, reps(ctx)) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        lab.rows.push(Row {
+                            section: "lbm",
+                            case: format!("{case} {}", v.name()),
+                            seconds: f64::NAN,
+                            rate: f64::NAN,
+                            unit: "GB/s",
+                            fraction: None,
+                            note: format!("not run: {e}"),
+                        });
+                        continue;
+                    }
+                };
+                let base = *default.get_or_insert(b.seconds_per_step);
+                let bytes = (b.nx * b.ny * b.bytes_per_cell) as f64;
+                lab.push(
+                    ctx,
+                    "lbm",
+                    case.clone(),
+                    v.name(),
+                    b.seconds_per_step,
+                    bytes,
+                    base,
+                    &format!(", {:.0} MLUPS", b.mlups),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn mm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
+    let gpu = ctx.gpu;
+    let sizes = Sizes::of(gpu.is_cpu(), ctx.quick);
+    let n = if gpu.is_cpu() || ctx.quick {
+        sizes.mm_n
+    } else {
+        LAB_MM_N_GPU
+    };
+    let opts = TuneOptions {
+        reps: if ctx.quick { 2 } else { 5 },
+        ..Default::default()
+    };
+    for (name, text) in &MATRICES[..sizes.mm_operators.min(MATRICES.len())] {
+        let op: Operator = parse_mtx(text, name)?;
+        let beta = op.beta_hint.unwrap_or(0.0);
+        let r = bench_operator::<f32>(gpu, &op, beta, Panel::packed(n), &opts, 1)?;
+        let case = format!("{name} N={n} f32");
+        let note = format!(
+            ", {:.2} of a same-size copy ({:.0} GB/s)",
+            r.gbps / r.same_size_copy_gbps,
+            r.same_size_copy_gbps
+        );
+        for (variant, seconds) in [
+            (format!("choice {}", r.variant), r.seconds),
+            ("access floor".to_owned(), r.floor_seconds),
+            ("copy floor".to_owned(), r.copy_floor_seconds),
+        ] {
+            lab.push(
+                ctx,
+                "mm",
+                case.clone(),
+                variant,
+                seconds,
+                r.bytes,
+                r.seconds,
+                &note,
+            );
+        }
+        if let Some(d) = r.dense_seconds {
+            lab.push(
+                ctx,
+                "mm",
+                case.clone(),
+                "dense".into(),
+                d,
+                r.bytes,
+                r.seconds,
+                &note,
+            );
+        }
+    }
+    Ok(())
+}
