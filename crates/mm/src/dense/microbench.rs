@@ -60,7 +60,7 @@ impl Op {
     }
 }
 
-const WG: u32 = 256;
+pub(crate) const WG: u32 = 256;
 /// FMAs per invocation in the throughput kernels, whatever the number of accumulators.
 const FMA_PER_INVOCATION: u32 = 8192;
 /// How much longer a small grid's chains may get: llvmpipe silently ends any loop after 65535 iterations, and at
@@ -219,6 +219,9 @@ fn main() {{ if x[0] == {} {{ x[2] = x[1]; }} }}
 pub struct Measured {
     /// (accumulators per invocation, GFLOP/s) at a full device, launch overhead taken out.
     pub fma_by_accumulators: Vec<(u32, f64)>,
+    /// The same from 8 accumulators up at the largest workgroup the adapter allows (up to 1024) when it is larger
+    /// than [`WG`], as many invocations in all: where registers run out at that size.
+    pub fma_by_accumulators_at: Vec<(u32, Vec<(u32, f64)>)>,
     /// Seconds per FMA along one dependent chain.
     pub fma_latency_s: f64,
     /// (invocations per workgroup, workgroups, GFLOP/s) with 16 accumulators each, launch overhead taken out:
@@ -301,8 +304,18 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
     for a in ACC_COUNTS {
         fma_by_accumulators.push((a, fma_rate(a, full_groups, WG)?));
     }
-    let mut fma_by_groups = Vec::new();
     let max_wg = gpu.limits().max_compute_invocations_per_workgroup;
+    let mut fma_by_accumulators_at = Vec::new();
+    let big = max_wg.min(1024);
+    if big > WG {
+        let groups = (full_groups * WG / big).max(1);
+        let mut curve = Vec::new();
+        for a in ACC_COUNTS.into_iter().filter(|a| *a >= 8) {
+            curve.push((a, fma_rate(a, groups, big)?));
+        }
+        fma_by_accumulators_at.push((big, curve));
+    }
+    let mut fma_by_groups = Vec::new();
     for wg in [32, 64, 128, 256, 512, 1024]
         .into_iter()
         .filter(|w| *w <= max_wg)
@@ -360,6 +373,7 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
     Ok(Measured {
         overlap_penalty,
         fma_by_accumulators,
+        fma_by_accumulators_at,
         fma_latency_s,
         fma_by_groups,
         smem_scalar_words_per_s,
@@ -382,6 +396,8 @@ mod tests {
             };
             for a in ACC_COUNTS {
                 v(chain_wgsl(op, a, 4, 8, WG));
+                // The register-file curve at the largest workgroup.
+                v(chain_wgsl(op, a, 4, 8, 1024));
             }
             for w in [1, 4] {
                 v(smem_wgsl(op, w));

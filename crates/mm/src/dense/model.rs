@@ -15,7 +15,7 @@ use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
 /// Bumped whenever the micro-benchmarks change, so stale caches are re-measured.
-pub(crate) const MACHINE_VERSION: u32 = 7;
+pub(crate) const MACHINE_VERSION: u32 = 8;
 
 /// The measured inputs of the model for one adapter and precision.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -26,6 +26,12 @@ pub struct Machine {
     /// (scalar accumulators per invocation, GFLOP/s) with the device full: the latency-hiding ramp and, past
     /// the register file, the spill cliff.
     pub fma_by_accumulators: Vec<(u32, f64)>,
+    /// The same curve at larger workgroups, (invocations per workgroup, [(accumulators, GFLOP/s)]): registers are
+    /// one file per multiprocessor, so where a larger workgroup's curve falls off its invocations run out of
+    /// registers sooner (an H200 gives 255 registers to each of 256 invocations, 64 to each of 1024). The curve
+    /// above is at `microbench::WG` invocations. Empty in older caches (version < 8).
+    #[serde(default)]
+    pub fma_by_accumulators_at: Vec<(u32, Vec<(u32, f64)>)>,
     /// One dependent FMA, nanoseconds.
     pub fma_latency_ns: f64,
     /// (invocations per workgroup, workgroups, GFLOP/s) at 16 accumulators each: how many workgroups of each
@@ -65,6 +71,7 @@ impl Machine {
             adapter: gpu.adapter_name().to_string(),
             dtype: op.name().to_string(),
             fma_by_accumulators: m.fma_by_accumulators,
+            fma_by_accumulators_at: m.fma_by_accumulators_at,
             fma_latency_ns: m.fma_latency_s * 1e9,
             fma_by_groups: m.fma_by_groups,
             smem_scalar_gwords: m.smem_scalar_words_per_s / 1e9,
@@ -160,6 +167,41 @@ impl Machine {
                 .map(|&(a, g)| (f64::from(a), g)),
             f64::from(acc.max(1)),
         )
+    }
+
+    /// The most accumulators (of the curve's precision) an invocation of a `threads`-invocation workgroup holds
+    /// before the register file runs out: the cliff of the measured curve at the nearest workgroup size (the
+    /// smaller one on a tie), scaled down by size / threads for a larger workgroup (one register file shared by
+    /// more invocations). `u32::MAX` where the curve never falls off (a CPU adapter spills gracefully: no bound).
+    pub fn accumulator_budget(&self, threads: u32) -> u32 {
+        let mut curves: Vec<(u32, &[(u32, f64)])> =
+            vec![(super::microbench::WG, self.fma_by_accumulators.as_slice())];
+        curves.extend(
+            self.fma_by_accumulators_at
+                .iter()
+                .map(|(t, c)| (*t, c.as_slice())),
+        );
+        let distance = |t: u32| (f64::from(t).log2() - f64::from(threads.max(1)).log2()).abs();
+        let Some(&(size, curve)) = curves
+            .iter()
+            .min_by(|a, b| distance(a.0).total_cmp(&distance(b.0)).then(a.0.cmp(&b.0)))
+        else {
+            return u32::MAX;
+        };
+        match cliff(curve) {
+            None => u32::MAX,
+            Some(c) if threads > size => {
+                (u64::from(c) * u64::from(size) / u64::from(threads)).max(1) as u32
+            }
+            Some(c) => c,
+        }
+    }
+
+    /// Whether `p`'s register tile fits [`accumulator_budget`](Self::accumulator_budget): its `tm·tn`
+    /// accumulators and the `tm + tn` operands of a k step.
+    pub fn fits_registers(&self, p: &DenseParams) -> bool {
+        let need = u64::from(p.tm * p.tn + p.tm + p.tn);
+        need <= u64::from(self.accumulator_budget(p.threads()))
     }
 
     /// Independent FMAs that must be in flight device-wide to hide latency (Little's law: rate × latency).
@@ -306,10 +348,27 @@ impl Machine {
             (p.tm > 1 && (p.bm() / 2) as usize >= shape.m)
                 || (p.tn > p.vec && (p.bn() / 2) as usize >= shape.n)
         };
-        for p in legal_space(dtype, limits)
+        let legal: Vec<DenseParams> = legal_space(dtype, limits)
             .into_iter()
             .filter(|p| p.vec == vec && !dominated(p))
-        {
+            .collect();
+        // Never past the register file (the pick that ran at 0.005 of peak on an H200 asked 1024 invocations for
+        // 64 f64 accumulators each: it spilled); where nothing fits, the tiles with the fewest accumulators.
+        let fewest = legal.iter().map(|p| p.tm * p.tn).min().unwrap_or(1);
+        let fitting: Vec<DenseParams> = legal
+            .iter()
+            .copied()
+            .filter(|p| self.fits_registers(p))
+            .collect();
+        let kept = if fitting.is_empty() {
+            legal
+                .into_iter()
+                .filter(|p| p.tm * p.tn == fewest)
+                .collect()
+        } else {
+            fitting
+        };
+        for p in kept {
             out.push(p);
             let groups = shape.m.div_ceil(p.bm() as usize) * shape.n.div_ceil(p.bn() as usize);
             if self.occupancy(p.threads(), groups as f64) < 0.9 {
@@ -367,6 +426,20 @@ pub struct Prediction {
     pub bound: &'static str,
 }
 
+/// Where a curve of (accumulators, GFLOP/s) falls off: midway between the last point, from its best on, still at
+/// half the best or more and the first below half (the register file ran out there: spills; the points double,
+/// so the midpoint is within a third of either); None when no point falls below half.
+fn cliff(curve: &[(u32, f64)]) -> Option<u32> {
+    let (best_at, best) = curve
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
+        .map(|(i, (_, g))| (i, *g))?;
+    let after = &curve[best_at..];
+    let fall = after.iter().position(|(_, g)| *g < 0.5 * best)?;
+    Some((after[fall - 1].0 + after[fall].0) / 2)
+}
+
 /// 4 when N, ldb and ldc allow vec4 loads, else 1.
 pub fn widest_vec(shape: &GemmShape) -> u32 {
     if [shape.n, shape.ldb, shape.ldc]
@@ -421,6 +494,7 @@ mod tests {
                 (512, 600.0),
                 (1024, 300.0),
             ],
+            fma_by_accumulators_at: Vec::new(),
             fma_latency_ns: 2.0,
             // Rate set by total invocations, whatever the workgroup size.
             fma_by_groups: [32u32, 64, 128, 256, 512, 1024]
@@ -547,6 +621,125 @@ mod tests {
                 .iter()
                 .all(|p| p.vec == 1)
         );
+    }
+
+    /// An H200-like f64 machine (the card gave 25.8–31.6 TFLOP/s f64 and 4 TB/s on 2026-11-26): at 256
+    /// invocations the rate holds to 64 f64 accumulators (128 registers) and falls past 128 (the 255-register
+    /// limit); at 1024 invocations it falls past 16 (64 registers each: 65 536 per multiprocessor).
+    fn h200_like_f64() -> Machine {
+        let curve = |pts: &[(u32, f64)]| pts.to_vec();
+        Machine {
+            version: MACHINE_VERSION,
+            adapter: "H200-like".into(),
+            dtype: "f64".into(),
+            fma_by_accumulators: curve(&[
+                (1, 2000.0),
+                (2, 4000.0),
+                (4, 8000.0),
+                (8, 16000.0),
+                (16, 25000.0),
+                (32, 26000.0),
+                (64, 25500.0),
+                (128, 6000.0),
+                (256, 2000.0),
+                (512, 900.0),
+                (1024, 450.0),
+            ]),
+            fma_by_accumulators_at: vec![(
+                1024,
+                curve(&[
+                    (8, 25000.0),
+                    (16, 25800.0),
+                    (32, 5000.0),
+                    (64, 1800.0),
+                    (128, 900.0),
+                    (256, 450.0),
+                    (512, 220.0),
+                    (1024, 110.0),
+                ]),
+            )],
+            fma_latency_ns: 4.0,
+            fma_by_groups: [32u32, 64, 128, 256, 512, 1024]
+                .into_iter()
+                .flat_map(|t| {
+                    [
+                        (1024u64, 500.0),
+                        (16384, 6000.0),
+                        (131072, 25000.0),
+                        (1048576, 26000.0),
+                    ]
+                    .map(|(inv, r)| (t, (inv / u64::from(t)).max(1), r))
+                })
+                .collect(),
+            // 128 B per clock per multiprocessor at 1.98 GHz over 132 of them: ~4.2 T f64 words/s through vec4.
+            smem_scalar_gwords: 2000.0,
+            smem_vec4_gwords: 4000.0,
+            copy_gbps: 4000.0,
+            launch_us: 5.0,
+            overlap_penalty: 0.0,
+        }
+    }
+
+    /// The register file bounds the tile (issue 36): without the bound the model's pick for 4096³ f64 on an
+    /// H200-like machine asks more accumulators per invocation than its workgroup size leaves each (as the
+    /// pick that ran at 0.005 of peak on the H200 did: t8x8v4-w32x32, 64 f64 accumulators at 1024 invocations);
+    /// with it, the pick fits.
+    #[test]
+    fn the_pick_fits_the_register_file() {
+        let m = h200_like_f64();
+        let limits = TileLimits {
+            max_invocations: 1024,
+            max_wg_x: 1024,
+            max_wg_y: 1024,
+            shared_bytes: 49152,
+        };
+        // Midway between the last point at half the best or more and the first below.
+        assert_eq!(m.accumulator_budget(256), 96);
+        assert_eq!(m.accumulator_budget(1024), 24);
+        assert_eq!(
+            m.accumulator_budget(512),
+            48,
+            "scaled from 256 (the nearer on a tie)"
+        );
+        assert_eq!(m.accumulator_budget(64), 96);
+        let shape = GemmShape::packed(4096, 4096, 4096);
+        // The model as it was: every legal tiling at the widest vector, no register bound. Today's pick is
+        // among its best (8×8 tiles tie whatever their workgroup: FMA-bound at the rate the 256-invocation curve
+        // gives 64 accumulators), and it does not fit: 1024 invocations leave 24 f64 values each.
+        let unbounded: Vec<DenseParams> = legal_space(DType::F64, &limits)
+            .into_iter()
+            .filter(|p| p.vec == 4)
+            .collect();
+        let (_, best) = m.pick_in(&unbounded, 8, &shape, false).unwrap();
+        let today = DenseParams::parse("t8x8v4-w32x32-k4-s1").unwrap();
+        assert!(unbounded.contains(&today));
+        let t = m.predict(&today, 8, &shape, false).seconds;
+        assert!(
+            (t - best.seconds).abs() <= 1e-9 * t,
+            "{t} against the best {}",
+            best.seconds
+        );
+        assert!(!m.fits_registers(&today));
+        let (after, pred) = m.pick(DType::F64, &limits, &shape, false).unwrap();
+        assert!(m.fits_registers(&after), "{} {pred:?}", after.key());
+        assert!(
+            m.shape_space(DType::F64, &limits, &shape)
+                .iter()
+                .all(|p| m.fits_registers(p)),
+            "the space holds a tile past the register file"
+        );
+        assert!(
+            after.tm * after.tn >= 16,
+            "{}: registers left idle",
+            after.key()
+        );
+        // A CPU-like curve that never falls off bounds nothing.
+        let flat = Machine {
+            fma_by_accumulators: (0..11).map(|i| (1u32 << i, 50.0)).collect(),
+            fma_by_accumulators_at: Vec::new(),
+            ..m
+        };
+        assert_eq!(flat.accumulator_budget(1024), u32::MAX);
     }
 
     #[test]

@@ -258,6 +258,7 @@ mod tests {
                 .into_iter()
                 .map(|a| (a, 50.0))
                 .collect(),
+            fma_by_accumulators_at: Vec::new(),
             fma_latency_ns: 2.0,
             fma_by_groups: [32u32, 64, 128, 256]
                 .into_iter()
