@@ -956,7 +956,7 @@ fn lab_times_every_shape_and_ablation() {
     let (v, out) = bespoke_json("lab", &["lab", "--quick"]);
     check_adapter(&v);
     let runs = v["lab"]["runs"].as_array().expect("lab.runs");
-    for group in ["copy", "lbm", "mm"] {
+    for group in ["copy", "lbm", "mm", "fv"] {
         assert!(
             runs.iter().any(|r| r["group"] == group),
             "no {group} rows in {out}"
@@ -983,10 +983,14 @@ fn lab_times_every_shape_and_ablation() {
         assert_eq!(r["ratio_to_default"].as_f64(), Some(1.0), "{r}");
     }
     assert!(runs.iter().any(|r| r["variant"] == "access floor"));
+    let fv: Vec<&Value> = runs.iter().filter(|r| r["group"] == "fv").collect();
     assert!(
-        v["lab"]["fv"]["runs"].is_array() || v["lab"]["fv"].is_object(),
-        "{}",
-        v["lab"]["fv"]
+        fv.iter().any(|r| r["variant"] == "wg256 no-gather"),
+        "no FV ablation"
+    );
+    assert!(
+        fv.iter().any(|r| r["variant"] == "wg64"),
+        "no FV workgroup candidates"
     );
     // The default bench leaves the lab out.
     let out = bespoke(&["bench", "--section", "nosuch"]);

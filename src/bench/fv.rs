@@ -15,7 +15,22 @@ use crate::Error;
 #[derive(Debug)]
 pub struct FvSection;
 
-const BLOCK: u32 = 2048;
+/// The METIS block and the block-cached kernel's block.
+pub(super) const BLOCK: u32 = 2048;
+
+/// The bench's operator: zero-flux diffusion on a jittered box of `n`³ cubes (6 tets each) numbered at random,
+/// as gmsh numbers.
+pub(super) fn box_operator(n: usize) -> Result<Operator, Error> {
+    let mesh = BoxMesh {
+        cells: [n, n, n],
+        jitter: 0.1,
+        shuffle: Some(1),
+        seed: 2,
+    }
+    .build()?;
+    let adj = adjacency(&mesh)?;
+    Ok(Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)?)
+}
 
 impl Section for FvSection {
     fn name(&self) -> &'static str {
@@ -25,17 +40,7 @@ impl Section for FvSection {
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
         // 88³ cubes = 4.09 M tets (x: 16 MB f32, operator 131 MB); quick: 24³ = 83 k. A GPU's last-level cache
         // holds 16 MB (an H100 has 50 MB of L2), so there 140³ = 16.5 M tets (x: 66 MB, operator 527 MB).
-        let n = Sizes::of(ctx.gpu.is_cpu(), ctx.quick).fv_cubes;
-        let mesh = BoxMesh {
-            cells: [n, n, n],
-            jitter: 0.1,
-            shuffle: Some(1),
-            seed: 2,
-        }
-        .build()?;
-        let adj = adjacency(&mesh)?;
-        let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)?;
-        drop((mesh, adj));
+        let op = box_operator(Sizes::of(ctx.gpu.is_cpu(), ctx.quick).fv_cubes)?;
         let orderings = [
             OrderingKind::AsRead,
             OrderingKind::Metis {

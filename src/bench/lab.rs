@@ -6,8 +6,13 @@
 //!   with the wrap by mask, and with a flag field read (channel walls);
 //! - mm: the shipped operators at the lab's N (2^19 on a GPU): the tuner's choice against its access floor (its
 //!   loads and stores alone, the operator as a copy of its bytes) and the copy floor;
-//! - fv: the `fv` section's orderings × kernels.
+//! - fv: the `fv` section's mesh, METIS-ordered: every gather layout at every workgroup size and without the
+//!   gather (its values, indices, x and y streamed, no neighbour read), and the block-cached kernel.
 
+use bespoke_fv::bench::{CONFIGS as FV_CONFIGS, min_bytes_per_tet, time_shape};
+use bespoke_fv::kernel::{KernelKind, Shape as FvShape, WG as FV_WG};
+use bespoke_fv::ordering::{OrderingKind, order};
+use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::{CopyVariant, Launch};
 use bespoke_lbm::bench::{StepVariant, bench_step_variant};
 use bespoke_lbm::kernel::{Ablation, WG};
@@ -40,11 +45,10 @@ impl Section for LabSection {
         copy_rows(ctx, &mut lab)?;
         lbm_rows(ctx, &mut lab)?;
         mm_rows(ctx, &mut lab)?;
-        let fv = super::fv::FvSection.run(ctx)?;
-        lab.rows.extend(fv.rows);
+        fv_rows(ctx, &mut lab)?;
         Ok(SectionOutput {
             rows: lab.rows,
-            json: json!({ "runs": lab.runs, "fv": fv.json }),
+            json: json!({ "runs": lab.runs }),
         })
     }
 }
@@ -234,6 +238,64 @@ fn mm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
                 r.bytes,
                 r.seconds,
                 &note,
+            );
+        }
+    }
+    Ok(())
+}
+
+fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
+    let gpu = ctx.gpu;
+    let cubes = Sizes::of(gpu.is_cpu(), ctx.quick).fv_cubes;
+    let op = super::fv::box_operator(cubes)?;
+    let block = super::fv::BLOCK;
+    let (perm, _) = order(
+        &op,
+        OrderingKind::Metis {
+            block: block as usize,
+        },
+    )?;
+    let op = perm.apply_operator(&op);
+    let n = op.n();
+    let mut rng = seeded(7);
+    let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
+    let bytes = (min_bytes_per_tet(4) * n) as f64;
+    let case = format!("{}k tets metis f32", n / 1000);
+    for (name, layout) in FV_CONFIGS {
+        let kind = if name == "gather" {
+            KernelKind::Gather
+        } else {
+            KernelKind::BlockCached { block }
+        };
+        let mut shapes: Vec<FvShape> = bespoke_fv::diffusion::candidates(gpu, kind)
+            .into_iter()
+            .map(|workgroup| FvShape {
+                workgroup,
+                no_gather: false,
+            })
+            .collect();
+        if kind == KernelKind::Gather {
+            shapes.push(FvShape {
+                workgroup: FV_WG,
+                no_gather: true,
+            });
+        }
+        let default = time_shape::<f32>(gpu, &op, kind, layout, FvShape::default(), &x, reps(ctx))?;
+        for shape in shapes {
+            let seconds = if shape == FvShape::default() {
+                default
+            } else {
+                time_shape::<f32>(gpu, &op, kind, layout, shape, &x, reps(ctx))?
+            };
+            lab.push(
+                ctx,
+                "fv",
+                format!("{case} {name} {}", layout.name()),
+                shape.name(),
+                seconds,
+                bytes,
+                default,
+                "",
             );
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::diffusion::{Diffusion, Real, check_kernel_block};
 use crate::error::Result;
-use crate::kernel::{KernelKind, Layout};
+use crate::kernel::{KernelKind, Layout, Shape};
 use crate::operator::Operator;
 use crate::ordering::{OrderingKind, in_block_fraction, order};
 use bespoke_gpu::rng::{Rng, seeded};
@@ -86,4 +86,21 @@ pub fn bench_operator<T: Real>(
         }
     }
     Ok(runs)
+}
+
+/// Seconds per step of `op` (already ordered) with `kind` in `layout` launched in `shape`, from `x`: the lab's
+/// launch-shape and ablation rows (`reps` step pairs after two warm-up pairs).
+pub fn time_shape<T: Real>(
+    gpu: &bespoke_gpu::Gpu,
+    op: &Operator,
+    kind: KernelKind,
+    layout: Layout,
+    shape: Shape,
+    x: &[f64],
+    reps: usize,
+) -> Result<f64> {
+    let dt = 0.5 / op.max_row_sum();
+    let mut d = Diffusion::<T>::with_shape(gpu, op, kind, layout, dt, shape)?;
+    d.set_x(x)?;
+    Ok(d.time_pairs(2, reps)?.median() / 2.0)
 }

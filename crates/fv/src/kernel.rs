@@ -83,14 +83,45 @@ impl Layout {
     }
 }
 
-/// Invocations per workgroup.
+/// Invocations per workgroup (the default launch shape).
 pub const WG: u32 = 256;
+
+/// How a step kernel is launched: invocations per workgroup, and for the lab a cost taken out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Shape {
+    /// Invocations per workgroup (the block-cached kernel's block must be a multiple of it).
+    pub workgroup: u32,
+    /// The lab's ablation: neighbours' x not read (each neighbour index still loaded and used), so the step
+    /// streams its values, indices, x and y without the gather. Not the physics.
+    #[serde(default)]
+    pub no_gather: bool,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Self {
+            workgroup: WG,
+            no_gather: false,
+        }
+    }
+}
+
+impl Shape {
+    /// `wg<N>`, with ` no-gather` for the ablation.
+    pub fn name(&self) -> String {
+        format!(
+            "wg{}{}",
+            self.workgroup,
+            if self.no_gather { " no-gather" } else { "" }
+        )
+    }
+}
 
 /// Bindings, slot-major: 0–3 values of slots 0–3, 4–7 indices, 8 x (n + 1 entries, ghost last), 9 y.
 /// Tet-major: 0 values (vec4 per tet), 1 indices (vec4<u32>), 2 x, 3 y. Texture: as tet-major, 0 and 1 being
 /// textures of [`texture_width`] texels per row.
 pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f64) -> String {
-    step_rows_wgsl(kind, layout, dtype, n, dt, 0..n)
+    step_rows_wgsl(kind, layout, dtype, n, dt, 0..n, Shape::default())
 }
 
 /// `step_wgsl` updating only the tets `rows` (the gather kernel; other kernels update all): a rank of a
@@ -102,10 +133,12 @@ pub fn step_rows_wgsl(
     n: usize,
     dt: f64,
     rows: std::ops::Range<usize>,
+    shape: Shape,
 ) -> String {
     if layout == Layout::SlotMajorX4 {
-        return gather_x4_wgsl(dtype, n, dt);
+        return gather_x4_wgsl(dtype, n, dt, shape);
     }
+    let wg = shape.workgroup;
     let t = dtype.wgsl();
     let mut s = String::from(GRID_WGSL);
     let _ = writeln!(
@@ -192,11 +225,20 @@ pub fn step_rows_wgsl(
     };
     let [v0, v1, v2, v3] = v;
     let [j0, j1, j2, j3] = j;
+    // The ablation reads no neighbour: x[j] becomes a value made from j alone (so the index load stays).
+    let gx = |j: &str| {
+        if shape.no_gather {
+            format!("{t}({j} & 1u)")
+        } else {
+            format!("x[{j}]")
+        }
+    };
+    let (x0, x1, x2, x3) = (gx(j0), gx(j1), gx(j2), gx(j3));
     let entry = if rows == (0..n) {
-        format!("let i = bespoke_workgroup_linear(wid) * {WG}u + lid;\n    if i >= N {{ return; }}")
+        format!("let i = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if i >= N {{ return; }}")
     } else {
         format!(
-            "// Tets {}..{} only.\n    let i = {}u + bespoke_workgroup_linear(wid) * {WG}u + lid;\n    if i >= {}u {{ return; }}",
+            "// Tets {}..{} only.\n    let i = {}u + bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if i >= {}u {{ return; }}",
             rows.start, rows.end, rows.start, rows.end
         )
     };
@@ -205,18 +247,18 @@ pub fn step_rows_wgsl(
             let _ = write!(
                 s,
                 "
-@compute @workgroup_size({WG})
+@compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     {entry}
     let xi = x[i];
-    {fetch}let acc = {v0} * (x[{j0}] - xi) + {v1} * (x[{j1}] - xi) + {v2} * (x[{j2}] - xi) + {v3} * (x[{j3}] - xi);
+    {fetch}let acc = {v0} * ({x0} - xi) + {v1} * ({x1} - xi) + {v2} * ({x2} - xi) + {v3} * ({x3} - xi);
     y[i] = xi + DT * acc;
 }}
 "
             );
         }
         KernelKind::BlockCached { block } => {
-            let per = block / WG;
+            let per = block / wg;
             let _ = write!(
                 s,
                 "const B: u32 = {block}u;
@@ -228,19 +270,19 @@ fn nb(j: u32, start: u32) -> {t} {{
     return x[j];
 }}
 
-@compute @workgroup_size({WG})
+@compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     let start = bespoke_workgroup_linear(wid) * B;
-    // The block's x, ghost included when it falls inside; loads stay coalesced (stride {WG}).
+    // The block's x, ghost included when it falls inside; loads stay coalesced (stride {wg}).
     for (var k = 0u; k < {per}u; k++) {{
-        let t = start + k * {WG}u + lid;
-        if t <= N {{ xs[k * {WG}u + lid] = x[t]; }}
+        let t = start + k * {wg}u + lid;
+        if t <= N {{ xs[k * {wg}u + lid] = x[t]; }}
     }}
     workgroupBarrier();
     for (var k = 0u; k < {per}u; k++) {{
-        let i = start + k * {WG}u + lid;
+        let i = start + k * {wg}u + lid;
         if i < N {{
-            let xi = xs[k * {WG}u + lid];
+            let xi = xs[k * {wg}u + lid];
             {fetch}let acc = {v0} * (nb({j0}, start) - xi) + {v1} * (nb({j1}, start) - xi)
                 + {v2} * (nb({j2}, start) - xi) + {v3} * (nb({j3}, start) - xi);
             y[i] = xi + DT * acc;
@@ -262,8 +304,15 @@ pub fn padded4(n: usize) -> usize {
 /// Gather with four tets per invocation. Bindings: 0–3 values (vec4 = slot s of 4 tets), 4–7 indices, 8 x as
 /// scalars (for the gathers), 9 the same x as vec4s, 10 y as vec4s. x holds padded4(n) + 4 entries, the ghost
 /// at padded4(n).
-fn gather_x4_wgsl(dtype: DType, n: usize, dt: f64) -> String {
+fn gather_x4_wgsl(dtype: DType, n: usize, dt: f64, shape: Shape) -> String {
     let t = dtype.wgsl();
+    let wg = shape.workgroup;
+    let gather = if shape.no_gather {
+        // The ablation: no neighbour read, the index still used (x[0], one address for all, keeps x bound).
+        format!("vec4<{t}>(j & vec4<u32>(1u)) * x[0]")
+    } else {
+        format!("vec4<{t}>(x[j.x], x[j.y], x[j.z], x[j.w])")
+    };
     let groups = padded4(n) / 4;
     let mut s = String::from(GRID_WGSL);
     let _ = writeln!(
@@ -295,12 +344,12 @@ fn gather_x4_wgsl(dtype: DType, n: usize, dt: f64) -> String {
 @group(0) @binding(10) var<storage, read_write> y4: array<vec4<{t}>>;
 
 fn gx(j: vec4<u32>) -> vec4<{t}> {{
-    return vec4<{t}>(x[j.x], x[j.y], x[j.z], x[j.w]);
+    return {gather};
 }}
 
-@compute @workgroup_size({WG})
+@compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let q = bespoke_workgroup_linear(wid) * {WG}u + lid;
+    let q = bespoke_workgroup_linear(wid) * {wg}u + lid;
     if q >= G {{ return; }}
     let xi = x4[q];
     let acc = v0[q] * (gx(i0[q]) - xi) + v1[q] * (gx(i1[q]) - xi) + v2[q] * (gx(i2[q]) - xi) + v3[q] * (gx(i3[q]) - xi);
@@ -354,10 +403,35 @@ mod tests {
                     }
                     // The whole range, and the rows a rank of a distributed run updates after its exchange.
                     for rows in [0..12345, 1000..12345] {
-                        let src = step_rows_wgsl(kind, layout, dtype, 12345, 0.01, rows);
-                        validate_wgsl(&src, caps_for(dtype == DType::F64, false)).unwrap_or_else(
-                            |e| panic!("{} {dtype:?} {layout:?}: {e}\n{src}", kind.name()),
-                        );
+                        // The default shape, another workgroup size, and the lab's ablation.
+                        for shape in [
+                            Shape::default(),
+                            Shape {
+                                workgroup: 64,
+                                no_gather: false,
+                            },
+                            Shape {
+                                workgroup: 512,
+                                no_gather: true,
+                            },
+                        ] {
+                            let src = step_rows_wgsl(
+                                kind,
+                                layout,
+                                dtype,
+                                12345,
+                                0.01,
+                                rows.clone(),
+                                shape,
+                            );
+                            validate_wgsl(&src, caps_for(dtype == DType::F64, false))
+                                .unwrap_or_else(|e| {
+                                    panic!(
+                                        "{} {dtype:?} {layout:?} {shape:?}: {e}\n{src}",
+                                        kind.name()
+                                    )
+                                });
+                        }
                     }
                 }
             }

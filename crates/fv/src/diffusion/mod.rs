@@ -4,10 +4,12 @@ use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Grid, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
-use crate::kernel::{
-    DType, KernelKind, Layout, WG, padded4, step_rows_wgsl, step_wgsl, texture_width,
-};
+use crate::kernel::{DType, KernelKind, Layout, Shape, WG, padded4, step_rows_wgsl, texture_width};
 use crate::operator::{Boundary, Operator};
+
+mod shape;
+
+pub use shape::{ShapeChoice, WORKGROUPS, candidates, step_shape, step_shape_in, user_cache};
 
 /// f32 or f64 on the device: the device layer's one element trait, named for what it holds here.
 pub use bespoke_gpu::Element as Real;
@@ -32,12 +34,15 @@ pub struct Diffusion<'g, T: Real> {
     pub(crate) parity: usize,
     kind: KernelKind,
     layout: Layout,
+    shape: Shape,
     dt: f64,
     _keep: (Vec<GpuBuffer<T>>, Vec<GpuBuffer<u32>>, Vec<GpuTexture>),
 }
 
 impl<'g, T: Real> Diffusion<'g, T> {
-    /// Uploads `op` in `layout` and prepares both step directions. Δt must lie in (0, 1 / max row sum).
+    /// Uploads `op` in `layout` and prepares both step directions, launched in the shape chosen on the device
+    /// ([`step_shape`]: timed once per adapter, kernel, layout and precision, then cached). Δt must lie in
+    /// (0, 1 / max row sum).
     pub fn new(
         gpu: &'g Gpu,
         op: &Operator,
@@ -45,10 +50,13 @@ impl<'g, T: Real> Diffusion<'g, T> {
         layout: Layout,
         dt: f64,
     ) -> Result<Self> {
-        let n = op.n();
-        if n == 0 {
-            return Err(FvError::Shape("the operator has no tets".into()));
-        }
+        Self::check_kernel(gpu, kind, layout)?;
+        let shape = step_shape::<T>(gpu, kind, layout)?.shape;
+        Self::with_shape(gpu, op, kind, layout, dt, shape)
+    }
+
+    /// The kernel, layout and precision go together on `gpu` (checked before any tuning).
+    fn check_kernel(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<()> {
         if layout == Layout::Texture && T::DTYPE != DType::F32 {
             return Err(FvError::param(
                 "layout",
@@ -62,6 +70,47 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 gpu.adapter_name()
             )));
         }
+        if layout == Layout::SlotMajorX4 && kind != KernelKind::Gather {
+            return Err(FvError::param(
+                "layout",
+                layout.name(),
+                "four tets per invocation is built for the gather kernel only",
+            ));
+        }
+        if let KernelKind::BlockCached { block } = kind {
+            check_kernel_block::<T>(gpu, block)?;
+        }
+        Ok(())
+    }
+
+    /// [`Diffusion::new`] launched in `shape` (the results are bit-identical whatever the workgroup size; the
+    /// lab's `no_gather` ablation is not the physics).
+    pub fn with_shape(
+        gpu: &'g Gpu,
+        op: &Operator,
+        kind: KernelKind,
+        layout: Layout,
+        dt: f64,
+        shape: Shape,
+    ) -> Result<Self> {
+        Self::check_kernel(gpu, kind, layout)?;
+        if !candidates(gpu, kind).contains(&shape.workgroup) {
+            return Err(FvError::param(
+                "workgroup",
+                shape.workgroup,
+                format!(
+                    "the {} kernel launches {:?} invocations per workgroup on adapter `{}`",
+                    kind.name(),
+                    candidates(gpu, kind),
+                    gpu.adapter_name()
+                ),
+            ));
+        }
+        let wg = shape.workgroup;
+        let n = op.n();
+        if n == 0 {
+            return Err(FvError::Shape("the operator has no tets".into()));
+        }
         check_dt(op, dt)?;
         if let Some((t, j)) = op
             .indices
@@ -74,20 +123,10 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 "tet {t} refers to tet {j}, past {n} (+ ghost)"
             )));
         }
-        if layout == Layout::SlotMajorX4 && kind != KernelKind::Gather {
-            return Err(FvError::param(
-                "layout",
-                layout.name(),
-                "four tets per invocation is built for the gather kernel only",
-            ));
-        }
         let per_group = match kind {
-            KernelKind::Gather if layout == Layout::SlotMajorX4 => 4 * WG,
-            KernelKind::Gather => WG,
-            KernelKind::BlockCached { block } => {
-                check_kernel_block::<T>(gpu, block)?;
-                block
-            }
+            KernelKind::Gather if layout == Layout::SlotMajorX4 => 4 * wg,
+            KernelKind::Gather => wg,
+            KernelKind::BlockCached { block } => block,
         };
         let mut textures = Vec::new();
         let (vals, idx) = match layout {
@@ -160,8 +199,14 @@ impl<'g, T: Real> Diffusion<'g, T> {
         // n (x4: padded4(n)) entries and are read below N (x4: G groups); workgroup indices stay below B.
         let kernel = unsafe {
             Kernel::new(
-                format!("fv-{}-{}-{}", kind.name(), layout.name(), T::DTYPE.wgsl()),
-                step_wgsl(kind, layout, T::DTYPE, n, dt),
+                format!(
+                    "fv-{}-{}-{}-{}",
+                    kind.name(),
+                    layout.name(),
+                    T::DTYPE.wgsl(),
+                    shape.name().replace(' ', "-")
+                ),
+                step_rows_wgsl(kind, layout, T::DTYPE, n, dt, 0..n, shape),
             )
             .without_bounds_checks()
         };
@@ -189,6 +234,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             parity: 0,
             kind,
             layout,
+            shape,
             dt,
             _keep: (vals, idx, textures),
         })
@@ -205,7 +251,12 @@ impl<'g, T: Real> Diffusion<'g, T> {
         // 0..n.
         let kernel = unsafe {
             Kernel::new(
-                format!("fv-gather-{}-{}-rows", self.layout.name(), T::DTYPE.wgsl()),
+                format!(
+                    "fv-gather-{}-{}-{}-rows",
+                    self.layout.name(),
+                    T::DTYPE.wgsl(),
+                    self.shape.name().replace(' ', "-")
+                ),
                 step_rows_wgsl(
                     self.kind,
                     self.layout,
@@ -213,11 +264,12 @@ impl<'g, T: Real> Diffusion<'g, T> {
                     self.n,
                     self.dt,
                     rows.clone(),
+                    self.shape,
                 ),
             )
             .without_bounds_checks()
         };
-        let grid = Grid::cover(rows.len() as u64, WG)?;
+        let grid = Grid::cover(rows.len() as u64, self.shape.workgroup)?;
         let (vals, idx, textures) = &self._keep;
         let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
             let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
@@ -278,6 +330,11 @@ impl<'g, T: Real> Diffusion<'g, T> {
             .collect();
         v.truncate(self.n);
         Ok(v)
+    }
+
+    /// The launch shape the step runs in.
+    pub fn shape(&self) -> Shape {
+        self.shape
     }
 
     /// Runs `k` steps.

@@ -1,0 +1,140 @@
+//! The step kernel's launch shape, chosen on the device: each workgroup size is timed on a tuning operator the
+//! first time an adapter meets a kernel × layout × precision, and the choice is kept in the user's cache
+//! (`bespoke_gpu::DiskCache`, namespace `fv-shape`). Every size does the same arithmetic per tet, so the results
+//! are bit-identical whatever is chosen (tested for every candidate on lavapipe).
+
+use bespoke_gpu::rng::{Rng, seeded};
+use bespoke_gpu::{DiskCache, Gpu, median};
+use serde::{Deserialize, Serialize};
+
+use super::{Diffusion, Real};
+use crate::error::Result;
+use crate::kernel::{KernelKind, Layout, Shape, WG};
+use crate::sweep::ideal_operator;
+
+/// Workgroup sizes the step kernel is timed at (those past the adapter's limits, and for the block-cached kernel
+/// those that do not divide its block, are left out).
+pub const WORKGROUPS: [u32; 5] = [64, 128, 256, 512, 1024];
+
+/// The tuning operator's tets on a GPU (x and the operator ~130 MB in f32: past any last-level cache) and on a
+/// CPU adapter (the choice there costs about a second, once per machine); neighbours within blocks of 2048.
+const GPU_TETS: usize = 4 << 20;
+const CPU_TETS: usize = 1 << 16;
+const BLOCK: usize = 2048;
+
+/// A candidate wins only if it is this much faster than the default.
+const MARGIN: f64 = 0.97;
+
+const CACHE_VERSION: u32 = 1;
+
+/// The shape chosen and what it was based on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShapeChoice {
+    pub shape: Shape,
+    /// Seconds per pair of steps of the tuning operator per candidate (workgroup, seconds).
+    pub timed: Vec<(u32, f64)>,
+    /// `tuned` or `cached`.
+    pub source: String,
+}
+
+/// The workgroup sizes of [`WORKGROUPS`] `kind` can launch on this adapter.
+pub fn candidates(gpu: &Gpu, kind: KernelKind) -> Vec<u32> {
+    let l = gpu.limits();
+    WORKGROUPS
+        .into_iter()
+        .filter(|&w| {
+            w <= l.max_compute_invocations_per_workgroup && w <= l.max_compute_workgroup_size_x
+        })
+        .filter(|&w| match kind {
+            KernelKind::Gather => true,
+            KernelKind::BlockCached { block } => block.is_multiple_of(w),
+        })
+        .collect()
+}
+
+/// The user's cache of launch shapes (None where there is no cache folder).
+pub fn user_cache() -> Option<DiskCache> {
+    DiskCache::user("fv-shape", CACHE_VERSION)
+}
+
+fn key<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> String {
+    let kind = match kind {
+        KernelKind::Gather => "gather".to_owned(),
+        KernelKind::BlockCached { block } => format!("block-cached-{block}"),
+    };
+    format!(
+        "{}-{kind}-{}-{}",
+        gpu.adapter_key(),
+        layout.name(),
+        T::DTYPE.wgsl()
+    )
+}
+
+/// The step's shape for `kind` in `layout` with values of type `T` on `gpu`: from the user's cache, else timed
+/// now and cached.
+pub fn step_shape<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
+    step_shape_in::<T>(gpu, kind, layout, user_cache().as_ref())
+}
+
+/// [`step_shape`] with the decisions kept in `cache` (None: timed every time).
+pub fn step_shape_in<T: Real>(
+    gpu: &Gpu,
+    kind: KernelKind,
+    layout: Layout,
+    cache: Option<&DiskCache>,
+) -> Result<ShapeChoice> {
+    let key = key::<T>(gpu, kind, layout);
+    if let Some(c) = cache.and_then(|c| c.get_json::<ShapeChoice>(&key))
+        && candidates(gpu, kind).contains(&c.shape.workgroup)
+        && !c.shape.no_gather
+    {
+        return Ok(ShapeChoice {
+            source: "cached".into(),
+            ..c
+        });
+    }
+    let choice = tune::<T>(gpu, kind, layout)?;
+    if let Some(c) = cache
+        && let Err(e) = c.put_json(&key, &choice)
+    {
+        eprintln!("bespoke: could not remember the FV step's launch shape: {e}");
+    }
+    Ok(choice)
+}
+
+/// Times every candidate on an operator with four random neighbours per tet within blocks (the shape of a
+/// METIS-ordered mesh), keeping the fastest unless the default is within [`MARGIN`].
+fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
+    let n = if gpu.is_cpu() { CPU_TETS } else { GPU_TETS };
+    let op = ideal_operator(n, BLOCK, 11)?;
+    let dt = 0.5 / op.max_row_sum();
+    let mut rng = seeded(12);
+    let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
+    let reps = if gpu.is_cpu() { 3 } else { 20 };
+    let mut timed = Vec::new();
+    for workgroup in candidates(gpu, kind) {
+        let shape = Shape {
+            workgroup,
+            no_gather: false,
+        };
+        let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape)?;
+        d.set_x(&x)?;
+        let t = d.time_pairs(1, reps)?;
+        timed.push((workgroup, median(&t.samples)));
+    }
+    let default = timed.iter().find(|(w, _)| *w == WG).map(|p| p.1);
+    let best = timed
+        .iter()
+        .copied()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|(_, t)| default.is_none_or(|d| *t < MARGIN * d))
+        .map_or(WG, |(w, _)| w);
+    Ok(ShapeChoice {
+        shape: Shape {
+            workgroup: best,
+            no_gather: false,
+        },
+        timed,
+        source: "tuned".into(),
+    })
+}

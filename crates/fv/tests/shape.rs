@@ -1,0 +1,146 @@
+//! The FV step's launch shape: every workgroup size the tuner may choose gives the default's bits for every
+//! kernel and layout; the choice is timed once per adapter, kernel, layout and precision, then read from the
+//! cache; the lab's no-gather ablation runs and is not the physics.
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use bespoke_fv::bench::CONFIGS;
+use bespoke_fv::diffusion::{candidates, step_shape_in};
+use bespoke_fv::generate::BoxMesh;
+use bespoke_fv::kernel::{KernelKind, Layout, Shape, WG};
+use bespoke_fv::operator::adjacency;
+use bespoke_fv::{Boundary, Diffusion, Operator, Real};
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::{DiskCache, Gpu};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+fn operator() -> Operator {
+    let mesh = BoxMesh {
+        cells: [7, 6, 5],
+        jitter: 0.1,
+        shuffle: Some(3),
+        seed: 4,
+    }
+    .build()
+    .unwrap();
+    let adj = adjacency(&mesh).unwrap();
+    Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).unwrap()
+}
+
+fn run<T: Real>(
+    gpu: &Gpu,
+    op: &Operator,
+    kind: KernelKind,
+    layout: Layout,
+    shape: Shape,
+    x: &[f64],
+) -> Vec<f64> {
+    let dt = 0.5 / op.max_row_sum();
+    let mut d = Diffusion::<T>::with_shape(gpu, op, kind, layout, dt, shape).unwrap();
+    assert_eq!(d.shape(), shape);
+    d.set_x(x).unwrap();
+    d.step(5).unwrap();
+    d.x().unwrap()
+}
+
+fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
+    for (name, layout) in CONFIGS {
+        if layout == Layout::Texture && T::DTYPE != bespoke_fv::kernel::DType::F32 {
+            continue;
+        }
+        let kind = if name == "gather" {
+            KernelKind::Gather
+        } else {
+            KernelKind::BlockCached { block: 512 }
+        };
+        let want = run::<T>(gpu, op, kind, layout, Shape::default(), x);
+        assert!(want.iter().all(|v| v.is_finite()));
+        let wgs = candidates(gpu, kind);
+        assert!(wgs.len() >= 3, "{name} {layout:?}: only {wgs:?}");
+        for workgroup in wgs {
+            let shape = Shape {
+                workgroup,
+                no_gather: false,
+            };
+            let got = run::<T>(gpu, op, kind, layout, shape, x);
+            let differ = want
+                .iter()
+                .zip(&got)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{name} {layout:?} {:?}: workgroup {workgroup} differs in {differ} tets",
+                T::DTYPE
+            );
+        }
+        if kind == KernelKind::Gather {
+            let ablated = run::<T>(
+                gpu,
+                op,
+                kind,
+                layout,
+                Shape {
+                    workgroup: WG,
+                    no_gather: true,
+                },
+                x,
+            );
+            assert!(ablated.iter().all(|v| v.is_finite()));
+            assert!(
+                ablated != want,
+                "{layout:?}: the no-gather ablation changed nothing"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_workgroup_gives_the_default_bits() {
+    let Some(gpu) = test_gpu() else { return };
+    let op = operator();
+    let mut rng = StdRng::seed_from_u64(fresh_seed());
+    let x: Vec<f64> = (0..op.n()).map(|_| rng.random_range(-1.0..1.0)).collect();
+    every_shape_alike::<f32>(gpu, &op, &x);
+    if gpu.has_f64() {
+        every_shape_alike::<f64>(gpu, &op, &x);
+    }
+}
+
+#[test]
+fn the_shape_is_timed_once_then_read_from_the_cache() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "fv-shape", 1);
+    let first =
+        step_shape_in::<f32>(gpu, KernelKind::Gather, Layout::SlotMajor, Some(&cache)).unwrap();
+    assert_eq!(first.source, "tuned");
+    let timed: Vec<u32> = first.timed.iter().map(|t| t.0).collect();
+    assert_eq!(timed, candidates(gpu, KernelKind::Gather));
+    assert!(first.timed.iter().all(|t| t.1 > 0.0 && t.1.is_finite()));
+    let again =
+        step_shape_in::<f32>(gpu, KernelKind::Gather, Layout::SlotMajor, Some(&cache)).unwrap();
+    assert_eq!(
+        (again.source.as_str(), again.shape),
+        ("cached", first.shape)
+    );
+    let other =
+        step_shape_in::<f32>(gpu, KernelKind::Gather, Layout::TetMajor, Some(&cache)).unwrap();
+    assert_eq!(other.source, "tuned", "another layout is its own entry");
+    // A workgroup the block-cached kernel's block does not divide is refused.
+    let op = operator();
+    let e = Diffusion::<f32>::with_shape(
+        gpu,
+        &op,
+        KernelKind::BlockCached { block: 256 },
+        Layout::SlotMajor,
+        0.1 / op.max_row_sum(),
+        Shape {
+            workgroup: 512,
+            no_gather: false,
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("512"), "{e}");
+}
