@@ -4,58 +4,9 @@
 
 use crate::bench::min_bytes_per_tet;
 use crate::diffusion::{Diffusion, Real};
-use crate::error::{FvError, Result};
+use crate::error::Result;
 use crate::kernel::{KernelKind, Layout, WG};
-use crate::operator::{Boundary, Operator};
-use bespoke_gpu::rng::{Rng, seeded};
-
-/// n tets in blocks of `block`; each tet gets four distinct random neighbours from its own block (fewer, with
-/// zero-flux self slots, when the block is smaller than 5) and positive coefficients.
-pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
-    if n == 0 || block == 0 {
-        return Err(FvError::param(
-            "block-size",
-            block,
-            "ideal operators need n ≥ 1 and a block ≥ 1",
-        ));
-    }
-    if u32::try_from(n).is_err() {
-        return Err(FvError::param(
-            "tets",
-            n,
-            "too many tets for 32-bit indices",
-        ));
-    }
-    let mut rng = seeded(seed);
-    let mut values = Vec::with_capacity(n);
-    let mut indices = Vec::with_capacity(n);
-    for i in 0..n {
-        let start = i / block * block;
-        let len = block.min(n - start);
-        let mut row = [i as u32; 4];
-        let mut vals = [0.0; 4];
-        let mut k = 0;
-        let mut tries = 0;
-        while k < 4 && len > 1 && tries < 64 {
-            tries += 1;
-            let j = (start + rng.random_range(0..len)) as u32;
-            if j as usize != i && !row[..k].contains(&j) {
-                row[k] = j;
-                vals[k] = 0.5 + rng.random::<f64>();
-                k += 1;
-            }
-        }
-        values.push(vals);
-        indices.push(row);
-    }
-    Ok(Operator {
-        values,
-        indices,
-        volumes: vec![1.0; n],
-        centroids: vec![[0.0; 3]; n],
-        boundary: Boundary::ZeroFlux,
-    })
-}
+pub use crate::operator::ideal_operator;
 
 /// One point of the sweep.
 #[derive(Clone, Debug, serde::Serialize)]

@@ -4,26 +4,23 @@
 //! are bit-identical whatever is chosen (tested for every candidate on lavapipe).
 
 use bespoke_gpu::rng::{Rng, seeded};
-use bespoke_gpu::{DiskCache, Gpu, median};
+use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median};
 use serde::{Deserialize, Serialize};
 
 use super::{Diffusion, Real};
 use crate::error::Result;
 use crate::kernel::{KernelKind, Layout, Shape, WG};
-use crate::sweep::ideal_operator;
+use crate::operator::ideal_operator;
 
 /// Workgroup sizes the step kernel is timed at (those past the adapter's limits, and for the block-cached kernel
 /// those that do not divide its block, are left out).
-pub const WORKGROUPS: [u32; 5] = [64, 128, 256, 512, 1024];
+pub const WORKGROUPS: [u32; 5] = bespoke_gpu::WORKGROUP_SIZES;
 
 /// The tuning operator's tets on a GPU (x and the operator ~130 MB in f32: past any last-level cache) and on a
 /// CPU adapter (the choice there costs about a second, once per machine); neighbours within blocks of 2048.
 const GPU_TETS: usize = 4 << 20;
 const CPU_TETS: usize = 1 << 16;
 const BLOCK: usize = 2048;
-
-/// A candidate wins only if it is this much faster than the default.
-const MARGIN: f64 = 0.97;
 
 const CACHE_VERSION: u32 = 1;
 
@@ -39,12 +36,8 @@ pub struct ShapeChoice {
 
 /// The workgroup sizes of [`WORKGROUPS`] `kind` can launch on this adapter.
 pub fn candidates(gpu: &Gpu, kind: KernelKind) -> Vec<u32> {
-    let l = gpu.limits();
-    WORKGROUPS
+    gpu.workgroup_sizes()
         .into_iter()
-        .filter(|&w| {
-            w <= l.max_compute_invocations_per_workgroup && w <= l.max_compute_workgroup_size_x
-        })
         .filter(|&w| match kind {
             KernelKind::Gather => true,
             KernelKind::BlockCached { block } => block.is_multiple_of(w),
@@ -103,7 +96,7 @@ pub fn step_shape_in<T: Real>(
 }
 
 /// Times every candidate on an operator with four random neighbours per tet within blocks (the shape of a
-/// METIS-ordered mesh), keeping the fastest unless the default is within [`MARGIN`].
+/// METIS-ordered mesh), keeping the fastest unless the default is within [`bespoke_gpu::TUNE_MARGIN`].
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
     let n = if gpu.is_cpu() { CPU_TETS } else { GPU_TETS };
     let op = ideal_operator(n, BLOCK, 11)?;
@@ -122,13 +115,7 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
         let t = d.time_pairs(1, reps)?;
         timed.push((workgroup, median(&t.samples)));
     }
-    let default = timed.iter().find(|(w, _)| *w == WG).map(|p| p.1);
-    let best = timed
-        .iter()
-        .copied()
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .filter(|(_, t)| default.is_none_or(|d| *t < MARGIN * d))
-        .map_or(WG, |(w, _)| w);
+    let best = fastest_unless_close(&timed, WG);
     Ok(ShapeChoice {
         shape: Shape {
             workgroup: best,

@@ -61,7 +61,16 @@ impl<'g> Lattice<'g> {
     /// Allocates a lattice at rest (ρ = 1, u = 0) after checking the configuration against the device. `flags`
     /// may be shared (`Rc<Flags>`): the lattice keeps a reference, not a copy.
     pub fn new(gpu: &'g Gpu, cfg: Config, flags: impl Into<Rc<Flags>>) -> Result<Self> {
-        let flags = flags.into();
+        Self::whole(gpu, cfg, flags.into(), None)
+    }
+
+    /// The whole domain with `shape` (None: [`step_shape`]'s).
+    fn whole(
+        gpu: &'g Gpu,
+        cfg: Config,
+        flags: Rc<Flags>,
+        shape: Option<StepShape>,
+    ) -> Result<Self> {
         check_shape(&cfg, &flags)?;
         // Wall distances without walls are an error `encode` reports.
         let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
@@ -70,7 +79,7 @@ impl<'g> Lattice<'g> {
             Some(flags.encode()?)
         };
         let (curved, edges) = (flags.has_wall_distances(), Edges::whole(cfg.nx, cfg.ny));
-        Self::build(gpu, cfg, flags, encoded, curved, edges, None)
+        Self::build(gpu, cfg, flags, encoded, curved, edges, shape)
     }
 
     /// [`Lattice::new`] with the step kernel in workgroups of `workgroup` invocations instead of the shape
@@ -91,20 +100,13 @@ impl<'g> Lattice<'g> {
         workgroup: u32,
         ablation: Option<Ablation>,
     ) -> Result<Self> {
-        check_shape(&cfg, &flags)?;
-        let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
-            None
-        } else {
-            Some(flags.encode()?)
-        };
-        let (curved, edges) = (flags.has_wall_distances(), Edges::whole(cfg.nx, cfg.ny));
         let shape = StepShape {
             workgroup,
             timed: Vec::new(),
             source: "given".into(),
             ablation,
         };
-        Self::build(gpu, cfg, flags, encoded, curved, edges, Some(shape))
+        Self::whole(gpu, cfg, flags, Some(shape))
     }
 
     /// [`Lattice::with_step_workgroup`] with `ablation` taken out of the step, to measure what it costs

@@ -4,7 +4,7 @@
 //! candidate does the same arithmetic per cell, so the results are bit-identical whatever is chosen (tested for
 //! every candidate on lavapipe).
 
-use bespoke_gpu::{DiskCache, Gpu, median};
+use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median};
 use serde::{Deserialize, Serialize};
 
 use super::Lattice;
@@ -14,15 +14,12 @@ use crate::flags::Flags;
 use crate::kernel::{Ablation, WG};
 
 /// Workgroup sizes the step kernel is timed at (those past the adapter's limits are left out).
-pub const STEP_WORKGROUPS: [u32; 5] = [64, 128, 256, 512, 1024];
+pub const STEP_WORKGROUPS: [u32; 5] = bespoke_gpu::WORKGROUP_SIZES;
 
 /// The tuning lattice's side on a GPU (2048²: 151 MB of f32 populations per copy, past any last-level cache)
 /// and on a CPU adapter (128²: the choice there costs about a second, once per machine).
 const GPU_SIDE: usize = 2048;
 const CPU_SIDE: usize = 128;
-
-/// A candidate wins only if it is this much faster than the default (timing noise is not a reason to change).
-const MARGIN: f64 = 0.97;
 
 /// The version of the cached decisions: raise it when the candidates or the kernel change what they mean.
 const CACHE_VERSION: u32 = 1;
@@ -56,13 +53,7 @@ impl StepShape {
 
 /// The workgroup sizes of [`STEP_WORKGROUPS`] this adapter can launch.
 pub fn candidates(gpu: &Gpu) -> Vec<u32> {
-    let l = gpu.limits();
-    STEP_WORKGROUPS
-        .into_iter()
-        .filter(|&w| {
-            w <= l.max_compute_invocations_per_workgroup && w <= l.max_compute_workgroup_size_x
-        })
-        .collect()
+    gpu.workgroup_sizes().into_iter().collect()
 }
 
 fn key(gpu: &Gpu, cfg: &Config, flags: bool) -> String {
@@ -116,7 +107,7 @@ pub fn step_shape_in(
 }
 
 /// Times every candidate on a tuning lattice of `cfg`'s storage, streaming and collision (channel walls when
-/// `flags`, so the flag field is read), keeping the fastest unless the default is within [`MARGIN`].
+/// `flags`, so the flag field is read), keeping the fastest unless the default is within [`bespoke_gpu::TUNE_MARGIN`].
 pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     let side = if gpu.is_cpu() { CPU_SIDE } else { GPU_SIDE };
     let (nx, ny) = (cfg.nx.min(side).max(4), cfg.ny.min(side).max(4));
@@ -141,13 +132,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         let t = lat.time_pairs(1, reps)?;
         timed.push((wg, median(&t.samples)));
     }
-    let default = timed.iter().find(|(w, _)| *w == WG).map(|p| p.1);
-    let best = timed
-        .iter()
-        .copied()
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .filter(|(_, t)| default.is_none_or(|d| *t < MARGIN * d))
-        .map_or(WG, |(w, _)| w);
+    let best = fastest_unless_close(&timed, WG);
     Ok(StepShape {
         workgroup: best,
         timed,
