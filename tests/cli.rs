@@ -971,6 +971,7 @@ fn lab_times_every_shape_and_ablation() {
         "wg64 no-collision",
         "wg64 mask-wrap",
         "wg64 walls",
+        "wg64 split-grid",
     ] {
         let n = lbm.iter().filter(|r| r["variant"] == variant).count();
         assert_eq!(n, 4, "{variant}: {n} of the 4 storage × streaming rows");
@@ -987,6 +988,10 @@ fn lab_times_every_shape_and_ablation() {
     assert!(
         fv.iter().any(|r| r["variant"] == "wg64"),
         "no FV workgroup candidates"
+    );
+    assert!(
+        fv.iter().any(|r| r["variant"] == "wg256 split-grid"),
+        "no FV split grid"
     );
     // The default bench leaves the lab out.
     let out = bespoke(&["bench", "--section", "nosuch"]);

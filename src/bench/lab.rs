@@ -13,7 +13,7 @@ use bespoke_fv::bench::{CONFIGS as FV_CONFIGS, min_bytes_per_tet, time_shape};
 use bespoke_fv::kernel::{KernelKind, Shape as FvShape, WG as FV_WG};
 use bespoke_fv::ordering::{OrderingKind, order};
 use bespoke_gpu::rng::{Rng, seeded};
-use bespoke_gpu::{CopyVariant, Launch};
+use bespoke_gpu::{CopyVariant, GridLayout, Launch};
 use bespoke_lbm::bench::{StepVariant, bench_step_variant};
 use bespoke_lbm::kernel::{Ablation, WG};
 use bespoke_lbm::{Storage, Streaming};
@@ -124,10 +124,12 @@ fn reps(ctx: &BenchContext<'_>) -> usize {
 }
 
 /// The lattice variants the lab times: every step workgroup the adapter launches, then the default workgroup
-/// without collision, with the mask wrap, and reading a flag field.
+/// without collision, with the mask wrap, reading a flag field, and in the split 1-D grid (a dispatch per
+/// 65 535 workgroups, each a barrier apart, as every step ran until 2026-11-26) instead of one 2-D dispatch.
 pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
     let plain = |workgroup| StepVariant {
         workgroup,
+        grid: GridLayout::Rows,
         ablation: None,
         walls: false,
     };
@@ -140,6 +142,10 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
     }
     v.push(StepVariant {
         walls: true,
+        ..plain(WG)
+    });
+    v.push(StepVariant {
+        grid: GridLayout::Split,
         ..plain(WG)
     });
     v
@@ -272,14 +278,20 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
             .map(|workgroup| FvShape {
                 workgroup,
                 no_gather: false,
+                ..Default::default()
             })
             .collect();
         if kind == KernelKind::Gather {
             shapes.push(FvShape {
                 workgroup: FV_WG,
                 no_gather: true,
+                ..Default::default()
             });
         }
+        shapes.push(FvShape {
+            grid: GridLayout::Split,
+            ..Default::default()
+        });
         let default = time_shape::<f32>(gpu, &op, kind, layout, FvShape::default(), &x, reps(ctx))?;
         for shape in shapes {
             let seconds = if shape == FvShape::default() {

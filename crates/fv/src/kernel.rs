@@ -95,6 +95,10 @@ pub struct Shape {
     /// streams its values, indices, x and y without the gather. Not the physics.
     #[serde(default)]
     pub no_gather: bool,
+    /// How the workgroups are laid out: rows of the per-dimension limit, one dispatch at any size (the
+    /// default), or the split 1-D grid of before (the lab's comparison).
+    #[serde(default)]
+    pub grid: bespoke_gpu::GridLayout,
 }
 
 impl Default for Shape {
@@ -102,15 +106,21 @@ impl Default for Shape {
         Self {
             workgroup: WG,
             no_gather: false,
+            grid: bespoke_gpu::GridLayout::Rows,
         }
     }
 }
 
 impl Shape {
-    /// `wg<N>`, with ` no-gather` for the ablation.
+    /// `wg<N>`, with ` no-gather` for the ablation and the grid where it is not the default.
     pub fn name(&self) -> String {
+        let grid = match self.grid {
+            bespoke_gpu::GridLayout::Rows => String::new(),
+            bespoke_gpu::GridLayout::Split => " split-grid".into(),
+            bespoke_gpu::GridLayout::RowsOf(r) => format!(" rows-of-{r}"),
+        };
         format!(
-            "wg{}{}",
+            "wg{}{}{grid}",
             self.workgroup,
             if self.no_gather { " no-gather" } else { "" }
         )
@@ -409,10 +419,12 @@ mod tests {
                             Shape {
                                 workgroup: 64,
                                 no_gather: false,
+                                ..Default::default()
                             },
                             Shape {
                                 workgroup: 512,
                                 no_gather: true,
+                                ..Default::default()
                             },
                         ] {
                             let src = step_rows_wgsl(

@@ -11,7 +11,7 @@ use bespoke_fv::kernel::{KernelKind, Layout, Shape, WG};
 use bespoke_fv::operator::adjacency;
 use bespoke_fv::{Boundary, Diffusion, Operator, Real};
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
-use bespoke_gpu::{DiskCache, Gpu};
+use bespoke_gpu::{DiskCache, Gpu, GridLayout};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 fn operator() -> Operator {
@@ -53,15 +53,27 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
         } else {
             KernelKind::BlockCached { block: 512 }
         };
-        let want = run::<T>(gpu, op, kind, layout, Shape::default(), x);
+        let split = Shape {
+            grid: GridLayout::Split,
+            ..Shape::default()
+        };
+        let want = run::<T>(gpu, op, kind, layout, split, x);
         assert!(want.iter().all(|v| v.is_finite()));
         let wgs = candidates(gpu, kind);
         assert!(wgs.len() >= 3, "{name} {layout:?}: only {wgs:?}");
-        for workgroup in wgs {
-            let shape = Shape {
+        // Every workgroup size in the default layout, and a 2-D grid of rows of 5 workgroups.
+        let shapes = wgs
+            .iter()
+            .map(|&workgroup| Shape {
                 workgroup,
-                no_gather: false,
-            };
+                ..Default::default()
+            })
+            .chain([Shape {
+                workgroup: 64,
+                grid: GridLayout::RowsOf(5),
+                ..Default::default()
+            }]);
+        for shape in shapes {
             let got = run::<T>(gpu, op, kind, layout, shape, x);
             let differ = want
                 .iter()
@@ -71,8 +83,9 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
             assert_eq!(
                 differ,
                 0,
-                "{name} {layout:?} {:?}: workgroup {workgroup} differs in {differ} tets",
-                T::DTYPE
+                "{name} {layout:?} {:?}: {} differs in {differ} tets",
+                T::DTYPE,
+                shape.name()
             );
         }
         if kind == KernelKind::Gather {
@@ -84,6 +97,7 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
                 Shape {
                     workgroup: WG,
                     no_gather: true,
+                    ..Default::default()
                 },
                 x,
             );
@@ -139,6 +153,7 @@ fn the_shape_is_timed_once_then_read_from_the_cache() {
         Shape {
             workgroup: 512,
             no_gather: false,
+            ..Default::default()
         },
     )
     .unwrap_err();

@@ -95,9 +95,44 @@ impl Grid {
         })?;
         Ok(Self::d1(x))
     }
+    /// Enough workgroups of `per_group` items to cover `items`, laid out in rows of at most `row` workgroups (a
+    /// 2-D grid): past the per-dimension limit ([`Gpu::max_workgroups_per_dimension`] as `row`) the grid stays
+    /// one dispatch, where [`Grid::cover`]'s 1-D grid is split into several, each a barrier apart. The kernel
+    /// addresses it with `bespoke_workgroup_linear` and returns early in the workgroups past `items` (the last
+    /// row's tail).
+    pub fn rows(items: u64, per_group: u32, row: u32) -> Result<Self> {
+        let n = items.div_ceil(u64::from(per_group.max(1)));
+        let x = n.min(u64::from(row.max(1))).max(1);
+        let y = n.div_ceil(x);
+        let fit = |v: u64| {
+            u32::try_from(v).map_err(|_| GpuError::LimitExceeded {
+                what: format!(
+                    "rows of {x} workgroups to cover {items} items at {per_group} per workgroup"
+                ),
+                asked: v,
+                max: u64::from(u32::MAX),
+            })
+        };
+        Ok(Self::d2(fit(x)?, fit(y)?))
+    }
     pub fn total(&self) -> u64 {
         u64::from(self.x) * u64::from(self.y) * u64::from(self.z)
     }
+}
+
+/// How [`Gpu::grid_for`] lays out a 1-D range of workgroups.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum GridLayout {
+    /// Rows of the adapter's per-dimension limit ([`Grid::rows`]): one dispatch at any size.
+    #[default]
+    Rows,
+    /// One row ([`Grid::cover`]), split into a dispatch per `max_compute_workgroups_per_dimension` workgroups,
+    /// each a barrier apart: what every step kernel did until 2026-11-26 (the lab's comparison).
+    Split,
+    /// Rows of this many workgroups (tests: a 2-D grid at sizes a CPU adapter runs).
+    RowsOf(u32),
 }
 
 /// A kernel bound to its arguments over a grid, ready to be recorded any number of times.
@@ -154,6 +189,20 @@ fn split(n: u32, max: u32) -> Vec<(u32, u32)> {
 }
 
 impl Gpu {
+    /// Workgroups of `per_group` items covering `items`, laid out as `layout` says.
+    pub fn grid_for(&self, items: u64, per_group: u32, layout: GridLayout) -> Result<Grid> {
+        match layout {
+            GridLayout::Rows => Grid::rows(items, per_group, self.max_workgroups_per_dimension()),
+            GridLayout::Split => Grid::cover(items, per_group),
+            GridLayout::RowsOf(row) => Grid::rows(items, per_group, row),
+        }
+    }
+
+    /// The most workgroups a dispatch has along one dimension (65 535 on most adapters).
+    pub fn max_workgroups_per_dimension(&self) -> u32 {
+        self.limits.max_compute_workgroups_per_dimension
+    }
+
     /// Compiles (or fetches) `kernel`, binds `args` and plans the grid.
     pub fn prepare(&self, kernel: &Kernel, args: &[Arg<'_>], grid: Grid) -> Result<Launch> {
         let pipeline = self.pipeline(kernel)?;
@@ -361,7 +410,7 @@ impl Gpu {
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::{Grid, split};
 
     #[test]
     fn split_covers_exactly() {
@@ -369,5 +418,16 @@ mod tests {
         assert_eq!(split(65535, 65535), vec![(0, 65535)]);
         assert_eq!(split(65536, 65535), vec![(0, 65535), (65535, 1)]);
         assert!(split(0, 7).is_empty());
+    }
+
+    #[test]
+    fn rows_cover_with_one_short_row_at_most() {
+        // 1 048 576 workgroups (8192² cells at 64 each) in rows of 65 535: 17 rows, one dispatch.
+        let g = Grid::rows(8192 * 8192, 64, 65535).unwrap();
+        assert_eq!((g.x, g.y, g.z), (65535, 17, 1));
+        assert!(g.total() >= 1 << 20 && g.total() - (1 << 20) < u64::from(g.x));
+        assert_eq!(Grid::rows(100, 64, 65535).unwrap(), Grid::d2(2, 1));
+        assert_eq!(Grid::rows(0, 64, 7).unwrap(), Grid::d2(1, 0));
+        assert_eq!(Grid::rows(64 * 15, 64, 7).unwrap(), Grid::d2(7, 3));
     }
 }

@@ -41,7 +41,7 @@ pub use context::{
     list_adapters,
 };
 pub use disk::{DiskCache, Lookup, check_writable, write_atomic, write_atomic_failing};
-pub use dispatch::{Arg, Grid, Launch};
+pub use dispatch::{Arg, Grid, GridLayout, Launch};
 pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};
 pub use host::par_fill;

@@ -481,3 +481,40 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
         );
     }
 }
+
+/// A grid past the per-dimension limit in rows (`Grid::rows`) is one dispatch where the 1-D grid is split into
+/// several, and it visits every workgroup of the logical range once (the tail of the last row returns early).
+#[test]
+fn rows_are_one_dispatch_and_visit_every_workgroup_once() {
+    let Some(gpu) = test_gpu() else { return };
+    let max = gpu.max_workgroups_per_dimension();
+    let n = u64::from(max) + 4464;
+    let k = Kernel::new(
+        "visit-once",
+        format!(
+            "{}
+@group(0) @binding(0) var<storage, read_write> seen: array<u32>;
+@compute @workgroup_size(1) fn main(@builtin(workgroup_id) wid: vec3<u32>) {{
+    let i = bespoke_workgroup_linear(wid);
+    if i < arrayLength(&seen) {{ seen[i] = seen[i] + 1u; }}
+}}",
+            bespoke_gpu::GRID_WGSL
+        ),
+    );
+    for (layout, dispatches) in [
+        (bespoke_gpu::GridLayout::Rows, 1),
+        (bespoke_gpu::GridLayout::Split, 2),
+    ] {
+        let seen = gpu.alloc_filled::<u32>(n as usize, 0).unwrap();
+        let grid = gpu.grid_for(n, 1, layout).unwrap();
+        let launch = gpu.prepare(&k, &[seen.arg()], grid).unwrap();
+        assert_eq!(launch.dispatch_count(), dispatches, "{layout:?} {grid:?}");
+        gpu.run(&[&launch]).unwrap();
+        let got = gpu.read(&seen).unwrap();
+        let wrong = got.iter().filter(|&&c| c != 1).count();
+        assert_eq!(
+            wrong, 0,
+            "{layout:?}: {wrong} of {n} workgroups not visited exactly once"
+        );
+    }
+}

@@ -99,6 +99,7 @@ fn taylor_green(lat: &mut Lattice<'_>) -> Result<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepVariant {
     pub workgroup: u32,
+    pub grid: bespoke_gpu::GridLayout,
     pub ablation: Option<Ablation>,
     pub walls: bool,
 }
@@ -106,6 +107,11 @@ pub struct StepVariant {
 impl StepVariant {
     pub fn name(&self) -> String {
         let mut s = format!("wg{}", self.workgroup);
+        match self.grid {
+            bespoke_gpu::GridLayout::Rows => {}
+            bespoke_gpu::GridLayout::Split => s += " split-grid",
+            bespoke_gpu::GridLayout::RowsOf(r) => s += &format!(" rows-of-{r}"),
+        }
         if let Some(a) = self.ablation {
             s += &format!(" {}", a.name());
         }
@@ -135,10 +141,14 @@ pub fn bench_step_variant(
     if variant.walls {
         flags.channel_walls();
     }
-    let mut lat = match variant.ablation {
-        Some(a) => Lattice::ablated(gpu, cfg, flags, variant.workgroup, a)?,
-        None => Lattice::with_step_workgroup(gpu, cfg, flags, variant.workgroup)?,
-    };
+    let mut lat = Lattice::with_step_shape(
+        gpu,
+        cfg,
+        flags,
+        variant.workgroup,
+        variant.grid,
+        variant.ablation,
+    )?;
     taylor_green(&mut lat)?;
     time_lattice(&mut lat, reps)
 }

@@ -5,8 +5,8 @@
 
 use std::rc::Rc;
 
-use bespoke_gpu::DiskCache;
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::{DiskCache, GridLayout};
 use bespoke_lbm::kernel::WG;
 use bespoke_lbm::shape::{candidates, step_shape_in};
 use bespoke_lbm::{Collision, Config, Flags, Lattice, Storage, Streaming};
@@ -40,10 +40,13 @@ fn every_step_workgroup_gives_the_default_bits() {
             flags.add_circle([12.3, ny as f64 / 2.0], 4.2, true);
         }
         let flags = Rc::new(flags);
-        let run = |wg: u32| {
+        let run = |wg: u32, grid: GridLayout| {
             let mut lat =
-                Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), wg).unwrap();
-            assert_eq!(lat.step_shape().workgroup, wg);
+                Lattice::with_step_shape(gpu, cfg.clone(), flags.clone(), wg, grid, None).unwrap();
+            assert_eq!(
+                (lat.step_shape().workgroup, lat.step_shape().grid),
+                (wg, grid)
+            );
             let mut rng = StdRng::seed_from_u64(seed);
             let cells: Vec<(f64, [f64; 2])> = (0..37 * ny)
                 .map(|_| {
@@ -57,10 +60,16 @@ fn every_step_workgroup_gives_the_default_bits() {
             lat.step(8).unwrap();
             lat.populations().unwrap()
         };
-        let want = run(WG);
+        let want = run(WG, GridLayout::Split);
         assert!(want.iter().all(|v| v.is_finite()));
-        for &wg in &wgs {
-            let got = run(wg);
+        // Every workgroup size in the default layout (one row here), and 2-D grids of rows of 3 and 7 workgroups
+        // (what an 8192² lattice gets past the per-dimension limit) beside the split 1-D grid.
+        let shapes = wgs
+            .iter()
+            .map(|&w| (w, GridLayout::Rows))
+            .chain([(WG, GridLayout::RowsOf(7)), (256, GridLayout::RowsOf(3))]);
+        for (wg, grid) in shapes {
+            let got = run(wg, grid);
             let differ = want
                 .iter()
                 .zip(&got)
@@ -68,7 +77,7 @@ fn every_step_workgroup_gives_the_default_bits() {
                 .count();
             assert_eq!(
                 differ, 0,
-                "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} differs from {WG} in {differ} populations"
+                "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} {grid:?} differs from {WG} split in {differ} populations"
             );
         }
     }

@@ -1,7 +1,7 @@
 //! The device driver: k explicit Euler steps x ← x + Δt·L·x without reading back in between.
 
 use bespoke_gpu::wgpu::TextureFormat;
-use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Grid, Kernel, Launch, Timing};
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
 use crate::kernel::{DType, KernelKind, Layout, Shape, WG, padded4, step_rows_wgsl, texture_width};
@@ -210,7 +210,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             )
             .without_bounds_checks()
         };
-        let grid = Grid::cover(n as u64, per_group)?;
+        let grid = gpu.grid_for(n as u64, per_group, shape.grid)?;
         let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
             let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
             args.extend(vals.iter().map(|b| b.arg()));
@@ -269,7 +269,9 @@ impl<'g, T: Real> Diffusion<'g, T> {
             )
             .without_bounds_checks()
         };
-        let grid = Grid::cover(rows.len() as u64, self.shape.workgroup)?;
+        let grid = self
+            .gpu
+            .grid_for(rows.len() as u64, self.shape.workgroup, self.shape.grid)?;
         let (vals, idx, textures) = &self._keep;
         let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
             let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();

@@ -109,6 +109,7 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
         let shape = Shape {
             workgroup,
             no_gather: false,
+            ..Default::default()
         };
         let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape)?;
         d.set_x(&x)?;
@@ -120,6 +121,7 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
         shape: Shape {
             workgroup: best,
             no_gather: false,
+            ..Default::default()
         },
         timed,
         source: "tuned".into(),

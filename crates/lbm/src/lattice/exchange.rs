@@ -245,7 +245,9 @@ impl<'g> Lattice<'g> {
                 region,
                 ..self.spec(phase, Mode::Step)
             };
-            let grid = Grid::cover(spec.invocations() as u64, spec.wg)?;
+            let grid = self
+                .gpu
+                .grid_for(spec.invocations() as u64, spec.wg, self.shape.grid)?;
             prepare_launch(self.gpu, &spec, &pops, self.flag_bufs.as_ref(), &[], grid)
         };
         let pair = |region: Region| -> Result<[Launch; 2]> {

@@ -10,7 +10,7 @@ pub use shape::{STEP_WORKGROUPS, StepShape, candidates, step_shape, step_shape_i
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing};
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, GridLayout, Kernel, Launch, Timing};
 
 use crate::config::{Config, Layout, Storage, Streaming};
 use crate::error::{LbmError, Result};
@@ -90,23 +90,35 @@ impl<'g> Lattice<'g> {
         flags: impl Into<Rc<Flags>>,
         workgroup: u32,
     ) -> Result<Self> {
-        Self::with_shape(gpu, cfg, flags.into(), workgroup, None)
+        Self::with_step_shape(gpu, cfg, flags, workgroup, GridLayout::Rows, None)
     }
 
-    fn with_shape(
+    /// A lattice whose step runs in workgroups of `workgroup` laid out as `grid`, with `ablation` taken out of
+    /// the step (None: the physics). The shapes give bit-identical results; the ablations do not (the lab's).
+    pub fn with_step_shape(
         gpu: &'g Gpu,
         cfg: Config,
-        flags: Rc<Flags>,
+        flags: impl Into<Rc<Flags>>,
         workgroup: u32,
+        grid: GridLayout,
         ablation: Option<Ablation>,
     ) -> Result<Self> {
+        if ablation == Some(Ablation::MaskWrap)
+            && !(cfg.nx.is_power_of_two() && cfg.ny.is_power_of_two())
+        {
+            return Err(LbmError::Unsupported(format!(
+                "the mask-wrap ablation needs sides that are powers of two, not {}x{}",
+                cfg.nx, cfg.ny
+            )));
+        }
         let shape = StepShape {
             workgroup,
             timed: Vec::new(),
             source: "given".into(),
+            grid,
             ablation,
         };
-        Self::whole(gpu, cfg, flags, Some(shape))
+        Self::whole(gpu, cfg, flags.into(), Some(shape))
     }
 
     /// [`Lattice::with_step_workgroup`] with `ablation` taken out of the step, to measure what it costs
@@ -119,14 +131,7 @@ impl<'g> Lattice<'g> {
         workgroup: u32,
         ablation: Ablation,
     ) -> Result<Self> {
-        if ablation == Ablation::MaskWrap && !(cfg.nx.is_power_of_two() && cfg.ny.is_power_of_two())
-        {
-            return Err(LbmError::Unsupported(format!(
-                "the mask-wrap ablation needs sides that are powers of two, not {}x{}",
-                cfg.nx, cfg.ny
-            )));
-        }
-        Self::with_shape(gpu, cfg, flags.into(), workgroup, Some(ablation))
+        Self::with_step_shape(gpu, cfg, flags, workgroup, GridLayout::Rows, Some(ablation))
     }
 
     /// The step kernel's launch shape and where it came from.
@@ -220,9 +225,10 @@ impl<'g> Lattice<'g> {
             }),
             None => None,
         };
-        let grid = Grid::cover(
+        let grid = gpu.grid_for(
             spec(Phase::Ab, Mode::Step).invocations() as u64,
             shape.workgroup,
+            shape.grid,
         )?;
         let prepare = |phase, pops: Vec<&GpuBuffer<u32>>| {
             prepare_launch(

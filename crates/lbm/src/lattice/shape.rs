@@ -4,7 +4,7 @@
 //! candidate does the same arithmetic per cell, so the results are bit-identical whatever is chosen (tested for
 //! every candidate on lavapipe).
 
-use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median};
+use bespoke_gpu::{DiskCache, Gpu, GridLayout, fastest_unless_close, median};
 use serde::{Deserialize, Serialize};
 
 use super::Lattice;
@@ -34,6 +34,10 @@ pub struct StepShape {
     pub timed: Vec<(u32, f64)>,
     /// Where the choice came from: `tuned`, `cached`, `given` or `default`.
     pub source: String,
+    /// How the step's workgroups are laid out: rows of the per-dimension limit, one dispatch at any size (the
+    /// default), or the split 1-D grid of before (the lab's comparison).
+    #[serde(default)]
+    pub grid: GridLayout,
     /// A part of the step left out to measure its cost (`Lattice::ablated`, the lab only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ablation: Option<Ablation>,
@@ -46,6 +50,7 @@ impl StepShape {
             workgroup: WG,
             timed: Vec::new(),
             source: "default".into(),
+            grid: GridLayout::Rows,
             ablation: None,
         }
     }
@@ -137,6 +142,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         workgroup: best,
         timed,
         source: "tuned".into(),
+        grid: GridLayout::Rows,
         ablation: None,
     })
 }
