@@ -110,7 +110,9 @@ impl Gpu {
                 self.prepare(
                     &kernel,
                     &[src.window_arg(w), dst.window_arg(w)],
-                    Grid::cover(w.len as u64, per_group)?,
+                    // One dispatch at any size (a 256 MiB copy at 256 vec4 per group is 65 536 groups: one past
+                    // the per-dimension limit, which the 1-D grid split in two).
+                    self.grid_for(w.len as u64, per_group, crate::GridLayout::Rows)?,
                 )
             })
             .collect()
