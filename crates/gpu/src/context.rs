@@ -438,6 +438,12 @@ impl Gpu {
 
     /// Returns the compiled pipeline for `kernel`, compiling it on first use.
     pub fn pipeline(&self, kernel: &Kernel) -> Result<Arc<CachedPipeline>> {
+        Ok(self.compile(kernel)?.0)
+    }
+
+    /// [`Gpu::pipeline`], and whether this call compiled it (false: it was cached), so that a caller can count
+    /// the compile time it caused whatever other threads compile meanwhile.
+    pub fn compile(&self, kernel: &Kernel) -> Result<(Arc<CachedPipeline>, bool)> {
         let target = CompileTarget {
             device: &self.device,
             caps: self.naga_capabilities(),

@@ -42,25 +42,25 @@ pub(crate) struct PipelineCache {
 }
 
 impl PipelineCache {
-    /// Returns the compiled pipeline for `kernel`, compiling it on first use.
+    /// Returns the compiled pipeline for `kernel`, compiling it on first use, and whether this call compiled it.
     pub fn get_or_compile(
         &self,
         target: &CompileTarget<'_>,
         kernel: &Kernel,
-    ) -> Result<Arc<CachedPipeline>> {
+    ) -> Result<(Arc<CachedPipeline>, bool)> {
         if let Some(p) = self
             .compiled
             .lock()
             .ok()
             .and_then(|m| m.get(&kernel.id()).cloned())
         {
-            return Ok(p);
+            return Ok((p, false));
         }
         let cached = Arc::new(compile(target, kernel)?);
         if let Ok(mut m) = self.compiled.lock() {
             m.insert(kernel.id(), cached.clone());
         }
-        Ok(cached)
+        Ok((cached, true))
     }
 
     /// Number of distinct kernels compiled so far.

@@ -278,9 +278,8 @@ impl SpecKernel {
     pub fn compile(&mut self, gpu: &Gpu) -> Result<CompileTime> {
         let (mut v, mut p) = (0.0, 0.0);
         for (_, k) in &self.launches {
-            let before = gpu.cached_pipelines();
-            let c = gpu.pipeline(k)?;
-            if gpu.cached_pipelines() > before {
+            let (c, compiled) = gpu.compile(k)?;
+            if compiled {
                 v += c.validate_seconds;
                 p += c.create_seconds;
             }
