@@ -4,7 +4,7 @@
 //! - copy: each copy variant at the probe's size (which walk the adapter likes);
 //! - lbm: the bench lattice (f32 and f16, two lattices and in place) at every step workgroup, without collision,
 //!   with the wrap by mask, and with a flag field read (channel walls);
-//! - mm: the shipped operators at the lab's N (2^19 on a GPU): the tuner's choice against its access floor (its
+//! - mm: the shipped operators at the lab's N (2^19 on a GPU), f32 and f64: the tuner's choice against its access floor (its
 //!   loads and stores alone, the operator as a copy of its bytes) and the copy floor;
 //! - fv: the `fv` section's mesh, METIS-ordered: every gather layout at every workgroup size and without the
 //!   gather (its values, indices, x and y streamed, no neighbour read), and the block-cached kernel.
@@ -17,6 +17,7 @@ use bespoke_gpu::{CopyVariant, GridLayout, Launch};
 use bespoke_lbm::bench::{StepVariant, bench_step_variant};
 use bespoke_lbm::kernel::{Ablation, WG};
 use bespoke_lbm::{Storage, Streaming};
+use bespoke_mm::DType;
 use bespoke_mm::specialise::{Operator, Panel, TuneOptions, bench_operator, parse_mtx};
 use serde_json::{Value, json};
 
@@ -208,44 +209,68 @@ fn mm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
         reps: if ctx.quick { 2 } else { 5 },
         ..Default::default()
     };
-    for (name, text) in &MATRICES[..sizes.mm_operators.min(MATRICES.len())] {
-        let op: Operator = parse_mtx(text, name)?;
-        let beta = op.beta_hint.unwrap_or(0.0);
-        let r = bench_operator::<f32>(gpu, &op, beta, Panel::packed(n), &opts, 1)?;
-        let case = format!("{name} N={n} f32");
-        let note = format!(
-            ", {:.2} of a same-size copy ({:.0} GB/s)",
-            r.gbps / r.same_size_copy_gbps,
-            r.same_size_copy_gbps
+    // f64 too where the adapter has it, but in quick runs (the goals are in both precisions).
+    let dtypes = [DType::F32, DType::F64]
+        .into_iter()
+        .filter(|d| d.supported(gpu) && !(ctx.quick && *d == DType::F64));
+    for dtype in dtypes {
+        for (name, text) in &MATRICES[..sizes.mm_operators.min(MATRICES.len())] {
+            mm_operator_rows(ctx, lab, name, text, dtype, n, &opts)?;
+        }
+    }
+    Ok(())
+}
+
+/// One operator's rows: the tuner's choice, its access floor, the copy floor, dense.
+fn mm_operator_rows(
+    ctx: &BenchContext<'_>,
+    lab: &mut Lab,
+    name: &str,
+    text: &str,
+    dtype: DType,
+    n: usize,
+    opts: &TuneOptions,
+) -> Result<(), Error> {
+    let gpu = ctx.gpu;
+    let op: Operator = parse_mtx(text, name)?;
+    let beta = op.beta_hint.unwrap_or(0.0);
+    let r = match dtype {
+        DType::F32 => bench_operator::<f32>(gpu, &op, beta, Panel::packed(n), opts, 1)?,
+        DType::F64 => bench_operator::<f64>(gpu, &op, beta, Panel::packed(n), opts, 1)?,
+    };
+    let case = format!("{name} N={n} {dtype}");
+    let note = format!(
+        ", {:.2} of a same-size copy ({:.0} GB/s)",
+        r.gbps / r.same_size_copy_gbps,
+        r.same_size_copy_gbps
+    );
+    for (variant, seconds) in [
+        (format!("choice {}", r.variant), r.seconds),
+        ("access floor".to_owned(), r.floor_seconds),
+        ("copy floor".to_owned(), r.copy_floor_seconds),
+    ] {
+        lab.push(
+            ctx,
+            "mm",
+            case.clone(),
+            variant,
+            seconds,
+            r.bytes,
+            r.seconds,
+            &note,
         );
-        for (variant, seconds) in [
-            (format!("choice {}", r.variant), r.seconds),
-            ("access floor".to_owned(), r.floor_seconds),
-            ("copy floor".to_owned(), r.copy_floor_seconds),
-        ] {
-            lab.push(
-                ctx,
-                "mm",
-                case.clone(),
-                variant,
-                seconds,
-                r.bytes,
-                r.seconds,
-                &note,
-            );
-        }
-        if let Some(d) = r.dense_seconds {
-            lab.push(
-                ctx,
-                "mm",
-                case.clone(),
-                "dense".into(),
-                d,
-                r.bytes,
-                r.seconds,
-                &note,
-            );
-        }
+    }
+    if let Some(d) = r.dense_seconds {
+        lab.push(
+            ctx,
+            "mm",
+            case.clone(),
+            "dense".into(),
+            d,
+            r.bytes,
+            r.seconds,
+            &note,
+        );
     }
     Ok(())
 }
