@@ -13,6 +13,10 @@
 #   lab           `bespoke lab`: copy variants; LBM 8192² at every step workgroup, without collision, with the mask
 #                 wrap, with a flag field; the 9 operators at N = 2^19 against their access and copy floors; FV
 #                 orderings × kernels (docs/gpu.md, "The lab"; sized for ≤ 4 minutes on an H100/H200)
+#   dense         `mm dense-bench` (the model's pick) at issue 36's shapes: 2048³–8192³, 96×100 000×64,
+#                 343×100 000×1029 in f32; 2048³, 4096³ in f64
+#   dense-sweep   screened sweeps (model pick against the best found) at 4096³ f32, 96×100 000×64 f32, 2048³ f64
+#   peers-dense   cuBLAS at the same shapes (benches/peers/cublas_dense.py, TF32 off, checked first)
 #   mm9-f32 mm9-f64  the 9 shipped operators at N = 2^20 in `mm bench`'s JSON (what peers_table.py joins)
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
 #   peers9-f32 peers9-f64 peers-f32 peers-f64
@@ -95,6 +99,23 @@ for stage in "$@"; do
             dtype=${stage:3:3} shape=${stage:7}
             $bin mm bench $suite/"$shape"-*.mtx --n $N --dtype "$dtype" --json "$OUT/$stage.json" \
                 2>&1 | tee "$OUT/$stage.txt" ;;
+        dense)
+            for shape in 2048x2048x2048 4096x4096x4096 8192x8192x8192 96x100000x64 343x100000x1029 \
+                    f64:2048x2048x2048 f64:4096x4096x4096; do
+                dtype=f32
+                case $shape in f64:*) dtype=f64 shape=${shape#f64:} ;; esac
+                IFS=x read -r m n k <<< "$shape"
+                $bin mm dense-bench --m "$m" --n "$n" --k "$k" --dtype $dtype \
+                    --json "$OUT/dense-$dtype-$shape.json" 2>&1 | tee -a "$OUT/dense.txt"
+            done ;;
+        dense-sweep)
+            $bin mm dense-sweep --m 4096 --n 4096 --k 4096 --screen 0.5 --confirm 4 \
+                --json "$OUT/dense-sweep-4096.json" 2>&1 | tee "$OUT/dense-sweep.txt"
+            $bin mm dense-sweep --m 96 --n 100000 --k 64 --screen 0.05 --confirm 4 \
+                --json "$OUT/dense-sweep-panel.json" 2>&1 | tee -a "$OUT/dense-sweep.txt"
+            $bin mm dense-sweep --m 2048 --n 2048 --k 2048 --dtype f64 --screen 0.5 --confirm 4 \
+                --json "$OUT/dense-sweep-f64-2048.json" 2>&1 | tee -a "$OUT/dense-sweep.txt" ;;
+        peers-dense) python3 benches/peers/cublas_dense.py --json "$OUT/peers-dense.json" 2>&1 | tee "$OUT/peers-dense.txt" ;;
         peers-lbm) python3 benches/peers/cuda_lbm.py --size 8192 --json "$OUT/peers-lbm.json" 2>&1 | tee "$OUT/peers-lbm.txt" ;;
         peers9-f32|peers9-f64) peers "$stage" "${stage#peers9-}" tests/data/pyfr ;;
         peers-f32|peers-f64) peers "$stage" "${stage#peers-}" $suite ;;
