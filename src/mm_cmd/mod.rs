@@ -10,7 +10,7 @@ use bespoke::Error;
 use bespoke::bench::progress_bar;
 use bespoke::gpu::Gpu;
 use bespoke::mm::DType;
-use bespoke::mm::dense::bench::time_dense;
+use bespoke::mm::dense::bench::DenseTimer;
 use bespoke::mm::dense::microbench::Op;
 use bespoke::mm::dense::sweep::{Method, sweep};
 use bespoke::mm::dense::{DenseParams, GemmShape, Machine, MachineSource, TileLimits};
@@ -33,6 +33,10 @@ pub enum MmCommand {
         params: Option<DenseParams>,
         #[arg(long, default_value_t = 10)]
         reps: usize,
+        /// Keep naga's runtime bounds checks in the kernel (they are off: every index is in range by
+        /// construction), to measure what they cost.
+        #[arg(long)]
+        bounds_checks: bool,
         #[command(flatten)]
         model: ModelArgs,
         #[arg(long, value_name = "FILE")]
@@ -213,6 +217,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             shape,
             params,
             reps,
+            bounds_checks,
             model,
             json: json_path,
         } => {
@@ -229,13 +234,20 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                 ),
             };
             let peak = machine.peak_gflops();
-            let t = time_dense(gpu, dtype, shape, p, reps)?;
+            let t = DenseTimer::new(gpu, dtype, shape)?
+                .with_bounds_checks(bounds_checks)
+                .time(gpu, p, reps)?;
             println!(
-                "{}×{}×{} {dtype} {} ({source}): {:.3} ms, {:.2} GFLOP/s, {:.3} of the {:.2} GFLOP/s FMA peak",
+                "{}×{}×{} {dtype} {} ({source}{}): {:.3} ms, {:.2} GFLOP/s, {:.3} of the {:.2} GFLOP/s FMA peak",
                 shape.m,
                 shape.n,
                 shape.k,
                 p.key(),
+                if bounds_checks {
+                    ", bounds-checked"
+                } else {
+                    ""
+                },
                 t.seconds * 1e3,
                 t.gflops,
                 t.gflops / peak,
@@ -246,7 +258,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                 &json!({
                     "adapter": adapter_json(gpu),
                     "m": shape.m, "n": shape.n, "k": shape.k, "dtype": dtype.wgsl(),
-                    "params": params_json(&p), "params_source": source,
+                    "params": params_json(&p), "params_source": source, "bounds_checks": bounds_checks,
                     "seconds": t.seconds, "gflops": t.gflops,
                     "fma_peak_gflops": peak, "peak_fraction": t.gflops / peak,
                 }),

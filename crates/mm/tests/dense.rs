@@ -247,3 +247,80 @@ fn bad_configurations_are_errors() {
         Err(MmError::Params { .. })
     ));
 }
+
+/// The kernels run without naga's runtime bounds checks (every index is in range by construction); with them
+/// (`bounds_checked`, to measure their cost) every configuration gives the same bits on ragged shapes, and the
+/// padding columns of C stay poisoned either way.
+#[test]
+fn bounds_checks_change_nothing_but_the_cost() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    for s in [
+        GemmShape {
+            m: 37,
+            n: 44,
+            k: 29,
+            lda: 31,
+            ldb: 48,
+            ldc: 52,
+        },
+        GemmShape {
+            m: 70,
+            n: 13,
+            k: 65,
+            lda: 65,
+            ldb: 13,
+            ldc: 17,
+        },
+    ] {
+        let a: Vec<f32> = random(&mut r, s.a().min_len())
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let b: Vec<f32> = random(&mut r, s.b().min_len())
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let c0: Vec<f32> = (0..s.m * s.ldc)
+            .map(|i| {
+                if i % s.ldc < s.n {
+                    r.random_range(-1.0..1.0)
+                } else {
+                    f32::NAN
+                }
+            })
+            .collect();
+        for p in configs() {
+            if p.vec > 1 && [s.n, s.ldb, s.ldc].iter().any(|d| d % p.vec as usize != 0) {
+                continue;
+            }
+            let run = |checked: bool| {
+                let (ab, bb, cb) = (
+                    gpu.upload(&a).unwrap(),
+                    gpu.upload(&b).unwrap(),
+                    gpu.upload(&c0).unwrap(),
+                );
+                let g = DenseGemm {
+                    bounds_checked: checked,
+                    ..DenseGemm::new(s, DType::F32, p, 0.75, 0.5).unwrap()
+                };
+                gpu.run(&g.plan(gpu, &ab, &bb, &cb).unwrap().launches())
+                    .unwrap();
+                gpu.read(&cb).unwrap()
+            };
+            let (unchecked, checked) = (run(false), run(true));
+            let differ = unchecked
+                .iter()
+                .zip(&checked)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count();
+            assert_eq!(differ, 0, "{} {s:?}: {differ} entries differ", p.key());
+            for i in 0..s.m {
+                for j in 0..s.ldc {
+                    let v = unchecked[i * s.ldc + j];
+                    assert_eq!(j >= s.n, v.is_nan(), "{} {s:?}: C[{i}][{j}] = {v}", p.key());
+                }
+            }
+        }
+    }
+}

@@ -38,6 +38,8 @@ pub(crate) fn fill<T: Element>(n: usize, salt: u64) -> Vec<T> {
 /// Synthetic A, B, C on the device for one shape, reused across configurations.
 struct TypedTimer<T: Element> {
     shape: GemmShape,
+    /// Keep naga's runtime bounds checks in the kernels (`DenseGemm::bounds_checked`).
+    bounds_checked: bool,
     a: GpuBuffer<T>,
     b: GpuBuffer<T>,
     c: GpuBuffer<T>,
@@ -52,6 +54,7 @@ impl<T: Element> TypedTimer<T> {
         gpu.check_len::<T>(shape.c().min_len(), "C (M × N)")?;
         Ok(Self {
             shape,
+            bounds_checked: false,
             a: gpu.upload(&fill::<T>(shape.a().min_len(), 1))?,
             b: gpu.upload(&fill::<T>(shape.b().min_len(), 2))?,
             c: gpu.alloc::<T>(shape.c().min_len())?,
@@ -83,10 +86,14 @@ impl<T: Element> TypedTimer<T> {
             k: sub.k.min((params.kc * params.split_k) as usize),
             ..sub
         };
-        let warm = DenseGemm::new(tiny, T::DTYPE, params, 1.0, 0.0)?;
-        gpu.run(&warm.plan(gpu, &self.a, &self.b, &self.c)?.launches())?;
-        let plan = DenseGemm::new(sub, T::DTYPE, params, 1.0, 0.0)?
-            .plan(gpu, &self.a, &self.b, &self.c)?;
+        let gemm = |shape| {
+            DenseGemm::new(shape, T::DTYPE, params, 1.0, 0.0).map(|g| DenseGemm {
+                bounds_checked: self.bounds_checked,
+                ..g
+            })
+        };
+        gpu.run(&gemm(tiny)?.plan(gpu, &self.a, &self.b, &self.c)?.launches())?;
+        let plan = gemm(sub)?.plan(gpu, &self.a, &self.b, &self.c)?;
         let seconds = gpu.time(&plan.launches(), 0, reps)?.median();
         Ok(DenseTiming {
             params,
@@ -119,6 +126,16 @@ impl DenseTimer {
                 Typed::F64(TypedTimer::new(gpu, shape)?)
             }
         }))
+    }
+
+    /// The same timer with naga's runtime bounds checks kept in the kernels (to measure what they cost; the
+    /// kernels run without them otherwise).
+    pub fn with_bounds_checks(mut self, on: bool) -> Self {
+        match &mut self.0 {
+            Typed::F32(t) => t.bounds_checked = on,
+            Typed::F64(t) => t.bounds_checked = on,
+        }
+        self
     }
 
     /// Times the full shape: a warm-up on one tile, then the median of `reps` runs.

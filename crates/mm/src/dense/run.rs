@@ -84,6 +84,9 @@ pub struct DenseGemm {
     pub params: DenseParams,
     pub alpha: f64,
     pub beta: f64,
+    /// Keep the runtime bounds checks naga adds to every access (off by default: every index is in range by
+    /// construction, see `plan`; on to measure what the checks cost, `mm dense-bench --bounds-checks`).
+    pub bounds_checked: bool,
 }
 
 /// The launches of one GEMM, ready to run or time; holds the split-K workspace alive.
@@ -139,6 +142,7 @@ impl DenseGemm {
             params,
             alpha,
             beta,
+            bounds_checked: false,
         })
     }
 
@@ -191,23 +195,37 @@ impl DenseGemm {
         let user_epi = Epilogue::for_beta(self.beta);
         let nv = (s.n / vec) as u32;
         // Generate each kernel's text once per plan, not once per block: K blocks after the first use β = 1.
+        // SAFETY (the kernels without runtime bounds checks): every buffer was checked above to hold its matrix
+        // (`min_len`: (rows − 1)·ld + cols) and each is bound by rows (`rows_arg`), so within a block the kernel's
+        // global indices r·ld + col, r < the block's rows (p.m) and col < cols (a_col0 + kg < K ≤ lda; cv < N/vec
+        // ≤ ldb/vec, ldc/vec), stay below the bound length; split-K writes slice w.z < split of a workspace of
+        // split · max_rows · ldc; the workgroup arrays are indexed by kk < KC, row and column groups below
+        // BM/4 (or BM) and BNV, as `dense_wgsl` forms them from the workgroup's own invocation ids.
+        let unchecked = |k: Kernel| {
+            if self.bounds_checked {
+                k
+            } else {
+                unsafe { k.without_bounds_checks() }
+            }
+        };
+        let checks = if self.bounds_checked { "_checked" } else { "" };
         let kernel = |epi: Epilogue| {
             if split > 1 {
                 let main = Kernel::new(
-                    format!("dense_{}_{}_partial", p.key(), self.dtype),
+                    format!("dense_{}_{}_partial{checks}", p.key(), self.dtype),
                     dense_wgsl(p, self.dtype, Epilogue::Partial),
                 );
                 let reduce = Kernel::new(
-                    format!("splitk_reduce_{split}x{vec}_{}_{epi:?}", self.dtype),
+                    format!("splitk_reduce_{split}x{vec}_{}_{epi:?}{checks}", self.dtype),
                     splitk_reduce_wgsl(self.dtype, p.vec, p.split_k, epi),
                 );
-                (main, Some(reduce))
+                (unchecked(main), Some(unchecked(reduce)))
             } else {
                 let main = Kernel::new(
-                    format!("dense_{}_{}_{epi:?}", p.key(), self.dtype),
+                    format!("dense_{}_{}_{epi:?}{checks}", p.key(), self.dtype),
                     dense_wgsl(p, self.dtype, epi),
                 );
-                (main, None)
+                (unchecked(main), None)
             }
         };
         let first = kernel(user_epi);
