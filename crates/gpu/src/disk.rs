@@ -114,6 +114,34 @@ fn write_atomic_impl(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> st
     Ok(())
 }
 
+/// The JSON entry `key` of `cache` when there is one that `usable` accepts, else `make()`'s value, kept in the
+/// cache for next time (a write that fails is reported on stderr naming `what`: it costs a redo next time,
+/// nothing else). Returns the value and whether it came from the cache. Without a cache, `make()` every time.
+pub fn remembered_json<T, E>(
+    cache: Option<&DiskCache>,
+    key: &str,
+    what: &str,
+    usable: impl Fn(&T) -> bool,
+    make: impl FnOnce() -> std::result::Result<T, E>,
+) -> std::result::Result<(T, bool), E>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    if let Some(v) = cache
+        .and_then(|c| c.get_json::<T>(key))
+        .filter(|v| usable(v))
+    {
+        return Ok((v, true));
+    }
+    let v = make()?;
+    if let Some(c) = cache
+        && let Err(e) = c.put_json(key, &v)
+    {
+        eprintln!("bespoke: could not remember {what}: {e}");
+    }
+    Ok((v, false))
+}
+
 /// What a cache lookup found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
@@ -394,6 +422,33 @@ mod tests {
         assert!(missing.contains("does not exist"), "{missing}");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "the check left a file behind: {left:?}");
+    }
+
+    #[test]
+    fn remembered_values_are_made_once_and_refused_ones_again() {
+        let (_dir, c) = cache();
+        let mut made = 0;
+        let mut get = |usable: fn(&u32) -> bool, value: u32| {
+            remembered_json::<u32, ()>(Some(&c), "k", "a test value", usable, || {
+                made += 1;
+                Ok(value)
+            })
+            .unwrap()
+        };
+        assert_eq!(get(|_| true, 7), (7, false));
+        assert_eq!(
+            get(|_| true, 8),
+            (7, true),
+            "the remembered value comes back"
+        );
+        assert_eq!(
+            get(|v| *v != 7, 9),
+            (9, false),
+            "a refused entry is made again"
+        );
+        assert_eq!(made, 2);
+        let fresh = remembered_json::<u32, ()>(None, "k", "a test value", |_| true, || Ok(3));
+        assert_eq!(fresh, Ok((3, false)));
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub use context::{
     AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES,
     list_adapters,
 };
-pub use disk::{DiskCache, Lookup, check_writable, write_atomic, write_atomic_failing};
+pub use disk::{
+    DiskCache, Lookup, check_writable, remembered_json, write_atomic, write_atomic_failing,
+};
 pub use dispatch::{Arg, Grid, GridLayout, Launch};
 pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};

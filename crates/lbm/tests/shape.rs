@@ -149,16 +149,30 @@ fn ablations_wrap_alike_and_stream_without_colliding() {
         start(&mut plain);
         let initial = plain.populations().unwrap();
         plain.step(4).unwrap();
-        let mut masked =
-            Lattice::ablated(gpu, cfg.clone(), flags.clone(), 128, Ablation::MaskWrap).unwrap();
+        let mut masked = Lattice::with_step_shape(
+            gpu,
+            cfg.clone(),
+            flags.clone(),
+            128,
+            GridLayout::Rows,
+            Some(Ablation::MaskWrap),
+        )
+        .unwrap();
         start(&mut masked);
         masked.step(4).unwrap();
         assert!(
             plain.populations().unwrap() == masked.populations().unwrap(),
             "{storage:?} {streaming:?}: the mask wrap changed the result"
         );
-        let mut streamed =
-            Lattice::ablated(gpu, cfg.clone(), flags.clone(), WG, Ablation::NoCollision).unwrap();
+        let mut streamed = Lattice::with_step_shape(
+            gpu,
+            cfg.clone(),
+            flags.clone(),
+            WG,
+            GridLayout::Rows,
+            Some(Ablation::NoCollision),
+        )
+        .unwrap();
         start(&mut streamed);
         streamed.step(4).unwrap();
         let got = streamed.populations().unwrap();
@@ -184,8 +198,15 @@ fn ablations_wrap_alike_and_stream_without_colliding() {
             streaming,
             ..Config::new(30, 16, Collision::Bgk { omega: 1.2 })
         };
-        let e =
-            Lattice::ablated(gpu, odd, Flags::fluid(30, 16), WG, Ablation::MaskWrap).unwrap_err();
+        let e = Lattice::with_step_shape(
+            gpu,
+            odd,
+            Flags::fluid(30, 16),
+            WG,
+            GridLayout::Rows,
+            Some(Ablation::MaskWrap),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("powers of two"), "{e}");
     }
 }

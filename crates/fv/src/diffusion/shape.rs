@@ -4,7 +4,7 @@
 //! are bit-identical whatever is chosen (tested for every candidate on lavapipe).
 
 use bespoke_gpu::rng::{Rng, seeded};
-use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median};
+use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median, remembered_json};
 use serde::{Deserialize, Serialize};
 
 use super::{Diffusion, Real};
@@ -76,23 +76,21 @@ pub fn step_shape_in<T: Real>(
     layout: Layout,
     cache: Option<&DiskCache>,
 ) -> Result<ShapeChoice> {
-    let key = key::<T>(gpu, kind, layout);
-    if let Some(c) = cache.and_then(|c| c.get_json::<ShapeChoice>(&key))
-        && candidates(gpu, kind).contains(&c.shape.workgroup)
-        && !c.shape.no_gather
-    {
-        return Ok(ShapeChoice {
+    let (choice, cached) = remembered_json(
+        cache,
+        &key::<T>(gpu, kind, layout),
+        "the FV step's launch shape",
+        |c: &ShapeChoice| candidates(gpu, kind).contains(&c.shape.workgroup) && !c.shape.no_gather,
+        || tune::<T>(gpu, kind, layout),
+    )?;
+    Ok(if cached {
+        ShapeChoice {
             source: "cached".into(),
-            ..c
-        });
-    }
-    let choice = tune::<T>(gpu, kind, layout)?;
-    if let Some(c) = cache
-        && let Err(e) = c.put_json(&key, &choice)
-    {
-        eprintln!("bespoke: could not remember the FV step's launch shape: {e}");
-    }
-    Ok(choice)
+            ..choice
+        }
+    } else {
+        choice
+    })
 }
 
 /// Times every candidate on an operator with four random neighbours per tet within blocks (the shape of a

@@ -121,19 +121,6 @@ impl<'g> Lattice<'g> {
         Self::whole(gpu, cfg, flags.into(), Some(shape))
     }
 
-    /// [`Lattice::with_step_workgroup`] with `ablation` taken out of the step, to measure what it costs
-    /// (`bespoke lab`). Not a simulation: without collision the state only streams. The mask wrap needs sides
-    /// that are powers of two (where it gives the same neighbours).
-    pub fn ablated(
-        gpu: &'g Gpu,
-        cfg: Config,
-        flags: impl Into<Rc<Flags>>,
-        workgroup: u32,
-        ablation: Ablation,
-    ) -> Result<Self> {
-        Self::with_step_shape(gpu, cfg, flags, workgroup, GridLayout::Rows, Some(ablation))
-    }
-
     /// The step kernel's launch shape and where it came from.
     pub fn step_shape(&self) -> &StepShape {
         &self.shape

@@ -4,7 +4,7 @@
 //! candidate does the same arithmetic per cell, so the results are bit-identical whatever is chosen (tested for
 //! every candidate on lavapipe).
 
-use bespoke_gpu::{DiskCache, Gpu, GridLayout, fastest_unless_close, median};
+use bespoke_gpu::{DiskCache, Gpu, GridLayout, fastest_unless_close, median, remembered_json};
 use serde::{Deserialize, Serialize};
 
 use super::Lattice;
@@ -38,7 +38,7 @@ pub struct StepShape {
     /// default), or the split 1-D grid of before (the lab's comparison).
     #[serde(default)]
     pub grid: GridLayout,
-    /// A part of the step left out to measure its cost (`Lattice::ablated`, the lab only).
+    /// A part of the step left out to measure its cost (`Lattice::with_step_shape`, the lab only: not the physics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ablation: Option<Ablation>,
 }
@@ -93,22 +93,21 @@ pub fn step_shape_in(
     flags: bool,
     cache: Option<&DiskCache>,
 ) -> Result<StepShape> {
-    let key = key(gpu, cfg, flags);
-    if let Some(s) = cache.and_then(|c| c.get_json::<StepShape>(&key))
-        && candidates(gpu).contains(&s.workgroup)
-    {
-        return Ok(StepShape {
+    let (shape, cached) = remembered_json(
+        cache,
+        &key(gpu, cfg, flags),
+        "the lattice's launch shape",
+        |s: &StepShape| candidates(gpu).contains(&s.workgroup),
+        || tune(gpu, cfg, flags),
+    )?;
+    Ok(if cached {
+        StepShape {
             source: "cached".into(),
-            ..s
-        });
-    }
-    let shape = tune(gpu, cfg, flags)?;
-    if let Some(c) = cache
-        && let Err(e) = c.put_json(&key, &shape)
-    {
-        eprintln!("bespoke: could not remember the lattice's launch shape: {e}");
-    }
-    Ok(shape)
+            ..shape
+        }
+    } else {
+        shape
+    })
 }
 
 /// Times every candidate on a tuning lattice of `cfg`'s storage, streaming and collision (channel walls when
