@@ -26,9 +26,10 @@ pub struct ScaleArgs {
     /// Mesh: cubes per side of each rank's box (6 c³ tets per rank) for weak scaling.
     #[arg(long, default_value_t = 24)]
     cubes: usize,
-    /// Mesh: cubes per side of the strong-scaling box (default: 5/4 of --cubes).
-    #[arg(long)]
-    strong_cubes: Option<usize>,
+    /// Mesh: cubes along x, y and z of the strong-scaling box (default: two ranks' boxes along x, 2cxcxc,
+    /// the weak box of two ranks, whose mesh and partition are then made once).
+    #[arg(long, value_name = "CXxCYxCZ")]
+    strong_box: Option<String>,
     /// Steps per timed batch.
     #[arg(long, default_value_t = 20)]
     steps: u64,
@@ -51,13 +52,19 @@ pub struct ScaleArgs {
     json: Option<PathBuf>,
 }
 
+/// `AxB…` as D positive sizes; `like` is an example for the error.
+fn sizes<const D: usize>(s: &str, what: &str, like: &str) -> Result<[usize; D], Error> {
+    let bad = || format!("--{what} `{s}` is not like {like} (positive sizes)");
+    let parts: Vec<usize> = s
+        .split(['x', 'X'])
+        .map(|v| v.trim().parse().ok().filter(|&v| v > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(bad)?;
+    Ok(parts.try_into().map_err(|_| bad())?)
+}
+
 fn size(s: &str, what: &str) -> Result<[usize; 2], Error> {
-    let bad = || format!("--{what} `{s}` is not like 512x512");
-    let (a, b) = s.split_once(['x', 'X']).ok_or_else(bad)?;
-    Ok([
-        a.trim().parse().map_err(|_| bad())?,
-        b.trim().parse().map_err(|_| bad())?,
-    ])
+    sizes(s, what, "512x512")
 }
 
 pub fn run(a: ScaleArgs) -> Result<(), Error> {
@@ -87,7 +94,12 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
     }
     let fv = bespoke::fv::scale::ScaleOptions {
         cubes: a.cubes,
-        strong_cubes: a.strong_cubes.unwrap_or(a.cubes * 5 / 4).max(1),
+        strong: a
+            .strong_box
+            .as_deref()
+            .map(|b| sizes(b, "strong-box", "48x24x24"))
+            .transpose()?
+            .unwrap_or([2 * a.cubes, a.cubes, a.cubes]),
         steps: a.steps.max(1) as usize,
         rounds: a.rounds.max(1),
         ordering: OrderingKind::Rcm,

@@ -121,7 +121,7 @@ impl Section for ScaleSection {
         };
         let fv = bespoke_fv::scale::ScaleOptions {
             cubes,
-            strong_cubes: cubes * 5 / 4,
+            strong: [2 * cubes, cubes, cubes],
             steps: if ctx.quick { 5 } else { 20 },
             rounds: if ctx.quick { 1 } else { 5 },
             ordering: bespoke_fv::ordering::OrderingKind::Rcm,

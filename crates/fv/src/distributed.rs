@@ -50,19 +50,8 @@ pub struct RankSetup {
 pub struct DistDiffusion<'g, T: Real> {
     comm: Rc<dyn Comm>,
     local: Diffusion<'g, T>,
-    /// Global tet of each owned local tet (local 0..own).
-    owned: Vec<u32>,
-    /// Owned tets with no neighbour on another rank (they come first).
-    interior: usize,
-    /// Global tet of each ghost (local own..own + ghosts).
-    ghosts: Vec<u32>,
-    /// Tets in the whole mesh.
-    n: usize,
-    volumes: Vec<f64>,
-    boundary: Boundary,
-    /// Per peer: the local tets it needs from this rank, and the ghosts it fills here.
-    sends: Vec<(usize, Vec<u32>)>,
-    recvs: Vec<(usize, Vec<u32>)>,
+    /// The host side: own tets, ghosts, exchange lists (shared with other setups of the same part).
+    part: Rc<RankPart>,
     /// Pack and unpack launches per parity of the x buffers, and their exchange buffers.
     pack: [Launch; 2],
     unpack: [Launch; 2],
@@ -146,24 +135,52 @@ pub fn partition(comm: &dyn Comm, op: &Operator) -> Result<Vec<u32>> {
     Ok(part)
 }
 
-impl<'g, T: Real> DistDiffusion<'g, T> {
-    /// This rank's part of `op` (the whole operator, the same on every rank) partitioned by `part` (every tet's
-    /// rank), its own tets in the setup's ordering (interior first), on `gpu`.
+/// One rank's share of a partitioned operator, built on the host once and shared by every setup that steps it
+/// ([`DistDiffusion::from_part`]): its own tets in the in-rank ordering (interior first), its ghosts, its rows
+/// renumbered, and the exchange lists. Nothing in it touches a device.
+#[derive(Debug)]
+pub struct RankPart {
+    rank: usize,
+    ranks: usize,
+    ordering: OrderingKind,
+    /// Global tet of each owned local tet (local 0..own).
+    owned: Vec<u32>,
+    /// Owned tets with no neighbour on another rank (they come first).
+    interior: usize,
+    /// Global tet of each ghost (local own..own + ghosts).
+    ghosts: Vec<u32>,
+    /// Tets in the whole mesh.
+    n: usize,
+    /// The whole mesh's volumes (the shift and the mass are whole-domain sums).
+    volumes: Vec<f64>,
+    boundary: Boundary,
+    /// The whole operator's largest row sum (its Δt bound, the same on every rank).
+    max_row_sum: f64,
+    /// This rank's rows: owned rows renumbered, then identity rows for the ghosts.
+    local: Operator,
+    /// Per peer: the local tets it needs from this rank, and the ghosts it fills here.
+    sends: Vec<(usize, Vec<u32>)>,
+    recvs: Vec<(usize, Vec<u32>)>,
+}
+
+impl RankPart {
+    /// Rank `rank` of `ranks`'s part of `op` (the whole operator, the same on every rank) partitioned by `part`
+    /// (every tet's rank), its own tets in `ordering` (of the sub-operator), interior first.
     pub fn new(
-        gpu: &'g Gpu,
-        comm: Rc<dyn Comm>,
+        rank: usize,
+        ranks: usize,
         op: &Operator,
         part: &[u32],
-        setup: RankSetup,
+        ordering: OrderingKind,
     ) -> Result<Self> {
-        let RankSetup {
-            ordering,
-            kind,
-            layout,
-            dt,
-            overlap,
-        } = setup;
-        let (me, p, n) = (comm.rank(), comm.size(), op.n());
+        let (me, p, n) = (rank, ranks, op.n());
+        if me >= p {
+            return Err(FvError::param(
+                "rank",
+                me,
+                format!("a job of {p} ranks has ranks 0 to {}", p.max(1) - 1),
+            ));
+        }
         if part.len() != n || part.iter().any(|&q| q as usize >= p) {
             return Err(FvError::Shape(format!(
                 "a partition of {} entries into ranks below {p} for {n} tets",
@@ -180,6 +197,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
         let mine: Vec<u32> = (0..n as u32).filter(|&t| owner(t) == me).collect();
         let sub = sub_operator(op, &mine);
         let (perm, _) = order(&sub, ordering)?;
+        drop(sub);
         let ordered: Vec<u32> = perm
             .new_to_old()
             .iter()
@@ -226,9 +244,6 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             lop.volumes.push(op.volumes[t]);
             lop.centroids.push(op.centroids[t]);
         }
-        // The whole operator's step bound, so every rank accepts or refuses Δt alike.
-        crate::diffusion::check_dt(op, dt)?;
-        let local = Diffusion::<T>::new(gpu, &lop, kind, layout, dt)?;
         // Exchange lists: what each peer needs from me (its ghosts that I own), what I receive (mine it owns).
         let mut recvs: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
         for &g in &ghosts {
@@ -250,13 +265,88 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             .map(|(q, s)| (q, s.into_iter().map(|t| local_of[t as usize]).collect()))
             .collect();
         let recvs: Vec<(usize, Vec<u32>)> = recvs.into_iter().collect();
+        Ok(Self {
+            rank: me,
+            ranks: p,
+            ordering,
+            owned,
+            interior,
+            ghosts,
+            n,
+            volumes: op.volumes.clone(),
+            boundary: op.boundary,
+            max_row_sum: op.max_row_sum(),
+            local: lop,
+            sends,
+            recvs,
+        })
+    }
+
+    /// Own tets, of which interior (no neighbour on another rank), and ghosts.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.owned.len(), self.interior, self.ghosts.len())
+    }
+}
+
+impl<'g, T: Real> DistDiffusion<'g, T> {
+    /// This rank's part of `op` (the whole operator, the same on every rank) partitioned by `part` (every tet's
+    /// rank), its own tets in the setup's ordering (interior first), on `gpu`: [`RankPart::new`], then
+    /// [`DistDiffusion::from_part`].
+    pub fn new(
+        gpu: &'g Gpu,
+        comm: Rc<dyn Comm>,
+        op: &Operator,
+        part: &[u32],
+        setup: RankSetup,
+    ) -> Result<Self> {
+        // The whole operator's step bound first, so every rank refuses a bad Δt before the host work.
+        crate::diffusion::check_dt(op, setup.dt)?;
+        let part = RankPart::new(comm.rank(), comm.size(), op, part, setup.ordering)?;
+        Self::from_part(gpu, comm, Rc::new(part), setup)
+    }
+
+    /// Steps `part` on `gpu`; the part's rank, job size and in-rank ordering must be `comm`'s and `setup`'s.
+    pub fn from_part(
+        gpu: &'g Gpu,
+        comm: Rc<dyn Comm>,
+        part: Rc<RankPart>,
+        setup: RankSetup,
+    ) -> Result<Self> {
+        let RankSetup {
+            ordering,
+            kind,
+            layout,
+            dt,
+            overlap,
+        } = setup;
+        if (part.rank, part.ranks) != (comm.rank(), comm.size()) {
+            return Err(FvError::Shape(format!(
+                "the part of rank {} of {} on rank {} of {}",
+                part.rank,
+                part.ranks,
+                comm.rank(),
+                comm.size()
+            )));
+        }
+        if part.ordering != ordering {
+            return Err(FvError::param(
+                "ordering",
+                ordering.name(),
+                format!("the part was ordered {}", part.ordering.name()),
+            ));
+        }
+        let p = part.ranks;
+        let (interior, nl) = (part.interior, part.local.n());
+        // The whole operator's step bound, so every rank accepts or refuses Δt alike.
+        crate::diffusion::check_dt_bound(part.max_row_sum, dt)?;
+        let local = Diffusion::<T>::new(gpu, &part.local, kind, layout, dt)?;
         let w = words_of::<T>() as u32;
         let to_words = |l: &[(usize, Vec<u32>)]| -> Vec<u32> {
             l.iter()
                 .flat_map(|(_, v)| v.iter().flat_map(|&i| (0..w).map(move |k| i * w + k)))
                 .collect()
         };
-        let (sw, rw) = (to_words(&sends), to_words(&recvs));
+        let (sw, rw) = (to_words(&part.sends), to_words(&part.recvs));
         let send_ent = gpu.upload(&padded(&sw))?;
         let recv_ent = gpu.upload(&padded(&rw))?;
         let send_buf = gpu.alloc::<u32>(sw.len().max(1))?;
@@ -302,14 +392,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             split,
             comm,
             local,
-            owned,
-            interior,
-            ghosts,
-            n,
-            volumes: op.volumes.clone(),
-            boundary: op.boundary,
-            sends,
-            recvs,
+            part,
             pack,
             unpack,
             send_buf,
@@ -321,23 +404,24 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
 
     /// Sets x from the whole mesh's values (n entries, the operator's numbering), on every rank.
     pub fn set_x(&mut self, x: &[f64]) -> Result<()> {
-        crate::diffusion::check_field(x, self.n)?;
+        crate::diffusion::check_field(x, self.part.n)?;
         // The shift a single domain stores with (the Dirichlet value, or the volume-weighted mean in the
         // operator's numbering): every rank the same, to the bit.
-        let shift = match self.boundary {
+        let shift = match self.part.boundary {
             Boundary::Dirichlet(v) => v,
             Boundary::ZeroFlux => {
                 let (m, w) = x
                     .iter()
-                    .zip(&self.volumes)
+                    .zip(&self.part.volumes)
                     .fold((0.0, 0.0), |(m, w), (x, v)| (m + x * v, w + v));
                 m / w
             }
         };
         let local: Vec<f64> = self
+            .part
             .owned
             .iter()
-            .chain(&self.ghosts)
+            .chain(&self.part.ghosts)
             .map(|&t| x[t as usize])
             .collect();
         self.local.set_x_shifted(&local, shift)
@@ -347,12 +431,13 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     pub fn x(&self) -> Result<Vec<f64>> {
         let mine = self.local.x()?;
         let bytes: Vec<u8> = self
+            .part
             .owned
             .iter()
             .zip(&mine)
             .flat_map(|(&t, v)| t.to_le_bytes().into_iter().chain(v.to_le_bytes()))
             .collect();
-        let mut x = vec![f64::NAN; self.n];
+        let mut x = vec![f64::NAN; self.part.n];
         for b in self.comm.all_gather_bytes(&bytes)? {
             for c in b.chunks_exact(12) {
                 let t = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
@@ -368,10 +453,11 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     pub fn mass(&self) -> Result<f64> {
         let x = self.local.x()?;
         let mut m = [self
+            .part
             .owned
             .iter()
             .zip(&x)
-            .map(|(&t, v)| self.volumes[t as usize] * v)
+            .map(|(&t, v)| self.part.volumes[t as usize] * v)
             .sum::<f64>()];
         self.comm.all_reduce_f64(&mut m, Op::Sum)?;
         Ok(m[0])
@@ -385,7 +471,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             if self.comm.size() > 1 {
                 let t = Instant::now();
                 let total: usize =
-                    self.sends.iter().map(|(_, v)| v.len()).sum::<usize>() * words_of::<T>();
+                    self.part.sends.iter().map(|(_, v)| v.len()).sum::<usize>() * words_of::<T>();
                 let pending = gpu.submit_read(&[&self.pack[p]], &self.send_buf, total)?;
                 if let Some((inner, _)) = &self.split {
                     gpu.submit(&[&inner[p]])?;
@@ -394,6 +480,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
                 let w = words_of::<T>();
                 let mut at = 0;
                 let messages: Vec<Message> = self
+                    .part
                     .sends
                     .iter()
                     .map(|(q, v)| {
@@ -407,6 +494,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
                     })
                     .collect();
                 let expects: Vec<Expect> = self
+                    .part
                     .recvs
                     .iter()
                     .map(|(q, v)| Expect {
@@ -438,7 +526,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
 
     /// Own tets, of which interior (no neighbour on another rank), and ghosts.
     pub fn sizes(&self) -> (usize, usize, usize) {
-        (self.owned.len(), self.interior, self.ghosts.len())
+        self.part.sizes()
     }
     /// Whether steps overlap the exchange with the interior tets.
     pub fn overlapped(&self) -> bool {

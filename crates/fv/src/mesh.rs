@@ -26,7 +26,42 @@ pub fn signed_volume(p: [[f64; 3]; 4]) -> f64 {
     (cross[0] * w[0] + cross[1] * w[1] + cross[2] * w[2]) / 6.0
 }
 
+/// What [`TetMesh::orient_and_check`] found for one tet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Found {
+    Fine,
+    /// Negatively oriented: two nodes swap.
+    Flip,
+    NotFinite,
+    /// |V| ≤ 1e-12 · ℓ³ with ℓ its longest edge.
+    Degenerate,
+}
+
 impl TetMesh {
+    /// Tet t's state, signed volume and longest edge.
+    fn examine(&self, t: usize) -> (Found, f64, f64) {
+        let p = self.tet_points(t);
+        if p.iter().flatten().any(|c| !c.is_finite()) {
+            return (Found::NotFinite, f64::NAN, f64::NAN);
+        }
+        let v = signed_volume(p);
+        let mut longest: f64 = 0.0;
+        for a in 0..4 {
+            for b in a + 1..4 {
+                let d2: f64 = (0..3).map(|k| (p[a][k] - p[b][k]).powi(2)).sum();
+                longest = longest.max(d2.sqrt());
+            }
+        }
+        let found = if v.abs() <= 1e-12 * longest.powi(3) || longest == 0.0 {
+            Found::Degenerate
+        } else if v < 0.0 {
+            Found::Flip
+        } else {
+            Found::Fine
+        };
+        (found, v, longest)
+    }
+
     pub fn tet_points(&self, t: usize) -> [[f64; 3]; 4] {
         self.tets[t].map(|v| self.nodes[v as usize])
     }
@@ -45,32 +80,31 @@ impl TetMesh {
                 why: "no tetrahedra (element type 4) in the mesh".into(),
             });
         }
-        for t in 0..self.tets.len() {
-            let p = self.tet_points(t);
-            if p.iter().flatten().any(|c| !c.is_finite()) {
-                return Err(FvError::Mesh {
-                    path: path.into(),
-                    at: Some(label(t)),
-                    why: "a node coordinate is not finite".into(),
-                });
-            }
-            let v = signed_volume(p);
-            let mut longest: f64 = 0.0;
-            for a in 0..4 {
-                for b in a + 1..4 {
-                    let d2: f64 = (0..3).map(|k| (p[a][k] - p[b][k]).powi(2)).sum();
-                    longest = longest.max(d2.sqrt());
+        // The geometry on every core (a byte per tet), then the first problem reported and flips applied in
+        // order.
+        let mut found = vec![Found::Fine; self.tets.len()];
+        bespoke_gpu::par_fill(&mut found, |t, f| *f = self.examine(t).0);
+        for (t, &f) in found.iter().enumerate() {
+            match f {
+                Found::Fine => {}
+                Found::Flip => self.tets[t].swap(2, 3),
+                Found::NotFinite => {
+                    return Err(FvError::Mesh {
+                        path: path.into(),
+                        at: Some(label(t)),
+                        why: "a node coordinate is not finite".into(),
+                    });
                 }
-            }
-            if v.abs() <= 1e-12 * longest.powi(3) || longest == 0.0 {
-                return Err(FvError::Mesh {
-                    path: path.into(),
-                    at: Some(label(t)),
-                    why: format!("degenerate tetrahedron (volume {v:e}, longest edge {longest:e})"),
-                });
-            }
-            if v < 0.0 {
-                self.tets[t].swap(2, 3);
+                Found::Degenerate => {
+                    let (_, v, longest) = self.examine(t);
+                    return Err(FvError::Mesh {
+                        path: path.into(),
+                        at: Some(label(t)),
+                        why: format!(
+                            "degenerate tetrahedron (volume {v:e}, longest edge {longest:e})"
+                        ),
+                    });
+                }
             }
         }
         Ok(())

@@ -2,6 +2,7 @@
 //! P·c × c × c cubes, METIS k-way parts), strong scaling on a fixed box. Every rank calls [`scale`].
 
 use std::rc::Rc;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use bespoke_comm::Comm;
@@ -9,7 +10,7 @@ use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::diffusion::Diffusion;
-use crate::distributed::{DistDiffusion, RankSetup, partition};
+use crate::distributed::{DistDiffusion, RankPart, RankSetup, partition};
 use crate::error::{FvError, Result};
 use crate::generate::BoxMesh;
 use crate::kernel::{KernelKind, Layout};
@@ -21,8 +22,9 @@ use crate::ordering::{OrderingKind, order};
 pub struct ScaleOptions {
     /// Cubes per side of each rank's box in weak scaling (6 c³ tets per rank).
     pub cubes: usize,
-    /// Cubes per side of the strong-scaling box.
-    pub strong_cubes: usize,
+    /// Cubes along x, y and z of the strong-scaling box (two ranks' boxes along x, `[2c, c, c]`, is the
+    /// weak box of two ranks: its mesh and partition are then built once).
+    pub strong: [usize; 3],
     /// Steps per timed batch.
     pub steps: usize,
     /// Interleaved rounds (each figure is the median).
@@ -38,35 +40,134 @@ pub struct ScaleOptions {
 /// diagonal, two state vectors, and the texture layout's padding.
 pub const DEVICE_BYTES_PER_TET: u64 = 64;
 
-fn box_operator(cells: [usize; 3]) -> Result<Operator> {
-    let mesh = BoxMesh {
-        cells,
-        jitter: 0.2,
-        shuffle: Some(7),
-        seed: 1,
+/// The box of `cells` cubes (jittered, shuffled) and its diffusion operator, in `ordering` when one is given.
+/// Made once per process while any rank holds it: thread ranks share one (each building its own doubled the set-up
+/// time and memory on a host whose cores they share); MPI ranks, a process each, make their own.
+fn box_operator(cells: [usize; 3], ordering: Option<OrderingKind>) -> Result<Arc<Operator>> {
+    type Made = Vec<(([usize; 3], Option<OrderingKind>), Weak<Operator>)>;
+    static MADE: Mutex<Made> = Mutex::new(Vec::new());
+    let key = (cells, ordering);
+    let find = |made: &Made| {
+        made.iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, w)| w.upgrade())
+    };
+    if let Some(op) = find(&MADE.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(op);
     }
-    .build()?;
-    let adj = adjacency(&mesh)?;
-    Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)
+    let op = match ordering {
+        None => {
+            // Held while building, so a second rank waits for this box instead of building it too.
+            let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(op) = find(&made) {
+                return Ok(op);
+            }
+            let mesh = BoxMesh {
+                cells,
+                jitter: 0.2,
+                shuffle: Some(7),
+                seed: 1,
+            }
+            .build()?;
+            let adj = adjacency(&mesh)?;
+            let op = Arc::new(Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)?);
+            made.retain(|(_, w)| w.strong_count() > 0);
+            made.push((key, Arc::downgrade(&op)));
+            op
+        }
+        Some(kind) => {
+            let whole = box_operator(cells, None)?;
+            let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(op) = find(&made) {
+                return Ok(op);
+            }
+            let (perm, _) = order(&whole, kind)?;
+            let op = Arc::new(perm.apply_operator(&whole));
+            made.retain(|(_, w)| w.strong_count() > 0);
+            made.push((key, Arc::downgrade(&op)));
+            op
+        }
+    };
+    Ok(op)
 }
 
-/// A box's size, its operator, and its partition once a distributed setup made one.
-type SharedMesh = ([usize; 3], Rc<Operator>, Option<Rc<Vec<u32>>>);
+/// A box, and what the setups of that box derived from it (each made once, by the first setup that needs it).
+struct SharedMesh {
+    cells: [usize; 3],
+    op: Arc<Operator>,
+    /// Every tet's rank (METIS k-way on rank 0).
+    part: Option<Rc<Vec<u32>>>,
+    /// This rank's share of the partitioned operator.
+    rank_part: Option<Rc<RankPart>>,
+    /// The whole operator in the in-rank ordering, for a rank alone.
+    ordered: Option<Arc<Operator>>,
+}
+
+/// What the host makes before a setup's device work.
+#[derive(Clone, Copy)]
+enum Stage {
+    Mesh,
+    Partition,
+    /// The in-rank ordering of a whole box, for a rank alone.
+    Ordering,
+    /// A rank's share of a partitioned box (its in-rank ordering, ghosts and exchange lists).
+    RankPart,
+}
+
+/// Host seconds spent making meshes, partitions and orderings on this rank, per [`Stage`].
+#[derive(Default)]
+struct HostSetup {
+    seconds: [f64; 4],
+}
+
+impl HostSetup {
+    /// Runs one stage, adds its time, and prints it on rank 0 (`root`).
+    fn timed<R>(
+        &mut self,
+        stage: Stage,
+        root: bool,
+        tets: usize,
+        make: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let t = Instant::now();
+        let r = make()?;
+        let dt = t.elapsed().as_secs_f64();
+        self.seconds[stage as usize] += dt;
+        if root {
+            let what = match stage {
+                Stage::Mesh => "built",
+                Stage::Partition => "partitioned (METIS on rank 0)",
+                Stage::Ordering => "ordered",
+                Stage::RankPart => "split into rank 0's part",
+            };
+            eprintln!("fv scale: {tets} tets {what} in {dt:.1} s");
+        }
+        Ok(r)
+    }
+}
 
 /// Weak and strong scaling of f32 diffusion (gather kernel, texture layout) on the job's ranks.
 pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleReport> {
     let p = comm.size();
-    let (c, s) = (o.cubes, o.strong_cubes);
+    let (c, s) = (o.cubes, o.strong);
+    if c == 0 || s.contains(&0) {
+        return Err(FvError::param(
+            "cubes",
+            format!("{c} per rank, strong {s:?}"),
+            "every box needs at least one cube per side",
+        ));
+    }
+    let strong_tets = 6 * s.iter().product::<usize>();
     let code = format!(
-        "fv diffusion f32, {} tets per rank, strong {} tets",
+        "fv diffusion f32, {} tets per rank, strong {strong_tets} tets",
         6 * c * c * c,
-        6 * s * s * s
     );
     let cc = comm.clone();
+    let root = comm.rank() == 0;
     let steps = o.steps;
     let cells_of = |setup: Setup| match setup {
         Setup::WeakSingle { .. } => [c, c, c],
-        Setup::StrongSingle | Setup::Strong => [s, s, s],
+        Setup::StrongSingle | Setup::Strong => s,
         Setup::Weak { .. } => [p * c, c, c],
     };
     let memory = Memory {
@@ -81,68 +182,78 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             DEVICE_BYTES_PER_TET * tets / share
         },
     };
-    // Each box and its partition are built once and shared by the setups of that size (they come one after
-    // another: the c-box twice, the weak box twice, the strong box twice), so rank 0 runs METIS twice, not three
-    // times, and no rank builds a mesh twice.
+    // Each box, its partition, this rank's part and the ordered whole are made once and shared by the setups of
+    // that box (they come one after another: the c-box twice, then the weak box for the coupled setups and, at
+    // the default strong box on two ranks, for the strong ones too).
     let mut mesh: Option<SharedMesh> = None;
-    scaling::<FvError>(&*comm, &code, o.rounds, memory, |setup| {
+    let mut host = HostSetup::default();
+    let report = scaling::<FvError>(&*comm, &code, o.rounds, memory, |setup| {
         let cells = cells_of(setup);
         let overlap = match setup {
             Setup::WeakSingle { .. } | Setup::StrongSingle => None,
             Setup::Weak { overlap } => Some(overlap),
             Setup::Strong => Some(true),
         };
-        let (op, part) = match mesh.take() {
-            Some((at, op, part)) if at == cells => (op, part),
+        let shared = match mesh.take() {
+            Some(m) if m.cells == cells => mesh.insert(m),
             _ => {
-                let t = Instant::now();
-                let op = Rc::new(box_operator(cells)?);
-                if cc.rank() == 0 {
-                    eprintln!(
-                        "fv scale: {} tets ({cells:?} cubes) built in {:.1} s",
-                        op.n(),
-                        t.elapsed().as_secs_f64()
-                    );
-                }
-                (op, None)
+                drop(mesh.take());
+                let op = host.timed(
+                    Stage::Mesh,
+                    root,
+                    6 * cells.iter().product::<usize>(),
+                    || box_operator(cells, None),
+                )?;
+                mesh.insert(SharedMesh {
+                    cells,
+                    op,
+                    part: None,
+                    rank_part: None,
+                    ordered: None,
+                })
             }
         };
-        let part = match (overlap, part) {
-            (Some(_), None) => {
-                let t = Instant::now();
-                let part = Rc::new(partition(&*cc, &op)?);
-                if cc.rank() == 0 {
-                    eprintln!(
-                        "fv scale: {} tets partitioned (METIS, rank 0) in {:.1} s",
-                        op.n(),
-                        t.elapsed().as_secs_f64()
-                    );
-                }
-                Some(part)
-            }
-            (_, part) => part,
-        };
-        mesh = Some((cells, op.clone(), part.clone()));
+        let op = shared.op.clone();
         let dt = 0.5 / op.max_row_sum();
         let x0: Vec<f64> = op.centroids.iter().map(|q| 1.0 + q[0] * q[1]).collect();
         let (kind, layout) = (KernelKind::Gather, Layout::Texture);
         let Some(overlap) = overlap else {
-            let (perm, _) = order(&op, o.ordering)?;
-            let mut d = Diffusion::<f32>::new(gpu, &perm.apply_operator(&op), kind, layout, dt)?;
-            d.set_x(&perm.apply(&x0))?;
-            d.step(2)?;
-            let updates = op.n() as f64;
-            return Ok(Some(Box::new(move || {
-                let t = Instant::now();
-                d.step(steps)?;
-                Ok(Timed {
-                    seconds: t.elapsed().as_secs_f64() / steps as f64,
-                    updates,
-                    ..Timed::default()
-                })
-            }) as Timer<'_, FvError>));
+            let ordered = match &shared.ordered {
+                Some(o) => o.clone(),
+                None => {
+                    let ordered = host.timed(Stage::Ordering, root, op.n(), || {
+                        box_operator(cells, Some(o.ordering))
+                    })?;
+                    shared.ordered.insert(ordered).clone()
+                }
+            };
+            // x0 in the ordering, from the ordered centroids.
+            let x: Vec<f64> = ordered
+                .centroids
+                .iter()
+                .map(|q| 1.0 + q[0] * q[1])
+                .collect();
+            return single(gpu, &ordered, &x, kind, layout, dt, steps);
         };
-        let part = part.unwrap_or_default();
+        let part = match &shared.part {
+            Some(part) => part.clone(),
+            None => {
+                let part =
+                    Rc::new(host.timed(Stage::Partition, root, op.n(), || partition(&*cc, &op))?);
+                shared.part = Some(part.clone());
+                part
+            }
+        };
+        let rank_part = match &shared.rank_part {
+            Some(r) => r.clone(),
+            None => {
+                let r = Rc::new(host.timed(Stage::RankPart, root, op.n(), || {
+                    RankPart::new(cc.rank(), p, &op, &part, o.ordering)
+                })?);
+                shared.rank_part = Some(r.clone());
+                r
+            }
+        };
         let setup = RankSetup {
             ordering: o.ordering,
             kind,
@@ -150,7 +261,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             dt,
             overlap,
         };
-        let mut d = DistDiffusion::<f32>::new(gpu, cc.clone(), &op, &part, setup)?;
+        let mut d = DistDiffusion::<f32>::from_part(gpu, cc.clone(), rank_part, setup)?;
         d.set_x(&x0)?;
         d.step(2)?;
         Ok(Some(Box::new(move || {
@@ -168,5 +279,40 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
                 message_seconds: (after.message_seconds - before.message_seconds) / n,
             })
         }) as Timer<'_, FvError>))
-    })
+    })?;
+    if root {
+        let [mesh, part, ord, rank] = host.seconds;
+        eprintln!(
+            "{code}: host setup on rank 0 {:.1} s (meshes {mesh:.1} s, METIS {part:.1} s, in-rank {} orderings \
+             {ord:.1} s, rank parts {rank:.1} s)",
+            mesh + part + ord + rank,
+            o.ordering.name(),
+        );
+    }
+    Ok(report)
+}
+
+/// A rank alone stepping `op` (already in its ordering) from `x`.
+fn single<'g>(
+    gpu: &'g Gpu,
+    op: &Operator,
+    x: &[f64],
+    kind: KernelKind,
+    layout: Layout,
+    dt: f64,
+    steps: usize,
+) -> Result<Option<Timer<'g, FvError>>> {
+    let mut d = Diffusion::<f32>::new(gpu, op, kind, layout, dt)?;
+    d.set_x(x)?;
+    d.step(2)?;
+    let updates = op.n() as f64;
+    Ok(Some(Box::new(move || {
+        let t = Instant::now();
+        d.step(steps)?;
+        Ok(Timed {
+            seconds: t.elapsed().as_secs_f64() / steps as f64,
+            updates,
+            ..Timed::default()
+        })
+    })))
 }

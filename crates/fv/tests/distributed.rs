@@ -5,7 +5,7 @@
 use std::rc::Rc;
 
 use bespoke_comm::{Comm, run_threads};
-use bespoke_fv::distributed::{RankSetup, partition};
+use bespoke_fv::distributed::{RankPart, RankSetup, partition};
 use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::kernel::{KernelKind, Layout};
 use bespoke_fv::operator::adjacency;
@@ -60,6 +60,16 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                     dt,
                     overlap,
                 };
+                // The host part made once steps with the other overlap too (as `bespoke scale` shares it), to the
+                // same bits.
+                let shared = Rc::new(RankPart::new(comm.rank(), p, &op, &part, ordering)?);
+                let other = RankSetup {
+                    overlap: !overlap,
+                    ..setup
+                };
+                let mut e = DistDiffusion::<T>::from_part(gpu, comm.clone(), shared, other)?;
+                e.set_x(&x0)?;
+                e.step(steps)?;
                 let mut d = DistDiffusion::<T>::new(gpu, comm, &op, &part, setup)?;
                 d.set_x(&x0)?;
                 let m0 = d.mass()?;
@@ -80,7 +90,15 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                     interior <= own && (p == 1) == (ghosts == 0),
                     "{own} {interior} {ghosts}"
                 );
-                Ok::<_, FvError>(d.x()?.iter().map(|v| v.to_bits()).collect::<Vec<u64>>())
+                let x = d.x()?;
+                assert!(
+                    x.iter()
+                        .zip(e.x()?)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{p} ranks: overlap {overlap} and {} differ",
+                    !overlap
+                );
+                Ok::<_, FvError>(x.iter().map(|v| v.to_bits()).collect::<Vec<u64>>())
             })
             .unwrap_or_else(|e| panic!("{p} ranks: {e}"));
             for (rank, g) in got.iter().enumerate() {
@@ -150,4 +168,23 @@ fn bad_partitions_are_errors() {
     })
     .unwrap_err();
     assert!(err.message.contains("explicit Euler"), "{err}");
+    // A part made for another ordering, or for another rank, is refused by name.
+    let err = run_threads(2, |comm| {
+        let comm: Rc<dyn Comm> = Rc::new(comm);
+        let part = partition(&*comm, &op)?;
+        let made = RankPart::new(comm.rank(), 2, &op, &part, OrderingKind::Rcm)?;
+        DistDiffusion::<f32>::from_part(gpu, comm, Rc::new(made), setup).map(|_| ())
+    })
+    .unwrap_err();
+    assert!(err.message.contains("the part was ordered rcm"), "{err}");
+    let err = run_threads(2, |comm| {
+        let comm: Rc<dyn Comm> = Rc::new(comm);
+        let part = partition(&*comm, &op)?;
+        let made = RankPart::new(1 - comm.rank(), 2, &op, &part, setup.ordering)?;
+        DistDiffusion::<f32>::from_part(gpu, comm, Rc::new(made), setup).map(|_| ())
+    })
+    .unwrap_err();
+    assert!(err.message.contains("the part of rank"), "{err}");
+    let err = RankPart::new(2, 2, &op, &vec![0; op.n()], setup.ordering).unwrap_err();
+    assert!(err.to_string().contains("ranks 0 to 1"), "{err}");
 }

@@ -369,7 +369,12 @@ impl<'g, T: Real> Diffusion<'g, T> {
 
 /// Explicit Euler on `op` is stable for 0 < Δt < 1 / max row sum.
 pub(crate) fn check_dt(op: &Operator, dt: f64) -> Result<()> {
-    let bound = 1.0 / op.max_row_sum();
+    check_dt_bound(op.max_row_sum(), dt)
+}
+
+/// [`check_dt`] for an operator whose largest row sum is `max_row_sum`.
+pub(crate) fn check_dt_bound(max_row_sum: f64, dt: f64) -> Result<()> {
+    let bound = 1.0 / max_row_sum;
     if !(dt > 0.0 && dt < bound) {
         return Err(FvError::param(
             "dt",
