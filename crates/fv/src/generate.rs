@@ -4,6 +4,8 @@
 
 use crate::error::{FvError, Result};
 use crate::mesh::TetMesh;
+use crate::operator::BOUNDARY;
+use bespoke_gpu::par_fill;
 use bespoke_gpu::rng::{Rng, SliceRandom, seeded};
 
 /// How to build a box mesh.
@@ -33,6 +35,18 @@ impl BoxMesh {
     }
 
     pub fn build(&self) -> Result<TetMesh> {
+        Ok(self.make(false)?.0)
+    }
+
+    /// The mesh and its face adjacency, equal to [`crate::operator::adjacency`]'s but read off the Kuhn
+    /// subdivision's structure instead of searched for among the faces (a tenth of the time at ten million
+    /// tets).
+    pub fn build_with_adjacency(&self) -> Result<(TetMesh, Vec<[u32; 4]>)> {
+        let (mesh, adj) = self.make(true)?;
+        Ok((mesh, adj.unwrap_or_default()))
+    }
+
+    fn make(&self, with_adjacency: bool) -> Result<(TetMesh, Option<Vec<[u32; 4]>>)> {
         let [nx, ny, nz] = self.cells;
         if nx == 0 || ny == 0 || nz == 0 {
             return Err(FvError::param(
@@ -77,35 +91,26 @@ impl BoxMesh {
                 }
             }
         }
-        // Kuhn's 6 tets: from corner 0 to corner 7 through one axis order each.
-        const ORDERS: [[usize; 3]; 6] = [
-            [0, 1, 2],
-            [0, 2, 1],
-            [1, 0, 2],
-            [1, 2, 0],
-            [2, 0, 1],
-            [2, 1, 0],
-        ];
-        let mut out = Vec::with_capacity(tets);
-        for k in 0..nz {
-            for j in 0..ny {
-                for i in 0..nx {
-                    for ord in ORDERS {
-                        let mut c = [i, j, k];
-                        let mut t = [0u32; 4];
-                        t[0] = node(c[0], c[1], c[2]);
-                        for (m, &axis) in ord.iter().enumerate() {
-                            c[axis] += 1;
-                            t[m + 1] = node(c[0], c[1], c[2]);
-                        }
-                        out.push(t);
-                    }
-                }
+        // Tet 6·cube + o, cube = (k·ny + j)·nx + i, runs from the cube's corner 0 to its corner 7 along the
+        // axes in ORDERS[o].
+        let kuhn = |t: usize| -> [u32; 4] {
+            let (cube, ord) = (t / 6, ORDERS[t % 6]);
+            let mut c = [cube % nx, cube / nx % ny, cube / (nx * ny)];
+            let mut v = [0u32; 4];
+            v[0] = node(c[0], c[1], c[2]);
+            for (m, &axis) in ord.iter().enumerate() {
+                c[axis] += 1;
+                v[m + 1] = node(c[0], c[1], c[2]);
             }
-        }
+            v
+        };
+        // new index → lexicographic index (shuffling the indices is the same permutation as shuffling the tets).
+        let mut new_to_old: Vec<u32> = (0..tets as u32).collect();
         if let Some(seed) = self.shuffle {
-            out.shuffle(&mut seeded(seed));
+            new_to_old.shuffle(&mut seeded(seed));
         }
+        let mut out = vec![[0u32; 4]; tets];
+        par_fill(&mut out, |t, v| *v = kuhn(new_to_old[t] as usize));
         let mut mesh = TetMesh {
             nodes,
             physical: vec![0; out.len()],
@@ -113,6 +118,63 @@ impl BoxMesh {
             physical_names: Vec::new(),
         };
         mesh.orient_and_check("generated box", |t| format!("tet {t}"))?;
-        Ok(mesh)
+        if !with_adjacency {
+            return Ok((mesh, None));
+        }
+        let mut old_to_new = vec![0u32; tets];
+        for (new, &old) in new_to_old.iter().enumerate() {
+            old_to_new[old as usize] = new as u32;
+        }
+        let mut adj = vec![[0u32; 4]; tets];
+        par_fill(&mut adj, |t, row| {
+            let old = new_to_old[t] as usize;
+            *row = kuhn_neighbours(old, self.cells)
+                .map(|nb| nb.map_or(BOUNDARY, |o| old_to_new[o as usize]));
+            // Orientation swapped nodes 2 and 3, and with them the faces opposite.
+            if mesh.tets[t][2] != kuhn(old)[2] {
+                row.swap(2, 3);
+            }
+        });
+        Ok((mesh, Some(adj)))
     }
+}
+
+/// Kuhn's 6 tets: from corner 0 to corner 7 through one axis order each.
+const ORDERS: [[usize; 3]; 6] = [
+    [0, 1, 2],
+    [0, 2, 1],
+    [1, 0, 2],
+    [1, 2, 0],
+    [2, 0, 1],
+    [2, 1, 0],
+];
+
+/// The lexicographic tets across the faces of tet `t` (= 6·cube + o), opposite its corners 0 to 3: corners 1 and 2
+/// face the tets of the same cube whose axis order swaps the first two axes or the last two; corner 0 faces the
+/// next cube along the first axis (its order rotated left), corner 3 the previous cube along the last axis (its
+/// order rotated right); None past the box.
+fn kuhn_neighbours(t: usize, [nx, ny, nz]: [usize; 3]) -> [Option<u32>; 4] {
+    let (cube, [a, b, c]) = (t / 6, ORDERS[t % 6]);
+    let at = [cube % nx, cube / nx % ny, cube / (nx * ny)];
+    let n = [nx, ny, nz];
+    let tet = |at: [usize; 3], ord: [usize; 3]| {
+        let o = ORDERS.iter().position(|&x| x == ord).unwrap_or(0);
+        Some((((at[2] * ny + at[1]) * nx + at[0]) * 6 + o) as u32)
+    };
+    let next = (at[a] + 1 < n[a]).then(|| {
+        let mut q = at;
+        q[a] += 1;
+        q
+    });
+    let prev = (at[c] > 0).then(|| {
+        let mut q = at;
+        q[c] -= 1;
+        q
+    });
+    [
+        next.and_then(|q| tet(q, [b, c, a])),
+        tet(at, [b, a, c]),
+        tet(at, [a, c, b]),
+        prev.and_then(|q| tet(q, [c, a, b])),
+    ]
 }

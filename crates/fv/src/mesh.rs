@@ -83,7 +83,10 @@ impl TetMesh {
         // The geometry on every core (a byte per tet), then the first problem reported and flips applied in
         // order.
         let mut found = vec![Found::Fine; self.tets.len()];
-        bespoke_gpu::par_fill(&mut found, |t, f| *f = self.examine(t).0);
+        bespoke_gpu::par_fill(&mut found, |t, f| {
+            crate::operator::prefetch_nodes(self, t + crate::operator::AHEAD);
+            *f = self.examine(t).0;
+        });
         for (t, &f) in found.iter().enumerate() {
             match f {
                 Found::Fine => {}

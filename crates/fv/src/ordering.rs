@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::error::{FvError, Result};
 use crate::operator::Operator;
+use bespoke_gpu::prefetch;
 use bespoke_gpu::rng::{SliceRandom, seeded};
 
 /// new index → old index and its inverse.
@@ -292,19 +293,6 @@ pub fn rcm(xadj: &[u32], adjncy: &[u32]) -> Vec<u32> {
     }
     order.reverse();
     order
-}
-
-/// Asks the cache for the line holding `p`, where the target has such a hint (a hint: it never faults, any
-/// address will do, and nothing waits for it).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 reads nothing architecturally and cannot fault, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// A fixed set of bits.

@@ -14,7 +14,7 @@ use crate::distributed::{DistDiffusion, RankPart, RankSetup, partition};
 use crate::error::{FvError, Result};
 use crate::generate::BoxMesh;
 use crate::kernel::{KernelKind, Layout};
-use crate::operator::{Boundary, Operator, adjacency};
+use crate::operator::{Boundary, Operator};
 use crate::ordering::{OrderingKind, order};
 
 /// What to measure.
@@ -40,67 +40,69 @@ pub struct ScaleOptions {
 /// diagonal, two state vectors, and the texture layout's padding.
 pub const DEVICE_BYTES_PER_TET: u64 = 64;
 
-/// The box of `cells` cubes (jittered, shuffled) and its diffusion operator, in `ordering` when one is given.
+/// The box of `cells` cubes (jittered, shuffled) and its diffusion operator, in `ordering` when one is given,
+/// and the seconds its mesh and its ordering took to make.
 /// Made once per process while any rank holds it: thread ranks share one (each building its own doubled the set-up
-/// time and memory on a host whose cores they share); MPI ranks, a process each, make their own.
-fn box_operator(cells: [usize; 3], ordering: Option<OrderingKind>) -> Result<Arc<Operator>> {
-    type Made = Vec<(([usize; 3], Option<OrderingKind>), Weak<Operator>)>;
+/// time and memory on a host whose cores they share); MPI ranks, a process each, make their own. Every rank
+/// counts the seconds as its own set-up, whichever rank made it: it could not go on before.
+fn box_operator(
+    cells: [usize; 3],
+    ordering: Option<OrderingKind>,
+) -> Result<(Arc<Operator>, [f64; 2])> {
+    type Made = Vec<(([usize; 3], Option<OrderingKind>), Weak<Operator>, [f64; 2])>;
     static MADE: Mutex<Made> = Mutex::new(Vec::new());
     let key = (cells, ordering);
     let find = |made: &Made| {
         made.iter()
-            .find(|(k, _)| *k == key)
-            .and_then(|(_, w)| w.upgrade())
+            .find(|(k, _, _)| *k == key)
+            .and_then(|(_, w, s)| Some((w.upgrade()?, *s)))
     };
-    if let Some(op) = find(&MADE.lock().unwrap_or_else(|e| e.into_inner())) {
-        return Ok(op);
+    if let Some(found) = find(&MADE.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(found);
     }
-    let op = match ordering {
-        None => {
-            // Held while building, so a second rank waits for this box instead of building it too.
-            let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(op) = find(&made) {
-                return Ok(op);
-            }
-            let mesh = BoxMesh {
+    let whole = match ordering {
+        Some(_) => Some(box_operator(cells, None)?),
+        None => None,
+    };
+    // Held while making, so a second rank waits for this box instead of making it too.
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = find(&made) {
+        return Ok(found);
+    }
+    let t = Instant::now();
+    let (op, seconds) = match (ordering, whole) {
+        (Some(kind), Some((whole, [mesh, _]))) => {
+            let (perm, _) = order(&whole, kind)?;
+            let op = perm.apply_operator(&whole);
+            (op, [mesh, t.elapsed().as_secs_f64()])
+        }
+        _ => {
+            let (mesh, adj) = BoxMesh {
                 cells,
                 jitter: 0.2,
                 shuffle: Some(7),
                 seed: 1,
             }
-            .build()?;
-            let adj = adjacency(&mesh)?;
-            let op = Arc::new(Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)?);
-            made.retain(|(_, w)| w.strong_count() > 0);
-            made.push((key, Arc::downgrade(&op)));
-            op
-        }
-        Some(kind) => {
-            let whole = box_operator(cells, None)?;
-            let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(op) = find(&made) {
-                return Ok(op);
-            }
-            let (perm, _) = order(&whole, kind)?;
-            let op = Arc::new(perm.apply_operator(&whole));
-            made.retain(|(_, w)| w.strong_count() > 0);
-            made.push((key, Arc::downgrade(&op)));
-            op
+            .build_with_adjacency()?;
+            let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)?;
+            (op, [t.elapsed().as_secs_f64(), 0.0])
         }
     };
-    Ok(op)
+    let op = Arc::new(op);
+    made.retain(|(_, w, _)| w.strong_count() > 0);
+    made.push((key, Arc::downgrade(&op), seconds));
+    Ok((op, seconds))
 }
 
 /// A box, and what the setups of that box derived from it (each made once, by the first setup that needs it).
 struct SharedMesh {
     cells: [usize; 3],
+    /// The box's operator in the in-rank ordering.
     op: Arc<Operator>,
     /// Every tet's rank (METIS k-way on rank 0).
     part: Option<Rc<Vec<u32>>>,
     /// This rank's share of the partitioned operator.
     rank_part: Option<Rc<RankPart>>,
-    /// The whole operator in the in-rank ordering, for a rank alone.
-    ordered: Option<Arc<Operator>>,
 }
 
 /// What the host makes before a setup's device work.
@@ -121,7 +123,7 @@ struct HostSetup {
 }
 
 impl HostSetup {
-    /// Runs one stage, adds its time, and prints it on rank 0 (`root`).
+    /// Runs one stage and [`HostSetup::add`]s its time.
     fn timed<R>(
         &mut self,
         stage: Stage,
@@ -131,8 +133,13 @@ impl HostSetup {
     ) -> Result<R> {
         let t = Instant::now();
         let r = make()?;
-        let dt = t.elapsed().as_secs_f64();
-        self.seconds[stage as usize] += dt;
+        self.add(stage, root, tets, t.elapsed().as_secs_f64());
+        Ok(r)
+    }
+
+    /// Counts `seconds` of one stage, and prints them on rank 0 (`root`).
+    fn add(&mut self, stage: Stage, root: bool, tets: usize, seconds: f64) {
+        self.seconds[stage as usize] += seconds;
         if root {
             let what = match stage {
                 Stage::Mesh => "built",
@@ -140,9 +147,8 @@ impl HostSetup {
                 Stage::Ordering => "ordered",
                 Stage::RankPart => "split into rank 0's part",
             };
-            eprintln!("fv scale: {tets} tets {what} in {dt:.1} s");
+            eprintln!("fv scale: {tets} tets {what} in {seconds:.1} s");
         }
-        Ok(r)
     }
 }
 
@@ -182,8 +188,8 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             DEVICE_BYTES_PER_TET * tets / share
         },
     };
-    // Each box, its partition, this rank's part and the ordered whole are made once and shared by the setups of
-    // that box (they come one after another: the c-box twice, then the weak box for the coupled setups and, at
+    // Each box (in the in-rank ordering), its partition and this rank's part are made once and shared by the
+    // setups of that box (they come one after another: the c-box twice, then the weak box for the coupled setups and, at
     // the default strong box on two ranks, for the strong ones too).
     let mut mesh: Option<SharedMesh> = None;
     let mut host = HostSetup::default();
@@ -198,18 +204,18 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             Some(m) if m.cells == cells => mesh.insert(m),
             _ => {
                 drop(mesh.take());
-                let op = host.timed(
-                    Stage::Mesh,
-                    root,
-                    6 * cells.iter().product::<usize>(),
-                    || box_operator(cells, None),
-                )?;
+                // Every setup steps the box in the in-rank ordering: a rank alone as it is, the coupled ranks
+                // each their share of it (reordered in-rank again, which the ordering's locality makes quick, as
+                // it makes METIS twice as fast as on the generator's shuffled numbering).
+                let (op, [mesh_s, order_s]) = box_operator(cells, Some(o.ordering))?;
+                let tets = op.n();
+                host.add(Stage::Mesh, root, tets, mesh_s);
+                host.add(Stage::Ordering, root, tets, order_s);
                 mesh.insert(SharedMesh {
                     cells,
                     op,
                     part: None,
                     rank_part: None,
-                    ordered: None,
                 })
             }
         };
@@ -218,22 +224,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
         let x0: Vec<f64> = op.centroids.iter().map(|q| 1.0 + q[0] * q[1]).collect();
         let (kind, layout) = (KernelKind::Gather, Layout::Texture);
         let Some(overlap) = overlap else {
-            let ordered = match &shared.ordered {
-                Some(o) => o.clone(),
-                None => {
-                    let ordered = host.timed(Stage::Ordering, root, op.n(), || {
-                        box_operator(cells, Some(o.ordering))
-                    })?;
-                    shared.ordered.insert(ordered).clone()
-                }
-            };
-            // x0 in the ordering, from the ordered centroids.
-            let x: Vec<f64> = ordered
-                .centroids
-                .iter()
-                .map(|q| 1.0 + q[0] * q[1])
-                .collect();
-            return single(gpu, &ordered, &x, kind, layout, dt, steps);
+            return single(gpu, &op, &x0, kind, layout, dt, steps);
         };
         let part = match &shared.part {
             Some(part) => part.clone(),

@@ -18,6 +18,19 @@ pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
     });
 }
 
+/// Asks the cache for the line holding `p`, where the target has such a hint (a hint: it never faults, any
+/// address will do, and nothing waits for it).
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 reads nothing architecturally and cannot fault, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[cfg(test)]
 mod tests {
     use super::par_fill;

@@ -46,7 +46,7 @@ pub use disk::{
 pub use dispatch::{Arg, Grid, GridLayout, Launch};
 pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};
-pub use host::par_fill;
+pub use host::{par_fill, prefetch};
 pub use kernel::{Kernel, KernelId, StableHasher, stable_hash};
 pub use launch_shape::{TUNE_MARGIN, WORKGROUP_SIZES, fastest_unless_close};
 pub use overlap::PendingRead;

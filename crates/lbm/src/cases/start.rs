@@ -134,7 +134,7 @@ pub(super) fn start<'g>(
     opts: &CaseOptions,
     u: f64,
     build: impl FnOnce() -> Result<(Config, Flags)>,
-    init: impl Fn(usize, usize) -> (f64, [f64; 2]),
+    init: impl Fn(usize, usize) -> (f64, [f64; 2]) + Sync,
 ) -> Result<Start<'g>> {
     check_checkpoint_path(opts)?;
     if let Some(path) = &opts.resume {
