@@ -37,7 +37,22 @@ enum Found {
     Degenerate,
 }
 
+/// How many tets ahead a loop over tets asks for their data ([`TetMesh::prefetch_tet`]).
+pub(crate) const AHEAD: usize = 16;
+
 impl TetMesh {
+    /// Asks the cache for tet t's nodes, when there is a tet t (loops over tets in any order, gmsh's or a
+    /// shuffle, call it [`AHEAD`] tets ahead).
+    pub(crate) fn prefetch_tet(&self, t: usize) {
+        if let Some(tet) = self.tets.get(t) {
+            for &v in tet {
+                if let Some(p) = self.nodes.get(v as usize) {
+                    bespoke_gpu::prefetch(p);
+                }
+            }
+        }
+    }
+
     /// Tet t's state, signed volume and longest edge.
     fn examine(&self, t: usize) -> (Found, f64, f64) {
         let p = self.tet_points(t);
@@ -84,7 +99,7 @@ impl TetMesh {
         // order.
         let mut found = vec![Found::Fine; self.tets.len()];
         bespoke_gpu::par_fill(&mut found, |t, f| {
-            crate::operator::prefetch_nodes(self, t + crate::operator::AHEAD);
+            self.prefetch_tet(t + AHEAD);
             *f = self.examine(t).0;
         });
         for (t, &f) in found.iter().enumerate() {

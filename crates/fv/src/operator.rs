@@ -4,7 +4,7 @@ use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::{par_fill, prefetch};
 
 use crate::error::{FvError, Result};
-use crate::mesh::{TetMesh, signed_volume};
+use crate::mesh::{AHEAD, TetMesh, signed_volume};
 
 /// Marks a slot whose face lies on the boundary.
 pub const BOUNDARY: u32 = u32::MAX;
@@ -99,26 +99,12 @@ pub fn adjacency(mesh: &TetMesh) -> Result<Vec<[u32; 4]>> {
     Ok(adj)
 }
 
-/// How many tets ahead a loop over tets asks for their data.
-pub(crate) const AHEAD: usize = 16;
-
-/// Asks the cache for tet t's nodes, when there is a tet t.
-pub(crate) fn prefetch_nodes(mesh: &TetMesh, t: usize) {
-    if let Some(tet) = mesh.tets.get(t) {
-        for &v in tet {
-            if let Some(p) = mesh.nodes.get(v as usize) {
-                prefetch(p);
-            }
-        }
-    }
-}
-
 /// Centroid and volume of every tet.
 pub fn cells(mesh: &TetMesh) -> (Vec<[f64; 3]>, Vec<f64>) {
     // On every core: a 10 M-tet box's operator took 20 s on one.
     let mut out = vec![([0.0; 3], 0.0); mesh.tets.len()];
     par_fill(&mut out, |t, o| {
-        prefetch_nodes(mesh, t + AHEAD);
+        mesh.prefetch_tet(t + AHEAD);
         let p = mesh.tet_points(t);
         let c = std::array::from_fn(|d| (p[0][d] + p[1][d] + p[2][d] + p[3][d]) / 4.0);
         *o = (c, signed_volume(p).abs());
@@ -212,7 +198,7 @@ impl Operator {
         par_fill(&mut rows, |t, (values, indices)| {
             // Tets come in any order (gmsh's, or a shuffle): ask early for the nodes and the neighbours'
             // centroids a later tet reads.
-            prefetch_nodes(mesh, t + AHEAD);
+            mesh.prefetch_tet(t + AHEAD);
             if let Some(row) = adj.get(t + AHEAD) {
                 for &nb in row {
                     if let Some(c) = centroids.get(nb as usize) {

@@ -92,6 +92,7 @@ fn configs() -> Vec<DenseParams> {
         kc,
         vec,
         split_k,
+        stages: 1,
     };
     vec![
         p(4, 4, 8, 8, 8, 1, 1),
@@ -105,6 +106,19 @@ fn configs() -> Vec<DenseParams> {
         p(32, 16, 4, 8, 8, 4, 2),
         p(16, 8, 8, 4, 8, 1, 1),
     ]
+    .into_iter()
+    .chain(
+        // Double-buffered: scalar and vec4 A, one and several prefetch slots per invocation, split-K.
+        [
+            p(4, 4, 8, 8, 8, 1, 1),
+            p(8, 8, 16, 16, 8, 4, 1),
+            p(2, 1, 16, 4, 4, 1, 1),
+            p(4, 4, 8, 8, 8, 4, 4),
+            p(16, 32, 4, 8, 4, 4, 1),
+        ]
+        .map(|q| DenseParams { stages: 2, ..q }),
+    )
+    .collect()
 }
 
 #[test]
@@ -240,6 +254,7 @@ fn bad_configurations_are_errors() {
         kc: 32,
         vec: 4,
         split_k: 1,
+        stages: 1,
     };
     let g = DenseGemm::new(GemmShape::packed(8, 8, 8), DType::F32, huge, 1.0, 0.0).unwrap();
     assert!(matches!(

@@ -21,6 +21,7 @@ fn params(tm: u32, tn: u32, wgm: u32, wgn: u32, kc: u32) -> DenseParams {
         kc,
         vec: 1,
         split_k: 1,
+        stages: 1,
     }
 }
 

@@ -60,6 +60,7 @@ fn dense_popcount_and_reduction() {
         kc: 8,
         vec: 4,
         split_k: 1,
+        stages: 1,
     };
     insta::assert_snapshot!(
         "dense-t4x4v4-w8x8-k8",

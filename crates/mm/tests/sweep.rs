@@ -32,6 +32,7 @@ fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
         kc: 8,
         vec: 4,
         split_k: 1,
+        stages: 1,
     };
     // The last point needs 4 invocations × 4096 — past every device's workgroup limit: recorded as an error.
     let too_big = DenseParams {
@@ -92,6 +93,7 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
         kc: 8,
         vec: 4,
         split_k: 1,
+        stages: 1,
     };
     let space = [p(1, 4, 4), p(4, 4, 4), p(8, 8, 8), p(4, 8, 4), p(2, 4, 8)];
     let mut last = (0, 0);

@@ -60,6 +60,7 @@ mod tests {
             kc: 8,
             vec: 4,
             split_k: 1,
+            stages: 1,
         };
         for dtype in [DType::F32, DType::F64] {
             for epi in [

@@ -22,6 +22,14 @@ pub struct DenseParams {
     pub kc: u32,
     pub vec: u32,
     pub split_k: u32,
+    /// Workgroup-memory buffers of the K staging: 1 loads a tile, waits, computes; 2 loads the next tile into
+    /// registers while this one's FMAs run and stores it into the other buffer (one barrier per tile).
+    #[serde(default = "one_stage")]
+    pub stages: u32,
+}
+
+fn one_stage() -> u32 {
+    1
 }
 
 /// What a device allows, as the generator and the model see it.
@@ -71,8 +79,37 @@ impl DenseParams {
     pub fn threads(&self) -> u32 {
         self.wgm * self.wgn
     }
+    /// Elements of one staged A row (one k): `bm` plus one vec4 (or one scalar) of padding, so the staging
+    /// stores of consecutive k, a row apart, fall in different banks.
+    pub fn a_row(&self) -> u32 {
+        self.bm() + if self.a_vec4() { 4 } else { 1 }
+    }
     pub fn shared_bytes(&self, dtype: DType) -> u32 {
-        self.kc * (self.bm() + self.bn()) * dtype.size() as u32
+        self.stages * self.kc * (self.a_row() + self.bn()) * dtype.size() as u32
+    }
+    /// Staged values (`at` vec4s or scalars of A, `vt` vectors of B) each invocation carries in registers
+    /// between loading the next tile and storing it (double-buffered only).
+    pub fn prefetch_slots(&self) -> (u32, u32) {
+        if self.stages < 2 {
+            return (0, 0);
+        }
+        let a_len = if self.a_vec4() {
+            self.kc * self.bm() / 4
+        } else {
+            self.kc * self.bm()
+        };
+        let b_len = self.kc * self.wgn * (self.tn / self.vec);
+        (
+            a_len.div_ceil(self.threads()),
+            b_len.div_ceil(self.threads()),
+        )
+    }
+    /// Elements each invocation holds besides its accumulators: the `tm + tn` operands of a k step and, when
+    /// double-buffered, the prefetched staging values.
+    pub fn operand_registers(&self) -> u32 {
+        let (a, b) = self.prefetch_slots();
+        let a_width = if self.a_vec4() { 4 } else { 1 };
+        self.tm + self.tn + a * a_width + b * self.vec
     }
     /// The loads and stores the kernel's source spells out (what its compile grows with on lavapipe, where each
     /// is a loop over SIMD lanes; the staging loops are not unrolled and do not count): per k step the register
@@ -97,10 +134,16 @@ impl DenseParams {
         }
         v
     }
-    /// A short name, e.g. `t4x4v4-w16x16-k8-s1`.
+    /// A short name, e.g. `t4x4v4-w16x16-k8-s1` (single-buffered) or `t4x4v4-w16x16-k8-s1-b2`
+    /// (double-buffered).
     pub fn key(&self) -> String {
+        let stages = if self.stages == 1 {
+            String::new()
+        } else {
+            format!("-b{}", self.stages)
+        };
         format!(
-            "t{}x{}v{}-w{}x{}-k{}-s{}",
+            "t{}x{}v{}-w{}x{}-k{}-s{}{stages}",
             self.tm, self.tn, self.vec, self.wgm, self.wgn, self.kc, self.split_k
         )
     }
@@ -112,6 +155,10 @@ impl DenseParams {
             .filter(|s| !s.is_empty())
             .map(|s| s.parse().ok())
             .collect::<Option<_>>()?;
+        let (nums, stages) = match nums.len() {
+            8 => (&nums[..7], nums[7]),
+            _ => (&nums[..], 1),
+        };
         let [tm, tn, vec, wgm, wgn, kc, split_k] = nums[..] else {
             return None;
         };
@@ -123,6 +170,7 @@ impl DenseParams {
             kc,
             vec,
             split_k,
+            stages,
         };
         (p.key() == key).then_some(p)
     }
@@ -135,6 +183,9 @@ impl DenseParams {
             .all(pow2)
         {
             return Err("every parameter must be a power of two".into());
+        }
+        if self.stages != 1 && self.stages != 2 {
+            return Err(format!("{} staging buffers: 1 or 2", self.stages));
         }
         if self.vec != 1 && self.vec != 4 {
             return Err(format!("vector width {} is not 1 or 4", self.vec));
@@ -171,27 +222,31 @@ impl DenseParams {
     }
 }
 
-/// Every legal tiling for `dtype` on a device with `limits` (split_k = 1; split-K is chosen per shape).
+/// Every legal tiling for `dtype` on a device with `limits` (split_k = 1; split-K is chosen per shape), single-
+/// and double-buffered.
 pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
     let mut out = Vec::new();
-    for tm in [1, 2, 4, 8, 16, 32] {
-        for tn in [1, 2, 4, 8, 16, 32] {
-            for vec in [1, 4] {
-                for wgm in [4, 8, 16, 32] {
-                    for wgn in [4, 8, 16, 32] {
-                        for kc in [4, 8, 16, 32] {
-                            let p = DenseParams {
-                                tm,
-                                tn,
-                                wgm,
-                                wgn,
-                                kc,
-                                vec,
-                                split_k: 1,
-                            };
-                            // Fewer than 32 invocations leave SIMD lanes idle on every GPU we know.
-                            if p.threads() >= 32 && p.check(dtype, limits).is_ok() {
-                                out.push(p);
+    for stages in [1, 2] {
+        for tm in [1, 2, 4, 8, 16, 32] {
+            for tn in [1, 2, 4, 8, 16, 32] {
+                for vec in [1, 4] {
+                    for wgm in [4, 8, 16, 32] {
+                        for wgn in [4, 8, 16, 32] {
+                            for kc in [4, 8, 16, 32] {
+                                let p = DenseParams {
+                                    tm,
+                                    tn,
+                                    wgm,
+                                    wgn,
+                                    kc,
+                                    vec,
+                                    split_k: 1,
+                                    stages,
+                                };
+                                // Fewer than 32 invocations leave SIMD lanes idle on every GPU we know.
+                                if p.threads() >= 32 && p.check(dtype, limits).is_ok() {
+                                    out.push(p);
+                                }
                             }
                         }
                     }
@@ -248,6 +303,7 @@ mod tests {
             kc: 8,
             vec: 4,
             split_k: 2,
+            stages: 1,
         };
         assert_eq!(DenseParams::parse(&p.key()), Some(p));
         assert_eq!(DenseParams::parse("t8x4"), None);
@@ -276,9 +332,37 @@ mod tests {
             kc: 8,
             vec: 4,
             split_k: 1,
+            stages: 1,
         };
         assert!(s32.contains(&cutlass));
-        assert!(cutlass.check(DType::F64, &lim).is_ok());
+        // In f64 its staging, A rows padded against bank conflicts, passes 16 KiB: 8·(132 + 128)·8 B.
+        assert_eq!(cutlass.shared_bytes(DType::F64), 16640);
+        assert!(cutlass.check(DType::F64, &lim).is_err());
+        assert!(
+            DenseParams { kc: 4, ..cutlass }
+                .check(DType::F64, &lim)
+                .is_ok()
+        );
+        // Double-buffered it needs twice the workgroup memory and carries one vec4 of A and one of B per
+        // invocation (8·128/4 and 8·16·2 staged vectors over 256 invocations).
+        let b2 = DenseParams {
+            stages: 2,
+            ..cutlass
+        };
+        assert_eq!(
+            b2.shared_bytes(DType::F32),
+            2 * cutlass.shared_bytes(DType::F32)
+        );
+        assert_eq!(b2.prefetch_slots(), (1, 1));
+        assert_eq!(b2.operand_registers(), 8 + 8 + 4 + 4);
+        assert!(!s32.contains(&b2), "16 640 B past the default 16 KiB");
+        let lim32k = TileLimits {
+            shared_bytes: 32768,
+            ..lim
+        };
+        assert!(legal_space(DType::F32, &lim32k).contains(&b2));
+        assert_eq!(DenseParams::parse(&b2.key()), Some(b2));
+        assert_eq!(b2.key(), "t8x8v4-w16x16-k8-s1-b2");
         let widest = DenseParams {
             tm: 32,
             tn: 32,

@@ -279,6 +279,7 @@ mod tests {
             kc: 8,
             vec: 4,
             split_k,
+            stages: 1,
         }
     }
 

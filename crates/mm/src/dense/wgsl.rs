@@ -57,6 +57,12 @@ pub fn dense_wgsl(p: &DenseParams, dtype: DType, epi: Epilogue) -> String {
         p.threads(),
     );
     let (wgm, wgn) = (p.wgm, p.wgn);
+    // Staged A row length and element count, in `at` units.
+    let (arow, alen) = if p.a_vec4() {
+        (p.a_row() / 4, kc * bm / 4)
+    } else {
+        (p.a_row(), kc * bm)
+    };
     // Register tiles of 4+ rows take their A column as vec4 loads of 4 consecutive rows (the invocation's rows are
     // then contiguous, ty·tm + i); narrower tiles load scalars from rows strided by wgm.
     let a4 = p.a_vec4();
@@ -92,6 +98,11 @@ const BM: u32 = {bm}u;
 const BNV: u32 = {bnv}u;
 const KC: u32 = {kc}u;
 const NT: u32 = {nt}u;
+// Staged A, k-major: row kk holds the block's rows (as vec4 of 4 rows, or scalars), padded by one.
+const AROW: u32 = {arow}u;
+const ALEN: u32 = {alen}u;
+const ALEN_PADDED: u32 = {alen_padded}u;
+const BLEN: u32 = {blen}u;
 var<workgroup> As: array<{at}, {as_len}>;
 var<workgroup> Bs: array<{vt}, {bs_len}>;
 
@@ -108,60 +119,154 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     let kbeg = w.z * p.k_per_split;
     let kend = min(p.k, kbeg + p.k_per_split);
 ",
-        as_len = if a4 { kc * bm / 4 } else { kc * bm },
-        bs_len = kc * bnv,
+        arow = arow,
+        alen = alen,
+        alen_padded = kc * arow,
+        blen = kc * bnv,
+        as_len = p.stages * kc * arow,
+        bs_len = p.stages * kc * bnv,
         vec = p.vec,
     );
     s += &accumulators(p, dtype);
-    let stage_a = if a4 {
-        format!(
-            "        for (var e = lid; e < BM / 4u * KC; e += NT) {{
-            let mm4 = e / KC;
-            let kk = e % KC;
-            let r = row0 + mm4 * 4u;
-            let kg = k0 + kk;
-            var v = vec4<{t}>();
+    // One staged element `e` of the tile at k0 = `kt`: A (vec4 of 4 rows, or a scalar) and B (a vector), loaded into
+    // `v`, and stored at buffer offset `off`.
+    let load_a = |kt: &str| {
+        if a4 {
+            format!(
+                "let mm4 = e / KC; let kk = e % KC; let r = row0 + mm4 * 4u; let kg = {kt} + kk;
+            v = vec4<{t}>();
             if kg < kend {{
                 for (var q = 0u; q < 4u; q++) {{
                     if r + q < p.m {{ v[q] = a[(r + q) * p.lda + p.a_col0 + kg]; }}
                 }}
-            }}
-            As[kk * (BM / 4u) + mm4] = v;
-        }}
-"
-        )
-    } else {
+            }}"
+            )
+        } else {
+            format!(
+                "let mm = e / KC; let kk = e % KC; let r = row0 + mm; let kg = {kt} + kk;
+            v = {t}();
+            if r < p.m && kg < kend {{ v = a[r * p.lda + p.a_col0 + kg]; }}"
+            )
+        }
+    };
+    // Element e is (row group e / KC, k e % KC) in both layouts.
+    let store_a = |off: &str| format!("As[{off} + (e % KC) * AROW + e / KC] = v;");
+    let load_b = |kt: &str| {
         format!(
-            "        for (var e = lid; e < BM * KC; e += NT) {{
-            let mm = e / KC;
-            let kk = e % KC;
-            let r = row0 + mm;
-            let kg = k0 + kk;
-            var v = {t}();
-            if r < p.m && kg < kend {{ v = a[r * p.lda + p.a_col0 + kg]; }}
-            As[kk * BM + mm] = v;
-        }}
-"
+            "let kk = e / BNV; let nn = e % BNV; let kg = {kt} + kk; let cv = colv0 + nn;
+            v = {vt}();
+            if kg < kend && cv < nv {{ v = b[kg * p.ldb + cv]; }}"
         )
     };
-    let _ = write!(
-        s,
-        "    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
-{stage_a}        for (var e = lid; e < KC * BNV; e += NT) {{
-            let kk = e / BNV;
-            let nn = e % BNV;
-            let kg = k0 + kk;
-            let cv = colv0 + nn;
-            var v = {vt}();
-            if kg < kend && cv < nv {{ v = b[kg * p.ldb + cv]; }}
-            Bs[kk * BNV + nn] = v;
+    let store_b = |off: &str| format!("Bs[{off} + e] = v;");
+    let step = register_step(p, dtype);
+    if p.stages < 2 {
+        let _ = write!(
+            s,
+            "    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
+        for (var e = lid; e < ALEN; e += NT) {{
+            var v: {at};
+            {la}
+            {sa}
+        }}
+        for (var e = lid; e < BLEN; e += NT) {{
+            var v: {vt};
+            {lb}
+            {sb}
         }}
         workgroupBarrier();
+        let ao = 0u;
+        let bo = 0u;
         for (var kk = 0u; kk < KC; kk++) {{
-"
-    );
-    s += &register_step(p, dtype);
-    s += "        }\n        workgroupBarrier();\n    }\n";
+{step}        }}
+        workgroupBarrier();
+    }}
+",
+            la = load_a("k0"),
+            sa = store_a("0u"),
+            lb = load_b("k0"),
+            sb = store_b("0u"),
+        );
+    } else {
+        // Double-buffered: the first tile is staged directly; then each tile's FMAs run while the next tile's
+        // values travel into registers, stored into the other buffer after the FMAs, one barrier per tile.
+        let (la_slots, lb_slots) = p.prefetch_slots();
+        let mut prefetch = String::new();
+        let mut commit = String::new();
+        for q in 0..la_slots {
+            let _ = writeln!(s, "    var pa_{q}: {at};");
+            let _ = writeln!(
+                prefetch,
+                "            {{ let e = lid + {o}u; if e < ALEN {{ var v: {at}; {la} pa_{q} = v; }} }}
+",
+                o = q * nt,
+                la = load_a("kn")
+            );
+            let _ = writeln!(
+                commit,
+                "            {{ let e = lid + {o}u; if e < ALEN {{ let v = pa_{q}; {sa} }} }}
+",
+                o = q * nt,
+                sa = store_a("nao")
+            );
+        }
+        for q in 0..lb_slots {
+            let _ = writeln!(s, "    var pb_{q}: {vt};");
+            let _ = writeln!(
+                prefetch,
+                "            {{ let e = lid + {o}u; if e < BLEN {{ var v: {vt}; {lb} pb_{q} = v; }} }}
+",
+                o = q * nt,
+                lb = load_b("kn")
+            );
+            let _ = writeln!(
+                commit,
+                "            {{ let e = lid + {o}u; if e < BLEN {{ let v = pb_{q}; {sb} }} }}
+",
+                o = q * nt,
+                sb = store_b("nbo")
+            );
+        }
+        let _ = write!(
+            s,
+            "    if kbeg < kend {{
+        let k0 = kbeg;
+        for (var e = lid; e < ALEN; e += NT) {{
+            var v: {at};
+            {la}
+            {sa}
+        }}
+        for (var e = lid; e < BLEN; e += NT) {{
+            var v: {vt};
+            {lb}
+            {sb}
+        }}
+    }}
+    workgroupBarrier();
+    var buf = 0u;
+    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
+        let kn = k0 + KC;
+        let more = kn < kend;
+        if more {{
+{prefetch}        }}
+        let ao = buf * ALEN_PADDED;
+        let bo = buf * BLEN;
+        for (var kk = 0u; kk < KC; kk++) {{
+{step}        }}
+        if more {{
+            let nao = (1u - buf) * ALEN_PADDED;
+            let nbo = (1u - buf) * BLEN;
+{commit}        }}
+        workgroupBarrier();
+        buf = 1u - buf;
+    }}
+",
+            la = load_a("k0"),
+            sa = store_a("0u"),
+            lb = load_b("k0"),
+            sb = store_b("0u"),
+        );
+    }
     for i in 0..p.tm {
         for j in 0..nv {
             let _ = writeln!(
@@ -223,7 +328,7 @@ fn register_step(p: &DenseParams, dtype: DType) -> String {
         for i4 in 0..p.tm / 4 {
             let _ = writeln!(
                 s,
-                "            let a4_{i4} = As[kk * (BM / 4u) + ty * {}u + {i4}u];",
+                "            let a4_{i4} = As[ao + kk * AROW + ty * {}u + {i4}u];",
                 p.tm / 4
             );
             for (q, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
@@ -238,7 +343,7 @@ fn register_step(p: &DenseParams, dtype: DType) -> String {
         for i in 0..p.tm {
             let _ = writeln!(
                 s,
-                "            let a_{i} = {vt}(As[kk * BM + ty + {}u]);",
+                "            let a_{i} = {vt}(As[ao + kk * AROW + ty + {}u]);",
                 i * p.wgm
             );
         }
@@ -246,7 +351,7 @@ fn register_step(p: &DenseParams, dtype: DType) -> String {
     for j in 0..nv {
         let _ = writeln!(
             s,
-            "            let b_{j} = Bs[kk * BNV + tx + {}u];",
+            "            let b_{j} = Bs[bo + kk * BNV + tx + {}u];",
             j * p.wgn
         );
     }
