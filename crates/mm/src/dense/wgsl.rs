@@ -197,15 +197,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let _ = writeln!(s, "    var pa_{q}: {at};");
             let _ = writeln!(
                 prefetch,
-                "            {{ let e = lid + {o}u; if e < ALEN {{ var v: {at}; {la} pa_{q} = v; }} }}
-",
+                "            {{ let e = lid + {o}u; if e < ALEN {{ var v: {at}; {la} pa_{q} = v; }} }}",
                 o = q * nt,
                 la = load_a("kn")
             );
             let _ = writeln!(
                 commit,
-                "            {{ let e = lid + {o}u; if e < ALEN {{ let v = pa_{q}; {sa} }} }}
-",
+                "            {{ let e = lid + {o}u; if e < ALEN {{ let v = pa_{q}; {sa} }} }}",
                 o = q * nt,
                 sa = store_a("nao")
             );
@@ -214,15 +212,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             let _ = writeln!(s, "    var pb_{q}: {vt};");
             let _ = writeln!(
                 prefetch,
-                "            {{ let e = lid + {o}u; if e < BLEN {{ var v: {vt}; {lb} pb_{q} = v; }} }}
-",
+                "            {{ let e = lid + {o}u; if e < BLEN {{ var v: {vt}; {lb} pb_{q} = v; }} }}",
                 o = q * nt,
                 lb = load_b("kn")
             );
             let _ = writeln!(
                 commit,
-                "            {{ let e = lid + {o}u; if e < BLEN {{ let v = pb_{q}; {sb} }} }}
-",
+                "            {{ let e = lid + {o}u; if e < BLEN {{ let v = pb_{q}; {sb} }} }}",
                 o = q * nt,
                 sb = store_b("nbo")
             );
