@@ -14,7 +14,8 @@
 #                 wrap, with a flag field; the 9 operators at N = 2^19 against their access and copy floors; FV
 #                 orderings × kernels (docs/gpu.md, "The lab"; sized for ≤ 4 minutes on an H100/H200)
 #   dense         `mm dense-bench` (the model's pick) at issue 36's shapes: 2048³–8192³, 96×100 000×64,
-#                 343×100 000×1029 in f32; 2048³, 4096³ in f64; 4096³ f32 again with the bounds checks kept
+#                 343×100 000×1029 in f32; 2048³, 4096³ in f64; 4096³ f32 again with the bounds checks kept, and
+#                 at CUTLASS's SIMT point single- against double-buffered (kc 8 and 16)
 #   dense-sweep   screened sweeps (model pick against the best found) at 4096³ f32, 96×100 000×64 f32, 2048³ f64
 #   peers-dense   cuBLAS at the same shapes (benches/peers/cublas_dense.py, TF32 off, checked first)
 #   mm9-f32 mm9-f64  the 9 shipped operators at N = 2^20 in `mm bench`'s JSON (what peers_table.py joins)
@@ -110,7 +111,12 @@ for stage in "$@"; do
             done
             # What naga's runtime bounds checks cost the kernel (off by default since 2026-11-26).
             $bin mm dense-bench --m 4096 --n 4096 --k 4096 --bounds-checks \
-                --json "$OUT/dense-f32-4096-checked.json" 2>&1 | tee -a "$OUT/dense.txt" ;;
+                --json "$OUT/dense-f32-4096-checked.json" 2>&1 | tee -a "$OUT/dense.txt"
+            # Single- against double-buffered K staging at CUTLASS's SIMT point (128×128×8, 8×8 per invocation).
+            for p in t8x8v4-w16x16-k8-s1 t8x8v4-w16x16-k8-s1-b2 t8x8v4-w16x16-k16-s1 t8x8v4-w16x16-k16-s1-b2; do
+                $bin mm dense-bench --m 4096 --n 4096 --k 4096 --params $p \
+                    --json "$OUT/dense-f32-4096-$p.json" 2>&1 | tee -a "$OUT/dense.txt"
+            done ;;
         dense-sweep)
             $bin mm dense-sweep --m 4096 --n 4096 --k 4096 --screen 0.5 --confirm 4 \
                 --json "$OUT/dense-sweep-4096.json" 2>&1 | tee "$OUT/dense-sweep.txt"
