@@ -972,6 +972,8 @@ fn lab_times_every_shape_and_ablation() {
         "wg64 mask-wrap",
         "wg64 walls",
         "wg64 split-grid",
+        "wg64 2-cells",
+        "wg256 4-cells",
     ] {
         let n = lbm.iter().filter(|r| r["variant"] == variant).count();
         assert_eq!(n, 4, "{variant}: {n} of the 4 storage × streaming rows");

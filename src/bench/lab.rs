@@ -124,17 +124,30 @@ fn reps(ctx: &BenchContext<'_>) -> usize {
     if ctx.quick { 3 } else { 10 }
 }
 
-/// The lattice variants the lab times: every step workgroup the adapter launches, then the default workgroup
-/// without collision, with the mask wrap, reading a flag field, and in the split 1-D grid (a dispatch per
-/// 65 535 workgroups, each a barrier apart, as every step ran until 2026-11-26) instead of one 2-D dispatch.
+/// The lattice variants the lab times: every step workgroup the adapter launches, 2 and 4 cells per invocation
+/// at the default workgroup and at 256, then the default workgroup without collision, with the mask wrap,
+/// reading a flag field, and in the split 1-D grid (a dispatch per 65 535 workgroups, each a barrier apart, as
+/// every step ran until 2026-11-26) instead of one 2-D dispatch.
 pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
     let plain = |workgroup| StepVariant {
         workgroup,
+        cells: 1,
         grid: GridLayout::Rows,
         ablation: None,
         walls: false,
     };
     let mut v: Vec<StepVariant> = workgroups.iter().map(|&w| plain(w)).collect();
+    for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
+        for cells in bespoke_lbm::shape::CELL_CANDIDATES
+            .into_iter()
+            .filter(|&c| c > 1)
+        {
+            v.push(StepVariant {
+                cells,
+                ..plain(workgroup)
+            });
+        }
+    }
     for ablation in [Ablation::NoCollision, Ablation::MaskWrap] {
         v.push(StepVariant {
             ablation: Some(ablation),

@@ -50,12 +50,11 @@ impl Section for LbmSection {
                     unit: "MLUPS",
                     fraction: Some(fraction),
                     note: format!(
-                        "{:.2} GB/s at {} B/cell ({}), step workgroup {} ({})",
+                        "{:.2} GB/s at {} B/cell ({}), step {}",
                         b.gbps,
                         b.bytes_per_cell,
                         b.timing_source,
-                        b.shape.workgroup,
-                        b.shape.source
+                        b.shape.describe()
                     ),
                 });
                 runs.push(json!({

@@ -99,6 +99,8 @@ fn taylor_green(lat: &mut Lattice<'_>) -> Result<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepVariant {
     pub workgroup: u32,
+    /// Cells (or paired words) per invocation.
+    pub cells: u32,
     pub grid: bespoke_gpu::GridLayout,
     pub ablation: Option<Ablation>,
     pub walls: bool,
@@ -107,6 +109,9 @@ pub struct StepVariant {
 impl StepVariant {
     pub fn name(&self) -> String {
         let mut s = format!("wg{}", self.workgroup);
+        if self.cells != 1 {
+            s += &format!(" {}-cells", self.cells);
+        }
         match self.grid {
             bespoke_gpu::GridLayout::Rows => {}
             bespoke_gpu::GridLayout::Split => s += " split-grid",
@@ -141,14 +146,14 @@ pub fn bench_step_variant(
     if variant.walls {
         flags.channel_walls();
     }
-    let mut lat = Lattice::with_step_shape(
-        gpu,
-        cfg,
-        flags,
-        variant.workgroup,
-        variant.grid,
-        variant.ablation,
-    )?;
+    let shape = crate::shape::StepShape {
+        workgroup: variant.workgroup,
+        cells: variant.cells,
+        grid: variant.grid,
+        ablation: variant.ablation,
+        ..crate::shape::StepShape::given()
+    };
+    let mut lat = Lattice::with_given_shape(gpu, cfg, flags, shape)?;
     taylor_green(&mut lat)?;
     time_lattice(&mut lat, reps)
 }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_gpu::{DiskCache, GridLayout};
 use bespoke_lbm::kernel::WG;
-use bespoke_lbm::shape::{candidates, step_shape_in};
+use bespoke_lbm::shape::{CELL_CANDIDATES, StepShape, candidates, step_shape_in};
 use bespoke_lbm::{Collision, Config, Flags, Lattice, Storage, Streaming};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -40,12 +40,22 @@ fn every_step_workgroup_gives_the_default_bits() {
             flags.add_circle([12.3, ny as f64 / 2.0], 4.2, true);
         }
         let flags = Rc::new(flags);
-        let run = |wg: u32, grid: GridLayout| {
+        let run = |wg: u32, grid: GridLayout, cells: u32| {
+            let shape = StepShape {
+                workgroup: wg,
+                grid,
+                cells,
+                ..StepShape::given()
+            };
             let mut lat =
-                Lattice::with_step_shape(gpu, cfg.clone(), flags.clone(), wg, grid, None).unwrap();
+                Lattice::with_given_shape(gpu, cfg.clone(), flags.clone(), shape).unwrap();
             assert_eq!(
-                (lat.step_shape().workgroup, lat.step_shape().grid),
-                (wg, grid)
+                (
+                    lat.step_shape().workgroup,
+                    lat.step_shape().grid,
+                    lat.step_shape().cells
+                ),
+                (wg, grid, cells)
             );
             let mut rng = StdRng::seed_from_u64(seed);
             let cells: Vec<(f64, [f64; 2])> = (0..37 * ny)
@@ -60,16 +70,28 @@ fn every_step_workgroup_gives_the_default_bits() {
             lat.step(8).unwrap();
             lat.populations().unwrap()
         };
-        let want = run(WG, GridLayout::Split);
+        let want = run(WG, GridLayout::Split, 1);
         assert!(want.iter().all(|v| v.is_finite()));
         // Every workgroup size in the default layout (one row here), and 2-D grids of rows of 3 and 7 workgroups
         // (what an 8192² lattice gets past the per-dimension limit) beside the split 1-D grid.
+        // Every number of cells per invocation the tuner tries, at two workgroup sizes, in the default layout and
+        // in rows of 2 workgroups (a ragged last block past the lattice's cells).
         let shapes = wgs
             .iter()
-            .map(|&w| (w, GridLayout::Rows))
-            .chain([(WG, GridLayout::RowsOf(7)), (256, GridLayout::RowsOf(3))]);
-        for (wg, grid) in shapes {
-            let got = run(wg, grid);
+            .map(|&w| (w, GridLayout::Rows, 1))
+            .chain([
+                (WG, GridLayout::RowsOf(7), 1),
+                (256, GridLayout::RowsOf(3), 1),
+            ])
+            .chain(CELL_CANDIDATES.into_iter().flat_map(|c| {
+                [
+                    (WG, GridLayout::Rows, c),
+                    (128, GridLayout::RowsOf(2), c),
+                    (256, GridLayout::Rows, 3),
+                ]
+            }));
+        for (wg, grid, cells) in shapes {
+            let got = run(wg, grid, cells);
             let differ = want
                 .iter()
                 .zip(&got)
@@ -77,7 +99,7 @@ fn every_step_workgroup_gives_the_default_bits() {
                 .count();
             assert_eq!(
                 differ, 0,
-                "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} {grid:?} differs from {WG} split in {differ} populations"
+                "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} {grid:?} {cells} cells differs from {WG} split in {differ} populations"
             );
         }
     }
@@ -105,11 +127,40 @@ fn the_shape_is_timed_once_then_read_from_the_cache() {
         first.workgroup == fastest.0 || (first.workgroup == WG && fastest.1 >= 0.97 * default.1),
         "{first:?}"
     );
+    // Then cells per invocation at that workgroup size, the same rule against one cell.
+    let cells: Vec<u32> = first.timed_cells.iter().map(|t| t.0).collect();
+    assert_eq!(cells, CELL_CANDIDATES, "every number of cells is timed");
+    assert!(
+        first
+            .timed_cells
+            .iter()
+            .all(|t| t.1 > 0.0 && t.1.is_finite())
+    );
+    let fastest = first
+        .timed_cells
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert!(
+        first.cells == fastest.0
+            || (first.cells == 1 && fastest.1 >= 0.97 * first.timed_cells[0].1),
+        "{first:?}"
+    );
     let again = step_shape_in(gpu, &cfg, false, Some(&cache)).unwrap();
     assert_eq!(
-        (again.source.as_str(), again.workgroup),
-        ("cached", first.workgroup)
+        (again.source.as_str(), again.workgroup, again.cells),
+        ("cached", first.workgroup, first.cells)
     );
+    // A shape past the cells a kernel may take is refused by name.
+    for cells in [0, bespoke_lbm::shape::MAX_CELLS + 1] {
+        let shape = StepShape {
+            cells,
+            ..StepShape::given()
+        };
+        let e =
+            Lattice::with_given_shape(gpu, cfg.clone(), Flags::fluid(64, 48), shape).unwrap_err();
+        assert!(e.to_string().contains("cells per invocation"), "{e}");
+    }
     // Another kind of lattice is its own entry.
     let flagged = step_shape_in(gpu, &cfg, true, Some(&cache)).unwrap();
     assert_eq!(flagged.source, "tuned");

@@ -106,6 +106,10 @@ pub struct KernelSpec {
     pub folded_f16: bool,
     /// Invocations per workgroup ([`WG`] unless the lattice's launch shape says otherwise: step kernels).
     pub wg: u32,
+    /// Cells (or paired words) per invocation: each workgroup takes `cells` consecutive blocks of `wg`, an
+    /// invocation the same lane of each, so every block's loads stay coalesced (1 unless the lattice's launch
+    /// shape says otherwise: step kernels over the whole lattice).
+    pub cells: u32,
     /// A cost taken out of the step to measure it (`bespoke lab`); the results are then not the physics.
     pub ablation: Option<Ablation>,
 }
@@ -169,6 +173,11 @@ impl KernelSpec {
                 String::new()
             } else {
                 format!("-wg{}", self.wg)
+            }
+            + &if self.per_invocation() == 1 {
+                String::new()
+            } else {
+                format!("-c{}", self.cells)
             }
             + &self
                 .ablation
@@ -243,6 +252,20 @@ impl KernelSpec {
         }
         let n = self.nx * self.ny;
         if self.paired() { n / 2 } else { n }
+    }
+
+    /// Cells per invocation as generated: `cells` for a step kernel over every cell, 1 otherwise (a region's
+    /// rectangles, macro and probe kernels take one each).
+    pub fn per_invocation(&self) -> u32 {
+        match (self.region, self.mode) {
+            (Region::All, Mode::Step) => self.cells.max(1),
+            _ => 1,
+        }
+    }
+
+    /// Invocations to launch: [`invocations`](Self::invocations) over the cells each takes.
+    pub fn launched(&self) -> usize {
+        self.invocations().div_ceil(self.per_invocation() as usize)
     }
 
     /// Index expression of the cell (or word) at x − c_i (the pull source of direction i).
@@ -470,15 +493,40 @@ fn rt(v: f32) -> f32 {{
 {cell}"
             )
         };
-        let _ = write!(
-            s,
-            "
+        let cells = self.per_invocation();
+        if cells == 1 {
+            let _ = write!(
+                s,
+                "
 @compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
 {entry}    let x = idx % NX;
     let y0 = idx - x;
 "
-        );
+            );
+        } else {
+            // Several cells per invocation: the update is a function (its early returns end one cell's update),
+            // called for the same lane of `cells` consecutive blocks of the workgroup size.
+            let _ = write!(
+                s,
+                "
+@compute @workgroup_size({wg})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let first = bespoke_workgroup_linear(wid) * {cells}u;
+    for (var j = 0u; j < {cells}u; j++) {{
+        let idx = (first + j) * {wg}u + lid;
+        if idx >= {n} {{ return; }}
+        update(idx);
+    }}
+}}
+
+fn update(idx: u32) {{
+    let x = idx % NX;
+    let y0 = idx - x;
+",
+                n = if self.paired() { "NH" } else { "N" }
+            );
+        }
         if self.ablation == Some(Ablation::MaskWrap) {
             s.push_str("    let xm = (x - 1u) & (NX - 1u);\n    let xp = (x + 1u) & (NX - 1u);\n");
         } else {

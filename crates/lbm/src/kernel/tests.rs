@@ -32,10 +32,20 @@ fn every_kernel_validates() {
                                 edges: Edges::whole(37, ny),
                                 region: Region::All,
                                 folded_f16: false,
-                                // A step kernel at a launch shape other than the default.
+                                // A step kernel at a launch shape other than the default: 2 or 4 cells per
+                                // invocation by phase (kernels of other modes take 1 whatever they are told).
                                 wg: if mode == Mode::Step { 256 } else { WG },
+                                cells: match phase {
+                                    Phase::Ab => 2,
+                                    Phase::AaEven => 1,
+                                    Phase::AaOdd => 4,
+                                },
                                 ablation: None,
                             };
+                            assert_eq!(
+                                spec.per_invocation() > 1,
+                                mode == Mode::Step && phase != Phase::AaEven
+                            );
                             let src = spec.generate();
                             let f16 = spec.layout() == Layout::F16Single;
                             validate_wgsl(&src, caps_for(false, f16))
@@ -85,6 +95,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             region: Region::All,
             folded_f16: false,
             wg: WG,
+            cells: 1,
             ablation: None,
         };
         insta::assert_snapshot!(spec.name(), spec.generate());
@@ -112,6 +123,7 @@ fn ablated_step_kernels_validate() {
                         region: Region::All,
                         folded_f16: false,
                         wg: 128,
+                        cells: 1,
                         ablation: Some(ablation),
                     };
                     let src = spec.generate();

@@ -247,7 +247,7 @@ impl<'g> Lattice<'g> {
             };
             let grid = self
                 .gpu
-                .grid_for(spec.invocations() as u64, spec.wg, self.shape.grid)?;
+                .grid_for(spec.launched() as u64, spec.wg, self.shape.grid)?;
             prepare_launch(self.gpu, &spec, &pops, self.flag_bufs.as_ref(), &[], grid)
         };
         let pair = |region: Region| -> Result<[Launch; 2]> {

@@ -5,7 +5,10 @@
 mod exchange;
 mod shape;
 
-pub use shape::{STEP_WORKGROUPS, StepShape, candidates, step_shape, step_shape_in, user_cache};
+pub use shape::{
+    CELL_CANDIDATES, MAX_CELLS, STEP_WORKGROUPS, StepShape, candidates, step_shape, step_shape_in,
+    user_cache,
+};
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -103,7 +106,28 @@ impl<'g> Lattice<'g> {
         grid: GridLayout,
         ablation: Option<Ablation>,
     ) -> Result<Self> {
-        if ablation == Some(Ablation::MaskWrap)
+        Self::with_given_shape(
+            gpu,
+            cfg,
+            flags,
+            StepShape {
+                workgroup,
+                grid,
+                ablation,
+                ..StepShape::given()
+            },
+        )
+    }
+
+    /// A lattice whose step runs in `shape` (its workgroup, cells per invocation, grid and ablation; what the
+    /// tuner measured is dropped and the source says `given`).
+    pub fn with_given_shape(
+        gpu: &'g Gpu,
+        cfg: Config,
+        flags: impl Into<Rc<Flags>>,
+        shape: StepShape,
+    ) -> Result<Self> {
+        if shape.ablation == Some(Ablation::MaskWrap)
             && !(cfg.nx.is_power_of_two() && cfg.ny.is_power_of_two())
         {
             return Err(LbmError::Unsupported(format!(
@@ -111,12 +135,18 @@ impl<'g> Lattice<'g> {
                 cfg.nx, cfg.ny
             )));
         }
+        if !(1..=MAX_CELLS).contains(&shape.cells) {
+            return Err(LbmError::param(
+                "cells per invocation",
+                shape.cells,
+                format!("must lie in 1..={MAX_CELLS}"),
+            ));
+        }
         let shape = StepShape {
-            workgroup,
             timed: Vec::new(),
+            timed_cells: Vec::new(),
             source: "given".into(),
-            grid,
-            ablation,
+            ..shape
         };
         Self::whole(gpu, cfg, flags.into(), Some(shape))
     }
@@ -213,7 +243,7 @@ impl<'g> Lattice<'g> {
             None => None,
         };
         let grid = gpu.grid_for(
-            spec(Phase::Ab, Mode::Step).invocations() as u64,
+            spec(Phase::Ab, Mode::Step).launched() as u64,
             shape.workgroup,
             shape.grid,
         )?;
@@ -492,6 +522,7 @@ fn lattice_spec(
         } else {
             WG
         },
+        cells: if mode == Mode::Step { step.cells } else { 1 },
         ablation: if mode == Mode::Step {
             step.ablation
         } else {

@@ -22,16 +22,22 @@ const GPU_SIDE: usize = 2048;
 const CPU_SIDE: usize = 128;
 
 /// The version of the cached decisions: raise it when the candidates or the kernel change what they mean.
-const CACHE_VERSION: u32 = 1;
+const CACHE_VERSION: u32 = 2;
 
 /// What the choice was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepShape {
     /// Invocations per workgroup of the step kernel (one cell, or one paired word, each).
     pub workgroup: u32,
+    /// Cells (or paired words) per invocation ([`crate::kernel::KernelSpec::cells`]).
+    #[serde(default = "one_cell")]
+    pub cells: u32,
     /// Seconds per pair of steps of the tuning lattice for each candidate timed (workgroup, seconds); empty
     /// when the shape was not timed (the default, or a given one).
     pub timed: Vec<(u32, f64)>,
+    /// The same at the chosen workgroup for each number of cells per invocation timed (cells, seconds).
+    #[serde(default)]
+    pub timed_cells: Vec<(u32, f64)>,
     /// Where the choice came from: `tuned`, `cached`, `given` or `default`.
     pub source: String,
     /// How the step's workgroups are laid out: rows of the per-dimension limit, one dispatch at any size (the
@@ -43,16 +49,47 @@ pub struct StepShape {
     pub ablation: Option<Ablation>,
 }
 
+fn one_cell() -> u32 {
+    1
+}
+
+/// The most cells per invocation a shape may ask.
+pub const MAX_CELLS: u32 = 8;
+
+/// Cells per invocation the tuner tries at its chosen workgroup size.
+pub const CELL_CANDIDATES: [u32; 3] = [1, 2, 4];
+
 impl StepShape {
     /// The default shape, untimed.
     pub fn default_shape() -> Self {
         Self {
             workgroup: WG,
+            cells: 1,
             timed: Vec::new(),
+            timed_cells: Vec::new(),
             source: "default".into(),
             grid: GridLayout::Rows,
             ablation: None,
         }
+    }
+
+    /// The default shape marked as given (to be changed field by field).
+    pub fn given() -> Self {
+        Self {
+            source: "given".into(),
+            ..Self::default_shape()
+        }
+    }
+
+    /// `wg 256, 2 cells per invocation (tuned)` and the like, for the CLI.
+    pub fn describe(&self) -> String {
+        format!(
+            "workgroup {}, {} cell{} per invocation ({})",
+            self.workgroup,
+            self.cells,
+            if self.cells == 1 { "" } else { "s" },
+            self.source
+        )
     }
 }
 
@@ -97,7 +134,9 @@ pub fn step_shape_in(
         cache,
         &key(gpu, cfg, flags),
         "the lattice's launch shape",
-        |s: &StepShape| candidates(gpu).contains(&s.workgroup),
+        |s: &StepShape| {
+            candidates(gpu).contains(&s.workgroup) && (1..=MAX_CELLS).contains(&s.cells)
+        },
         || tune(gpu, cfg, flags),
     )?;
     Ok(if cached {
@@ -129,17 +168,42 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     }
     let tflags = std::rc::Rc::new(tflags);
     let reps = if gpu.is_cpu() { 3 } else { 20 };
-    let mut timed = Vec::new();
-    for wg in candidates(gpu) {
-        let mut lat = Lattice::with_step_workgroup(gpu, tcfg.clone(), tflags.clone(), wg)?;
+    let time = |shape: StepShape| -> Result<f64> {
+        let mut lat = Lattice::with_given_shape(gpu, tcfg.clone(), tflags.clone(), shape)?;
         lat.init_equilibrium(|_, _| (1.0, [0.01, 0.0]))?;
-        let t = lat.time_pairs(1, reps)?;
-        timed.push((wg, median(&t.samples)));
+        Ok(median(&lat.time_pairs(1, reps)?.samples))
+    };
+    let mut timed = Vec::new();
+    for workgroup in candidates(gpu) {
+        let t = time(StepShape {
+            workgroup,
+            ..StepShape::given()
+        })?;
+        timed.push((workgroup, t));
     }
-    let best = fastest_unless_close(&timed, WG);
+    let workgroup = fastest_unless_close(&timed, WG);
+    // Then cells per invocation at that workgroup size (one is the time just measured).
+    let mut timed_cells = vec![(
+        1,
+        timed
+            .iter()
+            .find(|(w, _)| *w == workgroup)
+            .map_or(f64::INFINITY, |t| t.1),
+    )];
+    for cells in CELL_CANDIDATES.into_iter().filter(|&c| c > 1) {
+        let t = time(StepShape {
+            workgroup,
+            cells,
+            ..StepShape::given()
+        })?;
+        timed_cells.push((cells, t));
+    }
+    let cells = fastest_unless_close(&timed_cells, 1);
     Ok(StepShape {
-        workgroup: best,
+        workgroup,
+        cells,
         timed,
+        timed_cells,
         source: "tuned".into(),
         grid: GridLayout::Rows,
         ablation: None,
