@@ -995,6 +995,10 @@ fn lab_times_every_shape_and_ablation() {
         fv.iter().any(|r| r["variant"] == "wg256 split-grid"),
         "no FV split grid"
     );
+    assert!(
+        fv.iter().any(|r| r["variant"] == "wg256 4-tets"),
+        "no FV tets per invocation"
+    );
     // The default bench leaves the lab out.
     let out = bespoke(&["bench", "--section", "nosuch"]);
     assert!(

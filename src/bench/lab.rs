@@ -325,6 +325,17 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
                 no_gather: true,
                 ..Default::default()
             });
+            if layout != bespoke_fv::kernel::Layout::SlotMajorX4 {
+                for tets in bespoke_fv::diffusion::TET_CANDIDATES
+                    .into_iter()
+                    .filter(|&t| t > 1)
+                {
+                    shapes.push(FvShape {
+                        tets,
+                        ..Default::default()
+                    });
+                }
+            }
         }
         shapes.push(FvShape {
             grid: GridLayout::Split,

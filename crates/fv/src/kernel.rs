@@ -99,7 +99,18 @@ pub struct Shape {
     /// default), or the split 1-D grid of before (the lab's comparison).
     #[serde(default)]
     pub grid: bespoke_gpu::GridLayout,
+    /// Tets per invocation of the gather kernel (not the four-tet layout, not the block-cached kernel): a
+    /// workgroup takes that many consecutive blocks of its size, an invocation the same lane of each.
+    #[serde(default = "one_tet")]
+    pub tets: u32,
 }
+
+fn one_tet() -> u32 {
+    1
+}
+
+/// The most tets per invocation a shape may ask.
+pub const MAX_TETS: u32 = 8;
 
 impl Default for Shape {
     fn default() -> Self {
@@ -107,6 +118,7 @@ impl Default for Shape {
             workgroup: WG,
             no_gather: false,
             grid: bespoke_gpu::GridLayout::Rows,
+            tets: 1,
         }
     }
 }
@@ -120,10 +132,24 @@ impl Shape {
             bespoke_gpu::GridLayout::RowsOf(r) => format!(" rows-of-{r}"),
         };
         format!(
-            "wg{}{}{grid}",
+            "wg{}{}{}{grid}",
             self.workgroup,
+            if self.tets == 1 {
+                String::new()
+            } else {
+                format!(" {}-tets", self.tets)
+            },
             if self.no_gather { " no-gather" } else { "" }
         )
+    }
+
+    /// Tets one workgroup updates with `kind` in `layout`.
+    pub fn per_group(&self, kind: KernelKind, layout: Layout) -> u32 {
+        match kind {
+            KernelKind::Gather if layout == Layout::SlotMajorX4 => 4 * self.workgroup,
+            KernelKind::Gather => self.tets * self.workgroup,
+            KernelKind::BlockCached { block } => block,
+        }
     }
 }
 
@@ -253,6 +279,32 @@ pub fn step_rows_wgsl(
         )
     };
     match kind {
+        KernelKind::Gather if shape.tets > 1 => {
+            // Several tets per invocation: the same lane of `tets` consecutive blocks of the workgroup size.
+            let (start, end) = (rows.start, rows.end);
+            let tets = shape.tets;
+            let _ = write!(
+                s,
+                "
+@compute @workgroup_size({wg})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    // Tets {start}..{end}, {tets} per invocation.
+    let first = bespoke_workgroup_linear(wid) * {tets}u;
+    for (var b = 0u; b < {tets}u; b++) {{
+        let i = {start}u + (first + b) * {wg}u + lid;
+        if i >= {end}u {{ return; }}
+        update(i);
+    }}
+}}
+
+fn update(i: u32) {{
+    let xi = x[i];
+    {fetch}let acc = {v0} * ({x0} - xi) + {v1} * ({x1} - xi) + {v2} * ({x2} - xi) + {v3} * ({x3} - xi);
+    y[i] = xi + DT * acc;
+}}
+"
+            );
+        }
         KernelKind::Gather => {
             let _ = write!(
                 s,
@@ -423,6 +475,17 @@ mod tests {
                             },
                             Shape {
                                 workgroup: 512,
+                                no_gather: true,
+                                ..Default::default()
+                            },
+                            // Several tets per invocation (the gather kernel; others ignore it).
+                            Shape {
+                                tets: 4,
+                                ..Default::default()
+                            },
+                            Shape {
+                                workgroup: 128,
+                                tets: 2,
                                 no_gather: true,
                                 ..Default::default()
                             },

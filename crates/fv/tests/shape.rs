@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use bespoke_fv::bench::CONFIGS;
-use bespoke_fv::diffusion::{candidates, step_shape_in};
+use bespoke_fv::diffusion::{TET_CANDIDATES, candidates, step_shape_in};
 use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::kernel::{KernelKind, Layout, Shape, WG};
 use bespoke_fv::operator::adjacency;
@@ -72,7 +72,24 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
                 workgroup: 64,
                 grid: GridLayout::RowsOf(5),
                 ..Default::default()
-            }]);
+            }])
+            // Tets per invocation (the gather kernel outside the four-tet layout): every count the tuner tries,
+            // and 3 in rows of 2 workgroups (ragged last blocks).
+            .chain(
+                TET_CANDIDATES
+                    .into_iter()
+                    .map(|tets| (tets, GridLayout::Rows))
+                    .chain([(3, GridLayout::RowsOf(2))])
+                    .filter(|_| kind == KernelKind::Gather && layout != Layout::SlotMajorX4)
+                    .flat_map(|(tets, grid)| {
+                        [64, 256].map(|workgroup| Shape {
+                            workgroup,
+                            tets,
+                            grid,
+                            ..Default::default()
+                        })
+                    }),
+            );
         for shape in shapes {
             let got = run::<T>(gpu, op, kind, layout, shape, x);
             let differ = want
@@ -133,6 +150,19 @@ fn the_shape_is_timed_once_then_read_from_the_cache() {
     let timed: Vec<u32> = first.timed.iter().map(|t| t.0).collect();
     assert_eq!(timed, candidates(gpu, KernelKind::Gather));
     assert!(first.timed.iter().all(|t| t.1 > 0.0 && t.1.is_finite()));
+    // Then tets per invocation at the chosen workgroup; the choice is the fastest or one within the margin.
+    let tets: Vec<u32> = first.timed_tets.iter().map(|t| t.0).collect();
+    assert_eq!(tets, TET_CANDIDATES);
+    let fastest = first
+        .timed_tets
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert!(
+        first.shape.tets == fastest.0
+            || (first.shape.tets == 1 && fastest.1 >= 0.97 * first.timed_tets[0].1),
+        "{first:?}"
+    );
     let again =
         step_shape_in::<f32>(gpu, KernelKind::Gather, Layout::SlotMajor, Some(&cache)).unwrap();
     assert_eq!(
@@ -158,4 +188,28 @@ fn the_shape_is_timed_once_then_read_from_the_cache() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("512"), "{e}");
+    // Tets per invocation where the kernel takes one, or past the most, are refused by name.
+    for (kind, layout, tets) in [
+        (KernelKind::BlockCached { block: 256 }, Layout::SlotMajor, 2),
+        (KernelKind::Gather, Layout::SlotMajorX4, 2),
+        (KernelKind::Gather, Layout::SlotMajor, 0),
+        (KernelKind::Gather, Layout::SlotMajor, 9),
+    ] {
+        let made = Diffusion::<f32>::with_shape(
+            gpu,
+            &op,
+            kind,
+            layout,
+            0.1 / op.max_row_sum(),
+            Shape {
+                workgroup: 256,
+                tets,
+                ..Default::default()
+            },
+        );
+        let Err(e) = made else {
+            panic!("{kind:?} {layout:?} accepted {tets} tets per invocation");
+        };
+        assert!(e.to_string().contains("tets per invocation"), "{e}");
+    }
 }

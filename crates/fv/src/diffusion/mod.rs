@@ -4,12 +4,16 @@ use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
-use crate::kernel::{DType, KernelKind, Layout, Shape, WG, padded4, step_rows_wgsl, texture_width};
+use crate::kernel::{
+    DType, KernelKind, Layout, MAX_TETS, Shape, WG, padded4, step_rows_wgsl, texture_width,
+};
 use crate::operator::{Boundary, Operator};
 
 mod shape;
 
-pub use shape::{ShapeChoice, WORKGROUPS, candidates, step_shape, step_shape_in, user_cache};
+pub use shape::{
+    ShapeChoice, TET_CANDIDATES, WORKGROUPS, candidates, step_shape, step_shape_in, user_cache,
+};
 
 /// f32 or f64 on the device: the device layer's one element trait, named for what it holds here.
 pub use bespoke_gpu::Element as Real;
@@ -106,7 +110,6 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 ),
             ));
         }
-        let wg = shape.workgroup;
         let n = op.n();
         if n == 0 {
             return Err(FvError::Shape("the operator has no tets".into()));
@@ -123,11 +126,20 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 "tet {t} refers to tet {j}, past {n} (+ ghost)"
             )));
         }
-        let per_group = match kind {
-            KernelKind::Gather if layout == Layout::SlotMajorX4 => 4 * wg,
-            KernelKind::Gather => wg,
-            KernelKind::BlockCached { block } => block,
-        };
+        let takes_several = kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
+        if !(1..=MAX_TETS).contains(&shape.tets) || (shape.tets > 1 && !takes_several) {
+            return Err(FvError::param(
+                "tets per invocation",
+                shape.tets,
+                format!(
+                    "the gather kernel (not in the four-tet layout) takes 1 to {MAX_TETS}; the {} kernel in the {} \
+                     layout takes 1",
+                    kind.name(),
+                    layout.name()
+                ),
+            ));
+        }
+        let per_group = shape.per_group(kind, layout);
         let mut textures = Vec::new();
         let (vals, idx) = match layout {
             Layout::SlotMajor => {
@@ -269,9 +281,11 @@ impl<'g, T: Real> Diffusion<'g, T> {
             )
             .without_bounds_checks()
         };
-        let grid = self
-            .gpu
-            .grid_for(rows.len() as u64, self.shape.workgroup, self.shape.grid)?;
+        let grid = self.gpu.grid_for(
+            rows.len() as u64,
+            self.shape.per_group(self.kind, self.layout),
+            self.shape.grid,
+        )?;
         let (vals, idx, textures) = &self._keep;
         let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
             let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();

@@ -22,7 +22,7 @@ const GPU_TETS: usize = 4 << 20;
 const CPU_TETS: usize = 1 << 16;
 const BLOCK: usize = 2048;
 
-const CACHE_VERSION: u32 = 1;
+const CACHE_VERSION: u32 = 2;
 
 /// The shape chosen and what it was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -30,6 +30,10 @@ pub struct ShapeChoice {
     pub shape: Shape,
     /// Seconds per pair of steps of the tuning operator per candidate (workgroup, seconds).
     pub timed: Vec<(u32, f64)>,
+    /// The same at the chosen workgroup for each number of tets per invocation timed (tets, seconds); empty
+    /// where the kernel takes one (block-cached, the four-tet layout).
+    #[serde(default)]
+    pub timed_tets: Vec<(u32, f64)>,
     /// `tuned` or `cached`.
     pub source: String,
 }
@@ -80,7 +84,11 @@ pub fn step_shape_in<T: Real>(
         cache,
         &key::<T>(gpu, kind, layout),
         "the FV step's launch shape",
-        |c: &ShapeChoice| candidates(gpu, kind).contains(&c.shape.workgroup) && !c.shape.no_gather,
+        |c: &ShapeChoice| {
+            candidates(gpu, kind).contains(&c.shape.workgroup)
+                && !c.shape.no_gather
+                && (1..=crate::kernel::MAX_TETS).contains(&c.shape.tets)
+        },
         || tune::<T>(gpu, kind, layout),
     )?;
     Ok(if cached {
@@ -102,26 +110,53 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
     let mut rng = seeded(12);
     let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
     let reps = if gpu.is_cpu() { 3 } else { 20 };
-    let mut timed = Vec::new();
-    for workgroup in candidates(gpu, kind) {
-        let shape = Shape {
-            workgroup,
-            no_gather: false,
-            ..Default::default()
-        };
+    let time = |shape: Shape| -> Result<f64> {
         let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape)?;
         d.set_x(&x)?;
-        let t = d.time_pairs(1, reps)?;
-        timed.push((workgroup, median(&t.samples)));
+        Ok(median(&d.time_pairs(1, reps)?.samples))
+    };
+    let mut timed = Vec::new();
+    for workgroup in candidates(gpu, kind) {
+        let t = time(Shape {
+            workgroup,
+            ..Default::default()
+        })?;
+        timed.push((workgroup, t));
     }
-    let best = fastest_unless_close(&timed, WG);
+    let workgroup = fastest_unless_close(&timed, WG);
+    // Then tets per invocation at that workgroup size, where the kernel takes several.
+    let mut timed_tets = Vec::new();
+    if kind == KernelKind::Gather && layout != Layout::SlotMajorX4 {
+        let one = timed
+            .iter()
+            .find(|(w, _)| *w == workgroup)
+            .map_or(f64::INFINITY, |t| t.1);
+        timed_tets.push((1, one));
+        for tets in TET_CANDIDATES.into_iter().filter(|&t| t > 1) {
+            let t = time(Shape {
+                workgroup,
+                tets,
+                ..Default::default()
+            })?;
+            timed_tets.push((tets, t));
+        }
+    }
+    let tets = if timed_tets.is_empty() {
+        1
+    } else {
+        fastest_unless_close(&timed_tets, 1)
+    };
     Ok(ShapeChoice {
         shape: Shape {
-            workgroup: best,
-            no_gather: false,
+            workgroup,
+            tets,
             ..Default::default()
         },
         timed,
+        timed_tets,
         source: "tuned".into(),
     })
 }
+
+/// Tets per invocation the tuner tries at its chosen workgroup size (the gather kernel).
+pub const TET_CANDIDATES: [u32; 3] = [1, 2, 4];
