@@ -999,6 +999,13 @@ fn lab_times_every_shape_and_ablation() {
         fv.iter().any(|r| r["variant"] == "wg256 4-tets"),
         "no FV tets per invocation"
     );
+    if test_gpu().is_some_and(|g| g.has_f64()) {
+        assert!(
+            fv.iter()
+                .any(|r| r["case"].as_str().is_some_and(|c| c.contains("f64"))),
+            "no FV rows in f64"
+        );
+    }
     // The default bench leaves the lab out.
     let out = bespoke(&["bench", "--section", "nosuch"]);
     assert!(

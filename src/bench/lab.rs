@@ -360,5 +360,46 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
             );
         }
     }
+    // f64 (where the adapter has it): the gather kernel in each f64 layout, its default shape and the tets the
+    // tuner tries, against the f64 default; the bytes are f64's.
+    if gpu.has_f64() {
+        let bytes = (min_bytes_per_tet(8) * n) as f64;
+        let case = format!("{}k tets metis f64", n / 1000);
+        for (name, layout) in FV_CONFIGS {
+            if name != "gather" || layout == bespoke_fv::kernel::Layout::Texture {
+                continue;
+            }
+            let kind = KernelKind::Gather;
+            let several = layout != bespoke_fv::kernel::Layout::SlotMajorX4;
+            let default =
+                time_shape::<f64>(gpu, &op, kind, layout, FvShape::default(), &x, reps(ctx))?;
+            let shapes = bespoke_fv::diffusion::TET_CANDIDATES
+                .into_iter()
+                .filter(|&t| t == 1 || several)
+                .map(|tets| FvShape {
+                    tets,
+                    ..Default::default()
+                });
+            for shape in shapes {
+                let seconds = if shape == FvShape::default() {
+                    default
+                } else {
+                    time_shape::<f64>(gpu, &op, kind, layout, shape, &x, reps(ctx))?
+                };
+                lab.push(
+                    ctx,
+                    "fv",
+                    format!("{case} {name} {}", layout.name()),
+                    shape.name(),
+                    seconds,
+                    bytes,
+                    default,
+                    "",
+                );
+            }
+        }
+    } else {
+        eprintln!("lab: the FV rows in f64 are left out: the adapter lacks SHADER_F64");
+    }
     Ok(())
 }
