@@ -303,8 +303,16 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
     let n = op.n();
     let mut rng = seeded(7);
     let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
-    let bytes = (min_bytes_per_tet(4) * n) as f64;
-    let case = format!("{}k tets metis f32", n / 1000);
+    let mesh = FvMesh { op: &op, x: &x };
+    let tets = |several: bool| {
+        bespoke_fv::diffusion::TET_CANDIDATES
+            .into_iter()
+            .filter(move |&t| t > 1 && several)
+            .map(|tets| FvShape {
+                tets,
+                ..Default::default()
+            })
+    };
     for (name, layout) in FV_CONFIGS {
         let kind = if name == "gather" {
             KernelKind::Gather
@@ -325,81 +333,69 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
                 no_gather: true,
                 ..Default::default()
             });
-            if layout != bespoke_fv::kernel::Layout::SlotMajorX4 {
-                for tets in bespoke_fv::diffusion::TET_CANDIDATES
-                    .into_iter()
-                    .filter(|&t| t > 1)
-                {
-                    shapes.push(FvShape {
-                        tets,
-                        ..Default::default()
-                    });
-                }
-            }
+            shapes.extend(tets(layout != bespoke_fv::kernel::Layout::SlotMajorX4));
         }
         shapes.push(FvShape {
             grid: GridLayout::Split,
             ..Default::default()
         });
-        let default = time_shape::<f32>(gpu, &op, kind, layout, FvShape::default(), &x, reps(ctx))?;
-        for shape in shapes {
-            let seconds = if shape == FvShape::default() {
-                default
-            } else {
-                time_shape::<f32>(gpu, &op, kind, layout, shape, &x, reps(ctx))?
-            };
-            lab.push(
-                ctx,
-                "fv",
-                format!("{case} {name} {}", layout.name()),
-                shape.name(),
-                seconds,
-                bytes,
-                default,
-                "",
-            );
-        }
+        fv_shapes::<f32>(ctx, lab, &mesh, kind, (name, layout), &shapes)?;
     }
     // f64 (where the adapter has it): the gather kernel in each f64 layout, its default shape and the tets the
     // tuner tries, against the f64 default; the bytes are f64's.
-    if gpu.has_f64() {
-        let bytes = (min_bytes_per_tet(8) * n) as f64;
-        let case = format!("{}k tets metis f64", n / 1000);
-        for (name, layout) in FV_CONFIGS {
-            if name != "gather" || layout == bespoke_fv::kernel::Layout::Texture {
-                continue;
-            }
-            let kind = KernelKind::Gather;
-            let several = layout != bespoke_fv::kernel::Layout::SlotMajorX4;
-            let default =
-                time_shape::<f64>(gpu, &op, kind, layout, FvShape::default(), &x, reps(ctx))?;
-            let shapes = bespoke_fv::diffusion::TET_CANDIDATES
-                .into_iter()
-                .filter(|&t| t == 1 || several)
-                .map(|tets| FvShape {
-                    tets,
-                    ..Default::default()
-                });
-            for shape in shapes {
-                let seconds = if shape == FvShape::default() {
-                    default
-                } else {
-                    time_shape::<f64>(gpu, &op, kind, layout, shape, &x, reps(ctx))?
-                };
-                lab.push(
-                    ctx,
-                    "fv",
-                    format!("{case} {name} {}", layout.name()),
-                    shape.name(),
-                    seconds,
-                    bytes,
-                    default,
-                    "",
-                );
-            }
-        }
-    } else {
+    if !gpu.has_f64() {
         eprintln!("lab: the FV rows in f64 are left out: the adapter lacks SHADER_F64");
+        return Ok(());
+    }
+    for (name, layout) in FV_CONFIGS {
+        if name != "gather" || layout == bespoke_fv::kernel::Layout::Texture {
+            continue;
+        }
+        let shapes: Vec<FvShape> = std::iter::once(FvShape::default())
+            .chain(tets(layout != bespoke_fv::kernel::Layout::SlotMajorX4))
+            .collect();
+        fv_shapes::<f64>(ctx, lab, &mesh, KernelKind::Gather, (name, layout), &shapes)?;
+    }
+    Ok(())
+}
+
+/// The lab's FV mesh (METIS-ordered) and its state.
+struct FvMesh<'a> {
+    op: &'a bespoke_fv::Operator,
+    x: &'a [f64],
+}
+
+/// One row per shape of `kind` in `layout` in precision `T`, each against that kernel's default shape.
+fn fv_shapes<T: bespoke_fv::Real>(
+    ctx: &BenchContext<'_>,
+    lab: &mut Lab,
+    mesh: &FvMesh<'_>,
+    kind: KernelKind,
+    (name, layout): (&str, bespoke_fv::kernel::Layout),
+    shapes: &[FvShape],
+) -> Result<(), Error> {
+    let (gpu, op, x) = (ctx.gpu, mesh.op, mesh.x);
+    let n = op.n();
+    let size = T::DTYPE.size();
+    let bytes = (min_bytes_per_tet(size) * n) as f64;
+    let case = format!("{}k tets metis {}", n / 1000, T::DTYPE.wgsl());
+    let default = time_shape::<T>(gpu, op, kind, layout, FvShape::default(), x, reps(ctx))?;
+    for &shape in shapes {
+        let seconds = if shape == FvShape::default() {
+            default
+        } else {
+            time_shape::<T>(gpu, op, kind, layout, shape, x, reps(ctx))?
+        };
+        lab.push(
+            ctx,
+            "fv",
+            format!("{case} {name} {}", layout.name()),
+            shape.name(),
+            seconds,
+            bytes,
+            default,
+            "",
+        );
     }
     Ok(())
 }

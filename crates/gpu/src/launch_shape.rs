@@ -35,6 +35,23 @@ pub fn fastest_unless_close(timed: &[(u32, f64)], default: u32) -> u32 {
         .map_or(default, |(w, _)| w)
 }
 
+/// Items per invocation a step tuner tries at its chosen workgroup size (cells of a lattice, tets of a mesh).
+pub const PER_INVOCATION: [u32; 3] = [1, 2, 4];
+
+/// The second stage of a step tuner: at the workgroup size already chosen (where one item per invocation took
+/// `one` seconds), times every other count of [`PER_INVOCATION`] with `time` and keeps the fastest unless one per
+/// invocation is within the margin ([`fastest_unless_close`]). Returns the choice and every (count, seconds).
+pub fn tune_per_invocation<E>(
+    one: f64,
+    mut time: impl FnMut(u32) -> Result<f64, E>,
+) -> Result<(u32, Vec<(u32, f64)>), E> {
+    let mut timed = vec![(1, one)];
+    for count in PER_INVOCATION.into_iter().filter(|&c| c > 1) {
+        timed.push((count, time(count)?));
+    }
+    Ok((fastest_unless_close(&timed, 1), timed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +64,25 @@ mod tests {
         // The default not timed: the fastest.
         assert_eq!(fastest_unless_close(&[(128, 1.0), (256, 0.99)], 64), 256);
         assert_eq!(fastest_unless_close(&[], 64), 64);
+    }
+
+    #[test]
+    fn per_invocation_counts_are_all_timed_and_one_stays_unless_beaten() {
+        // 2 at 0.96 and 4 at 0.92 of one's time: 4 beats the margin.
+        let (pick, timed) =
+            tune_per_invocation::<()>(1.0, |c| Ok(1.0 - 0.02 * f64::from(c))).unwrap();
+        assert_eq!(
+            timed.iter().map(|t| t.0).collect::<Vec<_>>(),
+            PER_INVOCATION
+        );
+        assert_eq!(pick, 4);
+        // Within the margin: one stays.
+        let (pick, _) = tune_per_invocation::<()>(1.0, |_| Ok(0.98)).unwrap();
+        assert_eq!(pick, 1);
+        // A failed timing is the tuner's error.
+        assert_eq!(
+            tune_per_invocation(1.0, |c| if c == 4 { Err("no") } else { Ok(0.5) }),
+            Err("no")
+        );
     }
 }

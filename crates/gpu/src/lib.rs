@@ -48,7 +48,9 @@ pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};
 pub use host::{par_fill, prefetch};
 pub use kernel::{Kernel, KernelId, StableHasher, stable_hash};
-pub use launch_shape::{TUNE_MARGIN, WORKGROUP_SIZES, fastest_unless_close};
+pub use launch_shape::{
+    PER_INVOCATION, TUNE_MARGIN, WORKGROUP_SIZES, fastest_unless_close, tune_per_invocation,
+};
 pub use overlap::PendingRead;
 pub use pipeline::{CachedPipeline, GRID_WGSL};
 pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};

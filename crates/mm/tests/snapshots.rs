@@ -69,7 +69,11 @@ fn dense_popcount_and_reduction() {
     // The double-buffered member of the family (stages 2).
     insta::assert_snapshot!(
         "dense-t4x4v4-w8x8-k8-b2",
-        dense_wgsl(&DenseParams { stages: 2, ..p }, DType::F32, Epilogue::BetaZero)
+        dense_wgsl(
+            &DenseParams { stages: 2, ..p },
+            DType::F32,
+            Epilogue::BetaZero
+        )
     );
     insta::assert_snapshot!(
         "splitk-reduce-f32-v4-s4",

@@ -4,7 +4,9 @@
 //! are bit-identical whatever is chosen (tested for every candidate on lavapipe).
 
 use bespoke_gpu::rng::{Rng, seeded};
-use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median, remembered_json};
+use bespoke_gpu::{
+    DiskCache, Gpu, fastest_unless_close, median, remembered_json, tune_per_invocation,
+};
 use serde::{Deserialize, Serialize};
 
 use super::{Diffusion, Real};
@@ -125,26 +127,20 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
     }
     let workgroup = fastest_unless_close(&timed, WG);
     // Then tets per invocation at that workgroup size, where the kernel takes several.
-    let mut timed_tets = Vec::new();
-    if kind == KernelKind::Gather && layout != Layout::SlotMajorX4 {
+    let (tets, timed_tets) = if kind == KernelKind::Gather && layout != Layout::SlotMajorX4 {
         let one = timed
             .iter()
             .find(|(w, _)| *w == workgroup)
             .map_or(f64::INFINITY, |t| t.1);
-        timed_tets.push((1, one));
-        for tets in TET_CANDIDATES.into_iter().filter(|&t| t > 1) {
-            let t = time(Shape {
+        tune_per_invocation(one, |tets| {
+            time(Shape {
                 workgroup,
                 tets,
                 ..Default::default()
-            })?;
-            timed_tets.push((tets, t));
-        }
-    }
-    let tets = if timed_tets.is_empty() {
-        1
+            })
+        })?
     } else {
-        fastest_unless_close(&timed_tets, 1)
+        (1, Vec::new())
     };
     Ok(ShapeChoice {
         shape: Shape {
@@ -159,4 +155,4 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
 }
 
 /// Tets per invocation the tuner tries at its chosen workgroup size (the gather kernel).
-pub const TET_CANDIDATES: [u32; 3] = [1, 2, 4];
+pub const TET_CANDIDATES: [u32; 3] = bespoke_gpu::PER_INVOCATION;

@@ -4,7 +4,9 @@
 //! candidate does the same arithmetic per cell, so the results are bit-identical whatever is chosen (tested for
 //! every candidate on lavapipe).
 
-use bespoke_gpu::{DiskCache, Gpu, GridLayout, fastest_unless_close, median, remembered_json};
+use bespoke_gpu::{
+    DiskCache, Gpu, GridLayout, fastest_unless_close, median, remembered_json, tune_per_invocation,
+};
 use serde::{Deserialize, Serialize};
 
 use super::Lattice;
@@ -57,7 +59,7 @@ fn one_cell() -> u32 {
 pub const MAX_CELLS: u32 = 8;
 
 /// Cells per invocation the tuner tries at its chosen workgroup size.
-pub const CELL_CANDIDATES: [u32; 3] = [1, 2, 4];
+pub const CELL_CANDIDATES: [u32; 3] = bespoke_gpu::PER_INVOCATION;
 
 impl StepShape {
     /// The default shape, untimed.
@@ -183,22 +185,17 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     }
     let workgroup = fastest_unless_close(&timed, WG);
     // Then cells per invocation at that workgroup size (one is the time just measured).
-    let mut timed_cells = vec![(
-        1,
-        timed
-            .iter()
-            .find(|(w, _)| *w == workgroup)
-            .map_or(f64::INFINITY, |t| t.1),
-    )];
-    for cells in CELL_CANDIDATES.into_iter().filter(|&c| c > 1) {
-        let t = time(StepShape {
+    let one = timed
+        .iter()
+        .find(|(w, _)| *w == workgroup)
+        .map_or(f64::INFINITY, |t| t.1);
+    let (cells, timed_cells) = tune_per_invocation(one, |cells| {
+        time(StepShape {
             workgroup,
             cells,
             ..StepShape::given()
-        })?;
-        timed_cells.push((cells, t));
-    }
-    let cells = fastest_unless_close(&timed_cells, 1);
+        })
+    })?;
     Ok(StepShape {
         workgroup,
         cells,

@@ -193,35 +193,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         let (la_slots, lb_slots) = p.prefetch_slots();
         let mut prefetch = String::new();
         let mut commit = String::new();
-        for q in 0..la_slots {
-            let _ = writeln!(s, "    var pa_{q}: {at};");
-            let _ = writeln!(
-                prefetch,
-                "            {{ let e = lid + {o}u; if e < ALEN {{ var v: {at}; {la} pa_{q} = v; }} }}",
-                o = q * nt,
-                la = load_a("kn")
-            );
-            let _ = writeln!(
-                commit,
-                "            {{ let e = lid + {o}u; if e < ALEN {{ let v = pa_{q}; {sa} }} }}",
-                o = q * nt,
-                sa = store_a("nao")
-            );
-        }
-        for q in 0..lb_slots {
-            let _ = writeln!(s, "    var pb_{q}: {vt};");
-            let _ = writeln!(
-                prefetch,
-                "            {{ let e = lid + {o}u; if e < BLEN {{ var v: {vt}; {lb} pb_{q} = v; }} }}",
-                o = q * nt,
-                lb = load_b("kn")
-            );
-            let _ = writeln!(
-                commit,
-                "            {{ let e = lid + {o}u; if e < BLEN {{ let v = pb_{q}; {sb} }} }}",
-                o = q * nt,
-                sb = store_b("nbo")
-            );
+        // Per operand: its slots, register name, type, staged length, and its load and store at the next tile.
+        let operands = [
+            (la_slots, "pa", &at, "ALEN", load_a("kn"), store_a("nao")),
+            (lb_slots, "pb", &vt, "BLEN", load_b("kn"), store_b("nbo")),
+        ];
+        for (slots, reg, ty, len, load, store) in operands {
+            for q in 0..slots {
+                let o = q * nt;
+                let _ = writeln!(s, "    var {reg}_{q}: {ty};");
+                let _ = writeln!(
+                    prefetch,
+                    "            {{ let e = lid + {o}u; if e < {len} {{ var v: {ty}; {load} {reg}_{q} = v; }} }}"
+                );
+                let _ = writeln!(
+                    commit,
+                    "            {{ let e = lid + {o}u; if e < {len} {{ let v = {reg}_{q}; {store} }} }}"
+                );
+            }
         }
         let _ = write!(
             s,
