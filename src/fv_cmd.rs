@@ -239,7 +239,7 @@ fn run_diffusion<T: Real>(
     let x0 = op.gaussian_bump();
     let mass = |x: &[f64]| op.mass(x);
     let dt = 0.5 / op.max_row_sum();
-    let (x, m0, seconds, ordering_seconds, dist) = match comm {
+    let (x, m0, seconds, ordering_seconds, dist, shape) = match comm {
         None => {
             let (perm, ordering_seconds) = order(op, kind)?;
             let permuted = perm.apply_operator(op);
@@ -250,7 +250,14 @@ fn run_diffusion<T: Real>(
             let t = Instant::now();
             d.step(a.steps)?;
             let seconds = t.elapsed().as_secs_f64();
-            (perm.undo(&d.x()?), m0, seconds, ordering_seconds, None)
+            (
+                perm.undo(&d.x()?),
+                m0,
+                seconds,
+                ordering_seconds,
+                None,
+                d.shape(),
+            )
         }
         Some(comm) => {
             let t = Instant::now();
@@ -286,7 +293,7 @@ fn run_diffusion<T: Real>(
                 "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
                 "exchange_seconds_per_step_rank0": per(st.seconds),
             });
-            (x, m0, seconds, ordering_seconds, Some(info))
+            (x, m0, seconds, ordering_seconds, Some(info), d.shape())
         }
     };
     if !root {
@@ -302,6 +309,7 @@ fn run_diffusion<T: Real>(
         layout.name(),
         Operator::relative_drift(m0, m1)
     );
+    println!("  step shape {}", shape.name());
     if let Some(d) = &dist {
         println!(
             "  ranks {} ({}, METIS k-way): rank 0 owns {} tets ({} interior) and {} ghosts, exchanges {:.0} B per step in {:.3} ms",
@@ -324,6 +332,7 @@ fn run_diffusion<T: Real>(
             "layout": layout.name(), "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
             "mass_rel_drift": Operator::relative_drift(m0, m1), "seconds": seconds,
             "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu), "ranks": dist,
+            "step_shape": shape,
         }),
     )
 }

@@ -248,6 +248,7 @@ fn run_on(
         gbps / probe.gbps,
         probe.gbps
     );
+    println!("  step {}", r.lattice.step_shape().describe());
     let dist = r.lattice.decomposition().map(|d| {
         let x = r.lattice.exchange_stats().unwrap_or_default();
         let per = |v: f64| {

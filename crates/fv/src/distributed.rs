@@ -528,6 +528,10 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     pub fn sizes(&self) -> (usize, usize, usize) {
         self.part.sizes()
     }
+    /// The step kernel's launch shape on this rank.
+    pub fn shape(&self) -> crate::kernel::Shape {
+        self.local.shape()
+    }
     /// Whether steps overlap the exchange with the interior tets.
     pub fn overlapped(&self) -> bool {
         self.split.is_some()
