@@ -160,11 +160,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     };
     let store_b = |off: &str| format!("Bs[{off} + e] = v;");
     let step = register_step(p, dtype);
-    if p.stages < 2 {
-        let _ = write!(
-            s,
-            "    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
-        for (var e = lid; e < ALEN; e += NT) {{
+    // The tile at k0 staged straight into buffer 0 (every tile when single-buffered, the first when double).
+    let direct = format!(
+        "        for (var e = lid; e < ALEN; e += NT) {{
             var v: {at};
             {la}
             {sa}
@@ -174,7 +172,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             {lb}
             {sb}
         }}
-        workgroupBarrier();
+",
+        la = load_a("k0"),
+        sa = store_a("0u"),
+        lb = load_b("k0"),
+        sb = store_b("0u"),
+    );
+    if p.stages < 2 {
+        let _ = write!(
+            s,
+            "    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
+{direct}        workgroupBarrier();
         let ao = 0u;
         let bo = 0u;
         for (var kk = 0u; kk < KC; kk++) {{
@@ -182,10 +190,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         workgroupBarrier();
     }}
 ",
-            la = load_a("k0"),
-            sa = store_a("0u"),
-            lb = load_b("k0"),
-            sb = store_b("0u"),
         );
     } else {
         // Double-buffered: the first tile is staged directly; then each tile's FMAs run while the next tile's
@@ -216,17 +220,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             s,
             "    if kbeg < kend {{
         let k0 = kbeg;
-        for (var e = lid; e < ALEN; e += NT) {{
-            var v: {at};
-            {la}
-            {sa}
-        }}
-        for (var e = lid; e < BLEN; e += NT) {{
-            var v: {vt};
-            {lb}
-            {sb}
-        }}
-    }}
+{direct}    }}
     workgroupBarrier();
     var buf = 0u;
     for (var k0 = kbeg; k0 < kend; k0 += KC) {{
@@ -246,10 +240,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         buf = 1u - buf;
     }}
 ",
-            la = load_a("k0"),
-            sa = store_a("0u"),
-            lb = load_b("k0"),
-            sb = store_b("0u"),
         );
     }
     for i in 0..p.tm {
