@@ -2,6 +2,8 @@
 # One GPU session's measurements, in stages that each fit the device tool's 10-minute limit. Run on the device
 # from the repository root, with .gl/ and .devbin/ carried (benches/gpu/prepare.sh makes them):
 #   benches/gpu/session.sh info bench peers9-f32 peers9-f64
+#   SESSION_DEADLINE=570 benches/gpu/session.sh info@20 tests@170 bench@330   (each stage stopped after so many
+#                 seconds, and none past 570 s: run with the device tool's timeout_s 600)
 # Stages:
 #   info          adapter, features, limits, copy probe
 #   tests         every test binary of the workspace (prepare.sh packs them), each from its package's folder with
@@ -32,7 +34,12 @@
 # while the machine stays warm.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-results}
+# Stages write into a folder beside $OUT; $OUT gets only the archive, the stage list and the tests' summary (the
+# device tool hands back at most 8 files from $OUT).
+RESULTS=${OUT:-results}
+mkdir -p "$RESULTS"
+OUT=${SESSION_WORK:-$(cd "$RESULTS" && pwd)-work}
+export SESSION_WORK=$OUT
 mkdir -p "$OUT"
 N=1048576
 
@@ -48,7 +55,9 @@ suite=.devbin/pyfr/core
 peers() {  # peers NAME DTYPE FILES...
     local name=$1 dtype=$2
     shift 2
-    python3 -c 'import gimmik' 2>/dev/null || pip install -q --no-index --no-deps .devbin/wheels/*.whl
+    python3 -c 'import gimmik' 2>/dev/null \
+        || python3 -m pip install -q --no-index --no-deps --target /tmp/peer-site .devbin/wheels/*.whl
+    export PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH}
     python3 benches/peers/gimmik_cublas.py "$@" --n $N --dtype "$dtype" --json "$OUT/$name.json" \
         2>&1 | tee "$OUT/$name.txt"
 }
@@ -80,11 +89,41 @@ tests() {
     rm -rf "$dir"
 }
 
-# Everything in one archive, also when a stage failed: a remote machine may hand back only a few files.
-pack() { tar czf "$OUT.tar.gz" -C "$OUT" . && mv "$OUT.tar.gz" "$OUT/session-all.tar.gz"; }
+# Everything in one archive, also when a stage failed: a remote machine may hand back only a few files. It is
+# remade after every stage, so a call the device tool stops at its limit still hands back what finished.
+pack() {
+    [ -n "${SESSION_NESTED:-}" ] && return 0
+    tar czf "$OUT.tar.gz" -C "$OUT" . && mv "$OUT.tar.gz" "$RESULTS/session-all.tar.gz"
+    for f in stages.txt tests/summary.txt; do [ -f "$OUT/$f" ] && cp "$OUT/$f" "$RESULTS/${f//\//-}"; done
+    return 0
+}
 trap pack EXIT
 
+# SESSION_DEADLINE=SECONDS: no STAGE@SECONDS stage runs past so many seconds from here (its limit is cut to
+# what is left, and one with under 10 s left is skipped), so the script packs and ends inside the device tool's
+# limit however long each stage turns out to take.
+t0=$(date +%s)
 for stage in "$@"; do
+    # STAGE@SECONDS: the stage in a process of its own, stopped after SECONDS (the rest still run).
+    case $stage in
+        *@*)
+            limit=${stage#*@} stage=${stage%@*}
+            if [ -n "${SESSION_DEADLINE:-}" ]; then
+                left=$((t0 + SESSION_DEADLINE - $(date +%s)))
+                if [ "$left" -lt 10 ]; then
+                    echo "== $stage: skipped, $left s left" | tee -a "$OUT/stages.txt"
+                    continue
+                fi
+                [ "$left" -lt "$limit" ] && limit=$left
+            fi
+            echo "== $stage, at most $limit s ($(date -u +%FT%TZ))"
+            start=$(date +%s)
+            rc=0
+            SESSION_NESTED=1 OUT=$RESULTS timeout -k 10 "$limit" "$0" "$stage" || rc=$?
+            echo "== $stage: rc $rc after $(($(date +%s) - start)) s" | tee -a "$OUT/stages.txt"
+            pack
+            continue ;;
+    esac
     echo "== $stage ($(date -u +%FT%TZ))"
     case $stage in
         info) $bin info | tee "$OUT/info.txt" ;;
@@ -144,4 +183,5 @@ for stage in "$@"; do
             done ;;
         *) echo "session.sh: unknown stage $stage" >&2; exit 2 ;;
     esac
+    pack
 done

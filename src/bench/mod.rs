@@ -168,9 +168,20 @@ pub fn run_all(gpu: &Gpu, quick: bool, only: &[String]) -> Result<(Vec<Row>, Val
     let mut rows = Vec::new();
     for s in &all {
         bar.set_message(s.name());
+        let started = std::time::Instant::now();
         let out = s
             .run(&ctx)
             .map_err(|e| format!("bench section `{}`: {e}", s.name()))?;
+        // Each section's rows as it ends (stderr; the whole table still goes to stdout at the end), so a run
+        // stopped part-way still says what it measured and how long each section took.
+        bar.suspend(|| {
+            eprint!(
+                "bench: section `{}` took {:.1} s\n{}",
+                s.name(),
+                started.elapsed().as_secs_f64(),
+                format_table(&out.rows)
+            )
+        });
         rows.extend(out.rows);
         report.insert(s.name().into(), out.json);
         bar.inc(1);
