@@ -120,6 +120,9 @@ pub struct Gpu {
     pub(crate) lost: Arc<Mutex<Option<String>>>,
     /// Until when the clocks count as raised by the last timing (`Gpu::time`).
     pub(crate) warm_until: Mutex<Option<std::time::Instant>>,
+    /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
+    /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
+    pub(crate) copy_variant: Mutex<Option<crate::probe::CopyVariant>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -336,6 +339,7 @@ impl Gpu {
             async_errors,
             lost,
             warm_until: Mutex::new(None),
+            copy_variant: Mutex::new(None),
         };
         if opts.persist_pipeline_cache {
             gpu.driver_cache = gpu.load_driver_cache();
