@@ -129,7 +129,7 @@ for stage in "$@"; do
     esac
     echo "== $stage ($(date -u +%FT%TZ))"
     case $stage in
-        info) $bin info | tee "$OUT/info.txt" ;;
+        info) $bin info | tee -a "$OUT/info.txt" ;;
         tests) tests ;;
         bench) $bin bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" ;;
         lab) $bin lab --json "$OUT/lab.json" 2>&1 | tee "$OUT/lab.txt" ;;
