@@ -131,7 +131,7 @@ impl Gpu {
         let v = match chosen {
             Some(v) => v,
             None => {
-                let v = self.choose_copy_variant(n)?;
+                let v = self.choose_copy_variant((cap / 16) as usize)?;
                 *self.copy_variant.lock().map_err(|_| poisoned())? = Some(v);
                 v
             }
@@ -152,10 +152,11 @@ impl Gpu {
         })
     }
 
-    /// The fastest walk on a copy of `n` vec4 (at most 64 MiB of it: past the cache the ranking holds, and it is
-    /// quicker), each candidate timed 5 times after a warm-up.
-    fn choose_copy_variant(&self, n: usize) -> Result<CopyVariant> {
-        let trial = n.min((64 << 20) / 16);
+    /// The fastest walk on a copy of 64 MiB (or the adapter's largest buffer, `most` vec4, if smaller: past the
+    /// cache the ranking holds, and it is quicker than the full size), each candidate timed 5 times after a
+    /// warm-up. Whatever size the first call asks for, so a small first probe cannot choose in the cache.
+    fn choose_copy_variant(&self, most: usize) -> Result<CopyVariant> {
+        let trial = most.min((64 << 20) / 16);
         let (tsrc, tdst) = (
             self.alloc_filled::<[f32; 4]>(trial, [1.0; 4])?,
             self.alloc::<[f32; 4]>(trial)?,
