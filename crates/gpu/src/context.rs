@@ -122,7 +122,7 @@ pub struct Gpu {
     pub(crate) warm_until: Mutex<Option<std::time::Instant>>,
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
     /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
-    pub(crate) copy_variant: Mutex<Option<crate::probe::CopyVariant>>,
+    pub(crate) copy_variant: Mutex<Option<crate::copy_walk::CopyVariant>>,
 }
 
 impl std::fmt::Debug for Gpu {

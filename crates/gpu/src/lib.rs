@@ -19,6 +19,7 @@
 
 mod buffer;
 mod context;
+mod copy_walk;
 mod disk;
 mod dispatch;
 mod dtype;

@@ -8,6 +8,8 @@ use crate::kernel::Kernel;
 use crate::pipeline::GRID_WGSL;
 use crate::timing::TimingSource;
 
+pub use crate::copy_walk::CopyVariant;
+
 const COPY_WGSL: &str = include_str!("../shaders/copy.wgsl");
 const COPY_TEXTURE_WGSL: &str = include_str!("../shaders/copy_texture.wgsl");
 
@@ -16,38 +18,6 @@ const TEXTURE_ROW: u32 = 4096;
 
 /// Default probe size: far past any last-level cache.
 pub const DEFAULT_PROBE_BYTES: u64 = 256 << 20;
-
-/// How one invocation walks its share of the copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CopyVariant {
-    pub items: u32,
-    pub blocked: bool,
-}
-
-impl CopyVariant {
-    /// The candidates the probe tries: coalesced (GPUs) and blocked (CPU adapters).
-    pub const CANDIDATES: [CopyVariant; 3] = [
-        CopyVariant {
-            items: 4,
-            blocked: false,
-        },
-        CopyVariant {
-            items: 1,
-            blocked: false,
-        },
-        CopyVariant {
-            items: 16,
-            blocked: true,
-        },
-    ];
-    pub fn name(&self) -> String {
-        format!(
-            "vec4x{}-{}",
-            self.items,
-            if self.blocked { "blocked" } else { "strided" }
-        )
-    }
-}
 
 /// Probe settings.
 #[derive(Clone, Debug)]
