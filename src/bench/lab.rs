@@ -125,9 +125,10 @@ fn reps(ctx: &BenchContext<'_>) -> usize {
 }
 
 /// The lattice variants the lab times: every step workgroup the adapter launches, 2 and 4 cells per invocation
-/// at the default workgroup and at 256, then the default workgroup without collision, with the mask wrap,
-/// reading a flag field, and in the split 1-D grid (a dispatch per 65 535 workgroups, each a barrier apart, as
-/// every step ran until 2026-11-26) instead of one 2-D dispatch.
+/// at the default workgroup and at 256, one buffer for all directions (bound once, as a CUDA code indexes one
+/// allocation) at the default workgroup and at 256, then the default workgroup without collision, with the mask
+/// wrap, reading a flag field, and in the split 1-D grid (a dispatch per 65 535 workgroups, each a barrier apart,
+/// as every step ran until 2026-11-26) instead of one 2-D dispatch.
 pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
     let plain = |workgroup| StepVariant {
         workgroup,
@@ -135,6 +136,7 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
         grid: GridLayout::Rows,
         ablation: None,
         walls: false,
+        one_buffer: false,
     };
     let mut v: Vec<StepVariant> = workgroups.iter().map(|&w| plain(w)).collect();
     for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
@@ -147,6 +149,12 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
                 ..plain(workgroup)
             });
         }
+    }
+    for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
+        v.push(StepVariant {
+            one_buffer: true,
+            ..plain(workgroup)
+        });
     }
     for ablation in [Ablation::NoCollision, Ablation::MaskWrap] {
         v.push(StepVariant {

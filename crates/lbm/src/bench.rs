@@ -104,6 +104,8 @@ pub struct StepVariant {
     pub grid: bespoke_gpu::GridLayout,
     pub ablation: Option<Ablation>,
     pub walls: bool,
+    /// The nine directions in one buffer, bound once (`StepShape::one_buffer`).
+    pub one_buffer: bool,
 }
 
 impl StepVariant {
@@ -122,6 +124,9 @@ impl StepVariant {
         }
         if self.walls {
             s += " walls";
+        }
+        if self.one_buffer {
+            s += " one-buffer";
         }
         s
     }
@@ -151,6 +156,7 @@ pub fn bench_step_variant(
         cells: variant.cells,
         grid: variant.grid,
         ablation: variant.ablation,
+        one_buffer: variant.one_buffer,
         ..crate::shape::StepShape::given()
     };
     let mut lat = Lattice::with_given_shape(gpu, cfg, flags, shape)?;

@@ -119,7 +119,7 @@ impl Lattice<'_> {
             };
             direction(i, &mut values);
             let words = stored_words(self.cfg.layout(), &values, W[i]);
-            self.gpu.write(&self.a[slot], 0, &words)?;
+            self.a.write(self.gpu, slot, &words)?;
             if keep {
                 slots[slot] = words;
             }
@@ -246,14 +246,14 @@ impl Lattice<'_> {
             ));
         }
         let n = self.cfg.cells();
-        let src = if self.parity == 0 { &self.a } else { &self.b };
+        let src = self.pops_of(self.parity)?;
         let mut s = vec![0.0; 9 * n];
         for i in 0..9 {
             let slot = match self.cfg.streaming {
                 Streaming::Ab => i,
                 Streaming::InPlace => OPP[i],
             };
-            let words = self.gpu.read(&src[slot])?;
+            let words = src.read(self.gpu, slot)?;
             decode(self.cfg.layout(), &words, W[i], &mut s[i * n..(i + 1) * n]);
         }
         match self.dist.is_some() {
@@ -273,12 +273,11 @@ impl Lattice<'_> {
 
     /// `raw_state` of this lattice's own buffers.
     pub(crate) fn local_raw_state(&self) -> Result<Vec<Vec<u32>>> {
-        let src = if self.parity == 0 || self.cfg.streaming == Streaming::InPlace {
-            &self.a
-        } else {
-            &self.b
+        let src = match self.cfg.streaming {
+            Streaming::InPlace => &self.a,
+            Streaming::Ab => self.pops_of(self.parity)?,
         };
-        src.iter().map(|b| Ok(self.gpu.read(b)?)).collect()
+        (0..9).map(|i| src.read(self.gpu, i)).collect()
     }
 
     /// In-place: which kernel runs next (0 odd, 1 even); two-lattice: always 0 after a restore.
@@ -313,8 +312,8 @@ impl Lattice<'_> {
             }
             false => words,
         };
-        for (buf, w) in self.a.iter().zip(words) {
-            self.gpu.write(buf, 0, w)?;
+        for (i, w) in words.iter().enumerate() {
+            self.a.write(self.gpu, i, w)?;
         }
         if let Some(d) = &self.dist {
             d.fresh.set(true);

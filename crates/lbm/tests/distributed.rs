@@ -9,6 +9,7 @@ use bespoke_comm::{Comm, ThreadComm, run_threads};
 use bespoke_gpu::testing::{emulating, fresh_seed, test_gpu};
 use bespoke_gpu::{Gpu, GpuOptions, Quirks};
 use bespoke_lbm::distributed::Ranks;
+use bespoke_lbm::shape::StepShape;
 use bespoke_lbm::{Cell, Collision, Config, Flags, Lattice, Storage, Streaming};
 
 /// What a run reads: populations after `steps - 1` (an even count), fields and a probe after `steps`.
@@ -117,7 +118,8 @@ fn observe(lat: &mut Lattice<'_>, steps: u64) -> Seen {
     }
 }
 
-/// The same run on `p` thread ranks sharing `gpu`; every rank's view of the whole domain.
+/// The same run on `p` thread ranks sharing `gpu`; every rank's view of the whole domain. Runs on three ranks
+/// keep each block's nine directions in one buffer, bound once by the step (the other launch-shape layout).
 fn distributed(
     gpu: &Gpu,
     p: usize,
@@ -131,9 +133,14 @@ fn distributed(
         let ranks = Ranks {
             grid,
             overlap,
+            shape: (p == 3).then(|| StepShape {
+                one_buffer: true,
+                ..StepShape::given()
+            }),
             ..Ranks::new(Rc::new(comm))
         };
         let mut lat = Lattice::new_distributed(gpu, setup.0.clone(), setup.1.clone(), &ranks)?;
+        assert_eq!(lat.step_shape().one_buffer, p == 3);
         lat.init_equilibrium(init(seed))?;
         Ok::<_, bespoke_lbm::LbmError>(observe(&mut lat, steps))
     })
@@ -278,7 +285,14 @@ fn devices_of_their_own_and_checkpoints_across_ranks() {
                 quirks,
                 ..Default::default()
             })?;
-            let ranks = Ranks::new(Rc::new(comm));
+            // The emulated driver's ranks keep their directions in one buffer each.
+            let ranks = Ranks {
+                shape: quirks.folds_f16_round_trip.then(|| StepShape {
+                    one_buffer: true,
+                    ..StepShape::given()
+                }),
+                ..Ranks::new(Rc::new(comm))
+            };
             let mut lat = Lattice::new_distributed(&gpu, s.0.clone(), s.1.clone(), &ranks)?;
             lat.init_equilibrium(init(seed))?;
             lat.step(7)?;

@@ -40,11 +40,12 @@ fn every_step_workgroup_gives_the_default_bits() {
             flags.add_circle([12.3, ny as f64 / 2.0], 4.2, true);
         }
         let flags = Rc::new(flags);
-        let run = |wg: u32, grid: GridLayout, cells: u32| {
+        let run = |(wg, grid, cells, one_buffer): (u32, GridLayout, u32, bool)| {
             let shape = StepShape {
                 workgroup: wg,
                 grid,
                 cells,
+                one_buffer,
                 ..StepShape::given()
             };
             let mut lat =
@@ -53,9 +54,10 @@ fn every_step_workgroup_gives_the_default_bits() {
                 (
                     lat.step_shape().workgroup,
                     lat.step_shape().grid,
-                    lat.step_shape().cells
+                    lat.step_shape().cells,
+                    lat.step_shape().one_buffer
                 ),
-                (wg, grid, cells)
+                (wg, grid, cells, one_buffer)
             );
             let mut rng = StdRng::seed_from_u64(seed);
             let cells: Vec<(f64, [f64; 2])> = (0..37 * ny)
@@ -68,26 +70,37 @@ fn every_step_workgroup_gives_the_default_bits() {
                 .collect();
             lat.init_equilibrium(|x, y| cells[y * 37 + x]).unwrap();
             lat.step(8).unwrap();
-            lat.populations().unwrap()
+            // The populations, then ρ and u from the macroscopic kernel (bound as the shape binds them).
+            let mut out = lat.populations().unwrap();
+            let m = lat.macroscopic().unwrap();
+            for f in [&m.rho, &m.ux, &m.uy] {
+                out.extend(f.iter().map(|&v| f64::from(v)));
+            }
+            out
         };
-        let want = run(WG, GridLayout::Split, 1);
+        let default = (WG, GridLayout::Split, 1, false);
+        let want = run(default);
         assert!(want.iter().all(|v| v.is_finite()));
         // Every workgroup size in the default layout (one row here), and 2-D grids of rows of 3 and 7 workgroups
         // (what an 8192² lattice gets past the per-dimension limit) beside the split 1-D grid.
         // Every number of cells per invocation the tuner tries, at two workgroup sizes, in the default layout and
         // in rows of 2 workgroups (a ragged last block past the lattice's cells).
+        // One buffer for all directions, bound once, at one and several cells per invocation.
         let shapes = wgs
             .iter()
-            .map(|&w| (w, GridLayout::Rows, 1))
+            .map(|&w| (w, GridLayout::Rows, 1, false))
             .chain([
-                (WG, GridLayout::RowsOf(7), 1),
-                (256, GridLayout::RowsOf(3), 1),
+                (WG, GridLayout::RowsOf(7), 1, false),
+                (256, GridLayout::RowsOf(3), 1, false),
+                (256, GridLayout::Rows, 3, false),
+                (WG, GridLayout::Rows, 1, true),
+                (256, GridLayout::Rows, 3, true),
             ])
             .chain(CELL_CANDIDATES.into_iter().flat_map(|c| {
                 [
-                    (WG, GridLayout::Rows, c),
-                    (128, GridLayout::RowsOf(2), c),
-                    (256, GridLayout::Rows, 3),
+                    (WG, GridLayout::Rows, c, false),
+                    (128, GridLayout::RowsOf(2), c, false),
+                    (128, GridLayout::RowsOf(2), c, true),
                 ]
             }));
         let differing = |a: &[f64], b: &[f64]| {
@@ -98,18 +111,20 @@ fn every_step_workgroup_gives_the_default_bits() {
                     (n + 1, m.max((x - y).abs()))
                 })
         };
-        for (wg, grid, cells) in shapes {
-            let got = run(wg, grid, cells);
+        for shape in shapes {
+            let (wg, grid, cells, one_buffer) = shape;
+            let got = run(shape);
             let (differ, largest) = differing(&want, &got);
             if differ > 0 {
                 // Say what kind of difference it is: a shape that differs from itself run to run races; one that
                 // repeats its own bits computes differently (the driver compiled the other code otherwise).
-                let (again, _) = differing(&got, &run(wg, grid, cells));
-                let (base_again, _) = differing(&want, &run(WG, GridLayout::Split, 1));
+                let (again, _) = differing(&got, &run(shape));
+                let (base_again, _) = differing(&want, &run(default));
                 panic!(
-                    "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} {grid:?} {cells} cells differs \
-                     from {WG} split in {differ} of {} populations, by at most {largest:e}; run again, it differs \
-                     from itself in {again} and the {WG} split from itself in {base_again}",
+                    "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} {grid:?} {cells} cells \
+                     one buffer {one_buffer} differs from {WG} split in {differ} of {} populations, by at most \
+                     {largest:e}; run again, it differs from itself in {again} and the {WG} split from itself in \
+                     {base_again}",
                     want.len()
                 );
             }
@@ -158,10 +173,27 @@ fn the_shape_is_timed_once_then_read_from_the_cache() {
             || (first.cells == 1 && fastest.1 >= 0.97 * first.timed_cells[0].1),
         "{first:?}"
     );
+    // Then one buffer for all directions at that shape (it fits here), kept only if it beats nine by the margin.
+    let nine = first
+        .timed_cells
+        .iter()
+        .find(|t| t.0 == first.cells)
+        .unwrap()
+        .1;
+    let one = first
+        .timed_one_buffer
+        .expect("one buffer is timed where it fits");
+    assert!(one > 0.0 && one.is_finite());
+    assert_eq!(first.one_buffer, one < 0.97 * nine, "{first:?}");
     let again = step_shape_in(gpu, &cfg, false, Some(&cache)).unwrap();
     assert_eq!(
-        (again.source.as_str(), again.workgroup, again.cells),
-        ("cached", first.workgroup, first.cells)
+        (
+            again.source.as_str(),
+            again.workgroup,
+            again.cells,
+            again.one_buffer
+        ),
+        ("cached", first.workgroup, first.cells, first.one_buffer)
     );
     // A shape past the cells a kernel may take is refused by name.
     for cells in [0, bespoke_lbm::shape::MAX_CELLS + 1] {
@@ -272,4 +304,80 @@ fn ablations_wrap_alike_and_stream_without_colliding() {
         .unwrap_err();
         assert!(e.to_string().contains("powers of two"), "{e}");
     }
+}
+
+/// One buffer for all directions where nine fit one binding; refused by name, and never timed, where they do not;
+/// and where the adapter allows few storage buffers per kernel, a two-lattice step with flags (20 bindings as
+/// nine buffers each) runs with one buffer per lattice.
+#[test]
+fn one_buffer_for_all_directions_follows_the_limits() {
+    use bespoke_gpu::GpuOptions;
+    use bespoke_gpu::testing::emulating;
+    let Some(shared) = test_gpu() else { return };
+    let cfg = Config::new(64, 48, Collision::Bgk { omega: 1.0 });
+    let dir_bytes = 64 * 48 * 4;
+    // One direction fits a binding, nine do not.
+    let small = emulating(
+        shared,
+        GpuOptions {
+            max_binding_bytes: Some(4 * dir_bytes),
+            ..Default::default()
+        },
+    );
+    let one = StepShape {
+        one_buffer: true,
+        ..StepShape::given()
+    };
+    let e = Lattice::with_given_shape(&small, cfg.clone(), Flags::fluid(64, 48), one.clone())
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("one buffer for all nine directions"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "lbm-shape", 1);
+    let tuned = step_shape_in(&small, &cfg, false, Some(&cache)).unwrap();
+    assert_eq!((tuned.one_buffer, tuned.timed_one_buffer), (false, None));
+    assert!(!bespoke_lbm::shape::one_buffer_fits(&small, &cfg));
+    assert!(bespoke_lbm::shape::one_buffer_fits(shared, &cfg));
+
+    // Eight storage buffers per kernel: nine buffers per lattice cannot step two lattices, one buffer each can.
+    let few = emulating(
+        shared,
+        GpuOptions {
+            max_storage_buffers_per_stage: Some(8),
+            ..Default::default()
+        },
+    );
+    let ab = Config {
+        storage: Storage::F32,
+        streaming: Streaming::Ab,
+        ..cfg.clone()
+    };
+    let mut walls = Flags::fluid(64, 48);
+    walls.channel_walls();
+    let walls = Rc::new(walls);
+    let e =
+        Lattice::with_given_shape(&few, ab.clone(), walls.clone(), StepShape::given()).unwrap_err();
+    assert!(e.to_string().contains("storage buffers per kernel"), "{e}");
+    let mut lat = Lattice::with_given_shape(&few, ab.clone(), walls.clone(), one).unwrap();
+    let mut whole = Lattice::with_given_shape(shared, ab, walls, StepShape::given()).unwrap();
+    let mut rng = StdRng::seed_from_u64(fresh_seed());
+    let cells: Vec<(f64, [f64; 2])> = (0..64 * 48)
+        .map(|_| {
+            (
+                rng.random_range(0.97..1.03),
+                [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+            )
+        })
+        .collect();
+    for l in [&mut lat, &mut whole] {
+        l.init_equilibrium(|x, y| cells[y * 64 + x]).unwrap();
+        l.step(6).unwrap();
+    }
+    let (a, b) = (lat.populations().unwrap(), whole.populations().unwrap());
+    assert!(a.iter().all(|v| v.is_finite()));
+    assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+    let (ma, mb) = (lat.macroscopic().unwrap(), whole.macroscopic().unwrap());
+    assert_eq!(ma.rho, mb.rho);
 }

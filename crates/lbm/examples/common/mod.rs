@@ -39,6 +39,7 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         wg: bespoke_lbm::kernel::WG,
         cells: 1,
         ablation: None,
+        one_buffer: 0,
     }
 }
 

@@ -47,6 +47,8 @@ pub struct Ranks {
     pub grid: Option<[usize; 2]>,
     /// Update the inner cells while the halos travel (the default); off measures what overlap gains.
     pub overlap: bool,
+    /// Every block's step kernel in this launch shape (None, the default: each rank's tuned or cached shape).
+    pub shape: Option<crate::shape::StepShape>,
 }
 
 impl std::fmt::Debug for Ranks {
@@ -69,6 +71,7 @@ impl Ranks {
             comm,
             grid: None,
             overlap: true,
+            shape: None,
         }
     }
     /// Parses `PXxPY` (e.g. `2x1`).

@@ -97,7 +97,12 @@ impl KernelSpec {
                             Phase::AaEven => format!("g{o}.{}", half(c)),
                             Phase::AaOdd if i == 0 => format!("g0.{}", half(c)),
                             Phase::AaOdd => {
-                                format!("ld(a{i}[s{o}], {}).{}", Self::swapped(o), half(c))
+                                format!(
+                                    "ld({}, {}).{}",
+                                    self.pop("a", i, &format!("s{o}")),
+                                    Self::swapped(o),
+                                    half(c)
+                                )
                             }
                         };
                         let _ = writeln!(s, "{ind}    q{c}{i} = {keep};");
@@ -125,9 +130,9 @@ impl KernelSpec {
             match pair {
                 Some(c) => format!("g{i}.{}", half(c)),
                 None => self.load(match self.phase {
-                    Phase::Ab => format!("a{i}[{}]", Self::src_or_idx(i)),
-                    Phase::AaEven => format!("a{i}[idx]"),
-                    Phase::AaOdd => format!("a{}[{}]", OPP[i], Self::src_or_idx(i)),
+                    Phase::Ab => self.pop("a", i, &Self::src_or_idx(i)),
+                    Phase::AaEven => self.pop("a", i, "idx"),
+                    Phase::AaOdd => self.pop("a", OPP[i], &Self::src_or_idx(i)),
                 }),
             }
         };
@@ -143,9 +148,9 @@ impl KernelSpec {
             // slot ī of the solid source itself (every odd-step write goes to x + c_i, so a paired word is
             // always written whole), which is where the even step reads it.
             let bounced = match self.phase {
-                Phase::Ab => read(format!("a{o}[idx]"), "false"),
-                Phase::AaOdd => read(format!("a{i}[idx]"), "false"),
-                Phase::AaEven => read(format!("a{o}[s{i}]"), Self::swapped(i)),
+                Phase::Ab => read(self.pop("a", o, "idx"), "false"),
+                Phase::AaOdd => read(self.pop("a", i, "idx"), "false"),
+                Phase::AaEven => read(self.pop("a", o, &format!("s{i}")), Self::swapped(i)),
             };
             outgoing[i] = bounced.clone();
             let wall = format!(
@@ -171,7 +176,7 @@ impl KernelSpec {
             let own = if self.stashed() {
                 stash_elem(i)
             } else {
-                read(format!("a{i}[idx]"), "false")
+                read(self.pop("a", i, "idx"), "false")
             };
             let obit = 1u32 << (MASK_SHIFT as usize + o);
             let _ = writeln!(
@@ -310,11 +315,15 @@ if (fl & {bit}u) != 0u {{
                 let v = self.store(format!("o{i}"));
                 let _ = match (pair, self.phase) {
                     (Some(c), _) => writeln!(b, "q{c}{i} = o{i};"),
-                    (None, Phase::Ab) => writeln!(b, "b{i}[idx] = {v};"),
-                    (None, Phase::AaEven) => writeln!(b, "a{o}[idx] = {v};"),
-                    (None, Phase::AaOdd) if i == 0 => writeln!(b, "a0[idx] = {v};"),
+                    (None, Phase::Ab) => writeln!(b, "{} = {v};", self.pop("b", i, "idx")),
+                    (None, Phase::AaEven) => writeln!(b, "{} = {v};", self.pop("a", o, "idx")),
+                    (None, Phase::AaOdd) if i == 0 => {
+                        writeln!(b, "{} = {v};", self.pop("a", 0, "idx"))
+                    }
                     // Into slot i of x + c_i, also when that cell is solid (see the gather above).
-                    (None, Phase::AaOdd) => writeln!(b, "a{i}[s{o}] = {v};"),
+                    (None, Phase::AaOdd) => {
+                        writeln!(b, "{} = {v};", self.pop("a", i, &format!("s{o}")))
+                    }
                 };
             }
         }

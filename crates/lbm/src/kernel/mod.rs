@@ -112,6 +112,9 @@ pub struct KernelSpec {
     pub cells: u32,
     /// A cost taken out of the step to measure it (`bespoke lab`); the results are then not the physics.
     pub ablation: Option<Ablation>,
+    /// 0: each direction is its own binding (`a0`…`a8`). Otherwise the nine directions share one buffer, this
+    /// many u32 words apart, bound once (`a`, and `b` for the two-lattice step) and indexed `a[i·S + k]`.
+    pub one_buffer: usize,
 }
 
 /// A part of the step left out, to measure what it costs (the lab's ablations; never in a simulation).
@@ -182,6 +185,7 @@ impl KernelSpec {
             + &self
                 .ablation
                 .map_or(String::new(), |a| format!("-ablate-{}", a.name()))
+            + if self.one_buffer > 0 { "-1buf" } else { "" }
     }
 
     /// Interpolated bounce-back is generated for lattices with wall distances.
@@ -203,10 +207,11 @@ impl KernelSpec {
 
     /// Storage bindings the kernel declares.
     pub fn storage_bindings(&self) -> usize {
-        let pops = match (self.phase, self.mode) {
-            (Phase::Ab, Mode::Step) => 18,
-            _ => 9,
+        let sets = match (self.phase, self.mode) {
+            (Phase::Ab, Mode::Step) => 2,
+            _ => 1,
         };
+        let pops = if self.one_buffer > 0 { sets } else { 9 * sets };
         pops + if self.flags { 2 } else { 0 }
             + usize::from(self.stashed())
             + match self.mode {
@@ -242,6 +247,23 @@ impl KernelSpec {
         match self.layout() {
             Layout::F16Single => format!("st1({value})"),
             _ => value,
+        }
+    }
+
+    /// Element `index` of direction `i` of population set `set` (`a`, or `b` the two-lattice step writes).
+    fn pop(&self, set: &str, i: usize, index: &str) -> String {
+        if self.one_buffer == 0 {
+            return format!("{set}{i}[{index}]");
+        }
+        // The stride in elements of the array's type (f16 elements: two per word).
+        let per_word = if self.layout() == Layout::F16Single {
+            2
+        } else {
+            1
+        };
+        match i * self.one_buffer * per_word {
+            0 => format!("{set}[{index}]"),
+            start => format!("{set}[{start}u + {index}]"),
         }
     }
 
@@ -397,18 +419,20 @@ fn rt(v: f32) -> f32 {{
             (Phase::Ab, _) | (_, Mode::Macro | Mode::Probe) => "read",
             _ => "read_write",
         };
-        for i in 0..9 {
-            let _ = writeln!(
-                s,
-                "@group(0) @binding({binding}) var<storage, {src_access}> a{i}: array<{ty}>;"
-            );
-            binding += 1;
-        }
+        let mut sets = vec![("a", src_access)];
         if self.phase == Phase::Ab && self.mode == Mode::Step {
-            for i in 0..9 {
+            sets.push(("b", "read_write"));
+        }
+        for (set, access) in sets {
+            let names: Vec<String> = if self.one_buffer > 0 {
+                vec![set.to_owned()]
+            } else {
+                (0..9).map(|i| format!("{set}{i}")).collect()
+            };
+            for name in names {
                 let _ = writeln!(
                     s,
-                    "@group(0) @binding({binding}) var<storage, read_write> b{i}: array<{ty}>;"
+                    "@group(0) @binding({binding}) var<storage, {access}> {name}: array<{ty}>;"
                 );
                 binding += 1;
             }
@@ -580,9 +604,9 @@ fn update(idx: u32) {{
         for i in 0..9 {
             let o = OPP[i];
             let (word, swap) = match self.phase {
-                Phase::Ab => (format!("a{i}[{}]", Self::src_or_idx(i)), Self::swapped(i)),
-                Phase::AaEven => (format!("a{i}[idx]"), "false"),
-                Phase::AaOdd => (format!("a{o}[{}]", Self::src_or_idx(i)), Self::swapped(i)),
+                Phase::Ab => (self.pop("a", i, &Self::src_or_idx(i)), Self::swapped(i)),
+                Phase::AaEven => (self.pop("a", i, "idx"), "false"),
+                Phase::AaOdd => (self.pop("a", o, &Self::src_or_idx(i)), Self::swapped(i)),
             };
             let _ = writeln!(s, "    let g{i} = ld({word}, {swap});");
         }
@@ -604,12 +628,19 @@ fn update(idx: u32) {{
                 let o = OPP[i];
                 let v = format!("vec2<f32>(qa{i}, qb{i})");
                 let _ = match self.phase {
-                    Phase::Ab => writeln!(s, "    b{i}[idx] = st({v}, false);"),
-                    Phase::AaEven => writeln!(s, "    a{o}[idx] = st({v}, false);"),
-                    Phase::AaOdd if i == 0 => writeln!(s, "    a0[idx] = st({v}, false);"),
-                    Phase::AaOdd => {
-                        writeln!(s, "    a{i}[s{o}] = st({v}, {});", Self::swapped(o))
+                    Phase::Ab => writeln!(s, "    {} = st({v}, false);", self.pop("b", i, "idx")),
+                    Phase::AaEven => {
+                        writeln!(s, "    {} = st({v}, false);", self.pop("a", o, "idx"))
                     }
+                    Phase::AaOdd if i == 0 => {
+                        writeln!(s, "    {} = st({v}, false);", self.pop("a", 0, "idx"))
+                    }
+                    Phase::AaOdd => writeln!(
+                        s,
+                        "    {} = st({v}, {});",
+                        self.pop("a", i, &format!("s{o}")),
+                        Self::swapped(o)
+                    ),
                 };
             }
         }

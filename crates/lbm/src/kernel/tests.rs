@@ -17,7 +17,10 @@ fn every_kernel_validates() {
             ] {
                 for (flags, curved) in [(false, false), (true, false), (true, true)] {
                     for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
-                        for mode in [Mode::Step, Mode::Macro, Mode::Probe] {
+                        for (mode, one_buffer) in [Mode::Step, Mode::Macro, Mode::Probe]
+                            .into_iter()
+                            .flat_map(|m| [(m, 0), (m, 256)])
+                        {
                             let spec = KernelSpec {
                                 nx: 37,
                                 ny,
@@ -41,6 +44,8 @@ fn every_kernel_validates() {
                                     Phase::AaOdd => 4,
                                 },
                                 ablation: None,
+                                // Nine bindings, or one buffer for all directions 256 words apart.
+                                one_buffer,
                             };
                             assert_eq!(
                                 spec.per_invocation() > 1,
@@ -59,7 +64,7 @@ fn every_kernel_validates() {
             }
         }
     }
-    assert_eq!(n, 486);
+    assert_eq!(n, 972);
 }
 
 #[test]
@@ -97,6 +102,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             wg: WG,
             cells: 1,
             ablation: None,
+            one_buffer: 0,
         };
         insta::assert_snapshot!(spec.name(), spec.generate());
     }
@@ -125,6 +131,7 @@ fn ablated_step_kernels_validate() {
                         wg: 128,
                         cells: 1,
                         ablation: Some(ablation),
+                        one_buffer: 0,
                     };
                     let src = spec.generate();
                     let f16 = spec.layout() == Layout::F16Single;

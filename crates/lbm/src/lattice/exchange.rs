@@ -7,9 +7,11 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bespoke_comm::{Comm, Expect, Message};
-use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch, Timing, TimingSource, bytemuck};
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, Timing, TimingSource, bytemuck};
 
-use super::{Lattice, cell_bits, check_shape, pops, prepare_launch, put_cell_bits};
+use super::{
+    Lattice, Pops, StepShape, cell_bits, check_shape, pops, prepare_launch, put_cell_bits,
+};
 use crate::config::{Config, Layout, Streaming};
 use crate::distributed::plan::{Kind, Lists, halo_kernel, lists, pack_entries, unpack_entries};
 use crate::distributed::{Block, Decomposition, ExchangeStats, Ranks};
@@ -164,7 +166,10 @@ impl<'g> Lattice<'g> {
             encoded,
             curved,
             block.edges(),
-            None,
+            ranks.shape.clone().map(|s| StepShape {
+                source: "given".into(),
+                ..s
+            }),
         )?;
         let plans = if size == 1 {
             [None, None]
@@ -174,7 +179,7 @@ impl<'g> Lattice<'g> {
                 Streaming::InPlace => (Kind::Pull { opp: true }, Kind::Push),
             };
             let src1 = if cfg.streaming == Streaming::Ab {
-                &lat.b
+                lat.spare_b()?
             } else {
                 &lat.a
             };
@@ -240,7 +245,7 @@ impl<'g> Lattice<'g> {
             rects,
             tag: "-ring",
         };
-        let launch = |phase: Phase, region: Region, pops: Vec<&GpuBuffer<u32>>| -> Result<Launch> {
+        let launch = |phase: Phase, region: Region, pops: Vec<Arg<'_>>| -> Result<Launch> {
             let spec = crate::kernel::KernelSpec {
                 region,
                 ..self.spec(phase, Mode::Step)
@@ -248,17 +253,17 @@ impl<'g> Lattice<'g> {
             let grid = self
                 .gpu
                 .grid_for(spec.launched() as u64, spec.wg, self.shape.grid)?;
-            prepare_launch(self.gpu, &spec, &pops, self.flag_bufs.as_ref(), &[], grid)
+            prepare_launch(self.gpu, &spec, pops, self.flag_bufs.as_ref(), &[], grid)
         };
         let pair = |region: Region| -> Result<[Launch; 2]> {
             Ok(match self.cfg.streaming {
                 Streaming::Ab => [
-                    launch(Phase::Ab, region, pops(&self.a, &self.b))?,
-                    launch(Phase::Ab, region, pops(&self.b, &self.a))?,
+                    launch(Phase::Ab, region, pops(&self.a, Some(self.spare_b()?)))?,
+                    launch(Phase::Ab, region, pops(self.spare_b()?, Some(&self.a)))?,
                 ],
                 Streaming::InPlace => [
-                    launch(Phase::AaOdd, region, pops(&self.a, &[]))?,
-                    launch(Phase::AaEven, region, pops(&self.a, &[]))?,
+                    launch(Phase::AaOdd, region, pops(&self.a, None))?,
+                    launch(Phase::AaEven, region, pops(&self.a, None))?,
                 ],
             })
         };
@@ -551,7 +556,7 @@ fn plan(
     d: &Decomposition,
     me: usize,
     kind: Kind,
-    pops: &[GpuBuffer<u32>],
+    pops: &Pops,
 ) -> Result<Plan> {
     let l = lists(d, me, kind);
     let (layout, n): (Layout, usize) = (cfg.layout(), cfg.cells());
@@ -571,7 +576,7 @@ fn plan(
     let recv = gpu.alloc::<u32>(recvs.len().max(1))?;
     let launch =
         |unpack: bool, ent: &GpuBuffer<[u32; 4]>, buf: &GpuBuffer<u32>| -> Result<Launch> {
-            let mut args: Vec<_> = pops.iter().map(GpuBuffer::arg).collect();
+            let mut args = pops.dir_args();
             args.push(ent.arg());
             args.push(buf.arg());
             let name = if unpack {

@@ -1,13 +1,16 @@
 //! A lattice on the device: population buffers (one per direction, so a domain can be 9× larger than one
-//! binding), the flag field, prepared launches for both parities, and host-side access that reads back only
+//! binding, or one for all where the launch shape asks and it fits: [`pops`]), the flag field, prepared launches for both parities, and host-side access that reads back only
 //! when asked.
 
 mod exchange;
+mod pops;
 mod shape;
 
+pub(crate) use pops::Pops;
+
 pub use shape::{
-    CELL_CANDIDATES, MAX_CELLS, STEP_WORKGROUPS, StepShape, candidates, step_shape, step_shape_in,
-    user_cache,
+    CELL_CANDIDATES, MAX_CELLS, STEP_WORKGROUPS, StepShape, candidates, one_buffer_fits,
+    step_shape, step_shape_in, user_cache,
 };
 
 use std::rc::Rc;
@@ -39,8 +42,8 @@ pub struct Lattice<'g> {
     pub(crate) flags: Rc<Flags>,
     pub(crate) encoded: Option<EncodedFlags>,
     /// The populations: `a` always, `b` for two-lattice streaming.
-    pub(crate) a: Vec<GpuBuffer<u32>>,
-    pub(crate) b: Vec<GpuBuffer<u32>>,
+    pub(crate) a: Pops,
+    pub(crate) b: Option<Pops>,
     pub(crate) flag_bufs: Option<Boundary>,
     /// Step launches by parity: two-lattice a→b, b→a; in-place odd, even.
     pub(crate) steps: [Launch; 2],
@@ -192,8 +195,11 @@ impl<'g> Lattice<'g> {
         };
         let words = cfg.layout().words(cfg.cells());
         let max_bindings = gpu.limits().max_storage_buffers_per_shader_stage as usize;
+        // Allocated before the kernels are made: one buffer for all directions sets their stride.
+        let a = Pops::alloc(gpu, words, shape.one_buffer)?;
         let spec = |phase, mode| KernelSpec {
             edges,
+            one_buffer: a.stride().unwrap_or(0),
             ..lattice_spec(&cfg, encoded.is_some(), curved, phase, mode, &shape)
         };
         for mode in [Mode::Step, Mode::Macro] {
@@ -217,16 +223,10 @@ impl<'g> Lattice<'g> {
             }
         }
 
-        let alloc = || -> Result<Vec<GpuBuffer<u32>>> {
-            (0..9)
-                .map(|_| gpu.alloc_filled::<u32>(words, 0).map_err(LbmError::from))
-                .collect()
-        };
-        let a = alloc()?;
         let b = if cfg.streaming == Streaming::Ab {
-            alloc()?
+            Some(Pops::alloc(gpu, words, shape.one_buffer)?)
         } else {
-            Vec::new()
+            None
         };
         let flag_bufs = match &encoded {
             Some(e) => Some(Boundary {
@@ -247,24 +247,27 @@ impl<'g> Lattice<'g> {
             shape.workgroup,
             shape.grid,
         )?;
-        let prepare = |phase, pops: Vec<&GpuBuffer<u32>>| {
+        let prepare = |phase, pops: Vec<Arg<'_>>| {
             prepare_launch(
                 gpu,
                 &spec(phase, Mode::Step),
-                &pops,
+                pops,
                 flag_bufs.as_ref(),
                 &[],
                 grid,
             )
         };
         let steps = match cfg.streaming {
-            Streaming::Ab => [
-                prepare(Phase::Ab, pops(&a, &b))?,
-                prepare(Phase::Ab, pops(&b, &a))?,
-            ],
+            Streaming::Ab => {
+                let b = b.as_ref().expect("two lattices");
+                [
+                    prepare(Phase::Ab, pops(&a, Some(b)))?,
+                    prepare(Phase::Ab, pops(b, Some(&a)))?,
+                ]
+            }
             Streaming::InPlace => [
-                prepare(Phase::AaOdd, pops(&a, &[]))?,
-                prepare(Phase::AaEven, pops(&a, &[]))?,
+                prepare(Phase::AaOdd, pops(&a, None))?,
+                prepare(Phase::AaEven, pops(&a, None))?,
             ],
         };
         Ok(Self {
@@ -394,6 +397,7 @@ impl<'g> Lattice<'g> {
     pub(crate) fn spec(&self, phase: Phase, mode: Mode) -> KernelSpec {
         KernelSpec {
             edges: self.edges,
+            one_buffer: self.a.stride().unwrap_or(0),
             ..lattice_spec(
                 &self.cfg,
                 self.encoded.is_some(),
@@ -413,19 +417,21 @@ impl<'g> Lattice<'g> {
         extra: &[Arg<'_>],
         grid: Grid,
     ) -> Result<[Launch; 2]> {
-        let prepare = |phase: Phase, pops: &[GpuBuffer<u32>]| -> Result<Launch> {
-            let pops: Vec<&GpuBuffer<u32>> = pops.iter().collect();
+        let prepare = |phase: Phase, pops: &Pops| -> Result<Launch> {
             prepare_launch(
                 self.gpu,
                 &self.spec(phase, mode),
-                &pops,
+                pops.kernel_args(),
                 self.flag_bufs.as_ref(),
                 extra,
                 grid,
             )
         };
         Ok(match self.cfg.streaming {
-            Streaming::Ab => [prepare(Phase::Ab, &self.a)?, prepare(Phase::Ab, &self.b)?],
+            Streaming::Ab => [
+                prepare(Phase::Ab, &self.a)?,
+                prepare(Phase::Ab, self.spare_b()?)?,
+            ],
             Streaming::InPlace => [
                 prepare(Phase::AaOdd, &self.a)?,
                 prepare(Phase::AaEven, &self.a)?,
@@ -445,17 +451,34 @@ impl<'g> Lattice<'g> {
     /// Fills the spare lattice of two-lattice streaming with NaN, so a population a step fails to write shows.
     #[doc(hidden)]
     pub fn poison_spare(&self) -> Result<()> {
-        let spare = if self.parity == 0 { &self.b } else { &self.a };
         if self.cfg.streaming == Streaming::Ab {
+            let spare = if self.parity == 0 {
+                self.spare_b()?
+            } else {
+                &self.a
+            };
             let nan = match self.cfg.storage {
                 Storage::F32 => NAN_F32,
                 Storage::F16 => NAN_F16X2,
             };
-            for buf in spare {
-                self.gpu.fill(buf, nan)?;
-            }
+            spare.fill(self.gpu, nan)?;
         }
         Ok(())
+    }
+
+    /// The second lattice of two-lattice streaming.
+    pub(crate) fn spare_b(&self) -> Result<&Pops> {
+        self.b.as_ref().ok_or_else(|| {
+            LbmError::State("an in-place lattice has no second set of populations".into())
+        })
+    }
+
+    /// The populations holding parity `p`'s state: `a` for 0 (and always in place), `b` for 1.
+    pub(crate) fn pops_of(&self, p: usize) -> Result<&Pops> {
+        match (p, &self.b) {
+            (1, Some(b)) => Ok(b),
+            _ => Ok(&self.a),
+        }
     }
 }
 
@@ -528,6 +551,7 @@ fn lattice_spec(
         } else {
             None
         },
+        one_buffer: 0,
     }
 }
 
@@ -541,15 +565,15 @@ pub(crate) struct Boundary {
 
 /// A launch of a lattice kernel: the population buffers, then the flag field, its table and the stash when there
 /// are, then `extra`, in binding order.
-pub(crate) fn prepare_launch(
+pub(crate) fn prepare_launch<'a>(
     gpu: &Gpu,
     spec: &KernelSpec,
-    pops: &[&GpuBuffer<u32>],
-    flag_bufs: Option<&Boundary>,
-    extra: &[Arg<'_>],
+    pops: Vec<Arg<'a>>,
+    flag_bufs: Option<&'a Boundary>,
+    extra: &[Arg<'a>],
     grid: Grid,
 ) -> Result<Launch> {
-    let mut args: Vec<Arg<'_>> = pops.iter().map(|b| b.arg()).collect();
+    let mut args: Vec<Arg<'a>> = pops;
     if let Some(b) = flag_bufs {
         args.push(b.codes.arg());
         args.push(b.table.arg());
@@ -569,10 +593,9 @@ pub(crate) fn prepare_launch(
     Ok(gpu.prepare(&kernel, &args, grid)?)
 }
 
-/// Both lattices' buffers in binding order.
-pub(crate) fn pops<'a>(
-    first: &'a [GpuBuffer<u32>],
-    second: &'a [GpuBuffer<u32>],
-) -> Vec<&'a GpuBuffer<u32>> {
-    first.iter().chain(second).collect()
+/// A step kernel's population arguments in binding order: the lattice it reads, then the one it writes.
+pub(crate) fn pops<'a>(first: &'a Pops, second: Option<&'a Pops>) -> Vec<Arg<'a>> {
+    let mut args = first.kernel_args();
+    args.extend(second.map(Pops::kernel_args).into_iter().flatten());
+    args
 }

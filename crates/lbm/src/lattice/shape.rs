@@ -5,7 +5,8 @@
 //! every candidate on lavapipe).
 
 use bespoke_gpu::{
-    DiskCache, Gpu, GridLayout, fastest_unless_close, median, remembered_json, tune_per_invocation,
+    DiskCache, Gpu, GridLayout, TUNE_MARGIN, fastest_unless_close, median, remembered_json,
+    tune_per_invocation,
 };
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +25,7 @@ const GPU_SIDE: usize = 2048;
 const CPU_SIDE: usize = 128;
 
 /// The version of the cached decisions: raise it when the candidates or the kernel change what they mean.
-const CACHE_VERSION: u32 = 2;
+const CACHE_VERSION: u32 = 3;
 
 /// What the choice was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,14 @@ pub struct StepShape {
     /// A part of the step left out to measure its cost (`Lattice::with_step_shape`, the lab only: not the physics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ablation: Option<Ablation>,
+    /// The nine directions in one buffer, bound once by the step kernel (false: a buffer and a binding each).
+    /// Only where nine directions fit one buffer and binding of the adapter.
+    #[serde(default)]
+    pub one_buffer: bool,
+    /// Seconds per pair of steps at the chosen workgroup and cells with one buffer for all directions, when
+    /// that was timed (against the nine buffers' time in `timed_cells`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_one_buffer: Option<f64>,
 }
 
 fn one_cell() -> u32 {
@@ -72,6 +81,8 @@ impl StepShape {
             source: "default".into(),
             grid: GridLayout::Rows,
             ablation: None,
+            one_buffer: false,
+            timed_one_buffer: None,
         }
     }
 
@@ -86,13 +97,23 @@ impl StepShape {
     /// `wg 256, 2 cells per invocation (tuned)` and the like, for the CLI.
     pub fn describe(&self) -> String {
         format!(
-            "workgroup {}, {} cell{} per invocation ({})",
+            "workgroup {}, {} cell{} per invocation, {} ({})",
             self.workgroup,
             self.cells,
             if self.cells == 1 { "" } else { "s" },
+            if self.one_buffer {
+                "one buffer for all directions"
+            } else {
+                "a buffer per direction"
+            },
             self.source
         )
     }
+}
+
+/// Whether the nine directions of a lattice like `cfg` fit one buffer and binding of `gpu`.
+pub fn one_buffer_fits(gpu: &Gpu, cfg: &Config) -> bool {
+    super::pops::one_buffer_misfit(gpu, cfg.layout().words(cfg.cells())).is_none()
 }
 
 /// The workgroup sizes of [`STEP_WORKGROUPS`] this adapter can launch.
@@ -137,7 +158,9 @@ pub fn step_shape_in(
         &key(gpu, cfg, flags),
         "the lattice's launch shape",
         |s: &StepShape| {
-            candidates(gpu).contains(&s.workgroup) && (1..=MAX_CELLS).contains(&s.cells)
+            candidates(gpu).contains(&s.workgroup)
+                && (1..=MAX_CELLS).contains(&s.cells)
+                && (!s.one_buffer || one_buffer_fits(gpu, cfg))
         },
         || tune(gpu, cfg, flags),
     )?;
@@ -196,6 +219,22 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
             ..StepShape::given()
         })
     })?;
+    // Then one buffer for all directions at that shape, where the lattice asked for fits one.
+    let nine = timed_cells
+        .iter()
+        .find(|(c, _)| *c == cells)
+        .map_or(f64::INFINITY, |t| t.1);
+    let timed_one_buffer = if one_buffer_fits(gpu, cfg) {
+        Some(time(StepShape {
+            workgroup,
+            cells,
+            one_buffer: true,
+            ..StepShape::given()
+        })?)
+    } else {
+        None
+    };
+    let one_buffer = timed_one_buffer.is_some_and(|t| t < TUNE_MARGIN * nine);
     Ok(StepShape {
         workgroup,
         cells,
@@ -204,5 +243,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         source: "tuned".into(),
         grid: GridLayout::Rows,
         ablation: None,
+        one_buffer,
+        timed_one_buffer,
     })
 }
