@@ -288,7 +288,7 @@ fn run_diffusion<T: Real>(
                 }
             };
             let info = json!({
-                "ranks": comm.size(), "transport": comm.kind(), "partition": "metis k-way",
+                "ranks": comm.size(), "transport": comm.kind(), "partition": bespoke_fv::ordering::partition_method(comm.size()),
                 "rank0_tets": own, "rank0_interior": interior, "rank0_ghosts": ghosts, "overlap": d.overlapped(),
                 "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
                 "exchange_seconds_per_step_rank0": per(st.seconds),
@@ -312,9 +312,10 @@ fn run_diffusion<T: Real>(
     println!("  step shape {}", shape.name());
     if let Some(d) = &dist {
         println!(
-            "  ranks {} ({}, METIS k-way): rank 0 owns {} tets ({} interior) and {} ghosts, exchanges {:.0} B per step in {:.3} ms",
+            "  ranks {} ({}, {}): rank 0 owns {} tets ({} interior) and {} ghosts, exchanges {:.0} B per step in {:.3} ms",
             d["ranks"],
             d["transport"].as_str().unwrap_or(""),
+            d["partition"].as_str().unwrap_or(""),
             d["rank0_tets"],
             d["rank0_interior"],
             d["rank0_ghosts"],

@@ -139,7 +139,7 @@ fn fv_on_thread_ranks_matches_one_rank_bit_for_bit() {
             "fv on {r} ranks: the VTU differs from one rank"
         );
         assert!(
-            text.contains(&format!("ranks {r} (threads, METIS k-way)")),
+            text.contains(&format!("ranks {r} (threads, METIS recursive bisection)")),
             "{text}"
         );
     }

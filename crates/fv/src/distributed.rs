@@ -1,4 +1,4 @@
-//! Diffusion across ranks: a METIS k-way partition of the tets (computed on rank 0, broadcast), each rank its
+//! Diffusion across ranks: a METIS partition of the tets (computed on rank 0, broadcast), each rank its
 //! own tets (interior first, then those with a neighbour on another rank, each group in the in-rank ordering
 //! asked for) plus a ghost layer of its neighbours' tets, and before every step the ghost values moved from
 //! their owners: packed on the device, read back, exchanged through [`Comm`], uploaded and unpacked.
@@ -93,7 +93,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     )
 }
 
-/// Every rank's part (`part[t]`): METIS k-way on rank 0, broadcast, so that every rank holds the same.
+/// Every rank's part (`part[t]`): METIS on rank 0 (recursive bisection up to 8 parts, k-way past), broadcast, so that every rank holds the same.
 pub fn partition(comm: &dyn Comm, op: &Operator) -> Result<Vec<u32>> {
     let p = comm.size();
     if p > op.n() {

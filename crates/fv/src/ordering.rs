@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use crate::error::{FvError, Result};
 use crate::operator::Operator;
-use bespoke_gpu::prefetch;
 use bespoke_gpu::rng::{SliceRandom, seeded};
+use bespoke_gpu::{par_fill, prefetch};
 
 /// new index → old index and its inverse.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,10 +58,18 @@ impl Permutation {
     }
 
     /// A field in the new order (entries past n, like the Dirichlet ghost, keep their place).
-    pub fn apply<T: Copy>(&self, old: &[T]) -> Vec<T> {
+    pub fn apply<T: Copy + Send + Sync>(&self, old: &[T]) -> Vec<T> {
         let n = self.len();
-        let mut out: Vec<T> = self.new_to_old.iter().map(|&o| old[o as usize]).collect();
-        out.extend_from_slice(&old[n..]);
+        // A gather at random (the orderings' point is that old and new neighbours differ): on every core, each
+        // element asked for a while before it is read.
+        const AHEAD: usize = 16;
+        let mut out = old.to_vec();
+        par_fill(&mut out[..n], |i, v| {
+            if let Some(&o) = self.new_to_old.get(i + AHEAD) {
+                prefetch(old.as_ptr().wrapping_add(o as usize));
+            }
+            *v = old[self.new_to_old[i] as usize];
+        });
         out
     }
 
@@ -83,13 +91,13 @@ impl Permutation {
                 j
             }
         };
+        let mut indices = vec![[0u32; 4]; self.new_to_old.len()];
+        par_fill(&mut indices, |i, row| {
+            *row = op.indices[self.new_to_old[i] as usize].map(map)
+        });
         Operator {
             values: self.apply(&op.values),
-            indices: self
-                .new_to_old
-                .iter()
-                .map(|&o| op.indices[o as usize].map(map))
-                .collect(),
+            indices,
             volumes: self.apply(&op.volumes),
             centroids: self.apply(&op.centroids),
             boundary: op.boundary,
@@ -437,7 +445,16 @@ pub fn metis_blocks(op: &Operator, block: usize) -> Result<Permutation> {
     Permutation::from_new_to_old(new_to_old)
 }
 
-/// METIS k-way part of every tet (`parts` ≥ 1).
+/// The METIS method [`metis_partition`] uses for `parts` parts, as reports name it.
+pub fn partition_method(parts: usize) -> &'static str {
+    if parts <= 8 {
+        "METIS recursive bisection"
+    } else {
+        "METIS k-way"
+    }
+}
+
+/// METIS part of every tet (`parts` ≥ 1): recursive bisection up to 8 parts, k-way past.
 pub fn metis_partition(op: &Operator, parts: usize) -> Result<Vec<u32>> {
     let n = op.n();
     if parts <= 1 || n <= 1 {
@@ -447,10 +464,16 @@ pub fn metis_partition(op: &Operator, parts: usize) -> Result<Vec<u32>> {
     let mut part = vec![0 as metis::Idx; n];
     let nparts =
         metis::Idx::try_from(parts).map_err(|_| FvError::Metis(format!("{parts} parts")))?;
-    metis::Graph::new(1, nparts, &xadj, &adjncy)
-        .map_err(|e| FvError::Metis(format!("graph rejected: {e:?}")))?
-        .part_kway(&mut part)
-        .map_err(|e| FvError::Metis(format!("k-way partition failed: {e:?}")))?;
+    let graph = metis::Graph::new(1, nparts, &xadj, &adjncy)
+        .map_err(|e| FvError::Metis(format!("graph rejected: {e:?}")))?;
+    // METIS's manual: recursive bisection for a few parts, k-way past 8. On a 10.6 M-tet box in two it cut 19 899
+    // faces where k-way cut 21 688 (the plane between the halves: 18 432), in about the same time.
+    if partition_method(parts) == "METIS recursive bisection" {
+        graph.part_recursive(&mut part)
+    } else {
+        graph.part_kway(&mut part)
+    }
+    .map_err(|e| FvError::Metis(format!("partition into {parts} parts failed: {e:?}")))?;
     Ok(part.into_iter().map(|p| p as u32).collect())
 }
 
