@@ -7,6 +7,7 @@ mod pops;
 mod shape;
 
 pub(crate) use pops::Pops;
+pub use pops::one_buffer_bytes;
 
 pub use shape::{
     CELL_CANDIDATES, MAX_CELLS, STEP_WORKGROUPS, StepShape, candidates, one_buffer_fits,

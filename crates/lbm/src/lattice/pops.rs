@@ -19,13 +19,22 @@ pub(crate) struct Pops {
 
 /// Words between directions in one buffer: `words` rounded up to the storage offset alignment.
 pub(crate) fn one_buffer_stride(gpu: &Gpu, words: usize) -> usize {
-    let align = (gpu.limits().min_storage_buffer_offset_alignment as usize / 4).max(1);
+    stride_at(words, gpu.limits().min_storage_buffer_offset_alignment)
+}
+
+fn stride_at(words: usize, align_bytes: u32) -> usize {
+    let align = (align_bytes as usize / 4).max(1);
     words.div_ceil(align) * align
+}
+
+/// Bytes of one buffer holding the nine directions of `words` words each, each start aligned to `align_bytes`.
+pub fn one_buffer_bytes(words: usize, align_bytes: u32) -> u64 {
+    9 * stride_at(words, align_bytes) as u64 * 4
 }
 
 /// Why nine directions of `words` words each cannot share one buffer on `gpu` (None: they can).
 pub(crate) fn one_buffer_misfit(gpu: &Gpu, words: usize) -> Option<String> {
-    let bytes = 9 * one_buffer_stride(gpu, words) as u64 * 4;
+    let bytes = one_buffer_bytes(words, gpu.limits().min_storage_buffer_offset_alignment);
     let max_buffer = gpu.limits().max_buffer_size;
     let binding = gpu.binding_limit();
     if bytes > max_buffer.min(binding) {
