@@ -2,8 +2,9 @@
 //! at once (docs/gpu.md, "The lab"). Each kernel runs under the candidate launch shapes and under ablations that
 //! take one cost out, each row with its fraction of the copy probe and its ratio to the default's time:
 //! - copy: each copy variant at the probe's size (which walk the adapter likes);
-//! - lbm: the bench lattice (f32 and f16, two lattices and in place) at every step workgroup, without collision,
-//!   with the wrap by mask, and with a flag field read (channel walls);
+//! - lbm: the bench lattice (f32 and f16, two lattices and in place) at every step workgroup, with several cells
+//!   per invocation, with one buffer for all directions, without collision, without pulls, with the wrap by mask,
+//!   and with a flag field read (channel walls);
 //! - mm: the shipped operators at the lab's N (2^19 on a GPU), f32 and f64: the tuner's choice against its access floor (its
 //!   loads and stores alone, the operator as a copy of its bytes) and the copy floor;
 //! - fv: the `fv` section's mesh, METIS-ordered: every gather layout at every workgroup size and without the
@@ -126,8 +127,8 @@ fn reps(ctx: &BenchContext<'_>) -> usize {
 
 /// The lattice variants the lab times: every step workgroup the adapter launches, 2 and 4 cells per invocation
 /// at the default workgroup and at 256, one buffer for all directions (bound once, as a CUDA code indexes one
-/// allocation) at the default workgroup and at 256, then the default workgroup without collision, with the mask
-/// wrap, reading a flag field, and in the split 1-D grid (a dispatch per 65 535 workgroups, each a barrier apart,
+/// allocation) at the default workgroup and at 256, then the default workgroup without collision, without pulls
+/// (every population from the cell's own slots), with the mask wrap, reading a flag field, and in the split 1-D grid (a dispatch per 65 535 workgroups, each a barrier apart,
 /// as every step ran until 2026-11-26) instead of one 2-D dispatch.
 pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
     let plain = |workgroup| StepVariant {
@@ -156,7 +157,7 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
             ..plain(workgroup)
         });
     }
-    for ablation in [Ablation::NoCollision, Ablation::MaskWrap] {
+    for ablation in [Ablation::NoCollision, Ablation::NoPull, Ablation::MaskWrap] {
         v.push(StepVariant {
             ablation: Some(ablation),
             ..plain(WG)

@@ -306,6 +306,74 @@ fn ablations_wrap_alike_and_stream_without_colliding() {
     }
 }
 
+/// The no-pull ablation collides every cell where it is: on a uniform state (where streaming moves nothing) it
+/// gives the full step's bits; on a random one, a uniform field stepped alone per cell — each cell's populations
+/// after the ablated steps are those a uniform lattice of that cell's state reaches.
+#[test]
+fn no_pull_collides_in_place_and_streams_nothing() {
+    use bespoke_lbm::kernel::Ablation;
+    let Some(gpu) = test_gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(fresh_seed());
+    for (storage, streaming) in [
+        (Storage::F32, Streaming::Ab),
+        (Storage::F16, Streaming::InPlace),
+        (Storage::F32, Streaming::InPlace),
+    ] {
+        let (nx, ny) = (16, 8);
+        let cfg = Config {
+            storage,
+            streaming,
+            force: [1e-5, 0.0],
+            ..Config::new(nx, ny, Collision::trt(0.9))
+        };
+        let flags = Rc::new(Flags::fluid(nx, ny));
+        let ablated = |state: &(dyn Fn(usize, usize) -> (f64, [f64; 2]) + Sync)| {
+            let mut lat = Lattice::with_step_shape(
+                gpu,
+                cfg.clone(),
+                flags.clone(),
+                WG,
+                GridLayout::Rows,
+                Some(Ablation::NoPull),
+            )
+            .unwrap();
+            lat.init_equilibrium(state).unwrap();
+            lat.step(4).unwrap();
+            lat.populations().unwrap()
+        };
+        let full = |state: &(dyn Fn(usize, usize) -> (f64, [f64; 2]) + Sync)| {
+            let mut lat =
+                Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), WG).unwrap();
+            lat.init_equilibrium(state).unwrap();
+            lat.step(4).unwrap();
+            lat.populations().unwrap()
+        };
+        let n = nx * ny;
+        // A random state: each cell alone must match a uniform lattice of its own state, fully stepped.
+        let cells: Vec<(f64, [f64; 2])> = (0..n)
+            .map(|_| {
+                (
+                    rng.random_range(0.97..1.03),
+                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+                )
+            })
+            .collect();
+        let got = ablated(&|x, y| cells[y * nx + x]);
+        assert!(got.iter().all(|v| v.is_finite()));
+        for probe in [0, 37, n - 1] {
+            let uniform = full(&|_, _| cells[probe]);
+            for i in 0..9 {
+                assert!(
+                    got[i * n + probe].to_bits() == uniform[i * n + probe].to_bits(),
+                    "{storage:?} {streaming:?}: cell {probe} direction {i}: {} without pulls, {} uniform",
+                    got[i * n + probe],
+                    uniform[i * n + probe]
+                );
+            }
+        }
+    }
+}
+
 /// One buffer for all directions where nine fit one binding; refused by name, and never timed, where they do not;
 /// and where the adapter allows few storage buffers per kernel, a two-lattice step with flags (20 bindings as
 /// nine buffers each) runs with one buffer per lattice.

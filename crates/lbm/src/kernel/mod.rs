@@ -125,6 +125,10 @@ pub enum Ablation {
     /// The periodic wrap by a mask instead of compares and selects: the same neighbours on a lattice whose
     /// sides are powers of two (checked by the lattice), so the results stay exact there.
     MaskWrap,
+    /// Every population read from and written to the cell's own slots (no neighbour offsets, no fold swaps):
+    /// the step's loads and stores all aligned and coalesced, so its gap to the full step is what the pulls'
+    /// offsets cost. Cells collide where they are and nothing streams.
+    NoPull,
 }
 
 impl Ablation {
@@ -132,6 +136,7 @@ impl Ablation {
         match self {
             Self::NoCollision => "no-collision",
             Self::MaskWrap => "mask-wrap",
+            Self::NoPull => "no-pull",
         }
     }
 }
@@ -559,8 +564,9 @@ fn update(idx: u32) {{
             );
         }
         let mask = self.ablation == Some(Ablation::MaskWrap);
+        let no_pull = self.ablation == Some(Ablation::NoPull);
         if self.paired() {
-            s.push_str(if mask {
+            let rows = if mask {
                 "    let r = idx / NX;
     let ym = ((r - 1u) & (HR - 1u)) * NX;
     let yp = ((r + 1u) & (HR - 1u)) * NX;
@@ -575,7 +581,17 @@ fn update(idx: u32) {{
     let wm = r == 0u;
     let wp = r == HR - 1u;
 "
-            });
+            };
+            if no_pull {
+                // The ablation pulls nothing, so nothing crosses the fold.
+                s.push_str(
+                    &rows
+                        .replace("let wm = r == 0u;", "let wm = false;")
+                        .replace("let wp = r == HR - 1u;", "let wp = false;"),
+                );
+            } else {
+                s.push_str(rows);
+            }
         } else {
             s.push_str(if mask {
                 "    let y = idx / NX;
@@ -590,7 +606,12 @@ fn update(idx: u32) {{
             });
         }
         for i in 1..9 {
-            let _ = writeln!(s, "    let s{i} = {};", Self::source(i));
+            let src = if no_pull {
+                "idx".to_owned()
+            } else {
+                Self::source(i)
+            };
+            let _ = writeln!(s, "    let s{i} = {src};");
         }
 
         if !self.paired() {

@@ -110,7 +110,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
 
 #[test]
 fn ablated_step_kernels_validate() {
-    for ablation in [Ablation::NoCollision, Ablation::MaskWrap] {
+    for ablation in [Ablation::NoCollision, Ablation::MaskWrap, Ablation::NoPull] {
         for (storage, ny) in [(Storage::F32, 32), (Storage::F16, 32), (Storage::F16, 31)] {
             for flags in [false, true] {
                 for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
