@@ -13,9 +13,11 @@
 #   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
 #                 lbm: 8192²; fv: 16.5 M tets); bench-copy, bench-dense, bench-mm, bench-lbm, bench-fv run one
 #                 section each, when all of them together would pass the 10-minute limit
-#   lab           `bespoke lab`: copy variants; LBM 8192² at every step workgroup, without collision, with the mask
-#                 wrap, with a flag field; the 9 operators at N = 2^19 against their access and copy floors; FV
-#                 orderings × kernels (docs/gpu.md, "The lab"; sized for ≤ 4 minutes on an H100/H200)
+#   lab           `bespoke lab`: copy variants; LBM 8192² at every step workgroup, cells per invocation, one
+#                 buffer, without collision or pulls, with the mask wrap, with a flag field; the 9 operators at
+#                 N = 2^19 against their access and copy floors; FV orderings × kernels (docs/gpu.md, "The lab").
+#                 One group per stage: bench-lab-copy, bench-lab-lbm, bench-lab-mm, bench-lab-fv (each row is
+#                 also printed as it is measured, so a stage cut short keeps its rows in its log)
 #   dense         `mm dense-bench` (the model's pick) at issue 36's shapes: 2048³–8192³, 96×100 000×64,
 #                 343×100 000×1029 in f32; 2048³, 4096³ in f64; 4096³ f32 again with the bounds checks kept, and
 #                 at CUTLASS's SIMT point single- against double-buffered (kc 8 and 16)

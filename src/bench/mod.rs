@@ -66,15 +66,20 @@ pub trait Section {
 
 /// Every registered section, in the order they run.
 pub fn sections() -> Vec<Box<dyn Section>> {
-    vec![
+    let mut v: Vec<Box<dyn Section>> = vec![
         Box::new(copy::CopySection),
         Box::new(dense::DenseSection),
         Box::new(mm::MmSection),
         Box::new(lbm::LbmSection),
         Box::new(fv::FvSection),
         Box::new(scale::ScaleSection),
-        Box::new(lab::LabSection),
-    ]
+        Box::new(lab::LabSection::all()),
+    ];
+    // The lab's groups one by one (a GPU session's stages).
+    for s in lab::LabSection::groups() {
+        v.push(Box::new(s));
+    }
+    v
 }
 
 /// Probe settings for a run: the full 256 MiB (or the adapter's largest) unless `quick`.
