@@ -140,7 +140,8 @@ fn distributed(
             ..Ranks::new(Rc::new(comm))
         };
         let mut lat = Lattice::new_distributed(gpu, setup.0.clone(), setup.1.clone(), &ranks)?;
-        assert_eq!(lat.step_shape().one_buffer, p == 3);
+        // Three ranks are given one buffer; the others step in the tuned shape, which may be either.
+        assert!(p != 3 || lat.step_shape().one_buffer);
         lat.init_equilibrium(init(seed))?;
         Ok::<_, bespoke_lbm::LbmError>(observe(&mut lat, steps))
     })
