@@ -77,10 +77,10 @@ fn box_operator(
             (op, [mesh, t.elapsed().as_secs_f64()])
         }
         _ => {
-            // In the generator's numbering, not shuffled: every setup steps the box in the in-rank ordering,
-            // which is applied either way, and a shuffle only made the set-up slower (each step of it a cache miss:
-            // at 10.6 M tets on the 2-core VM, mesh and operator 5.5 s against 2.5, the ordering 4.1 s against
-            // 1.6).
+            // In the generator's numbering, not shuffled: every setup steps its tets in the in-rank ordering (a
+            // rank alone the box ordered, coupled ranks each its part ordered), applied either way, and a shuffle
+            // only made the set-up slower (each step of it a cache miss: at 10.6 M tets on the 2-core VM, mesh and
+            // operator 5.5 s against 2.5, the ordering 4.1 s against 1.6).
             let (mesh, adj) = BoxMesh {
                 cells,
                 jitter: 0.2,
@@ -98,11 +98,11 @@ fn box_operator(
     Ok((op, seconds))
 }
 
-/// A box, and what the setups of that box derived from it (each made once, by the first setup that needs it).
-struct SharedMesh {
+/// A box the coupled setups step, and what they derive from it (each made once).
+struct CoupledMesh {
     cells: [usize; 3],
-    /// The box's operator in the in-rank ordering.
-    op: Arc<Operator>,
+    /// The box in the generator's numbering: partitioned as it is, each rank then ordering its own part.
+    whole: Arc<Operator>,
     /// Every tet's rank (METIS on rank 0).
     part: Option<Rc<Vec<u32>>>,
     /// This rank's share of the partitioned operator.
@@ -194,40 +194,61 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             DEVICE_BYTES_PER_TET * tets / share
         },
     };
-    // Each box (in the in-rank ordering), its partition and this rank's part are made once, before any device
-    // work, and shared by the setups of that box: the coupled box (P boxes along x; at the default strong box on
-    // two ranks, the strong one too) first, partitioned on rank 0 while the other ranks make the single-rank box
-    // (thread ranks share it, so METIS, serial, runs beside that box's making), then each rank's part.
+    // The host state is made once, before any device work, and shared by the setups that need it: the coupled
+    // box (P boxes along x; at the default strong box on two ranks, the strong one too) in the generator's
+    // numbering; its partition, on rank 0, while the other ranks make the boxes a rank alone steps, in the in-rank
+    // ordering (thread ranks share them, so METIS, serial, runs beside their making); then each rank's part, which
+    // orders itself in-rank.
     let mut host = HostSetup::default();
     let started = Instant::now();
-    let make = |cells: [usize; 3], host: &mut HostSetup| -> Result<SharedMesh> {
+    let (coupled, alone) = ([p * c, c, c], [c, c, c]);
+    // Boxes in the in-rank ordering for the single-rank setups, by cells.
+    let mut ordered: Vec<([usize; 3], Arc<Operator>)> = Vec::new();
+    let make_ordered = |cells: [usize; 3], host: &mut HostSetup, whole_counted: bool| {
         let (op, [mesh_s, order_s]) = box_operator(cells, Some(o.ordering))?;
-        host.add(Stage::Mesh, root, op.n(), mesh_s);
+        if !whole_counted {
+            host.add(Stage::Mesh, root, op.n(), mesh_s);
+        }
         host.add(Stage::Ordering, root, op.n(), order_s);
-        Ok(SharedMesh {
+        Ok::<_, FvError>((cells, op))
+    };
+    let make_coupled = |cells: [usize; 3], host: &mut HostSetup| -> Result<CoupledMesh> {
+        let (whole, [mesh_s, _]) = box_operator(cells, None)?;
+        host.add(Stage::Mesh, root, whole.n(), mesh_s);
+        Ok(CoupledMesh {
             cells,
-            op,
+            whole,
             part: None,
             rank_part: None,
         })
     };
-    let (coupled, alone) = ([p * c, c, c], [c, c, c]);
-    let mut boxes = vec![make(coupled, &mut host)?];
-    let beside = (!root && alone != coupled).then(|| make(alone, &mut host));
-    // Every rank takes part in the partition's broadcast, whatever its own box did (an error then, not a hang).
-    let part = host.timed(Stage::Partition, root, boxes[0].op.n(), || {
-        partition(&*cc, &boxes[0].op)
-    })?;
-    if let Some(b) = beside.transpose()? {
-        boxes.push(b);
+    let mut meshes = vec![make_coupled(coupled, &mut host)?];
+    let mut singles = vec![alone];
+    if !singles.contains(&s) {
+        singles.push(s);
     }
-    let rank_part = host.timed(Stage::RankPart, root, boxes[0].op.n(), || {
-        RankPart::new(cc.rank(), p, &boxes[0].op, &part, o.ordering)
+    let beside: Result<()> = if root {
+        Ok(())
+    } else {
+        singles.iter().try_for_each(|&cells| {
+            ordered.push(make_ordered(cells, &mut host, cells == coupled)?);
+            Ok(())
+        })
+    };
+    // Every rank takes part in the partition's broadcast, whatever it made beside it (an error then, not a hang).
+    let part = host.timed(Stage::Partition, root, meshes[0].whole.n(), || {
+        partition(&*cc, &meshes[0].whole)
     })?;
-    boxes[0].part = Some(Rc::new(part));
-    boxes[0].rank_part = Some(Rc::new(rank_part));
-    if alone != coupled && !boxes.iter().any(|b| b.cells == alone) {
-        boxes.push(make(alone, &mut host)?);
+    beside?;
+    let rank_part = host.timed(Stage::RankPart, root, meshes[0].whole.n(), || {
+        RankPart::new(cc.rank(), p, &meshes[0].whole, &part, o.ordering)
+    })?;
+    meshes[0].part = Some(Rc::new(part));
+    meshes[0].rank_part = Some(Rc::new(rank_part));
+    for &cells in &singles {
+        if !ordered.iter().any(|(c, _)| *c == cells) {
+            ordered.push(make_ordered(cells, &mut host, cells == coupled)?);
+        }
     }
     host.wall += started.elapsed().as_secs_f64();
     let report = scaling::<FvError>(&*comm, &code, o.rounds, memory, |setup| {
@@ -237,26 +258,30 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             Setup::Weak { overlap } => Some(overlap),
             Setup::Strong => Some(true),
         };
-        // A strong box other than the coupled one is made when its setups come, after the others' boxes.
-        let at = match boxes.iter().position(|b| b.cells == cells) {
+        let (kind, layout) = (KernelKind::Gather, Layout::Texture);
+        let x_of = |op: &Operator| -> Vec<f64> {
+            op.centroids.iter().map(|q| 1.0 + q[0] * q[1]).collect()
+        };
+        let Some(overlap) = overlap else {
+            let Some((_, op)) = ordered.iter().find(|(c, _)| *c == cells) else {
+                unreachable!("every single-rank box is made before the setups")
+            };
+            let dt = 0.5 / op.max_row_sum();
+            return single(gpu, op, &x_of(op), kind, layout, dt, steps);
+        };
+        // A strong box other than the coupled one is made when its setups come.
+        let t = Instant::now();
+        let at = match meshes.iter().position(|m| m.cells == cells) {
             Some(at) => at,
             None => {
-                let t = Instant::now();
-                boxes.retain(|b| b.cells == cells);
-                boxes.push(make(cells, &mut host)?);
-                host.wall += t.elapsed().as_secs_f64();
-                boxes.len() - 1
+                meshes.push(make_coupled(cells, &mut host)?);
+                meshes.len() - 1
             }
         };
-        let shared = &mut boxes[at];
-        let op = shared.op.clone();
+        let shared = &mut meshes[at];
+        let op = shared.whole.clone();
         let dt = 0.5 / op.max_row_sum();
-        let x0: Vec<f64> = op.centroids.iter().map(|q| 1.0 + q[0] * q[1]).collect();
-        let (kind, layout) = (KernelKind::Gather, Layout::Texture);
-        let Some(overlap) = overlap else {
-            return single(gpu, &op, &x0, kind, layout, dt, steps);
-        };
-        let t = Instant::now();
+        let x0 = x_of(&op);
         let part = match &shared.part {
             Some(part) => part.clone(),
             None => {
