@@ -132,6 +132,22 @@ impl StepVariant {
     }
 }
 
+/// The largest side, `side` or below in steps of 256, at which the bench's lattice (`storage`) keeps its nine
+/// directions in one buffer on `gpu` (`StepShape::one_buffer`); None where not even 256² does.
+pub fn one_buffer_side(gpu: &Gpu, side: usize, storage: Storage) -> Option<usize> {
+    let fits = |s: usize| {
+        let cfg = Config {
+            storage,
+            ..Config::new(s, s, Collision::Bgk { omega: 1.0 })
+        };
+        crate::shape::one_buffer_fits(gpu, &cfg)
+    };
+    if fits(side) {
+        return Some(side);
+    }
+    (1..=side / 256).rev().map(|k| 256 * k).find(|&s| fits(s))
+}
+
 /// Times `reps` pairs of steps of `variant` on the bench's lattice (after two warm-up pairs).
 pub fn bench_step_variant(
     gpu: &Gpu,

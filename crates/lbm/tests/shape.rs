@@ -408,6 +408,19 @@ fn one_buffer_for_all_directions_follows_the_limits() {
     assert_eq!((tuned.one_buffer, tuned.timed_one_buffer), (false, None));
     assert!(!bespoke_lbm::shape::one_buffer_fits(&small, &cfg));
     assert!(bespoke_lbm::shape::one_buffer_fits(shared, &cfg));
+    // The lab's fallback side: where 512² f32 (9 MiB) does not fit one buffer of 6 MiB, 256² does; f16 (4.5 MiB) fits.
+    let six_mib = emulating(
+        shared,
+        GpuOptions {
+            max_binding_bytes: Some(6 << 20),
+            ..Default::default()
+        },
+    );
+    use bespoke_lbm::bench::one_buffer_side;
+    assert_eq!(one_buffer_side(&six_mib, 512, Storage::F32), Some(256));
+    assert_eq!(one_buffer_side(&six_mib, 512, Storage::F16), Some(512));
+    assert_eq!(one_buffer_side(shared, 512, Storage::F32), Some(512));
+    assert_eq!(one_buffer_side(&small, 512, Storage::F32), None);
 
     // Eight storage buffers per kernel: nine buffers per lattice cannot step two lattices, one buffer each can.
     let few = emulating(
