@@ -974,6 +974,9 @@ fn lab_times_every_shape_and_ablation() {
         "wg64 split-grid",
         "wg64 2-cells",
         "wg256 4-cells",
+        "wg64 one-buffer",
+        "wg256 one-buffer",
+        "wg64 no-pull",
     ] {
         let n = lbm.iter().filter(|r| r["variant"] == variant).count();
         assert_eq!(n, 4, "{variant}: {n} of the 4 storage × streaming rows");
@@ -1006,6 +1009,13 @@ fn lab_times_every_shape_and_ablation() {
             "no FV rows in f64"
         );
     }
+    // Each group is a section of its own (a GPU session's stages).
+    let (v, _) = bespoke_json("lab-copy", &["bench", "--quick", "--section", "lab-copy"]);
+    let runs = v["lab-copy"]["runs"].as_array().expect("lab-copy.runs");
+    assert!(
+        !runs.is_empty() && runs.iter().all(|r| r["group"] == "copy"),
+        "{runs:?}"
+    );
     // The default bench leaves the lab out.
     let out = bespoke(&["bench", "--section", "nosuch"]);
     assert!(
