@@ -53,6 +53,17 @@ fn padded_bytes(bytes: u64) -> u64 {
     bytes.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT).max(1) * wgpu::COPY_BUFFER_ALIGNMENT
 }
 
+/// `len` elements of `T` rounded up to a whole number of `align_bytes` (a storage offset alignment): the stride of
+/// arrays packed one after another in one buffer, each bound as a window of it. Without a device, for checking
+/// sizes against another adapter's limits.
+pub fn packed_len<T: Pod>(len: usize, align_bytes: u32) -> usize {
+    let elem = size_of::<T>() as u64;
+    let align = u64::from(align_bytes).max(4);
+    // Elements per aligned granule: the smallest count whose bytes are a multiple of the alignment.
+    let granule = (align / gcd(align, elem)) as usize;
+    len.div_ceil(granule) * granule
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -333,6 +344,12 @@ impl Gpu {
             .collect())
     }
 
+    /// `len` elements of `T` rounded up so that an array placed right after them in the same buffer starts at a
+    /// legal binding offset ([`packed_len`] with this adapter's storage offset alignment).
+    pub fn packed_len<T: Pod>(&self, len: usize) -> usize {
+        packed_len::<T>(len, self.limits.min_storage_buffer_offset_alignment)
+    }
+
     /// Splits `len` elements of `T` into windows that each fit one binding and start at a legal offset.
     /// Window lengths are multiples of `granule` elements (e.g. 4 for vec4 access, a row length for panels),
     /// except possibly the last.
@@ -359,5 +376,31 @@ impl Gpu {
             at += n;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::packed_len;
+
+    /// Packed arrays start at multiples of the alignment whatever the element size; an exact fit is not padded.
+    #[test]
+    fn packed_lengths_round_to_the_offset_alignment() {
+        assert_eq!(packed_len::<u32>(100, 256), 128);
+        assert_eq!(packed_len::<u32>(128, 256), 128);
+        assert_eq!(packed_len::<f64>(3, 256), 32);
+        // 12-byte elements: 64 of them are the first whole multiple of 256 bytes.
+        assert_eq!(packed_len::<[f32; 3]>(1, 256), 64);
+        assert_eq!(packed_len::<u32>(0, 256), 0);
+        // No alignment asked: whole 4-byte words.
+        assert_eq!(packed_len::<u32>(5, 0), 5);
+        assert_eq!(packed_len::<u16>(5, 0), 6);
+        for (len, align) in [(7usize, 16u32), (1000, 64), (12345, 256)] {
+            let p = packed_len::<u16>(len, align);
+            assert!(
+                p >= len && (p * 2).is_multiple_of(align as usize),
+                "{len} {align}: {p}"
+            );
+        }
     }
 }

@@ -36,7 +36,7 @@ mod texture;
 mod timing;
 mod validate;
 
-pub use buffer::{GpuBuffer, Window};
+pub use buffer::{GpuBuffer, Window, packed_len};
 pub use context::{
     AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES,
     list_adapters,

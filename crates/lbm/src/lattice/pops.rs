@@ -3,7 +3,7 @@
 //! its structure of arrays in one allocation. Every other kernel (macroscopic, probe, halo) binds each
 //! direction as a window of that buffer; the stride is rounded up to the adapter's storage offset alignment.
 
-use bespoke_gpu::{Arg, Gpu, GpuBuffer, Window};
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Window, packed_len};
 
 use crate::error::{LbmError, Result};
 
@@ -17,19 +17,10 @@ pub(crate) struct Pops {
     stride: usize,
 }
 
-/// Words between directions in one buffer: `words` rounded up to the storage offset alignment.
-pub(crate) fn one_buffer_stride(gpu: &Gpu, words: usize) -> usize {
-    stride_at(words, gpu.limits().min_storage_buffer_offset_alignment)
-}
-
-fn stride_at(words: usize, align_bytes: u32) -> usize {
-    let align = (align_bytes as usize / 4).max(1);
-    words.div_ceil(align) * align
-}
-
-/// Bytes of one buffer holding the nine directions of `words` words each, each start aligned to `align_bytes`.
+/// Bytes of one buffer holding the nine directions of `words` words each, each start aligned to `align_bytes`
+/// (an adapter's storage offset alignment; without a device, for checking sizes against another's limits).
 pub fn one_buffer_bytes(words: usize, align_bytes: u32) -> u64 {
-    9 * stride_at(words, align_bytes) as u64 * 4
+    9 * packed_len::<u32>(words, align_bytes) as u64 * 4
 }
 
 /// Why nine directions of `words` words each cannot share one buffer on `gpu` (None: they can).
@@ -60,7 +51,7 @@ impl Pops {
             if let Some(why) = one_buffer_misfit(gpu, words) {
                 return Err(LbmError::Unsupported(why));
             }
-            let stride = one_buffer_stride(gpu, words);
+            let stride = gpu.packed_len::<u32>(words);
             Ok(Self {
                 bufs: vec![gpu.alloc_filled::<u32>(9 * stride, 0)?],
                 words,
