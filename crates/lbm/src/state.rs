@@ -246,7 +246,7 @@ impl Lattice<'_> {
             ));
         }
         let n = self.cfg.cells();
-        let src = self.pops_of(self.parity)?;
+        let src = self.pops_of(self.parity);
         let mut s = vec![0.0; 9 * n];
         for i in 0..9 {
             let slot = match self.cfg.streaming {
@@ -275,7 +275,7 @@ impl Lattice<'_> {
     pub(crate) fn local_raw_state(&self) -> Result<Vec<Vec<u32>>> {
         let src = match self.cfg.streaming {
             Streaming::InPlace => &self.a,
-            Streaming::Ab => self.pops_of(self.parity)?,
+            Streaming::Ab => self.pops_of(self.parity),
         };
         (0..9).map(|i| src.read(self.gpu, i)).collect()
     }

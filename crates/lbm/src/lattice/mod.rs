@@ -475,10 +475,10 @@ impl<'g> Lattice<'g> {
     }
 
     /// The populations holding parity `p`'s state: `a` for 0 (and always in place), `b` for 1.
-    pub(crate) fn pops_of(&self, p: usize) -> Result<&Pops> {
+    pub(crate) fn pops_of(&self, p: usize) -> &Pops {
         match (p, &self.b) {
-            (1, Some(b)) => Ok(b),
-            _ => Ok(&self.a),
+            (1, Some(b)) => b,
+            _ => &self.a,
         }
     }
 }
