@@ -10,7 +10,20 @@ use std::process::Command;
 use bespoke::gpu::testing::test_gpu;
 use serde_json::Value;
 
+/// Runs the CLI; prints how long it took (shown with `--nocapture`: on an H200 these tests ran past 125 s, and
+/// the per-run times say where).
 fn bespoke(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let started = std::time::Instant::now();
+    let out = bespoke_untimed(args, env);
+    eprintln!(
+        "{:6.2} s  bespoke {}",
+        started.elapsed().as_secs_f64(),
+        args.join(" ")
+    );
+    out
+}
+
+fn bespoke_untimed(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_bespoke"))
         .env(
             "BESPOKE_CACHE_DIR",

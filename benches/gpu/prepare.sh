@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what a GPU session needs into the git-ignored .gl/ and .devbin/ (run here, from the repository root):
-# the release binary, every test binary (tests.tar.xz) and two lbm examples (stripped, to stay inside the device
+# the release binary, every test binary (tests.tar.xz) and three examples (stripped, to stay inside the device
 # tool's 64 MiB carry), the Vulkan loader packages
 # (docs/gpu.md), GiMMiK 4.0 and Mako wheels for the peer script, and the PyFR suite given as an argument.
 #   benches/gpu/prepare.sh PYFR_CORE_DIR
@@ -43,7 +43,9 @@ pwd > .devbin/tests/build-root.txt
 echo "test binaries: $(tar tJf .devbin/tests.tar.xz | grep -vc '\.t[sx][vt]$\|/$') in $(du -h .devbin/tests.tar.xz | cut -f1)"
 # The lbm diagnostics session.sh's lbm-examples stage runs (where the step's time goes; populations in textures).
 cargo build --release -p bespoke-lbm --example step_cost --example texture_trial
-for e in step_cost texture_trial; do strip -o ".devbin/$e" "target/release/examples/$e"; done
+# And the memory-pattern probe of session.sh's streams stage (the step's loads and stores with nothing else).
+cargo build --release -p bespoke-gpu --example streams
+for e in step_cost texture_trial streams; do strip -o ".devbin/$e" "target/release/examples/$e"; done
 rm -rf .devbin/pyfr/core && cp -r "$pyfr" .devbin/pyfr/core
 pip download -q --no-deps gimmik==4.0 mako -d .devbin/wheels
 

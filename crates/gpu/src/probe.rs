@@ -125,11 +125,23 @@ impl Gpu {
         })
     }
 
-    /// The fastest walk on a copy of 64 MiB (or the adapter's largest buffer, `most` vec4, if smaller: past the
-    /// cache the ranking holds, and it is quicker than the full size), each candidate timed 5 times after a
-    /// warm-up. Whatever size the first call asks for, so a small first probe cannot choose in the cache.
+    /// The bytes the copy probe chooses its walk on before the adapter's buffer cap (`choose_copy_variant`).
+    pub fn copy_walk_trial_bytes(&self) -> u64 {
+        if self.is_cpu() {
+            64 << 20
+        } else {
+            DEFAULT_PROBE_BYTES
+        }
+    }
+
+    /// The fastest walk on a copy of the default probe's size on a GPU (256 MiB) and of 64 MiB on a CPU adapter
+    /// (or the adapter's largest buffer, `most` vec4, if smaller), each candidate timed 5 times after a warm-up.
+    /// Whatever size the first call asks for, so a small first probe cannot choose in the cache. A GPU needs the
+    /// full size: on an H200 (2026-11-27) a 64 MiB trial chose vec4x1-strided in two sessions out of two, which
+    /// copies 256 MiB at 3200 GB/s where vec4x4-strided reaches 4050. On a CPU adapter the ranking holds at
+    /// 64 MiB (blocked walks win by several times) and the full size would cost seconds per process.
     fn choose_copy_variant(&self, most: usize) -> Result<CopyVariant> {
-        let trial = most.min((64 << 20) / 16);
+        let trial = most.min((self.copy_walk_trial_bytes() / 16) as usize);
         let (tsrc, tdst) = (
             self.alloc_filled::<[f32; 4]>(trial, [1.0; 4])?,
             self.alloc::<[f32; 4]>(trial)?,

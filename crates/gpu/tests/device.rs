@@ -483,6 +483,27 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
     }
 }
 
+/// The probe chooses its walk at its full default size on a GPU (a 64 MiB trial picked the slower walk on an
+/// H200 twice) and at 64 MiB on a CPU adapter, where the full size costs seconds.
+#[test]
+fn the_copy_walk_is_chosen_at_full_size_on_a_gpu() {
+    use bespoke_gpu::{AdapterClass, DEFAULT_PROBE_BYTES};
+    let Some(shared) = test_gpu() else { return };
+    for (class, want) in [
+        (AdapterClass::Gpu, DEFAULT_PROBE_BYTES),
+        (AdapterClass::Cpu, 64 << 20),
+    ] {
+        let gpu = bespoke_gpu::testing::emulating(
+            shared,
+            GpuOptions {
+                adapter_class: Some(class),
+                ..GpuOptions::default()
+            },
+        );
+        assert_eq!(gpu.copy_walk_trial_bytes(), want, "{class:?}");
+    }
+}
+
 /// A grid past the per-dimension limit in rows (`Grid::rows`) is one dispatch where the 1-D grid is split into
 /// several, and it visits every workgroup of the logical range once (the tail of the last row returns early).
 #[test]

@@ -6,6 +6,7 @@
 //!
 //! `cargo run --release -p bespoke-lbm --example texture_trial [NX NY]`
 
+#[allow(dead_code)] // the helpers the other examples share
 mod common;
 
 use bespoke_gpu::{Gpu, Kernel, ProbeOptions, wgpu};

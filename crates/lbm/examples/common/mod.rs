@@ -2,7 +2,7 @@
 //! buffers, and the launch pair that alternates the two lattices.
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
-use bespoke_lbm::d2q9::{W, equilibrium};
+use bespoke_lbm::d2q9::{W, equilibrium_component};
 use bespoke_lbm::kernel::{Edges, KernelSpec, Mode, Phase, Region, WG};
 use bespoke_lbm::{Collision, Layout, Storage, stored_words};
 
@@ -43,36 +43,80 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
     }
 }
 
-/// Both lattices (18 buffers, A then B) holding the bench's Taylor–Green state (ρ = 1, |u| ≤ 0.05), stored as
-/// the library stores it. The state matters: f16 steps ran twice as fast on all-zero words.
-pub fn taylor_green_buffers(
+/// A lattice state for timing: what the populations hold can matter to a memory system (a GPU's may move a
+/// constant faster than varied words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// The bench's Taylor–Green vortex (ρ = 1, |u| ≤ 0.05): smooth, every cell different.
+    TaylorGreen,
+    /// ρ = 1, u = (0.05, 0) everywhere: one word per direction.
+    Uniform,
+    /// Each population its rest weight times 1 + 0.05 ξ, ξ uniform in [-1, 1) from a per-cell hash.
+    Random,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TaylorGreen => "taylor-green",
+            Self::Uniform => "uniform",
+            Self::Random => "random",
+        }
+    }
+
+    fn value(self, i: usize, c: usize, nx: usize, ny: usize) -> f64 {
+        use std::f64::consts::PI;
+        match self {
+            Self::TaylorGreen => {
+                let (kx, ky) = (
+                    2.0 * PI * (c % nx) as f64 / nx as f64,
+                    2.0 * PI * (c / nx) as f64 / ny as f64,
+                );
+                equilibrium_component(
+                    i,
+                    1.0,
+                    [-0.05 * kx.cos() * ky.sin(), 0.05 * kx.sin() * ky.cos()],
+                )
+            }
+            Self::Uniform => equilibrium_component(i, 1.0, [0.05, 0.0]),
+            Self::Random => {
+                use bespoke_gpu::rng::Rng;
+                let mut r = bespoke_gpu::rng::seeded((c * 9 + i) as u64);
+                W[i] * (1.0 + 0.05 * (2.0 * r.random::<f64>() - 1.0))
+            }
+        }
+    }
+}
+
+/// Both lattices (18 buffers, A then B) holding `state`, stored as the library stores it (built on every core).
+pub fn state_buffers(
     gpu: &Gpu,
     storage: Storage,
     nx: usize,
     ny: usize,
+    state: State,
 ) -> Res<Vec<GpuBuffer<u32>>> {
-    use std::f64::consts::PI;
-    let cells: Vec<[f64; 9]> = (0..nx * ny)
-        .map(|c| {
-            let (kx, ky) = (
-                2.0 * PI * (c % nx) as f64 / nx as f64,
-                2.0 * PI * (c / nx) as f64 / ny as f64,
-            );
-            equilibrium(
-                1.0,
-                [-0.05 * kx.cos() * ky.sin(), 0.05 * kx.sin() * ky.cos()],
-            )
-        })
-        .collect();
+    let mut f = vec![0f64; nx * ny];
     let words: Vec<Vec<u32>> = (0..9)
         .map(|i| {
-            let f: Vec<f64> = cells.iter().map(|e| e[i]).collect();
+            bespoke_gpu::par_fill(&mut f, |c, o| *o = state.value(i, c, nx, ny));
             stored_words(Layout::of(storage, ny), &f, W[i])
         })
         .collect();
     Ok((0..18)
         .map(|k| gpu.upload(&words[k % 9]))
         .collect::<Result<_, _>>()?)
+}
+
+/// Both lattices holding the bench's Taylor–Green state (ρ = 1, |u| ≤ 0.05). The state matters: f16 steps ran
+/// twice as fast on all-zero words (lavapipe).
+pub fn taylor_green_buffers(
+    gpu: &Gpu,
+    storage: Storage,
+    nx: usize,
+    ny: usize,
+) -> Res<Vec<GpuBuffer<u32>>> {
+    state_buffers(gpu, storage, nx, ny, State::TaylorGreen)
 }
 
 /// Grid of a kernel spec's invocations.

@@ -1,0 +1,357 @@
+//! Diagnostic, not a supported path: how fast this adapter streams the LBM step's memory pattern with nothing else
+//! in the kernel (issue 35). Every row moves the same bytes (`TOTAL` f32 read and written; 1.2 GB each way by
+//! default), as K streams in and K out, each invocation copying one element of type f32, vec2 or vec4 of every
+//! stream; the rows vary one thing each against the 9-stream scalar row (the D2Q9 step's loads and stores without
+//! the pulls' offsets and the collision): the streams' count, the element's width, separate bindings or one
+//! buffer, the streams' addresses staggered, wgpu's bounds checks kept, two cells per invocation, the
+//! workgroup size, in place, reads only; each on a constant and on random words. Printed: time, GB/s (bytes read + written), and the fraction of the
+//! copy probe and of the fastest copy walk measured in the same process.
+//!
+//! `cargo run --release -p bespoke-gpu --example streams [CELLS]` (CELLS per stream of the 9-stream rows, a
+//! multiple of 4096; default 2^25)
+
+use bespoke_gpu::{
+    Arg, CopyVariant, GRID_WGSL, Gpu, GpuBuffer, GridLayout, Kernel, Launch, ProbeOptions, Window,
+};
+
+use bespoke_gpu::rng::Rng;
+
+/// Spells element `e` of stream `k`.
+type Access = Box<dyn Fn(usize, &str) -> String>;
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Clone, Copy)]
+enum Binding {
+    /// One binding per stream, each a window of the one allocation, `pad` f32 apart.
+    Separate { pad: usize },
+    /// One binding for all streams; stream k at `k * (n + pad)`.
+    One { pad: usize },
+}
+
+#[derive(Clone, Copy)]
+enum Pattern {
+    /// b_k[i] = a_k[i] + 1 for every stream.
+    Copy,
+    /// a_k[i] = a_k[i] + 1, one binding per stream read and written.
+    InPlace,
+    /// out[i] = Σ_k a_k[i]: K streams read, one written.
+    Reduce,
+}
+
+#[derive(Clone, Copy)]
+struct Row {
+    name: &'static str,
+    k: usize,
+    width: usize,
+    binding: Binding,
+    pattern: Pattern,
+    checked: bool,
+    cells: usize,
+    wg: u32,
+}
+
+const fn row(name: &'static str, k: usize, width: usize) -> Row {
+    Row {
+        name,
+        k,
+        width,
+        binding: Binding::Separate { pad: 0 },
+        pattern: Pattern::Copy,
+        checked: false,
+        cells: 1,
+        wg: 256,
+    }
+}
+
+fn rows() -> Vec<Row> {
+    let base = row("k9 f32 (LBM's pattern, no pulls)", 9, 1);
+    vec![
+        row("k1 vec4 (the probe's vec4x1 walk)", 1, 4),
+        row("k1 f32", 1, 1),
+        row("k2 f32", 2, 1),
+        row("k4 f32", 4, 1),
+        base,
+        Row {
+            name: "k9 f32 wg64",
+            wg: 64,
+            ..base
+        },
+        Row {
+            name: "k9 f32 wg1024",
+            wg: 1024,
+            ..base
+        },
+        Row {
+            name: "k9 f32 one binding",
+            binding: Binding::One { pad: 0 },
+            ..base
+        },
+        Row {
+            name: "k9 f32 streams 256 B staggered",
+            binding: Binding::Separate { pad: 64 },
+            ..base
+        },
+        Row {
+            name: "k9 f32 streams 4224 B staggered",
+            binding: Binding::Separate { pad: 1056 },
+            ..base
+        },
+        Row {
+            name: "k9 f32 bounds-checked",
+            checked: true,
+            ..base
+        },
+        Row {
+            name: "k9 f32 2 cells per invocation",
+            cells: 2,
+            ..base
+        },
+        Row {
+            name: "k9 f32 4 cells per invocation",
+            cells: 4,
+            ..base
+        },
+        row("k9 vec2", 9, 2),
+        row("k9 vec4", 9, 4),
+        Row {
+            name: "k9 f32 in place",
+            pattern: Pattern::InPlace,
+            ..base
+        },
+        Row {
+            name: "k9 f32 reads, 1 written",
+            pattern: Pattern::Reduce,
+            ..base
+        },
+    ]
+}
+
+fn ty(width: usize) -> &'static str {
+    match width {
+        1 => "f32",
+        2 => "vec2<f32>",
+        _ => "vec4<f32>",
+    }
+}
+
+/// The kernel of `r` over `n` elements per stream.
+fn source(r: &Row, n: usize) -> String {
+    let t = ty(r.width);
+    let mut s = format!(
+        "{GRID_WGSL}\nconst N: u32 = {n}u;\nconst PER: u32 = {}u;\n",
+        n / r.cells
+    );
+    let (sep, pad) = match r.binding {
+        Binding::Separate { pad } => (true, pad),
+        Binding::One { pad } => (false, pad),
+    };
+    let stride = n + pad / r.width;
+    let access = match r.pattern {
+        Pattern::InPlace => "read_write",
+        _ => "read",
+    };
+    // Element `e` of input / output stream `k`.
+    let (a, b): (Access, Access) = if sep {
+        for k in 0..r.k {
+            s += &format!("@group(0) @binding({k}) var<storage, {access}> a{k}: array<{t}>;\n");
+        }
+        match r.pattern {
+            Pattern::Copy => {
+                for k in 0..r.k {
+                    s += &format!(
+                        "@group(0) @binding({}) var<storage, read_write> b{k}: array<{t}>;\n",
+                        r.k + k
+                    );
+                }
+            }
+            Pattern::Reduce => {
+                s += &format!(
+                    "@group(0) @binding({}) var<storage, read_write> b0: array<{t}>;\n",
+                    r.k
+                );
+            }
+            Pattern::InPlace => {}
+        }
+        let inplace = matches!(r.pattern, Pattern::InPlace);
+        (
+            Box::new(|k, e| format!("a{k}[{e}]")),
+            Box::new(move |k, e| {
+                if inplace {
+                    format!("a{k}[{e}]")
+                } else {
+                    format!("b{k}[{e}]")
+                }
+            }),
+        )
+    } else {
+        s += &format!("@group(0) @binding(0) var<storage, {access}> a: array<{t}>;\n");
+        s += &format!("@group(0) @binding(1) var<storage, read_write> b: array<{t}>;\n");
+        (
+            Box::new(move |k, e| format!("a[{}u + {e}]", k * stride)),
+            Box::new(move |k, e| format!("b[{}u + {e}]", k * stride)),
+        )
+    };
+    s += &format!(
+        "@compute @workgroup_size({})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+         @builtin(local_invocation_index) lid: u32) {{\n    let idx = bespoke_workgroup_linear(wid) * {}u + lid;\n    \
+         if idx >= PER {{ return; }}\n",
+        r.wg, r.wg
+    );
+    for c in 0..r.cells {
+        s += &format!("    let i{c} = idx + {}u;\n", c * (n / r.cells));
+    }
+    for c in 0..r.cells {
+        for k in 0..r.k {
+            s += &format!("    let v{c}_{k} = {};\n", a(k, &format!("i{c}")));
+        }
+    }
+    for c in 0..r.cells {
+        match r.pattern {
+            Pattern::Reduce => {
+                let sum: Vec<String> = (0..r.k).map(|k| format!("v{c}_{k}")).collect();
+                s += &format!("    {} = {};\n", b(0, &format!("i{c}")), sum.join(" + "));
+            }
+            _ => {
+                for k in 0..r.k {
+                    s += &format!("    {} = v{c}_{k} + 1.0;\n", b(k, &format!("i{c}")));
+                }
+            }
+        }
+    }
+    s + "}\n"
+}
+
+fn main() -> Res<()> {
+    let cells: usize = match std::env::args().nth(1) {
+        Some(a) => a.parse()?,
+        None => 1 << 25,
+    };
+    if cells == 0 || !cells.is_multiple_of(4096) {
+        return Err("CELLS must be a positive multiple of 4096".into());
+    }
+    let total = 9 * cells; // f32 per side
+    let gpu = Gpu::new()?;
+    let probe = gpu.copy_bandwidth(&ProbeOptions::default())?;
+    let mut best_copy = (0.0f64, String::new());
+    {
+        let n = (probe.bytes / 16) as usize;
+        let src = gpu.alloc_filled::<[f32; 4]>(n, [1.0; 4])?;
+        let dst = gpu.alloc::<[f32; 4]>(n)?;
+        for v in CopyVariant::CANDIDATES {
+            let l = gpu.copy_launches(&src, &dst, v)?;
+            let refs: Vec<&Launch> = l.iter().collect();
+            let gbps = 2.0 * probe.bytes as f64 / gpu.time(&refs, 2, 10)?.median() / 1e9;
+            println!(
+                "copy {} at {} MiB: {gbps:.0} GB/s",
+                v.name(),
+                probe.bytes >> 20
+            );
+            if gbps > best_copy.0 {
+                best_copy = (gbps, v.name());
+            }
+        }
+    }
+    println!(
+        "{}: probe {:.0} GB/s ({}), fastest walk {:.0} GB/s ({}); {} f32 read and written per row",
+        gpu.adapter_name(),
+        probe.gbps,
+        probe.variant,
+        best_copy.0,
+        best_copy.1,
+        total
+    );
+    let max_pad = 1056 * 9;
+    // Every row twice: on a constant (as the probe copies) and on random words (as a simulation's state is), in
+    // case the memory system moves the one faster than the other.
+    let constant = gpu.alloc_filled::<f32>(total + max_pad, 1.0)?;
+    let mut words = vec![0f32; total + max_pad];
+    bespoke_gpu::par_fill(&mut words, |i, w| {
+        let mut rng = bespoke_gpu::rng::seeded(i as u64);
+        *w = 0.5 + (rng.random::<u64>() >> 40) as f32 / (1u64 << 24) as f32;
+    });
+    let random = gpu.upload(&words)?;
+    drop(words);
+    let dst = gpu.alloc_filled::<f32>(total + max_pad, 0.0)?;
+    println!(
+        "{:<36} {:>8} {:>10} {:>9} {:>8} {:>8}",
+        "row", "data", "ms", "GB/s", "of probe", "of best"
+    );
+    for (r, (data, src)) in rows()
+        .into_iter()
+        .flat_map(|r| [(r, ("constant", &constant)), (r, ("random", &random))])
+    {
+        let n = total / r.k / r.width; // elements per stream
+        let src_text = source(&r, n);
+        let kernel = Kernel::new(format!("streams {}", r.name), src_text);
+        let kernel = if r.checked {
+            kernel
+        } else {
+            // SAFETY: every index is below PER·cells = n elements of its stream, and each bound window (or the
+            // one binding, k·stride + n ≤ total + max_pad) holds them.
+            unsafe { kernel.without_bounds_checks() }
+        };
+        let words = n * r.width; // f32 per stream
+        let args: Vec<Arg> = match r.binding {
+            Binding::Separate { pad } => {
+                fn win(k: usize, buf: &GpuBuffer<f32>, words: usize, pad: usize) -> Arg<'_> {
+                    buf.window_arg(Window {
+                        offset: k * (words + pad),
+                        len: words,
+                    })
+                }
+                let win = |k: usize, buf| win(k, buf, words, pad);
+                let mut args: Vec<Arg> = (0..r.k).map(|k| win(k, src)).collect();
+                match r.pattern {
+                    Pattern::Copy => args.extend((0..r.k).map(|k| win(k, &dst))),
+                    Pattern::Reduce => args.push(win(0, &dst)),
+                    Pattern::InPlace => {}
+                }
+                args
+            }
+            Binding::One { .. } => vec![src.arg(), dst.arg()],
+        };
+        let per_group = r.wg;
+        let launch = gpu.prepare(
+            &kernel,
+            &args,
+            gpu.grid_for((n / r.cells) as u64, per_group, GridLayout::Rows)?,
+        )?;
+        let t = gpu.time(&[&launch], 2, 10)?.median();
+        let bytes = match r.pattern {
+            Pattern::Reduce => (total + total / r.k) * 4,
+            _ => 2 * total * 4,
+        } as f64;
+        let gbps = bytes / t / 1e9;
+        println!(
+            "{:<36} {:>8} {:>10.4} {:>9.0} {:>8.3} {:>8.3}",
+            r.name,
+            data,
+            t * 1e3,
+            gbps,
+            gbps / probe.gbps,
+            gbps / best_copy.0
+        );
+    }
+    // The kernels ran: the last row wrote the sum of nine inputs, each at least 0.5.
+    let first = gpu.read_range(&dst, 0..1)?;
+    if first[0].is_nan() || first[0] < 4.5 {
+        return Err(format!("the kernels did not run: dst[0] = {}", first[0]).into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bespoke_gpu::{Capabilities, validate_wgsl};
+
+    #[test]
+    fn every_row_validates_without_a_device() {
+        for r in rows() {
+            let n = 9 * 4096 / r.k / r.width;
+            validate_wgsl(&source(&r, n), Capabilities::empty())
+                .unwrap_or_else(|e| panic!("{}: {e}", r.name));
+        }
+    }
+}
