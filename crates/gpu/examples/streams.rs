@@ -8,7 +8,7 @@
 //! copy probe and of the fastest copy walk measured in the same process.
 //!
 //! `cargo run --release -p bespoke-gpu --example streams [CELLS]` (CELLS per stream of the 9-stream rows, a
-//! multiple of 4096; default 2^25)
+//! multiple of 4096; default 2^25); `--wgsl ROW` prints a row's kernel
 
 use bespoke_gpu::{
     Arg, CopyVariant, GRID_WGSL, Gpu, GpuBuffer, GridLayout, Kernel, Launch, ProbeOptions, Window,
@@ -223,6 +223,13 @@ fn source(r: &Row, n: usize) -> String {
 }
 
 fn main() -> Res<()> {
+    // `--wgsl ROW`: print that row's kernel (0-based, at the default size) for a look at what naga makes of it.
+    if std::env::args().nth(1).as_deref() == Some("--wgsl") {
+        let k: usize = std::env::args().nth(2).ok_or("--wgsl ROW")?.parse()?;
+        let r = *rows().get(k).ok_or("no such row")?;
+        print!("{}", source(&r, 9 * (1 << 25) / r.k / r.width));
+        return Ok(());
+    }
     let cells: usize = match std::env::args().nth(1) {
         Some(a) => a.parse()?,
         None => 1 << 25,

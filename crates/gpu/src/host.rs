@@ -18,6 +18,24 @@ pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
     });
 }
 
+/// The first index in `0..len` where `bad(i)` holds, looked for on every core (the validation pass over a large
+/// array's elements, which reports the first offender as a sequential loop would).
+pub fn par_first(len: usize, bad: impl Fn(usize) -> bool + Sync) -> Option<usize> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let chunk = len.div_ceil(threads).max(1 << 14);
+    let bad = &bad;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = (0..len.div_ceil(chunk))
+            .map(|c| s.spawn(move || (c * chunk..len.min((c + 1) * chunk)).find(|&i| bad(i))))
+            .collect();
+        // Chunks in order: the first chunk with an offender holds the first one.
+        parts
+            .into_iter()
+            .map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .find_map(|found| found)
+    })
+}
+
 /// Asks the cache for the line holding `p`, where the target has such a hint (a hint: it never faults, any
 /// address will do, and nothing waits for it).
 #[inline(always)]
@@ -33,7 +51,19 @@ pub fn prefetch<T>(p: *const T) {
 
 #[cfg(test)]
 mod tests {
-    use super::par_fill;
+    use super::{par_fill, par_first};
+
+    #[test]
+    fn the_first_offender_is_found_whatever_the_chunks() {
+        for n in [0usize, 1, 5, (1 << 14) + 3, 100_000, 300_001] {
+            for bad in [None, Some(0), Some(n / 2), Some(n.saturating_sub(1))] {
+                let bad = bad.filter(|&b| b < n);
+                // Offenders at `bad` and every later multiple of 7 past it: the first is `bad`.
+                let found = par_first(n, |i| bad.is_some_and(|b| i == b || (i > b && i % 7 == 0)));
+                assert_eq!(found, bad, "n {n}");
+            }
+        }
+    }
 
     #[test]
     fn every_element_gets_its_own_index() {

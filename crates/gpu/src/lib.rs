@@ -47,7 +47,7 @@ pub use disk::{
 pub use dispatch::{Arg, Grid, GridLayout, Launch};
 pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};
-pub use host::{par_fill, prefetch};
+pub use host::{par_fill, par_first, prefetch};
 pub use kernel::{Kernel, KernelId, StableHasher, stable_hash};
 pub use launch_shape::{
     PER_INVOCATION, TUNE_MARGIN, WORKGROUP_SIZES, fastest_unless_close, tune_per_invocation,

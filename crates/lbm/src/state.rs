@@ -33,7 +33,13 @@ impl Lattice<'_> {
                 *f = [rho, u[0], u[1]];
             }
         });
-        for (c, &[rho, ux, uy]) in fields.iter().enumerate() {
+        // The first cell whose density or velocity is refused, looked for on every core, then reported.
+        let bad = bespoke_gpu::par_first(n, |c| {
+            let [rho, ux, uy] = fields[c];
+            !(rho > 0.0 && rho.is_finite()) || check_mach("initial velocity", [ux, uy]).is_err()
+        });
+        if let Some(c) = bad {
+            let [rho, ux, uy] = fields[c];
             if !(rho > 0.0 && rho.is_finite()) {
                 let (x, y) = self.global_xy(c % nx, c / nx);
                 return Err(LbmError::param(

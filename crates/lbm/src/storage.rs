@@ -8,23 +8,27 @@ use crate::kernel::F16_SCALE;
 
 /// Stored words of populations `f` (unshifted, one per cell) of one direction with weight `w`, as the kernels
 /// read them in `layout` (`Layout` says where each cell's half sits).
+/// Made on every core (a 8192² direction is 67 M conversions).
 pub fn stored_words(layout: Layout, f: &[f64], w: f64) -> Vec<u32> {
     let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
+    // Paired halves zip as before: an odd count (never a paired lattice's) drops the last value.
+    let len = match layout {
+        Layout::F16Paired => f.len() / 2,
+        _ => layout.words(f.len()),
+    };
+    let mut out = vec![0u32; len];
     match layout {
-        Layout::F32 => f.iter().map(|v| ((v - w) as f32).to_bits()).collect(),
+        Layout::F32 => bespoke_gpu::par_fill(&mut out, |c, o| *o = ((f[c] - w) as f32).to_bits()),
         Layout::F16Paired => {
             let (lo, hi) = f.split_at(f.len() / 2);
-            lo.iter()
-                .zip(hi)
-                .map(|(&l, &h)| bits(l) | (bits(h) << 16))
-                .collect()
+            bespoke_gpu::par_fill(&mut out, |j, o| *o = bits(lo[j]) | (bits(hi[j]) << 16));
         }
         // An odd count leaves the last high half 0 (+0.0), never read.
-        Layout::F16Single => f
-            .chunks(2)
-            .map(|c| bits(c[0]) | c.get(1).map_or(0, |&h| bits(h) << 16))
-            .collect(),
+        Layout::F16Single => bespoke_gpu::par_fill(&mut out, |j, o| {
+            *o = bits(f[2 * j]) | f.get(2 * j + 1).map_or(0, |&h| bits(h) << 16)
+        }),
     }
+    out
 }
 
 /// The stored (shifted) value of `cell` in one direction's words of a lattice of `n` cells, as a kernel loads it.

@@ -522,3 +522,39 @@ fn probes_match_the_reference_force_and_fields() {
     let p = other.probe(&[(1, 1)], &[]).expect("probe");
     assert!(matches!(lat.read_probe(&p), Err(LbmError::State(_))));
 }
+
+/// A bad initial state is refused naming its first offending cell (row-major), found on every core: a density
+/// that is not positive, then a velocity past the Mach limit further on; a good state is taken.
+#[test]
+fn a_bad_initial_state_names_its_first_cell() {
+    let Some(gpu) = test_gpu() else { return };
+    // Past the 16 384-cell chunks the search splits into, so the offenders sit in different chunks.
+    let (nx, ny) = (256, 160);
+    let cfg = Config::new(nx, ny, Collision::Bgk { omega: 1.0 });
+    let mut lat = Lattice::new(gpu, cfg, Flags::fluid(nx, ny)).unwrap();
+    let err = lat
+        .init_equilibrium(|x, y| match (x, y) {
+            (7, 100) => (-1.0, [0.0, 0.0]),
+            (3, 30) => (1.0, [0.5, 0.0]),
+            _ => (1.0, [0.01, 0.0]),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("initial velocity") && err.contains("0.5"),
+        "{err}"
+    );
+    let err = lat
+        .init_equilibrium(|x, y| match (x, y) {
+            (7, 100) => (f64::NAN, [0.0, 0.0]),
+            (9, 140) => (1.0, [0.5, 0.0]),
+            _ => (1.0, [0.01, 0.0]),
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("initial density") && err.contains("(7, 100)"),
+        "{err}"
+    );
+    lat.init_equilibrium(|_, _| (1.0, [0.01, 0.0])).unwrap();
+}
