@@ -4,7 +4,8 @@
 //! stream; the rows vary one thing each against the 9-stream scalar row (the D2Q9 step's loads and stores without
 //! the pulls' offsets and the collision): the streams' count, the element's width, separate bindings or one
 //! buffer, the streams' addresses staggered, wgpu's bounds checks kept, two cells per invocation, the
-//! workgroup size, in place, reads only; each on a constant and on random words. Printed: time, GB/s (bytes read + written), and the fraction of the
+//! workgroup size, in place, reads only; then the D2Q9 step built up on the same buffers (the pulls' index
+//! arithmetic and offsets, a BGK collision, both); each on a constant and on random words. Printed: time, GB/s (bytes read + written), and the fraction of the
 //! copy probe and of the fastest copy walk measured in the same process.
 //!
 //! `cargo run --release -p bespoke-gpu --example streams [CELLS]` (CELLS per stream of the 9-stream rows, a
@@ -49,7 +50,38 @@ struct Row {
     checked: bool,
     cells: usize,
     wg: u32,
+    /// The D2Q9 pulls: stream k read at the cell minus direction k's offset on a periodic lattice of `PULL_NX`
+    /// columns (the step's index arithmetic and misaligned loads), 9 f32 streams only.
+    pulls: bool,
+    /// A BGK collision (ω = 1: each output its equilibrium from the nine loaded values), 9 f32 streams only.
+    collide: bool,
 }
+
+/// Columns of the lattice the pull rows walk (CELLS is a multiple of it).
+const PULL_NX: usize = 4096;
+/// D2Q9's directions (x, y) and weights, in the order the step stores them.
+const C: [(i32, i32); 9] = [
+    (0, 0),
+    (1, 0),
+    (0, 1),
+    (-1, 0),
+    (0, -1),
+    (1, 1),
+    (-1, 1),
+    (-1, -1),
+    (1, -1),
+];
+const W: [f64; 9] = [
+    4.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 9.0,
+    1.0 / 36.0,
+    1.0 / 36.0,
+    1.0 / 36.0,
+    1.0 / 36.0,
+];
 
 const fn row(name: &'static str, k: usize, width: usize) -> Row {
     Row {
@@ -61,6 +93,8 @@ const fn row(name: &'static str, k: usize, width: usize) -> Row {
         checked: false,
         cells: 1,
         wg: 256,
+        pulls: false,
+        collide: false,
     }
 }
 
@@ -114,6 +148,22 @@ fn rows() -> Vec<Row> {
         },
         row("k9 vec2", 9, 2),
         row("k9 vec4", 9, 4),
+        Row {
+            name: "k9 f32 + D2Q9 pulls",
+            pulls: true,
+            ..base
+        },
+        Row {
+            name: "k9 f32 + BGK collision",
+            collide: true,
+            ..base
+        },
+        Row {
+            name: "k9 f32 + pulls + collision (a step)",
+            pulls: true,
+            collide: true,
+            ..base
+        },
         Row {
             name: "k9 f32 in place",
             pattern: Pattern::InPlace,
@@ -201,9 +251,53 @@ fn source(r: &Row, n: usize) -> String {
     for c in 0..r.cells {
         s += &format!("    let i{c} = idx + {}u;\n", c * (n / r.cells));
     }
-    for c in 0..r.cells {
-        for k in 0..r.k {
-            s += &format!("    let v{c}_{k} = {};\n", a(k, &format!("i{c}")));
+    if r.pulls {
+        s += &format!(
+            "    let x = idx % {PULL_NX}u;\n    let y = idx / {PULL_NX}u;\n    let ny = {}u;\n    \
+             let x0 = select(x - 1u, {}u, x == 0u);\n    let x1 = x;\n    \
+             let x2 = select(x + 1u, 0u, x == {}u);\n    \
+             let y0 = select(y - 1u, ny - 1u, y == 0u) * {PULL_NX}u;\n    let y1 = y * {PULL_NX}u;\n    \
+             let y2 = select(y + 1u, 0u, y == ny - 1u) * {PULL_NX}u;\n",
+            n / PULL_NX,
+            PULL_NX - 1,
+            PULL_NX - 1
+        );
+        // Pull from the cell minus the direction's offset: x{1 - cx}, y{1 - cy}.
+        for (k, (cx, cy)) in C.iter().enumerate() {
+            s += &format!(
+                "    let v0_{k} = {};\n",
+                a(k, &format!("y{} + x{}", 1 - cy, 1 - cx))
+            );
+        }
+    } else {
+        for c in 0..r.cells {
+            for k in 0..r.k {
+                s += &format!("    let v{c}_{k} = {};\n", a(k, &format!("i{c}")));
+            }
+        }
+    }
+    if r.collide {
+        let sum = |f: &dyn Fn(i32, i32) -> i32| -> String {
+            C.iter()
+                .enumerate()
+                .filter(|(_, c)| f(c.0, c.1) != 0)
+                .fold("0.0".to_owned(), |acc, (k, c)| {
+                    format!("{acc} {} v0_{k}", if f(c.0, c.1) < 0 { "-" } else { "+" })
+                })
+        };
+        s += &format!(
+            "    let rho = {};\n    let ux = ({}) / rho;\n    let uy = ({}) / rho;\n    \
+             let uu = 1.5 * (ux * ux + uy * uy);\n",
+            sum(&|_, _| 1),
+            sum(&|cx, _| cx),
+            sum(&|_, cy| cy)
+        );
+        for (k, (cx, cy)) in C.iter().enumerate() {
+            s += &format!(
+                "    let cu{k} = 3.0 * ({cx}.0 * ux + {cy}.0 * uy);\n    \
+                 let o0_{k} = {:?} * rho * (1.0 + cu{k} + 0.5 * cu{k} * cu{k} - uu);\n",
+                W[k] as f32
+            );
         }
     }
     for c in 0..r.cells {
@@ -214,7 +308,12 @@ fn source(r: &Row, n: usize) -> String {
             }
             _ => {
                 for k in 0..r.k {
-                    s += &format!("    {} = v{c}_{k} + 1.0;\n", b(k, &format!("i{c}")));
+                    let v = if r.collide {
+                        format!("o{c}_{k}")
+                    } else {
+                        format!("v{c}_{k} + 1.0")
+                    };
+                    s += &format!("    {} = {v};\n", b(k, &format!("i{c}")));
                 }
             }
         }
