@@ -55,6 +55,8 @@ struct Row {
     pulls: bool,
     /// A BGK collision (ω = 1: each output its equilibrium from the nine loaded values), 9 f32 streams only.
     collide: bool,
+    /// Timed as the lattices are: a → b then b → a in one timed pass (two dispatches, a barrier apart), per launch.
+    pair: bool,
 }
 
 /// Columns of the lattice the pull rows walk (CELLS is a multiple of it).
@@ -95,6 +97,7 @@ const fn row(name: &'static str, k: usize, width: usize) -> Row {
         wg: 256,
         pulls: false,
         collide: false,
+        pair: false,
     }
 }
 
@@ -162,6 +165,18 @@ fn rows() -> Vec<Row> {
             name: "k9 f32 + pulls + collision (a step)",
             pulls: true,
             collide: true,
+            ..base
+        },
+        Row {
+            name: "k9 f32 a→b, b→a (as lattices time)",
+            pair: true,
+            ..base
+        },
+        Row {
+            name: "a step, a→b, b→a",
+            pulls: true,
+            collide: true,
+            pair: true,
             ..base
         },
         Row {
@@ -321,6 +336,33 @@ fn source(r: &Row, n: usize) -> String {
     s + "}\n"
 }
 
+/// The bindings of row `r` reading `from` and writing `to` (`words` f32 per stream).
+fn bindings<'a>(
+    r: &Row,
+    words: usize,
+    from: &'a GpuBuffer<f32>,
+    to: &'a GpuBuffer<f32>,
+) -> Vec<Arg<'a>> {
+    match r.binding {
+        Binding::Separate { pad } => {
+            let win = |k: usize, buf: &'a GpuBuffer<f32>| {
+                buf.window_arg(Window {
+                    offset: k * (words + pad),
+                    len: words,
+                })
+            };
+            let mut args: Vec<Arg> = (0..r.k).map(|k| win(k, from)).collect();
+            match r.pattern {
+                Pattern::Copy => args.extend((0..r.k).map(|k| win(k, to))),
+                Pattern::Reduce => args.push(win(0, to)),
+                Pattern::InPlace => {}
+            }
+            args
+        }
+        Binding::One { .. } => vec![from.arg(), to.arg()],
+    }
+}
+
 fn main() -> Res<()> {
     // `--wgsl ROW`: print that row's kernel (0-based, at the default size) for a look at what naga makes of it.
     if std::env::args().nth(1).as_deref() == Some("--wgsl") {
@@ -398,32 +440,15 @@ fn main() -> Res<()> {
             unsafe { kernel.without_bounds_checks() }
         };
         let words = n * r.width; // f32 per stream
-        let args: Vec<Arg> = match r.binding {
-            Binding::Separate { pad } => {
-                fn win(k: usize, buf: &GpuBuffer<f32>, words: usize, pad: usize) -> Arg<'_> {
-                    buf.window_arg(Window {
-                        offset: k * (words + pad),
-                        len: words,
-                    })
-                }
-                let win = |k: usize, buf| win(k, buf, words, pad);
-                let mut args: Vec<Arg> = (0..r.k).map(|k| win(k, src)).collect();
-                match r.pattern {
-                    Pattern::Copy => args.extend((0..r.k).map(|k| win(k, &dst))),
-                    Pattern::Reduce => args.push(win(0, &dst)),
-                    Pattern::InPlace => {}
-                }
-                args
-            }
-            Binding::One { .. } => vec![src.arg(), dst.arg()],
+        let args = |from, to| bindings(&r, words, from, to);
+        let grid = gpu.grid_for((n / r.cells) as u64, r.wg, GridLayout::Rows)?;
+        let launch = gpu.prepare(&kernel, &args(src, &dst), grid)?;
+        let t = if r.pair {
+            let back = gpu.prepare(&kernel, &args(&dst, src), grid)?;
+            gpu.time(&[&launch, &back], 2, 10)?.median() / 2.0
+        } else {
+            gpu.time(&[&launch], 2, 10)?.median()
         };
-        let per_group = r.wg;
-        let launch = gpu.prepare(
-            &kernel,
-            &args,
-            gpu.grid_for((n / r.cells) as u64, per_group, GridLayout::Rows)?,
-        )?;
-        let t = gpu.time(&[&launch], 2, 10)?.median();
         let bytes = match r.pattern {
             Pattern::Reduce => (total + total / r.k) * 4,
             _ => 2 * total * 4,
