@@ -114,9 +114,24 @@ fn write_atomic_impl(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> st
     Ok(())
 }
 
+/// One lock per cache entry path, so threads of one process that want the same entry (the ranks of a
+/// distributed run, each on its own device, all tuning the same launch shape at once) make it once.
+fn entry_lock(path: PathBuf) -> std::sync::Arc<std::sync::Mutex<()>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    locks.entry(path).or_default().clone()
+}
+
 /// The JSON entry `key` of `cache` when there is one that `usable` accepts, else `make()`'s value, kept in the
 /// cache for next time (a write that fails is reported on stderr naming `what`: it costs a redo next time,
 /// nothing else). Returns the value and whether it came from the cache. Without a cache, `make()` every time.
+/// Threads of one process asking for the same entry wait for the first one's `make()` and then read its entry
+/// (processes do not wait for each other: each may make it, and the last write stands).
 pub fn remembered_json<T, E>(
     cache: Option<&DiskCache>,
     key: &str,
@@ -127,6 +142,11 @@ pub fn remembered_json<T, E>(
 where
     T: serde::Serialize + serde::de::DeserializeOwned,
 {
+    let lock = cache.map(|c| entry_lock(c.entry_path(key)));
+    // A thread that panicked in `make()` leaves nothing behind but the lock's poison: the next one makes it.
+    let _held = lock
+        .as_ref()
+        .map(|l| l.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     if let Some(v) = cache
         .and_then(|c| c.get_json::<T>(key))
         .filter(|v| usable(v))
@@ -334,6 +354,42 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let c = DiskCache::at(dir.path(), "test", 3);
         (dir, c)
+    }
+
+    #[test]
+    fn threads_wanting_one_entry_make_it_once() {
+        let (_d, c) = cache();
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        let cached: Vec<bool> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        remembered_json::<u32, std::io::Error>(
+                            Some(&c),
+                            "shape",
+                            "a test entry",
+                            |_| true,
+                            || {
+                                made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(50));
+                                Ok(7)
+                            },
+                        )
+                        .expect("remembered")
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    let (v, cached) = w.join().expect("worker");
+                    assert_eq!(v, 7);
+                    cached
+                })
+                .collect()
+        });
+        assert_eq!(made.into_inner(), 1, "made more than once");
+        assert_eq!(cached.iter().filter(|&&c| !c).count(), 1, "{cached:?}");
     }
 
     #[test]

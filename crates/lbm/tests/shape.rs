@@ -462,3 +462,73 @@ fn one_buffer_for_all_directions_follows_the_limits() {
     let (ma, mb) = (lat.macroscopic().unwrap(), whole.macroscopic().unwrap());
     assert_eq!(ma.rho, mb.rho);
 }
+
+/// The adapter's choice does not depend on the lattice it was first asked for: the tuning lattice has the
+/// adapter's tuning side whatever the lattice's size (keeping ny's parity, so the f16 layout), and a cached choice
+/// of one buffer applies to a lattice only where it fits, without tuning again.
+#[test]
+fn the_choice_is_the_adapters_not_the_first_lattices() {
+    use bespoke_gpu::GpuOptions;
+    use bespoke_gpu::testing::emulating;
+    use bespoke_lbm::shape::{cache_key, tuning_size};
+    let Some(shared) = test_gpu() else { return };
+    let small = |nx, ny| Config::new(nx, ny, Collision::Bgk { omega: 1.0 });
+    let (side, _) = tuning_size(shared, &small(4096, 4096));
+    assert_eq!(tuning_size(shared, &small(34, 34)), (side, side));
+    assert_eq!(tuning_size(shared, &small(8, 24)), (side, side));
+    assert_eq!(
+        tuning_size(shared, &small(35, 33)).1 % 2,
+        1,
+        "an odd ny stays odd"
+    );
+    let gpu_class = emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(bespoke_gpu::AdapterClass::Gpu),
+            ..Default::default()
+        },
+    );
+    assert!(
+        tuning_size(&gpu_class, &small(34, 34)).0 > side,
+        "a GPU tunes on a larger lattice"
+    );
+
+    // Where the device's buffers cannot hold the tuning side, it is halved until they can.
+    let tiny = emulating(
+        shared,
+        GpuOptions {
+            max_binding_bytes: Some(64 * 48 * 4 * 4),
+            ..Default::default()
+        },
+    );
+    let (nx, ny) = tuning_size(&tiny, &small(64, 48));
+    assert!(nx < side && nx * ny * 4 <= 64 * 48 * 4 * 4, "{nx}x{ny}");
+    // A cached choice of one buffer, on a device where a 64×48 lattice fits one and a 512² one does not.
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "lbm-shape", 1);
+    let limited = emulating(
+        shared,
+        GpuOptions {
+            max_binding_bytes: Some(1 << 20),
+            ..Default::default()
+        },
+    );
+    let (fits, too_big) = (small(64, 48), small(512, 512));
+    assert_eq!(
+        cache_key(&limited, &fits, false),
+        cache_key(&limited, &too_big, false)
+    );
+    let chosen = StepShape {
+        workgroup: candidates(&limited)[0],
+        one_buffer: true,
+        ..StepShape::given()
+    };
+    cache
+        .put_json(&cache_key(&limited, &fits, false), &chosen)
+        .unwrap();
+    let a = step_shape_in(&limited, &fits, false, Some(&cache)).unwrap();
+    let b = step_shape_in(&limited, &too_big, false, Some(&cache)).unwrap();
+    assert_eq!((a.source.as_str(), a.one_buffer), ("cached", true));
+    assert_eq!((b.source.as_str(), b.one_buffer), ("cached", false));
+    assert_eq!(a.workgroup, b.workgroup);
+}

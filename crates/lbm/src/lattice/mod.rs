@@ -10,8 +10,8 @@ pub(crate) use pops::Pops;
 pub use pops::one_buffer_bytes;
 
 pub use shape::{
-    CELL_CANDIDATES, MAX_CELLS, STEP_WORKGROUPS, StepShape, candidates, one_buffer_fits,
-    step_shape, step_shape_in, user_cache,
+    CELL_CANDIDATES, MAX_CELLS, STEP_WORKGROUPS, StepShape, cache_key, candidates, one_buffer_fits,
+    step_shape, step_shape_in, tuning_size, user_cache,
 };
 
 use std::rc::Rc;

@@ -25,7 +25,7 @@ const GPU_SIDE: usize = 2048;
 const CPU_SIDE: usize = 128;
 
 /// The version of the cached decisions: raise it when the candidates or the kernel change what they mean.
-const CACHE_VERSION: u32 = 3;
+const CACHE_VERSION: u32 = 4;
 
 /// What the choice was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -121,7 +121,8 @@ pub fn candidates(gpu: &Gpu) -> Vec<u32> {
     gpu.workgroup_sizes().into_iter().collect()
 }
 
-fn key(gpu: &Gpu, cfg: &Config, flags: bool) -> String {
+/// The cache entry's key of a lattice like `cfg`'s shape: the adapter, layout, streaming and flags, not the size.
+pub fn cache_key(gpu: &Gpu, cfg: &Config, flags: bool) -> String {
     format!(
         "{}-{}-{}-{}",
         gpu.adapter_key(),
@@ -155,32 +156,62 @@ pub fn step_shape_in(
 ) -> Result<StepShape> {
     let (shape, cached) = remembered_json(
         cache,
-        &key(gpu, cfg, flags),
+        &cache_key(gpu, cfg, flags),
         "the lattice's launch shape",
         |s: &StepShape| {
-            candidates(gpu).contains(&s.workgroup)
-                && (1..=MAX_CELLS).contains(&s.cells)
-                && (!s.one_buffer || one_buffer_fits(gpu, cfg))
+            candidates(gpu).contains(&s.workgroup) && (1..=MAX_CELLS).contains(&s.cells)
         },
         || tune(gpu, cfg, flags),
     )?;
-    Ok(if cached {
-        StepShape {
-            source: "cached".into(),
-            ..shape
-        }
-    } else {
-        shape
+    // One buffer for all directions where the adapter's choice says so and this lattice fits one.
+    let one_buffer = shape.one_buffer && one_buffer_fits(gpu, cfg);
+    Ok(StepShape {
+        one_buffer,
+        source: if cached {
+            "cached".into()
+        } else {
+            shape.source.clone()
+        },
+        ..shape
     })
+}
+
+/// The tuning lattice's size for a lattice like `cfg`: the adapter's tuning side whatever `cfg`'s size, since the
+/// choice is kept for the adapter (its cache key has no size) and used for every lattice after it; until
+/// 2026-11-27 it was `cfg`'s size where smaller, so the first small case on a machine (a 34×34 cavity: 18
+/// workgroups, launch-bound) chose the shape of every later 8192² run. ny keeps `cfg.ny`'s parity: an even ny
+/// keeps the paired f16 layout, an odd one f16-single. On a device whose buffers cannot hold that side the side
+/// is halved until they can (down to 8).
+pub fn tuning_size(gpu: &Gpu, cfg: &Config) -> (usize, usize) {
+    let mut side = if gpu.is_cpu() { CPU_SIDE } else { GPU_SIDE };
+    let size = |side: usize| {
+        (
+            side,
+            if cfg.ny % 2 == side % 2 {
+                side
+            } else {
+                side - 1
+            },
+        )
+    };
+    while side > 8 {
+        let (nx, ny) = size(side);
+        let tcfg = Config {
+            storage: cfg.storage,
+            ..Config::new(nx, ny, cfg.collision)
+        };
+        if super::check_fits(gpu, &tcfg).is_ok() {
+            break;
+        }
+        side /= 2;
+    }
+    size(side)
 }
 
 /// Times every candidate on a tuning lattice of `cfg`'s storage, streaming and collision (channel walls when
 /// `flags`, so the flag field is read), keeping the fastest unless the default is within [`bespoke_gpu::TUNE_MARGIN`].
 pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
-    let side = if gpu.is_cpu() { CPU_SIDE } else { GPU_SIDE };
-    let (nx, ny) = (cfg.nx.min(side).max(4), cfg.ny.min(side).max(4));
-    // An even ny keeps the paired f16 layout of an even-ny lattice; an odd one keeps f16-single.
-    let ny = if cfg.ny % 2 == ny % 2 { ny } else { ny - 1 };
+    let (nx, ny) = tuning_size(gpu, cfg);
     let tcfg = Config {
         storage: cfg.storage,
         streaming: cfg.streaming,
@@ -195,7 +226,17 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     let reps = if gpu.is_cpu() { 3 } else { 20 };
     let time = |shape: StepShape| -> Result<f64> {
         let mut lat = Lattice::with_given_shape(gpu, tcfg.clone(), tflags.clone(), shape)?;
-        lat.init_equilibrium(|_, _| (1.0, [0.01, 0.0]))?;
+        // A varied state, as a run's is (a GPU's memory system may move a uniform one faster).
+        let (kx, ky) = (
+            std::f64::consts::TAU / nx as f64,
+            std::f64::consts::TAU / ny as f64,
+        );
+        lat.init_equilibrium(|x, y| {
+            (
+                1.0,
+                [0.02 * (kx * x as f64).sin(), 0.02 * (ky * y as f64).cos()],
+            )
+        })?;
         Ok(median(&lat.time_pairs(1, reps)?.samples))
     };
     let mut timed = Vec::new();
@@ -224,7 +265,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         .iter()
         .find(|(c, _)| *c == cells)
         .map_or(f64::INFINITY, |t| t.1);
-    let timed_one_buffer = if one_buffer_fits(gpu, cfg) {
+    let timed_one_buffer = if one_buffer_fits(gpu, &tcfg) {
         Some(time(StepShape {
             workgroup,
             cells,
