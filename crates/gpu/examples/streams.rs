@@ -61,7 +61,8 @@ struct Row {
 
 /// Columns of the lattice the pull rows walk (CELLS is a multiple of it).
 const PULL_NX: usize = 4096;
-/// D2Q9's directions (x, y) and weights, in the order the step stores them.
+/// D2Q9's directions (x, y) and weights, in the order the step stores them (bespoke-lbm's `d2q9` tables, written
+/// out again: the gpu crate sits below the lbm crate and cannot use them).
 const C: [(i32, i32); 9] = [
     (0, 0),
     (1, 0),
