@@ -87,7 +87,7 @@ tests() {
         # TEST_ONLY=REGEX: only the binaries whose name (e.g. shape-1a2b…) matches it.
         if [ -n "${TEST_ONLY:-}" ] && ! [[ $name =~ $TEST_ONLY ]]; then continue; fi
         local rc=0 limit=${TEST_TIMEOUT:-120} extra=()
-        # cli_ranks runs the CLI 16 times on 1–4 thread ranks: past 125 s on an H200 (2026-11-27), cause unknown;
+        # cli_ranks runs the CLI 15 times on 1–4 thread ranks in its bit-for-bit tests: past 125 s on an H200 (2026-11-27), cause unknown;
         # it prints each run's time (--nocapture) and gets a limit of its own.
         if [[ $name =~ ^cli_ranks- ]]; then limit=${TEST_TIMEOUT_RANKS:-300} extra=(--nocapture); fi
         (cd "$pkg" && CI=true INSTA_WORKSPACE_ROOT=$top \

@@ -1,11 +1,16 @@
 //! Host-side preparation shared by the crates: filling large arrays on every core (a 4096² lattice's initial
 //! populations, a 10 M-tet mesh's operator), so set-up keeps pace with a GPU host's cores.
 
+/// Elements per thread's chunk when `len` are shared among the cores: at least 16 384, so small arrays stay on one.
+fn chunk_len(len: usize) -> usize {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    len.div_ceil(threads).max(1 << 14)
+}
+
 /// Sets `out[i]` by `f(i, &mut out[i])` on every core, in chunks of at least 16 384 elements. Each element is
 /// computed on its own, so the result does not depend on the number of threads.
 pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let chunk = out.len().div_ceil(threads).max(1 << 14);
+    let chunk = chunk_len(out.len());
     let f = &f;
     std::thread::scope(|s| {
         for (c, part) in out.chunks_mut(chunk).enumerate() {
@@ -21,8 +26,7 @@ pub fn par_fill<T: Send>(out: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
 /// The first index in `0..len` where `bad(i)` holds, looked for on every core (the validation pass over a large
 /// array's elements, which reports the first offender as a sequential loop would).
 pub fn par_first(len: usize, bad: impl Fn(usize) -> bool + Sync) -> Option<usize> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let chunk = len.div_ceil(threads).max(1 << 14);
+    let chunk = chunk_len(len);
     let bad = &bad;
     std::thread::scope(|s| {
         let parts: Vec<_> = (0..len.div_ceil(chunk))

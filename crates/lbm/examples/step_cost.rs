@@ -1,9 +1,9 @@
 //! Diagnostic, not a supported path: where a periodic two-lattice step's time goes on this adapter. Times the
 //! generated kernel as it is, then with parts of its work taken out of the source (results meaningless, timing
 //! only): the collision (each population stored as it was pulled), the f16 conversions (`unpack2x16float` /
-//! `pack2x16float` replaced by bit casts), and both, which leaves the memory traffic alone; for f32 also the
-//! pulls (every population from the cell's own slot) and both (a nine-stream copy with the step's index
-//! arithmetic). Each on three lattice states: Taylor–Green, uniform, random (`common::State`). docs/perf.md records
+//! `pack2x16float` replaced by bit casts), and both, which leaves the memory traffic alone; also the pulls
+//! (every population from the cell's own slot) and pulls and collision both (a nine-stream copy with the step's
+//! index arithmetic). Each on three lattice states: Taylor–Green, uniform, random (`common::State`). docs/perf.md records
 //! what it measured.
 //!
 //! `cargo run --release -p bespoke-lbm --example step_cost [NX NY]`
@@ -28,8 +28,8 @@ fn without_collision(src: &str) -> String {
         .join("\n")
 }
 
-/// Every population read from the cell's own slot (`aI[sI]` → `aI[idx]`: no neighbour offsets); the source
-/// unchanged where the loads are spelled otherwise (f16).
+/// Every population read from the cell's own slot (`aI[sI]` → `aI[idx]`: no neighbour offsets; f16 reads its
+/// own word, pairs and fold unchanged).
 fn without_pulls(src: &str) -> String {
     (1..9).fold(src.to_owned(), |s, i| {
         s.replace(&format!("a{i}[s{i}]"), &format!("a{i}[idx]"))
