@@ -30,7 +30,8 @@
 #   peers-lbm     a plain CUDA D2Q9 step (benches/peers/cuda_lbm.py: 256-thread blocks, pull, SoA, f32 and f16) at 8192²,
 #                 checked against a numpy step first: the kernel bespoke's lbm rows are measured against
 #   streams       the LBM step's memory pattern alone (crates/gpu/examples/streams.rs: K streams in and out, widths,
-#                 bindings, staggering, bounds checks, cells per invocation; on a constant and on random words)
+#                 bindings, staggering, bounds checks, cells per invocation, the step built up, 18 allocations;
+#                 on a constant and on random words; at the 8192² lattice's size)
 #   lbm-examples  at 8192² (LBM_SIZE="NX NY" overrides): where the LBM step's time goes (step_cost: memory only vs collision vs pulls vs f16
 #                 conversions) and the populations-in-textures trial (texture_trial)
 #   lbm-cylinder  Schäfer–Turek 2D-2 at D = 40 and 80 cells, lattice velocity 0.05 and 0.025 (resolution and Mach
@@ -180,7 +181,9 @@ for stage in "$@"; do
         peers-f32-*|peers-f64-*)
             peers "$stage" "${stage:6:3}" $suite/"${stage:10}"-*.mtx ;;
         streams)
-            .devbin/streams 2>&1 | tee "$OUT/streams.txt" ;;
+            # At the 8192² lattice's size (2^26 cells a stream, 4.8 GB moved a row), so its rows compare with
+            # step_cost's; STREAMS_CELLS overrides.
+            .devbin/streams "${STREAMS_CELLS:-67108864}" 2>&1 | tee "$OUT/streams.txt" ;;
         lbm-examples)
             # shellcheck disable=SC2086
             .devbin/step_cost ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-step-cost.txt"

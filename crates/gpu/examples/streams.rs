@@ -5,8 +5,10 @@
 //! the pulls' offsets and the collision): the streams' count, the element's width, separate bindings or one
 //! buffer, the streams' addresses staggered, wgpu's bounds checks kept, two cells per invocation, the
 //! workgroup size, in place, reads only; then the D2Q9 step built up on the same buffers (the pulls' index
-//! arithmetic and offsets, a BGK collision, both); each on a constant and on random words. Printed: time, GB/s (bytes read + written), and the fraction of the
-//! copy probe and of the fastest copy walk measured in the same process.
+//! arithmetic and offsets, a BGK collision, both), and on 18 allocations of their own as a lattice's buffers are
+//! (at the lattice's workgroup of 64 too); each on a constant and on random words. Printed: time, GB/s (bytes read
+//! and written), and the fraction of the copy probe and of the fastest copy walk measured in the same process. A
+//! row whose bindings pass the adapter's limits at this size says so and is not run.
 //!
 //! `cargo run --release -p bespoke-gpu --example streams [CELLS]` (CELLS per stream of the 9-stream rows, a
 //! multiple of 4096; default 2^25); `--wgsl ROW` prints a row's kernel
@@ -28,6 +30,8 @@ enum Binding {
     Separate { pad: usize },
     /// One binding for all streams; stream k at `k * (n + pad)`.
     One { pad: usize },
+    /// One binding per stream, each its own allocation (as a lattice's 18 buffers are).
+    Buffers,
 }
 
 #[derive(Clone, Copy)]
@@ -181,6 +185,28 @@ fn rows() -> Vec<Row> {
             ..base
         },
         Row {
+            name: "k9 f32, 18 allocations",
+            binding: Binding::Buffers,
+            ..base
+        },
+        Row {
+            name: "a step, a→b, b→a, 18 allocations",
+            binding: Binding::Buffers,
+            pulls: true,
+            collide: true,
+            pair: true,
+            ..base
+        },
+        Row {
+            name: "a step, 18 allocations, wg64",
+            binding: Binding::Buffers,
+            pulls: true,
+            collide: true,
+            pair: true,
+            wg: 64,
+            ..base
+        },
+        Row {
             name: "k9 f32 in place",
             pattern: Pattern::InPlace,
             ..base
@@ -210,6 +236,7 @@ fn source(r: &Row, n: usize) -> String {
     );
     let (sep, pad) = match r.binding {
         Binding::Separate { pad } => (true, pad),
+        Binding::Buffers => (true, 0),
         Binding::One { pad } => (false, pad),
     };
     let stride = n + pad / r.width;
@@ -337,31 +364,89 @@ fn source(r: &Row, n: usize) -> String {
     s + "}\n"
 }
 
+/// Where a row's streams live: windows of one allocation per side, or one allocation per stream.
+enum Side<'a> {
+    Whole(&'a GpuBuffer<f32>),
+    PerStream(&'a [GpuBuffer<f32>]),
+}
+
 /// The bindings of row `r` reading `from` and writing `to` (`words` f32 per stream).
-fn bindings<'a>(
-    r: &Row,
-    words: usize,
-    from: &'a GpuBuffer<f32>,
-    to: &'a GpuBuffer<f32>,
-) -> Vec<Arg<'a>> {
-    match r.binding {
-        Binding::Separate { pad } => {
-            let win = |k: usize, buf: &'a GpuBuffer<f32>| {
-                buf.window_arg(Window {
-                    offset: k * (words + pad),
-                    len: words,
-                })
-            };
-            let mut args: Vec<Arg> = (0..r.k).map(|k| win(k, from)).collect();
+fn bindings<'a>(r: &Row, words: usize, from: &Side<'a>, to: &Side<'a>) -> Vec<Arg<'a>> {
+    let pad = match r.binding {
+        Binding::Separate { pad } => pad,
+        _ => 0,
+    };
+    let stream = |k: usize, side: &Side<'a>| match side {
+        Side::Whole(buf) => buf.window_arg(Window {
+            offset: k * (words + pad),
+            len: words,
+        }),
+        Side::PerStream(bufs) => bufs[k].arg(),
+    };
+    match (r.binding, from, to) {
+        (Binding::One { .. }, Side::Whole(a), Side::Whole(b)) => vec![a.arg(), b.arg()],
+        _ => {
+            let mut args: Vec<Arg> = (0..r.k).map(|k| stream(k, from)).collect();
             match r.pattern {
-                Pattern::Copy => args.extend((0..r.k).map(|k| win(k, to))),
-                Pattern::Reduce => args.push(win(0, to)),
+                Pattern::Copy => args.extend((0..r.k).map(|k| stream(k, to))),
+                Pattern::Reduce => args.push(stream(0, to)),
                 Pattern::InPlace => {}
             }
             args
         }
-        Binding::One { .. } => vec![from.arg(), to.arg()],
     }
+}
+
+/// Seconds per launch of row `r` on `data` (`src`, or allocations of its own holding the same words).
+fn time_row(
+    gpu: &Gpu,
+    r: &Row,
+    data: &str,
+    src: &GpuBuffer<f32>,
+    dst: &GpuBuffer<f32>,
+    words: &[f32],
+    total: usize,
+) -> Res<f64> {
+    let n = total / r.k / r.width; // elements per stream
+    let src_text = source(r, n);
+    let kernel = Kernel::new(format!("streams {}", r.name), src_text);
+    let kernel = if r.checked {
+        kernel
+    } else {
+        // SAFETY: every index is below PER·cells = n elements of its stream, and each bound window (or the
+        // one binding, k·stride + n ≤ total + max_pad) holds them.
+        unsafe { kernel.without_bounds_checks() }
+    };
+    let per = n * r.width; // f32 per stream
+    // A row of allocations of its own: each stream the same words as its window of the shared buffers.
+    let (own_src, own_dst) = if matches!(r.binding, Binding::Buffers) {
+        let from = |k: usize| match data {
+            "constant" => gpu.alloc_filled::<f32>(per, 1.0),
+            _ => gpu.upload(&words[k * per..(k + 1) * per]),
+        };
+        (
+            (0..r.k).map(from).collect::<Result<Vec<_>, _>>()?,
+            (0..r.k)
+                .map(|_| gpu.alloc_filled::<f32>(per, 0.0))
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let (from, to) = if own_src.is_empty() {
+        (Side::Whole(src), Side::Whole(dst))
+    } else {
+        (Side::PerStream(&own_src), Side::PerStream(&own_dst))
+    };
+    let args = |from, to| bindings(r, per, from, to);
+    let grid = gpu.grid_for((n / r.cells) as u64, r.wg, GridLayout::Rows)?;
+    let launch = gpu.prepare(&kernel, &args(&from, &to), grid)?;
+    Ok(if r.pair {
+        let back = gpu.prepare(&kernel, &args(&to, &from), grid)?;
+        gpu.time(&[&launch, &back], 2, 10)?.median() / 2.0
+    } else {
+        gpu.time(&[&launch], 2, 10)?.median()
+    })
 }
 
 fn main() -> Res<()> {
@@ -420,7 +505,6 @@ fn main() -> Res<()> {
         *w = 0.5 + (rng.random::<u64>() >> 40) as f32 / (1u64 << 24) as f32;
     });
     let random = gpu.upload(&words)?;
-    drop(words);
     let dst = gpu.alloc_filled::<f32>(total + max_pad, 0.0)?;
     println!(
         "{:<36} {:>8} {:>10} {:>9} {:>8} {:>8}",
@@ -430,25 +514,12 @@ fn main() -> Res<()> {
         .into_iter()
         .flat_map(|r| [(r, ("constant", &constant)), (r, ("random", &random))])
     {
-        let n = total / r.k / r.width; // elements per stream
-        let src_text = source(&r, n);
-        let kernel = Kernel::new(format!("streams {}", r.name), src_text);
-        let kernel = if r.checked {
-            kernel
-        } else {
-            // SAFETY: every index is below PER·cells = n elements of its stream, and each bound window (or the
-            // one binding, k·stride + n ≤ total + max_pad) holds them.
-            unsafe { kernel.without_bounds_checks() }
-        };
-        let words = n * r.width; // f32 per stream
-        let args = |from, to| bindings(&r, words, from, to);
-        let grid = gpu.grid_for((n / r.cells) as u64, r.wg, GridLayout::Rows)?;
-        let launch = gpu.prepare(&kernel, &args(src, &dst), grid)?;
-        let t = if r.pair {
-            let back = gpu.prepare(&kernel, &args(&dst, src), grid)?;
-            gpu.time(&[&launch, &back], 2, 10)?.median() / 2.0
-        } else {
-            gpu.time(&[&launch], 2, 10)?.median()
+        let t = match time_row(&gpu, &r, data, src, &dst, &words, total) {
+            Ok(t) => t,
+            Err(e) => {
+                println!("{:<36} {:>8} not run: {e}", r.name, data);
+                continue;
+            }
         };
         let bytes = match r.pattern {
             Pattern::Reduce => (total + total / r.k) * 4,
