@@ -190,7 +190,13 @@ fn run_on(
     } else {
         None
     };
-    let probe = gpu.copy_bandwidth(&probe_options(true))?;
+    let rank = opts
+        .ranks
+        .as_ref()
+        .map_or(String::new(), |r| format!("rank {}: ", r.comm.rank()));
+    let probe = bespoke::phase(format!("{rank}the copy probe"), || {
+        gpu.copy_bandwidth(&probe_options(true))
+    })?;
     let bar = if root {
         progress_bar(1)
     } else {
@@ -198,7 +204,14 @@ fn run_on(
     };
     bar.set_message(case.name());
     let mut started = false;
+    let set_up = std::time::Instant::now();
     let r = run_case(gpu, case, &opts, &mut |done, total| {
+        if !started {
+            bespoke::phase_since(
+                format!("{rank}set-up (lattice, launch shape, state)"),
+                set_up,
+            );
+        }
         if !started && root && a.resume.is_some() {
             // Printed beside the bar, which may be hidden (not a terminal).
             bar.suspend(|| {

@@ -58,10 +58,14 @@ pub fn run(
         return run_mpi(size, spec, &body);
     }
     match spec {
-        None => body(&open_gpu(None)?, None),
+        None => {
+            let gpu = bespoke::phase("open the device", || open_gpu(None))?;
+            bespoke::phase("run", || body(&gpu, None))
+        }
         Some(s) => run_threads(s.count, |comm| {
-            let gpu = open_gpu(Some(comm.rank()))?;
-            body(&gpu, Some(Rc::new(comm)))
+            let r = comm.rank();
+            let gpu = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))?;
+            bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(Rc::new(comm))))
         })
         .map(|_| ())
         .map_err(|e| e.to_string().into()),
@@ -94,7 +98,11 @@ fn run_mpi(size: usize, spec: Option<RankSpec>, body: Body<'_>) -> Result<(), Er
     // and wait for each other forever: every rank stops with this error instead.
     let args: Vec<String> = std::env::args().skip(1).collect();
     comm.check_same("the command line", args.join(" ").as_bytes())?;
-    let result = open_gpu(Some(comm.rank())).and_then(|gpu| body(&gpu, Some(comm.clone())));
+    let r = comm.rank();
+    let result = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))
+        .and_then(|gpu| {
+            bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(comm.clone())))
+        });
     if let Err(e) = result {
         // A failure on some ranks only would leave the others waiting: abort the job with the message.
         comm.fail(&e.to_string());

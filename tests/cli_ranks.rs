@@ -10,16 +10,24 @@ use std::process::Command;
 use bespoke::gpu::testing::test_gpu;
 use serde_json::Value;
 
-/// Runs the CLI; prints how long it took (shown with `--nocapture`: on an H200 these tests ran past 125 s, and
-/// the per-run times say where).
+/// Runs the CLI; prints how long it took and its phases (`BESPOKE_PHASE_TIMES`: each rank's device, the copy
+/// probe, the set-up, the run), shown with `--nocapture`: on an H200 these tests ran past 125 s, and these times
+/// say where.
 fn bespoke(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let started = std::time::Instant::now();
-    let out = bespoke_untimed(args, env);
+    let mut with_phases = vec![("BESPOKE_PHASE_TIMES", "1")];
+    with_phases.extend_from_slice(env);
+    let out = bespoke_untimed(args, &with_phases);
     eprintln!(
         "{:6.2} s  bespoke {}",
         started.elapsed().as_secs_f64(),
         args.join(" ")
     );
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        if line.starts_with("[phase]") {
+            eprintln!("          {line}");
+        }
+    }
     out
 }
 
@@ -51,11 +59,19 @@ fn run(case: &[&str], extra: &[&str], tag: &str) -> (Vec<u8>, Value) {
         json.to_str().unwrap(),
     ]);
     let out = bespoke(&args, &[]);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {err}");
+    for phase in [
+        "open the device: ",
+        "the copy probe: ",
+        "set-up (lattice, launch shape, state): ",
+        "run: ",
+    ] {
+        assert!(
+            err.contains(phase),
+            "{args:?}: no `{phase}` phase in\n{err}"
+        );
+    }
     let bytes = std::fs::read(&ckpt).unwrap();
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = (std::fs::remove_file(&ckpt), std::fs::remove_file(&json));

@@ -151,6 +151,10 @@ for stage in "$@"; do
             $bin mm bench $suite/"$shape"-*.mtx --n $N --dtype "$dtype" --json "$OUT/$stage.json" \
                 2>&1 | tee "$OUT/$stage.txt" ;;
         dense)
+            # The model's measured inputs (θ, the accumulator curves, workgroup-memory rates), kept beside its picks.
+            for dtype in f32 f64; do
+                $bin mm dense-model --dtype $dtype > "$OUT/dense-model-$dtype.txt" 2>&1 || true
+            done
             for shape in 2048x2048x2048 4096x4096x4096 8192x8192x8192 96x100000x64 343x100000x1029 \
                     f64:2048x2048x2048 f64:4096x4096x4096; do
                 dtype=f32

@@ -313,22 +313,21 @@ impl Machine {
         let global_s = bytes / (self.copy_gbps * 1e9);
         let launch_s = launches * self.launch_us * 1e-6;
 
-        let (bound, mut body) = [
-            ("fma", fma_s),
-            ("workgroup memory", smem_s),
-            ("device memory", global_s),
-        ]
-        .into_iter()
-        .fold(
-            ("fma", 0.0),
-            |best, (b, t)| if t > best.1 { (b, t) } else { best },
-        );
+        // FMAs and workgroup-memory loads issue from the same invocations: θ of the shorter adds to the longer
+        // (θ is measured as exactly that: t(both) = max + θ·min for a balanced mix).
+        let compute = fma_s.max(smem_s) + self.overlap_penalty * fma_s.min(smem_s);
+        let (bound, mut body) = if global_s > compute {
+            ("device memory", global_s)
+        } else if smem_s > fma_s {
+            ("workgroup memory", compute)
+        } else {
+            ("fma", compute)
+        };
         // One staging buffer: a workgroup waits for its tile's loads, then computes, so where loads and FMAs
         // could run on separate pipes (θ < 1, GPUs) the shorter of the two phases adds to the longer by (1 − θ);
         // double buffering overlaps them. Where one instruction stream does both (θ = 1, CPU adapters) nothing
         // overlaps either way and the two tie (the single buffer comes first in the space, and wins the tie).
         if p.stages < 2 {
-            let compute = fma_s.max(smem_s);
             body += (1.0 - self.overlap_penalty) * global_s.min(compute);
         }
         Prediction {
@@ -751,6 +750,28 @@ mod tests {
             ..m
         };
         assert_eq!(flat.accumulator_budget(1024), u32::MAX);
+    }
+
+    #[test]
+    fn fma_and_workgroup_memory_add_by_the_measured_overlap() {
+        // θ is measured as t(both) = max + θ·min; the prediction composes the two the same way.
+        let p: DenseParams = "t8x8v4-w16x16-k8-s1-b2".parse().unwrap();
+        let shape = GemmShape::packed(2048, 2048, 2048);
+        let mut m = gpu_like();
+        let at = |m: &Machine| m.predict(&p, 4, &shape, false);
+        let apart = at(&m);
+        assert!(apart.fma_s > 0.0 && apart.smem_s > 0.0);
+        let longest = apart.fma_s.max(apart.smem_s).max(apart.global_s);
+        assert!((apart.seconds - apart.launch_s - longest).abs() < 1e-12 * longest);
+        m.overlap_penalty = 1.0;
+        let one_stream = at(&m);
+        let sum = one_stream.fma_s + one_stream.smem_s;
+        assert!(sum > one_stream.global_s);
+        assert!((one_stream.seconds - one_stream.launch_s - sum).abs() < 1e-12 * sum);
+        m.overlap_penalty = 0.5;
+        let half = at(&m);
+        let (hi, lo) = (half.fma_s.max(half.smem_s), half.fma_s.min(half.smem_s));
+        assert!((half.seconds - half.launch_s - (hi + 0.5 * lo)).abs() < 1e-12 * hi);
     }
 
     #[test]
