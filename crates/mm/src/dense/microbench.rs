@@ -202,6 +202,39 @@ fn main(@builtin(local_invocation_index) lid: u32) {{
     s
 }
 
+/// Barrier rounds per invocation in the barrier-cost kernel.
+const BARRIER_ITERS: u32 = 64;
+
+/// WGSL of the barrier-cost kernel: `BARRIER_ITERS` rounds of one workgroup-memory read and write per invocation,
+/// each followed by a workgroup barrier when `barrier` (without, the same work races harmlessly: timing only).
+/// The difference of the two is what a tiled kernel pays per barrier: little on a GPU, a switch between the
+/// workgroup's invocations on a CPU adapter, which runs them in turn.
+pub fn barrier_wgsl(op: Op, barrier: bool) -> String {
+    let t = op.ty();
+    let sync = if barrier { "workgroupBarrier();" } else { "" };
+    format!(
+        "// bespoke micro-benchmark: {BARRIER_ITERS} rounds of workgroup-memory traffic{}, {t}
+@group(0) @binding(0) var<storage, read_write> x: array<{t}>;
+var<workgroup> sm: array<{t}, {WG}>;
+@compute @workgroup_size({WG})
+fn main(@builtin(local_invocation_index) lid: u32) {{
+    sm[lid] = {t}(lid) * x[0];
+    workgroupBarrier();
+    var acc = {t}();
+    for (var it = 0u; it < {BARRIER_ITERS}u; it++) {{
+        acc += sm[(lid + it + 1u) & {}u];
+        sm[lid] = acc;
+        {sync}
+    }}
+    if acc == {} {{ x[2] = acc; }}
+}}
+",
+        if barrier { " and a barrier" } else { "" },
+        WG - 1,
+        op.magic()
+    )
+}
+
 /// An empty kernel, for launch overhead.
 fn empty_wgsl(op: Op) -> String {
     format!(
@@ -234,6 +267,8 @@ pub struct Measured {
     pub launch_s: f64,
     /// 0 when workgroup-memory loads and FMAs overlap perfectly, 1 when their times add.
     pub overlap_penalty: f64,
+    /// Device seconds per invocation and workgroup barrier at a full device (0 where too small to measure).
+    pub barrier_s: f64,
 }
 
 /// The scratch buffer every micro-benchmark reads its operands from: m = 1 − 1e-6, c = 1e-7 keep FMA chains
@@ -370,7 +405,20 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
     let (ts, tf, tb) = (mixed(loads, 0)?, mixed(0, fmas)?, mixed(loads, fmas)?);
     let overlap_penalty = ((tb - ts.max(tf)) / ts.min(tf)).clamp(0.0, 1.0);
 
+    // Barriers: the same rounds of workgroup-memory traffic with and without one after each.
+    let rounds = |barrier: bool| -> Result<f64> {
+        let k = Kernel::new(
+            format!("mb_barrier_{dtype}_{barrier}"),
+            barrier_wgsl(op, barrier),
+        );
+        seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(full_groups))?, reps)
+    };
+    let (with, without) = (rounds(true)?, rounds(false)?);
+    let barriers = f64::from(full_groups) * f64::from(WG * BARRIER_ITERS);
+    let barrier_s = ((with - without) / barriers).max(0.0);
+
     Ok(Measured {
+        barrier_s,
         overlap_penalty,
         fma_by_accumulators,
         fma_by_accumulators_at,
@@ -405,6 +453,9 @@ mod tests {
             v(empty_wgsl(op));
             for (l, f) in [(2, 0), (0, 7), (2, 300)] {
                 v(mixed_wgsl(op, l, f));
+            }
+            for b in [false, true] {
+                v(barrier_wgsl(op, b));
             }
         }
     }

@@ -15,7 +15,7 @@ use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
 /// Bumped whenever the micro-benchmarks change, so stale caches are re-measured.
-pub(crate) const MACHINE_VERSION: u32 = 8;
+pub(crate) const MACHINE_VERSION: u32 = 9;
 
 /// The measured inputs of the model for one adapter and precision.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -47,6 +47,10 @@ pub struct Machine {
     /// How much of the shorter of FMA and workgroup-memory time adds to the longer: 0 = full overlap (separate
     /// pipes, as on GPUs), 1 = none (one instruction stream, as on a CPU adapter).
     pub overlap_penalty: f64,
+    /// Device time per invocation and workgroup barrier at a full device, nanoseconds: small on a GPU; on a CPU
+    /// adapter, which runs a workgroup's invocations in turn, each barrier switches between them. Since version 9.
+    #[serde(default)]
+    pub barrier_ns: f64,
 }
 
 /// Where the model's inputs came from.
@@ -79,6 +83,7 @@ impl Machine {
             copy_gbps: probe.gbps,
             launch_us: m.launch_s * 1e6,
             overlap_penalty: m.overlap_penalty,
+            barrier_ns: m.barrier_s * 1e9,
         })
     }
 
@@ -150,6 +155,8 @@ impl Machine {
             .into_iter()
             .all(pos)
             && (0.0..=1.0).contains(&self.overlap_penalty)
+            && self.barrier_ns.is_finite()
+            && self.barrier_ns >= 0.0
     }
 
     /// The FMA peak: the best point of either curve, GFLOP/s.
@@ -313,9 +320,19 @@ impl Machine {
         let global_s = bytes / (self.copy_gbps * 1e9);
         let launch_s = launches * self.launch_us * 1e-6;
 
+        // Barriers, every invocation waiting at each: two per K tile with one staging buffer (the tile visible,
+        // then the buffer free again); with two, one after the first tile's staging and one per tile.
+        let tiles = k_per_split / kc as f64;
+        let per_invocation = if p.stages < 2 {
+            2.0 * tiles
+        } else {
+            1.0 + tiles
+        };
+        let barrier_s = invocations * per_invocation * self.barrier_ns * 1e-9 / occupancy;
+
         // FMAs and workgroup-memory loads issue from the same invocations: θ of the shorter adds to the longer
-        // (θ is measured as exactly that: t(both) = max + θ·min for a balanced mix).
-        let compute = fma_s.max(smem_s) + self.overlap_penalty * fma_s.min(smem_s);
+        // (θ is measured as exactly that: t(both) = max + θ·min for a balanced mix); the barriers stop both.
+        let compute = fma_s.max(smem_s) + self.overlap_penalty * fma_s.min(smem_s) + barrier_s;
         let (bound, mut body) = if global_s > compute {
             ("device memory", global_s)
         } else if smem_s > fma_s {
@@ -334,6 +351,7 @@ impl Machine {
             seconds: body + launch_s,
             fma_s,
             smem_s,
+            barrier_s,
             global_s,
             launch_s,
             bound,
@@ -428,6 +446,8 @@ pub struct Prediction {
     pub seconds: f64,
     pub fma_s: f64,
     pub smem_s: f64,
+    /// Time the invocations spend at workgroup barriers (part of the compute time).
+    pub barrier_s: f64,
     pub global_s: f64,
     pub launch_s: f64,
     /// Which of fma, workgroup memory, device memory bounds it.
@@ -522,6 +542,7 @@ mod tests {
             copy_gbps: 1000.0,
             launch_us: 5.0,
             overlap_penalty: 0.0,
+            barrier_ns: 0.0,
         }
     }
 
@@ -685,6 +706,7 @@ mod tests {
             copy_gbps: 4000.0,
             launch_us: 5.0,
             overlap_penalty: 0.0,
+            barrier_ns: 0.0,
         }
     }
 
@@ -772,6 +794,29 @@ mod tests {
         let half = at(&m);
         let (hi, lo) = (half.fma_s.max(half.smem_s), half.fma_s.min(half.smem_s));
         assert!((half.seconds - half.launch_s - (hi + 0.5 * lo)).abs() < 1e-12 * hi);
+    }
+
+    #[test]
+    fn barriers_are_charged_per_tile_and_buffer() {
+        // Deeper K tiles wait at fewer barriers; double buffering waits at one per tile instead of two.
+        let shape = GemmShape::packed(1024, 1024, 1024);
+        let mut m = gpu_like();
+        let at = |m: &Machine, key: &str| m.predict(&key.parse().unwrap(), 4, &shape, false);
+        let free = at(&m, "t8x8v4-w16x16-k4-s1");
+        assert_eq!(free.barrier_s, 0.0);
+        m.barrier_ns = 1.0;
+        let (k4, k8) = (at(&m, "t8x8v4-w16x16-k4-s1"), at(&m, "t8x8v4-w16x16-k8-s1"));
+        assert!(k4.barrier_s > 0.0 && k4.seconds > free.seconds);
+        assert!((k4.barrier_s / k8.barrier_s - 2.0).abs() < 1e-9);
+        // 256 tiles: 512 barriers single-buffered, 1 + 256 double-buffered.
+        let b2 = at(&m, "t8x8v4-w16x16-k4-s1-b2");
+        assert!((k4.barrier_s / b2.barrier_s - 512.0 / 257.0).abs() < 1e-9);
+        // The barriers stop FMAs and loads alike: they add to the compute time.
+        m.overlap_penalty = 1.0;
+        let p = at(&m, "t8x8v4-w16x16-k4-s1");
+        let compute = p.fma_s + p.smem_s + p.barrier_s;
+        assert!(compute > p.global_s);
+        assert!((p.seconds - p.launch_s - compute).abs() < 1e-12 * compute);
     }
 
     #[test]

@@ -269,6 +269,7 @@ mod tests {
             copy_gbps: 10.0,
             launch_us: 20.0,
             overlap_penalty: 1.0,
+            barrier_ns: 0.0,
         }
     }
 
