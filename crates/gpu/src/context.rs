@@ -457,6 +457,40 @@ impl Gpu {
         self.pipelines.get_or_compile(&target, kernel)
     }
 
+    /// Compiles `kernels` on every core (a sweep's or a tuner's candidates before they are timed one by one, so
+    /// the timing loop finds them compiled: a driver's compiler, not the device, is what a long candidate list
+    /// waits for). Returns how many this call compiled; a kernel that fails is left out, and reports its error
+    /// where it is used.
+    pub fn compile_all(&self, kernels: &[Kernel]) -> usize {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let next = AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(kernels.len());
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut compiled = 0;
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(k) = kernels.get(i) else {
+                                return compiled;
+                            };
+                            if let Ok((_, true)) = self.compile(k) {
+                                compiled += 1;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .sum()
+        })
+    }
+
     /// Number of distinct kernels compiled so far.
     pub fn cached_pipelines(&self) -> usize {
         self.pipelines.len()

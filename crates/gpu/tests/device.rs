@@ -540,3 +540,43 @@ fn rows_are_one_dispatch_and_visit_every_workgroup_once() {
         );
     }
 }
+
+#[test]
+fn kernels_compile_on_every_core_once_and_a_broken_one_waits_for_its_use() {
+    if test_gpu().is_none() {
+        return;
+    }
+    // A device of its own: the shared one's pipeline count moves with the tests beside this one.
+    let gpu = Gpu::new().unwrap();
+    // Distinct sources (ids), each a valid kernel; one broken among them.
+    let seed = fresh_seed();
+    let mut kernels: Vec<Kernel> = (0..12u32)
+        .map(|i| {
+            Kernel::new(
+                format!("compile_all_{i}"),
+                format!(
+                    "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n\
+                     @compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {{\n\
+                     if g.x < arrayLength(&x) {{ x[g.x] = x[g.x] * {}u + {i}u; }}\n}}\n",
+                    seed % 1000 + 2
+                ),
+            )
+        })
+        .collect();
+    kernels.push(Kernel::new(
+        "compile_all_broken",
+        "@compute @workgroup_size(1)\nfn main() {\n    let a: f32 = vec2<u32>(1u);\n}",
+    ));
+    let before = gpu.cached_pipelines();
+    assert_eq!(gpu.compile_all(&kernels), 12);
+    assert_eq!(gpu.cached_pipelines(), before + 12);
+    // Compiled once: a second call finds them all, and using one compiles nothing more.
+    assert_eq!(gpu.compile_all(&kernels), 0);
+    let (_, compiled_now) = gpu.compile(&kernels[3]).unwrap();
+    assert!(!compiled_now);
+    // The broken kernel reports its error where it is used.
+    assert!(matches!(
+        gpu.pipeline(&kernels[12]),
+        Err(GpuError::InvalidShader { .. })
+    ));
+}

@@ -194,43 +194,10 @@ impl DenseGemm {
         let vec = p.vec as usize;
         let user_epi = Epilogue::for_beta(self.beta);
         let nv = (s.n / vec) as u32;
-        // Generate each kernel's text once per plan, not once per block: K blocks after the first use β = 1.
-        // SAFETY (the kernels without runtime bounds checks): every buffer was checked above to hold its matrix
-        // (`min_len`: (rows − 1)·ld + cols) and each is bound by rows (`rows_arg`), so within a block the kernel's
-        // global indices r·ld + col, r < the block's rows (p.m) and col < cols (a_col0 + kg < K ≤ lda; cv < N/vec
-        // ≤ ldb/vec, ldc/vec), stay below the bound length; split-K writes slice w.z < split of a workspace of
-        // split · max_rows · ldc; the workgroup arrays are indexed by kk < KC, row and column groups below
-        // BM/4 (or BM) and BNV, as `dense_wgsl` forms them from the workgroup's own invocation ids.
-        let unchecked = |k: Kernel| {
-            if self.bounds_checked {
-                k
-            } else {
-                unsafe { k.without_bounds_checks() }
-            }
-        };
-        let checks = if self.bounds_checked { "_checked" } else { "" };
-        let kernel = |epi: Epilogue| {
-            if split > 1 {
-                let main = Kernel::new(
-                    format!("dense_{}_{}_partial{checks}", p.key(), self.dtype),
-                    dense_wgsl(p, self.dtype, Epilogue::Partial),
-                );
-                let reduce = Kernel::new(
-                    format!("splitk_reduce_{split}x{vec}_{}_{epi:?}{checks}", self.dtype),
-                    splitk_reduce_wgsl(self.dtype, p.vec, p.split_k, epi),
-                );
-                (unchecked(main), Some(unchecked(reduce)))
-            } else {
-                let main = Kernel::new(
-                    format!("dense_{}_{}_{epi:?}{checks}", p.key(), self.dtype),
-                    dense_wgsl(p, self.dtype, epi),
-                );
-                (unchecked(main), None)
-            }
-        };
-        let first = kernel(user_epi);
+        // Each kernel's text once per plan, not once per block: K blocks after the first use β = 1.
+        let first = self.kernel_pair(user_epi);
         let rest = if k_blocks.len() > 1 {
-            Some(kernel(Epilogue::BetaOne))
+            Some(self.kernel_pair(Epilogue::BetaOne))
         } else {
             None
         };
@@ -289,6 +256,64 @@ impl DenseGemm {
             launches,
             _workspace: workspace,
         })
+    }
+}
+
+impl DenseGemm {
+    /// The kernels a plan of this GEMM compiles: the tiled kernel (and split-K's reduction) for its β, and with
+    /// `accumulating` the same for β = 1 (K blocks after the first, where B is bound in several blocks). For
+    /// compiling many configurations at once before timing them ([`Gpu::compile_all`]).
+    pub fn kernels(&self, accumulating: bool) -> Vec<Kernel> {
+        let mut epis = vec![Epilogue::for_beta(self.beta)];
+        if accumulating {
+            epis.push(Epilogue::BetaOne);
+        }
+        epis.into_iter()
+            .flat_map(|e| {
+                let (main, reduce) = self.kernel_pair(e);
+                std::iter::once(main).chain(reduce)
+            })
+            .collect()
+    }
+
+    /// The tiled kernel for epilogue `epi`, and split-K's reduction. SAFETY (the kernels without runtime bounds
+    /// checks): `plan` checks every buffer to hold its matrix (`min_len`: (rows − 1)·ld + cols) and binds each by
+    /// rows (`rows_arg`), so within a block the kernel's global indices r·ld + col, r < the block's rows (p.m) and
+    /// col < cols (a_col0 + kg < K ≤ lda; cv < N/vec ≤ ldb/vec, ldc/vec), stay below the bound length; split-K
+    /// writes slice w.z < split of a workspace of split · max_rows · ldc; the workgroup arrays are indexed by
+    /// kk < KC, row and column groups below BM/4 (or BM) and BNV, as `dense_wgsl` forms them from the
+    /// workgroup's own invocation ids.
+    fn kernel_pair(&self, epi: Epilogue) -> (Kernel, Option<Kernel>) {
+        let p = &self.params;
+        let unchecked = |k: Kernel| {
+            if self.bounds_checked {
+                k
+            } else {
+                // SAFETY: every index in range, as the function's comment shows.
+                unsafe { k.without_bounds_checks() }
+            }
+        };
+        let checks = if self.bounds_checked { "_checked" } else { "" };
+        if p.split_k > 1 {
+            let main = Kernel::new(
+                format!("dense_{}_{}_partial{checks}", p.key(), self.dtype),
+                dense_wgsl(p, self.dtype, Epilogue::Partial),
+            );
+            let reduce = Kernel::new(
+                format!(
+                    "splitk_reduce_{}x{}_{}_{epi:?}{checks}",
+                    p.split_k, p.vec, self.dtype
+                ),
+                splitk_reduce_wgsl(self.dtype, p.vec, p.split_k, epi),
+            );
+            (unchecked(main), Some(unchecked(reduce)))
+        } else {
+            let main = Kernel::new(
+                format!("dense_{}_{}_{epi:?}{checks}", p.key(), self.dtype),
+                dense_wgsl(p, self.dtype, epi),
+            );
+            (unchecked(main), None)
+        }
     }
 }
 

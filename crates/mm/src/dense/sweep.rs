@@ -7,12 +7,12 @@
 //! so each workgroup does exactly the work it does in the full run — and the fastest few plus the model's pick
 //! are then timed on the full shape. E is computed from full-shape timings only.
 
-use bespoke_gpu::Gpu;
+use bespoke_gpu::{Gpu, Kernel};
 
 use super::bench::DenseTimer;
 use super::model::{Machine, Prediction};
 use super::params::{DenseParams, TileLimits};
-use super::run::GemmShape;
+use super::run::{DenseGemm, GemmShape};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
@@ -113,7 +113,7 @@ impl Sweep {
 }
 
 /// Times the configurations the model considers for `shape` (β = 0). `progress(done, total)` is called after
-/// each timing.
+/// each timing, and before them after each batch of kernels compiled (counting kernels).
 pub fn sweep(
     gpu: &Gpu,
     machine: &Machine,
@@ -178,6 +178,18 @@ pub fn sweep_space(
         .position(|p| *p == pick_params)
         .ok_or_else(|| MmError::Shape("the model's pick is not in the space".into()))?;
     let timer = DenseTimer::new(gpu, dtype, shape)?;
+    // Every configuration's kernels compiled first, on every core: on a GPU the driver's compiler, not the
+    // device, is what thousands of candidates wait for; the timings below then find them compiled.
+    let kernels: Vec<Kernel> = space
+        .iter()
+        .filter_map(|p| DenseGemm::new(shape, dtype, *p, 1.0, 0.0).ok())
+        .flat_map(|g| g.kernels(false))
+        .collect();
+    const BATCH: usize = 256;
+    for (i, batch) in kernels.chunks(BATCH).enumerate() {
+        gpu.compile_all(batch);
+        progress(i * BATCH + batch.len(), kernels.len());
+    }
     // A device error ends the sweep; a configuration the device refuses is recorded and skipped.
     let run = |params: DenseParams, sub: GemmShape, reps: usize| -> Result<Measured> {
         match timer.time_sub(gpu, params, sub, reps) {
