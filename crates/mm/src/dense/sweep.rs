@@ -112,8 +112,8 @@ impl Sweep {
     }
 }
 
-/// Times the configurations the model considers for `shape` (β = 0). `progress(done, total)` is called after
-/// each timing, and before them after each batch of kernels compiled (counting kernels).
+/// Times the configurations the model considers for `shape` (β = 0), their kernels compiled first on every
+/// core. `progress(done, total)` is called after each timing.
 pub fn sweep(
     gpu: &Gpu,
     machine: &Machine,
@@ -185,11 +185,7 @@ pub fn sweep_space(
         .filter_map(|p| DenseGemm::new(shape, dtype, *p, 1.0, 0.0).ok())
         .flat_map(|g| g.kernels(false))
         .collect();
-    const BATCH: usize = 256;
-    for (i, batch) in kernels.chunks(BATCH).enumerate() {
-        gpu.compile_all(batch);
-        progress(i * BATCH + batch.len(), kernels.len());
-    }
+    gpu.compile_all(&kernels);
     // A device error ends the sweep; a configuration the device refuses is recorded and skipped.
     let run = |params: DenseParams, sub: GemmShape, reps: usize| -> Result<Measured> {
         match timer.time_sub(gpu, params, sub, reps) {
