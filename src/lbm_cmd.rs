@@ -194,9 +194,15 @@ fn run_on(
         .ranks
         .as_ref()
         .map_or(String::new(), |r| format!("rank {}: ", r.comm.rank()));
-    let probe = bespoke::phase(format!("{rank}the copy probe"), || {
-        gpu.copy_bandwidth(&probe_options(true))
-    })?;
+    // The yardstick the root prints and writes; the other ranks print nothing and need none (their probes would
+    // only compete with the root's for the one device, and cost each rank a second or more).
+    let probe = if root {
+        Some(bespoke::phase(format!("{rank}the copy probe"), || {
+            gpu.copy_bandwidth(&probe_options(true))
+        })?)
+    } else {
+        None
+    };
     let bar = if root {
         progress_bar(1)
     } else {
@@ -231,9 +237,9 @@ fn run_on(
         // Every rank takes part (the state is gathered); rank 0 writes.
         r.lattice.checkpoint(p, &r.checkpoint_meta())?;
     }
-    if !root {
-        return Ok(());
-    }
+    let Some(probe) = probe else {
+        return Ok(()); // not the root
+    };
     let cfg = r.lattice.config().clone();
     let bytes_per_cell = r.lattice.bytes_per_cell();
     let mlups = r.mlups();

@@ -72,6 +72,8 @@ fn run(case: &[&str], extra: &[&str], tag: &str) -> (Vec<u8>, Value) {
             "{args:?}: no `{phase}` phase in\n{err}"
         );
     }
+    // Only the root measures the copy bandwidth it prints.
+    assert_eq!(err.matches("the copy probe: ").count(), 1, "{err}");
     let bytes = std::fs::read(&ckpt).unwrap();
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let _ = (std::fs::remove_file(&ckpt), std::fs::remove_file(&json));
