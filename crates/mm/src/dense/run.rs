@@ -257,23 +257,13 @@ impl DenseGemm {
             _workspace: workspace,
         })
     }
-}
 
-impl DenseGemm {
-    /// The kernels a plan of this GEMM compiles: the tiled kernel (and split-K's reduction) for its β, and with
-    /// `accumulating` the same for β = 1 (K blocks after the first, where B is bound in several blocks). For
-    /// compiling many configurations at once before timing them ([`Gpu::compile_all`]).
-    pub fn kernels(&self, accumulating: bool) -> Vec<Kernel> {
-        let mut epis = vec![Epilogue::for_beta(self.beta)];
-        if accumulating {
-            epis.push(Epilogue::BetaOne);
-        }
-        epis.into_iter()
-            .flat_map(|e| {
-                let (main, reduce) = self.kernel_pair(e);
-                std::iter::once(main).chain(reduce)
-            })
-            .collect()
+    /// The kernels a plan of this GEMM compiles where B fits one binding: the tiled kernel and, with split-K, its
+    /// reduction (a B bound in K blocks adds their β = 1 twins, compiled when planned). For compiling many
+    /// configurations at once before timing them ([`Gpu::compile_all`]).
+    pub fn kernels(&self) -> Vec<Kernel> {
+        let (main, reduce) = self.kernel_pair(Epilogue::for_beta(self.beta));
+        std::iter::once(main).chain(reduce).collect()
     }
 
     /// The tiled kernel for epilogue `epi`, and split-K's reduction. SAFETY (the kernels without runtime bounds

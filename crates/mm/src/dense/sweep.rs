@@ -183,7 +183,7 @@ pub fn sweep_space(
     let kernels: Vec<Kernel> = space
         .iter()
         .filter_map(|p| DenseGemm::new(shape, dtype, *p, 1.0, 0.0).ok())
-        .flat_map(|g| g.kernels(false))
+        .flat_map(|g| g.kernels())
         .collect();
     gpu.compile_all(&kernels);
     // A device error ends the sweep; a configuration the device refuses is recorded and skipped.
