@@ -11,11 +11,11 @@ use bespoke::gpu::testing::test_gpu;
 use serde_json::Value;
 
 /// Runs the CLI; prints how long it took and its phases (`BESPOKE_PHASE_TIMES`: each rank's device, the copy
-/// probe, the set-up, the run), shown with `--nocapture`: on an H200 these tests ran past 125 s, and these times
-/// say where.
+/// probe, the set-up with each tuning candidate, the run), shown with `--nocapture`: on an H200 these tests ran
+/// past 125 s (on 2026-11-27 a `--ranks 2x2 --no-overlap` cavity ran past 230 s), and these times say where.
 fn bespoke(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let started = std::time::Instant::now();
-    let mut with_phases = vec![("BESPOKE_PHASE_TIMES", "1")];
+    let mut with_phases = vec![("BESPOKE_PHASE_TIMES", "2")];
     with_phases.extend_from_slice(env);
     let out = bespoke_untimed(args, &with_phases);
     eprintln!(
@@ -24,23 +24,69 @@ fn bespoke(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         args.join(" ")
     );
     for line in String::from_utf8_lossy(&out.stderr).lines() {
-        if line.starts_with("[phase]") {
+        if line.starts_with("[phase]") && !line.ends_with('…') {
             eprintln!("          {line}");
         }
     }
     out
 }
 
+/// How long one CLI run may take before the test stops it and fails with what it printed
+/// (`BESPOKE_CLI_TIMEOUT` seconds; 300 by default): a run that never ends is a failure that names its phase, not
+/// a test that hangs.
+fn cli_timeout() -> std::time::Duration {
+    let secs = std::env::var("BESPOKE_CLI_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    std::time::Duration::from_secs(secs)
+}
+
 fn bespoke_untimed(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_bespoke"))
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bespoke"))
         .env(
             "BESPOKE_CACHE_DIR",
             std::env::temp_dir().join("bespoke-cli-test-cache"),
         )
         .envs(env.iter().copied())
         .args(args)
-        .output()
-        .expect("the bespoke binary runs")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the bespoke binary runs");
+    let reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let stdout = reader(Box::new(child.stdout.take().unwrap()));
+    let stderr = reader(Box::new(child.stderr.take().unwrap()));
+    let (started, limit) = (std::time::Instant::now(), cli_timeout());
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = stderr.join().unwrap();
+            panic!(
+                "bespoke {} did not finish in {limit:?} (BESPOKE_CLI_TIMEOUT); its stderr:\n{}",
+                args.join(" "),
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
 }
 
 fn tmp(name: &str) -> PathBuf {

@@ -28,6 +28,7 @@ mod host;
 mod kernel;
 mod launch_shape;
 mod overlap;
+mod phase;
 mod pipeline;
 mod probe;
 pub mod rng;
@@ -53,6 +54,7 @@ pub use launch_shape::{
     PER_INVOCATION, TUNE_MARGIN, WORKGROUP_SIZES, fastest_unless_close, tune_per_invocation,
 };
 pub use overlap::PendingRead;
+pub use phase::{phase, phase_since};
 pub use pipeline::{CachedPipeline, GRID_WGSL};
 pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};
 pub use texture::GpuTexture;

@@ -160,6 +160,12 @@ impl<'g> Lattice<'g> {
         &self.shape
     }
 
+    /// How many device allocations hold the populations (one per lattice buffer where the adapter's buffer limit
+    /// allows: see `pops.rs` for why).
+    pub fn population_allocations(&self) -> usize {
+        self.a.allocations() + self.b.as_ref().map_or(0, Pops::allocations)
+    }
+
     /// A lattice with pre-encoded flags: the whole domain, or one block of it (local `cfg` and `flags`, the
     /// domain's wall-distance switch and edges), its step kernel in `shape` (None: [`step_shape`]'s).
     pub(crate) fn build(

@@ -1,7 +1,13 @@
-//! One lattice's nine direction arrays on the device: nine buffers (the default), or one buffer holding them a
-//! fixed stride apart, so a step kernel binds them all once and indexes `a[i·S + k]` — as a CUDA code keeps
-//! its structure of arrays in one allocation. Every other kernel (macroscopic, probe, halo) binds each
-//! direction as a window of that buffer; the stride is rounded up to the adapter's storage offset alignment.
+//! One lattice's nine direction arrays on the device, always as few allocations as the adapter's buffer limit
+//! allows (one where it fits), each direction a fixed stride from the last (rounded up to the storage offset
+//! alignment). A step kernel binds them as nine windows (the default), or — where the tuner chose it and one
+//! binding can hold them — binds the one buffer once and indexes `a[i·S + k]`, as a CUDA code keeps its structure
+//! of arrays in one allocation. Every other kernel (macroscopic, probe, halo) binds each direction as a window.
+//!
+//! Why one allocation even with nine bindings: on an NVIDIA H200 (driver 580, 2026-11-27) the same step read and
+//! wrote 0.97 of the copy probe on windows of one allocation per side and 0.67–0.68 on 18 allocations of their
+//! own (`crates/gpu/examples/streams.rs` at 2^26 cells); the lattice's own step ran at 0.25–0.92 of copy from one
+//! set of allocations to the next (docs/perf.md).
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Window, packed_len};
 
@@ -10,11 +16,16 @@ use crate::error::{LbmError, Result};
 /// The nine direction arrays of one lattice.
 #[derive(Debug)]
 pub(crate) struct Pops {
+    /// The allocations, each holding `per_buffer` consecutive directions (the last perhaps fewer).
     bufs: Vec<GpuBuffer<u32>>,
     /// Words of each direction.
     words: usize,
-    /// Words from one direction's start to the next in the one buffer; 0 when each has its own buffer.
+    /// Words from one direction's start to the next within an allocation.
     stride: usize,
+    /// Directions per allocation (9: all in one).
+    per_buffer: usize,
+    /// The step kernel binds the one buffer once (`a[i·S + k]`) rather than nine windows.
+    one_binding: bool,
 }
 
 /// Bytes of one buffer holding the nine directions of `words` words each, each start aligned to `align_bytes`
@@ -44,42 +55,56 @@ pub(crate) fn one_buffer_misfit(gpu: &Gpu, words: usize) -> Option<String> {
     None
 }
 
+/// Directions of `stride` words that one allocation of at most `max_bytes` holds (1 to 9; the last direction needs
+/// only its words, but a stride's worth is counted for simplicity's sake).
+fn directions_per_buffer(stride: usize, max_bytes: u64) -> usize {
+    let bytes = (stride as u64 * 4).max(1);
+    (max_bytes / bytes).clamp(1, 9) as usize
+}
+
 impl Pops {
-    /// Nine zeroed directions of `words` words: in one buffer when `one`, else one buffer each.
-    pub(crate) fn alloc(gpu: &Gpu, words: usize, one: bool) -> Result<Self> {
-        if one {
-            if let Some(why) = one_buffer_misfit(gpu, words) {
-                return Err(LbmError::Unsupported(why));
-            }
-            let stride = gpu.packed_len::<u32>(words);
-            Ok(Self {
-                bufs: vec![gpu.alloc_filled::<u32>(9 * stride, 0)?],
-                words,
-                stride,
-            })
-        } else {
-            let bufs = (0..9)
-                .map(|_| gpu.alloc_filled::<u32>(words, 0).map_err(LbmError::from))
-                .collect::<Result<_>>()?;
-            Ok(Self {
-                bufs,
-                words,
-                stride: 0,
-            })
+    /// Nine zeroed directions of `words` words in as few allocations as the adapter's buffer limit allows; bound
+    /// once by the step kernel when `one_binding` (an error where one binding cannot hold them).
+    pub(crate) fn alloc(gpu: &Gpu, words: usize, one_binding: bool) -> Result<Self> {
+        if one_binding && let Some(why) = one_buffer_misfit(gpu, words) {
+            return Err(LbmError::Unsupported(why));
         }
+        let stride = gpu.packed_len::<u32>(words);
+        let per_buffer = directions_per_buffer(stride, gpu.limits().max_buffer_size);
+        let bufs = (0..9)
+            .step_by(per_buffer)
+            .map(|first| {
+                let n = per_buffer.min(9 - first);
+                // The last direction of an allocation needs only its words, not a whole stride.
+                gpu.alloc_filled::<u32>((n - 1) * stride + words, 0)
+                    .map_err(LbmError::from)
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            bufs,
+            words,
+            stride,
+            per_buffer,
+            one_binding,
+        })
     }
 
-    /// The stride in words between directions when they share one buffer.
+    /// The stride in words between directions when the step kernel binds them as one buffer.
     pub(crate) fn stride(&self) -> Option<usize> {
-        (self.stride > 0).then_some(self.stride)
+        self.one_binding.then_some(self.stride)
+    }
+
+    /// How many allocations hold the nine directions.
+    pub(crate) fn allocations(&self) -> usize {
+        self.bufs.len()
     }
 
     /// Direction `i`'s buffer and where its words start in it.
     fn place(&self, i: usize) -> (&GpuBuffer<u32>, usize) {
-        match self.stride {
-            0 => (&self.bufs[i], 0),
-            s => (&self.bufs[0], i * s),
-        }
+        (
+            &self.bufs[i / self.per_buffer],
+            (i % self.per_buffer) * self.stride,
+        )
     }
 
     /// Direction `i` as a storage argument (a window of the one buffer, or its own buffer).
@@ -98,9 +123,10 @@ impl Pops {
 
     /// The arguments a kernel of this lattice binds: the one buffer whole, or the nine directions.
     pub(crate) fn kernel_args(&self) -> Vec<Arg<'_>> {
-        match self.stride {
-            0 => self.dir_args(),
-            _ => vec![self.bufs[0].arg()],
+        if self.one_binding {
+            vec![self.bufs[0].arg()]
+        } else {
+            self.dir_args()
         }
     }
 
@@ -129,5 +155,24 @@ impl Pops {
             gpu.fill(b, value)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::directions_per_buffer;
+
+    /// All nine share one allocation where it fits, else each allocation takes as many as fit, in order.
+    #[test]
+    fn directions_fill_as_few_allocations_as_the_limit_allows() {
+        // 8192² f32 on an H200 (4 292 870 144 B per buffer): 2.4 GB, one allocation.
+        assert_eq!(directions_per_buffer(1 << 26, 4_292_870_144), 9);
+        // The same under a 2 GiB limit: eight directions of 256 MiB in the first, the ninth in a second; a byte
+        // less and seven fit.
+        assert_eq!(directions_per_buffer(1 << 26, 1 << 31), 8);
+        assert_eq!(directions_per_buffer(1 << 26, (1 << 31) - 1), 7);
+        // A direction past the limit still gets an allocation of its own (the size check reports it).
+        assert_eq!(directions_per_buffer(1 << 30, 1 << 31), 1);
+        assert_eq!(directions_per_buffer(0, 1 << 31), 9);
     }
 }

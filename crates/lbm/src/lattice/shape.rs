@@ -239,6 +239,15 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         })?;
         Ok(median(&lat.time_pairs(1, reps)?.samples))
     };
+    let time = |shape: StepShape| {
+        let what = format!(
+            "tuning the step: workgroup {}, {} cells per invocation{} on {nx}×{ny}",
+            shape.workgroup,
+            shape.cells,
+            if shape.one_buffer { ", one buffer" } else { "" }
+        );
+        bespoke_gpu::phase(what, || time(shape))
+    };
     let mut timed = Vec::new();
     for workgroup in candidates(gpu) {
         let t = time(StepShape {
