@@ -49,6 +49,18 @@ fn open_gpu(rank: Option<usize>) -> Result<Gpu, Error> {
     })?)
 }
 
+/// Closes a thread rank's device while no other rank of this process closes its own. On an NVIDIA H200 (driver
+/// 580.159.04, 2026-11-27) runs on four thread ranks (four devices on the one adapter) hung after every rank had
+/// finished its run, in four of six tries, while two ranks never did: the devices' teardown is the part left,
+/// and closing them in turn is the cheap guard (`BESPOKE_PHASE_TIMES` prints each close, so a hang shows where).
+fn close_one_at_a_time(rank: usize, gpu: Gpu) {
+    static CLOSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = CLOSING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    bespoke::phase(format!("rank {rank}: close the device"), || drop(gpu));
+}
+
 /// Runs `body` on one domain (no communicator), on thread ranks, or on this process's MPI rank.
 pub fn run(
     spec: Option<RankSpec>,
@@ -65,7 +77,9 @@ pub fn run(
         Some(s) => run_threads(s.count, |comm| {
             let r = comm.rank();
             let gpu = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))?;
-            bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(Rc::new(comm))))
+            let out = bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(Rc::new(comm))));
+            close_one_at_a_time(r, gpu);
+            out
         })
         .map(|_| ())
         .map_err(|e| e.to_string().into()),
