@@ -32,6 +32,9 @@
 #   streams       the LBM step's memory pattern alone (crates/gpu/examples/streams.rs: K streams in and out, widths,
 #                 bindings, staggering, bounds checks, cells per invocation, the step built up, 18 allocations;
 #                 on a constant and on random words; at the 8192² lattice's size)
+#   lbm-width     the generated f32 step beside a hand-written one on the same buffers (step_cost f32) at 8192×8192
+#                 and 4096×16384, and the streams rows with 8192-wide pulls: whether the LBM's 0.36 of copy is the
+#                 generated code or the lattice's width (docs/gpu.md, next session)
 #   lbm-examples  at 8192² (LBM_SIZE="NX NY" overrides): where the LBM step's time goes (step_cost: memory only vs collision vs pulls vs f16
 #                 conversions) and the populations-in-textures trial (texture_trial)
 #   lbm-cylinder  Schäfer–Turek 2D-2 at D = 40 and 80 cells, lattice velocity 0.05 and 0.025 (resolution and Mach
@@ -88,8 +91,9 @@ tests() {
         # TEST_ONLY=REGEX: only the binaries whose name (e.g. shape-1a2b…) matches it.
         if [ -n "${TEST_ONLY:-}" ] && ! [[ $name =~ $TEST_ONLY ]]; then continue; fi
         local rc=0 limit=${TEST_TIMEOUT:-120} extra=()
-        # cli_ranks runs the CLI 15 times on 1–4 thread ranks in its bit-for-bit tests: past 125 s on an H200 (2026-11-27), cause unknown;
-        # it prints each run's time (--nocapture) and gets a limit of its own.
+        # cli_ranks runs the CLI 15 times on 1–4 thread ranks: 13–26 s on an H200 once four ranks closed their
+        # devices in turn (2026-11-27; before, four-rank runs hung at exit). It prints each run's time and phases
+        # (--nocapture) and gets a limit of its own; BESPOKE_CLI_TIMEOUT stops a single run.
         if [[ $name =~ ^cli_ranks- ]]; then limit=${TEST_TIMEOUT_RANKS:-300} extra=(--nocapture); fi
         (cd "$pkg" && CI=true INSTA_WORKSPACE_ROOT=$top \
             timeout "$limit" "$dir/tests/$name" --test-threads 4 "${extra[@]}") \
@@ -188,6 +192,12 @@ for stage in "$@"; do
             # At the 8192² lattice's size (2^26 cells a stream, 4.8 GB moved a row), so its rows compare with
             # step_cost's; STREAMS_CELLS overrides.
             .devbin/streams "${STREAMS_CELLS:-67108864}" 2>&1 | tee "$OUT/streams.txt" ;;
+        lbm-width)
+            for size in "8192 8192" "4096 16384"; do
+                # shellcheck disable=SC2086
+                .devbin/step_cost $size f32 2>&1 | tee -a "$OUT/lbm-width.txt"
+            done
+            .devbin/streams 67108864 8192 2>&1 | tee -a "$OUT/lbm-width.txt" ;;
         lbm-examples)
             # shellcheck disable=SC2086
             .devbin/step_cost ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-step-cost.txt"

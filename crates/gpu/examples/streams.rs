@@ -10,8 +10,8 @@
 //! and written), and the fraction of the copy probe and of the fastest copy walk measured in the same process. A
 //! row whose bindings pass the adapter's limits at this size says so and is not run.
 //!
-//! `cargo run --release -p bespoke-gpu --example streams [CELLS]` (CELLS per stream of the 9-stream rows, a
-//! multiple of 4096; default 2^25); `--wgsl ROW` prints a row's kernel
+//! `cargo run --release -p bespoke-gpu --example streams [CELLS [NX]]` (CELLS per stream of the 9-stream rows, a
+//! multiple of 4096; default 2^25; NX the pulls' row length, 4096 by default); `--wgsl ROW` prints a row's kernel
 
 use bespoke_gpu::{
     Arg, CopyVariant, GRID_WGSL, Gpu, GpuBuffer, GridLayout, Kernel, Launch, ProbeOptions, Window,
@@ -64,7 +64,14 @@ struct Row {
 }
 
 /// Columns of the lattice the pull rows walk (CELLS is a multiple of it).
-const PULL_NX: usize = 4096;
+/// The pulls' row length (the lattice's width): 4096 unless a second argument gives another (the 8192² lattice's
+/// is 8192; whether the width matters is the question on 2026-11-27, where the lattice's own 8192-wide step ran at
+/// 0.36 of copy and this one at 4096 wide at 0.97).
+static PULL_NX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn pull_nx() -> usize {
+    *PULL_NX.get_or_init(|| 4096)
+}
 /// D2Q9's directions (x, y) and weights, in the order the step stores them (bespoke-lbm's `d2q9` tables, written
 /// out again: the gpu crate sits below the lbm crate and cannot use them).
 const C: [(i32, i32); 9] = [
@@ -295,15 +302,16 @@ fn source(r: &Row, n: usize) -> String {
         s += &format!("    let i{c} = idx + {}u;\n", c * (n / r.cells));
     }
     if r.pulls {
+        let nx = pull_nx();
         s += &format!(
-            "    let x = idx % {PULL_NX}u;\n    let y = idx / {PULL_NX}u;\n    let ny = {}u;\n    \
+            "    let x = idx % {nx}u;\n    let y = idx / {nx}u;\n    let ny = {}u;\n    \
              let x0 = select(x - 1u, {}u, x == 0u);\n    let x1 = x;\n    \
              let x2 = select(x + 1u, 0u, x == {}u);\n    \
-             let y0 = select(y - 1u, ny - 1u, y == 0u) * {PULL_NX}u;\n    let y1 = y * {PULL_NX}u;\n    \
-             let y2 = select(y + 1u, 0u, y == ny - 1u) * {PULL_NX}u;\n",
-            n / PULL_NX,
-            PULL_NX - 1,
-            PULL_NX - 1
+             let y0 = select(y - 1u, ny - 1u, y == 0u) * {nx}u;\n    let y1 = y * {nx}u;\n    \
+             let y2 = select(y + 1u, 0u, y == ny - 1u) * {nx}u;\n",
+            n / nx,
+            nx - 1,
+            nx - 1
         );
         // Pull from the cell minus the direction's offset: x{1 - cx}, y{1 - cy}.
         for (k, (cx, cy)) in C.iter().enumerate() {
@@ -461,8 +469,21 @@ fn main() -> Res<()> {
         Some(a) => a.parse()?,
         None => 1 << 25,
     };
-    if cells == 0 || !cells.is_multiple_of(4096) {
-        return Err("CELLS must be a positive multiple of 4096".into());
+    if let Some(a) = std::env::args().nth(2) {
+        let nx: usize = a.parse()?;
+        if nx < 2 {
+            return Err("the pulls' row length must be at least 2".into());
+        }
+        PULL_NX
+            .set(nx)
+            .map_err(|_| "the row length was set twice")?;
+    }
+    if cells == 0 || !cells.is_multiple_of(pull_nx()) || !cells.is_multiple_of(4096) {
+        return Err(format!(
+            "CELLS must be a positive multiple of 4096 and of the pulls' row length {}",
+            pull_nx()
+        )
+        .into());
     }
     let total = 9 * cells; // f32 per side
     let gpu = Gpu::new()?;

@@ -4,14 +4,17 @@
 //! `pack2x16float` replaced by bit casts), and both, which leaves the memory traffic alone; also the pulls
 //! (every population from the cell's own slot) and pulls and collision both (a nine-stream copy with the step's
 //! index arithmetic). Each on three lattice states: Taylor–Green, uniform, random (`common::State`). docs/perf.md records
-//! what it measured.
+//! what it measured. Beside them (f32) a step written by hand the way `crates/gpu/examples/streams.rs` writes its
+//! "a step" row (the same pulls, an equilibrium collision), on the same buffers: on an H200 on 2026-11-27 that
+//! row streamed at 0.93–0.97 of copy on a 4096-wide lattice where the generated step ran at 0.36 on an 8192-wide
+//! one, so this row and the width (NX NY) tell the code from the lattice.
 //!
-//! `cargo run --release -p bespoke-lbm --example step_cost [NX NY]`
+//! `cargo run --release -p bespoke-lbm --example step_cost [NX NY] [f32|f16]`
 
 #[allow(dead_code)] // the helpers the other examples share
 mod common;
 
-use bespoke_gpu::{Gpu, Kernel, ProbeOptions};
+use bespoke_gpu::{GRID_WGSL, Gpu, Kernel, ProbeOptions};
 use bespoke_lbm::Storage;
 use common::{Res, State, ab_pair, grid, periodic_ab_spec, size_args, state_buffers};
 
@@ -36,6 +39,61 @@ fn without_pulls(src: &str) -> String {
     })
 }
 
+/// A periodic D2Q9 f32 step written by hand, as the streams example writes its "a step" row: pull each direction
+/// from the cell minus its velocity, an equilibrium collision, store at the cell; the generated kernel's bindings
+/// (`a0..a8` read, `b0..b8` written) and grid, so it times on the same buffers and launches.
+fn hand_written_step(nx: usize, ny: usize) -> String {
+    let c = bespoke_lbm::d2q9::C.map(|[cx, cy]| (cx, cy));
+    let mut s = format!("{GRID_WGSL}\n");
+    for k in 0..9 {
+        s += &format!("@group(0) @binding({k}) var<storage, read> a{k}: array<f32>;\n");
+    }
+    for k in 0..9 {
+        s += &format!(
+            "@group(0) @binding({}) var<storage, read_write> b{k}: array<f32>;\n",
+            9 + k
+        );
+    }
+    s += &format!(
+        "@compute @workgroup_size({wg})\nfn main(@builtin(workgroup_id) wid: vec3<u32>, \
+         @builtin(local_invocation_index) lid: u32) {{\n    let idx = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    \
+         if idx >= {n}u {{ return; }}\n    let x = idx % {nx}u;\n    let y = idx / {nx}u;\n    \
+         let x0 = select(x - 1u, {xl}u, x == 0u);\n    let x1 = x;\n    let x2 = select(x + 1u, 0u, x == {xl}u);\n    \
+         let y0 = select(y - 1u, {yl}u, y == 0u) * {nx}u;\n    let y1 = y * {nx}u;\n    \
+         let y2 = select(y + 1u, 0u, y == {yl}u) * {nx}u;\n",
+        wg = bespoke_lbm::kernel::WG,
+        n = nx * ny,
+        xl = nx - 1,
+        yl = ny - 1
+    );
+    for (k, (cx, cy)) in c.iter().enumerate() {
+        s += &format!("    let v{k} = a{k}[y{} + x{}];\n", 1 - cy, 1 - cx);
+    }
+    let sum = |f: &dyn Fn(i32, i32) -> i32| {
+        c.iter()
+            .enumerate()
+            .filter(|(_, c)| f(c.0, c.1) != 0)
+            .fold("0.0".to_owned(), |acc, (k, c)| {
+                format!("{acc} {} v{k}", if f(c.0, c.1) < 0 { "-" } else { "+" })
+            })
+    };
+    s += &format!(
+        "    let rho = {};\n    let ux = ({}) / rho;\n    let uy = ({}) / rho;\n    \
+         let uu = 1.5 * (ux * ux + uy * uy);\n",
+        sum(&|_, _| 1),
+        sum(&|cx, _| cx),
+        sum(&|_, cy| cy)
+    );
+    for (k, (cx, cy)) in c.iter().enumerate() {
+        s += &format!(
+            "    let cu{k} = 3.0 * ({cx}.0 * ux + {cy}.0 * uy);\n    \
+             b{k}[idx] = {:?} * rho * (1.0 + cu{k} + 0.5 * cu{k} * cu{k} - uu);\n",
+            bespoke_lbm::d2q9::W[k] as f32
+        );
+    }
+    s + "}\n"
+}
+
 /// The f16 word helpers with bit casts in place of the conversions.
 fn without_conversion(src: &str) -> String {
     src.replace(
@@ -53,7 +111,14 @@ fn main() -> Res<()> {
     let gpu = Gpu::new()?;
     let copy = gpu.copy_bandwidth(&ProbeOptions::default())?.gbps;
     println!("{}: {nx}×{ny}, copy {copy:.2} GB/s", gpu.adapter_name());
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a == "f32" || a == "f16")
+        .collect();
     for storage in [Storage::F32, Storage::F16] {
+        if !only.is_empty() && !only.iter().any(|o| o == storage.name()) {
+            continue;
+        }
         let spec = periodic_ab_spec(nx, ny, storage);
         let src = spec.generate();
         let words = spec.invocations();
@@ -66,6 +131,9 @@ fn main() -> Res<()> {
         if without_pulls(&src) != src {
             variants.push(("no pulls", without_pulls(&src)));
             variants.push(("own-slot copy", without_pulls(&without_collision(&src))));
+        }
+        if storage == Storage::F32 {
+            variants.push(("hand-written", hand_written_step(nx, ny)));
         }
         if storage == Storage::F16 {
             variants.push(("no conversion", without_conversion(&src)));
@@ -93,4 +161,36 @@ fn main() -> Res<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bespoke_gpu::{caps_for, validate_wgsl};
+
+    /// Every kernel this example times is valid WGSL (no device needed): the generated step, each edit of it, and
+    /// the hand-written step, at a square and a wide lattice.
+    #[test]
+    fn every_variant_validates_without_a_device() {
+        for (nx, ny) in [(64, 64), (128, 32)] {
+            for storage in [Storage::F32, Storage::F16] {
+                let src = periodic_ab_spec(nx, ny, storage).generate();
+                let edits = [
+                    src.clone(),
+                    without_collision(&src),
+                    without_pulls(&src),
+                    without_pulls(&without_collision(&src)),
+                    without_conversion(&src),
+                    without_conversion(&without_collision(&src)),
+                ];
+                for s in edits {
+                    validate_wgsl(&s, caps_for(false, true)).unwrap();
+                }
+            }
+            let hand = hand_written_step(nx, ny);
+            validate_wgsl(&hand, caps_for(false, false)).unwrap();
+            // Nine stores, one per direction.
+            assert_eq!(hand.matches("] = ").count(), 9);
+        }
+    }
 }

@@ -10,8 +10,10 @@ pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// `[NX NY]` from the command line, 2048² by default.
 pub fn size_args() -> Res<(usize, usize)> {
+    // Words (f32, f16) are the examples' own switches; every other argument is a size.
     let args: Vec<usize> = std::env::args()
         .skip(1)
+        .filter(|a| a != "f32" && a != "f16")
         .map(|a| a.parse())
         .collect::<Result<_, _>>()?;
     Ok(match args[..] {
