@@ -1,10 +1,10 @@
-//! The `dense` section: the dense GEMM at the model's pick for one square and one PyFR-like shape (M, K ≤ 1029,
+//! The `dense` section: the dense GEMM at the model's pick checked on the device (`dense::choose`) for one square and one PyFR-like shape (M, K ≤ 1029,
 //! N ≥ 10⁵), GFLOP/s and fraction of the measured FMA peak; and the popcount GEMM of an LD problem.
 
 use bespoke_mm::DType;
 use bespoke_mm::dense::bench::time_dense;
 use bespoke_mm::dense::microbench::Op;
-use bespoke_mm::dense::{GemmShape, Machine, TileLimits};
+use bespoke_mm::dense::{GemmShape, Machine, checked_pick};
 use bespoke_mm::ld::{SnpMatrix, ld};
 use bespoke_mm::popcount::PopShape;
 use serde_json::json;
@@ -33,7 +33,6 @@ impl Section for DenseSection {
 
     fn run(&self, ctx: &BenchContext<'_>) -> Result<SectionOutput, Error> {
         let gpu = ctx.gpu;
-        let limits = TileLimits::of(gpu);
         // The PyFR-like panel: hex p3 M0-like, 96 flux points from 64 solution points, 10⁵ elements.
         let sizes = Sizes::of(gpu.is_cpu(), ctx.quick);
         let [pm, pn, pk] = sizes.dense_pyfr;
@@ -56,7 +55,10 @@ impl Section for DenseSection {
                 ("square", GemmShape::packed(square, square, square)),
                 ("pyfr-like", pyfr),
             ] {
-                let (p, pred) = m.pick(dtype, &limits, &shape, false)?;
+                // The model's pick checked on the device (its shortlist timed on samples, cached).
+                let checked = checked_pick(gpu, &m, dtype, &shape, false)?;
+                let p = checked.params;
+                let pred = m.predict(&p, dtype.size(), &shape, false);
                 let t = time_dense(gpu, dtype, shape, p, reps)?;
                 // A·B reads A and B once and writes C at least: the floor on bytes moved.
                 let bytes = (dtype.size()
@@ -70,8 +72,9 @@ impl Section for DenseSection {
                     unit: "GFLOP/s",
                     fraction: Some(t.gflops / peak),
                     note: format!(
-                        "{} (model), of {peak:.1} GFLOP/s FMA peak; {:.2} GB/s = {:.3} of copy",
+                        "{} ({}), of {peak:.1} GFLOP/s FMA peak; {:.2} GB/s = {:.3} of copy",
                         p.key(),
+                        checked.describe(),
                         bytes / t.seconds / 1e9,
                         bytes / t.seconds / 1e9 / ctx.copy_gbps
                     ),
@@ -79,6 +82,7 @@ impl Section for DenseSection {
                 runs.push(json!({
                     "case": label, "m": shape.m, "n": shape.n, "k": shape.k, "dtype": dtype.wgsl(),
                     "params": params_json(&p), "predicted_gflops": shape.flops() / pred.seconds / 1e9,
+                    "model_pick": params_json(&checked.model_pick), "pick": checked.describe(),
                     "seconds": t.seconds, "gflops": t.gflops,
                     "fma_peak_gflops": peak, "peak_fraction": t.gflops / peak,
                     "min_bytes": bytes, "gbps": bytes / t.seconds / 1e9,

@@ -13,7 +13,9 @@ use bespoke::mm::DType;
 use bespoke::mm::dense::bench::DenseTimer;
 use bespoke::mm::dense::microbench::Op;
 use bespoke::mm::dense::sweep::{Method, sweep};
-use bespoke::mm::dense::{DenseParams, GemmShape, Machine, MachineSource, TileLimits};
+use bespoke::mm::dense::{
+    DenseParams, GemmShape, Machine, MachineSource, TileLimits, checked_pick,
+};
 use bespoke::mm::specialise::Variant;
 use bespoke::report::{adapter_json, machine_json, params_json};
 use clap::{Args, Subcommand};
@@ -28,9 +30,13 @@ pub enum MmCommand {
     DenseBench {
         #[command(flatten)]
         shape: ShapeArgs,
-        /// Tiling as a key, e.g. t8x8v4-w16x16-k8-s1 (default: the analytical model's pick).
+        /// Tiling as a key, e.g. t8x8v4-w16x16-k8-s1 (default: the model's pick checked on the device: the
+        /// best-predicted tiling of each of its first few register-tile shapes timed on a block of C, cached).
         #[arg(long)]
         params: Option<DenseParams>,
+        /// The analytical model's own pick, untimed (instead of the checked pick).
+        #[arg(long, conflicts_with = "params")]
+        model_only: bool,
         #[arg(long, default_value_t = 10)]
         reps: usize,
         /// Keep naga's runtime bounds checks in the kernel (they are off: every index is in range by
@@ -216,6 +222,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
         MmCommand::DenseBench {
             shape,
             params,
+            model_only,
             reps,
             bounds_checks,
             model,
@@ -227,11 +234,15 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             let gpu = &open_gpu()?;
             let machine = load_machine(gpu, dtype, &model)?;
             let (p, source) = match given {
-                Some(p) => (p, "given"),
-                None => (
+                Some(p) => (p, "given".to_owned()),
+                None if model_only => (
                     machine.pick(dtype, &TileLimits::of(gpu), &shape, false)?.0,
-                    "model",
+                    "model".to_owned(),
                 ),
+                None => {
+                    let c = checked_pick(gpu, &machine, dtype, &shape, false)?;
+                    (c.params, c.describe())
+                }
             };
             let peak = machine.peak_gflops();
             let t = DenseTimer::new(gpu, dtype, shape)?
@@ -339,6 +350,13 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                 shape.flops() / best.predicted.seconds / 1e9
             );
             println!("efficiency E = {:.3}", s.efficiency());
+            let checked = &s.points[s.checked];
+            println!(
+                "checked    {} {:.2} GFLOP/s (the model's shortlist, one tile shape each, timed on samples): E = {:.3}",
+                checked.params.key(),
+                s.checked_gflops(),
+                s.checked_efficiency()
+            );
             let configs: Vec<Value> = s
                 .points
                 .iter()
@@ -365,6 +383,8 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                                    "rank": s.pick_rank() + 1},
                     "best": {"params": params_json(&best.params), "gflops": s.best_gflops()},
                     "efficiency": s.efficiency(),
+                    "checked_pick": {"params": params_json(&checked.params), "gflops": s.checked_gflops(),
+                                     "efficiency": s.checked_efficiency()},
                     "method": match method { Method::Exhaustive => "exhaustive", Method::Screened { .. } => "screened" },
                     "configs_timed": s.timed(),
                     "configs_screened": s.screened(),

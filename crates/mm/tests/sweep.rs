@@ -79,6 +79,8 @@ fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
     assert_eq!(s.pick, fastest_pred);
     assert!((s.efficiency() - s.pick_gflops() / best).abs() < 1e-12);
     assert!(s.efficiency() > 0.0 && s.efficiency() <= 1.0);
+    // Exhaustive: the checked pick is the shortlist's fastest on the full shape, so never slower than the pick.
+    assert!(s.checked_gflops() >= s.pick_gflops());
 }
 
 #[test]
@@ -122,7 +124,20 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
         assert!(sub.m == shape.m || sub.m.is_multiple_of(pt.params.bm() as usize));
         assert!(sub.n == shape.n || sub.n.is_multiple_of(pt.params.bn() as usize));
     }
-    // The two fastest samples and the model's pick, and nothing else, ran on the full shape.
+    // The checked pick: of the model's shortlist (one point per register-tile shape), the fastest sample.
+    let space: Vec<_> = s.points.iter().map(|p| p.params).collect();
+    let list = bespoke_mm::dense::shortlist(&machine(), &space, 4, &shape, false, 6);
+    let fastest_listed = list
+        .iter()
+        .map(|p| space.iter().position(|q| q == p).unwrap())
+        .max_by(|&a, &b| {
+            let g = |i: usize| s.points[i].sample_gflops().unwrap();
+            g(a).total_cmp(&g(b))
+        })
+        .unwrap();
+    assert_eq!(s.checked, fastest_listed);
+    assert!(s.checked_efficiency() > 0.0 && s.checked_efficiency() <= 1.0);
+    // The two fastest samples, the model's pick and the checked pick, and nothing else, ran on the full shape.
     let mut by_sample: Vec<usize> = (0..5).collect();
     by_sample.sort_by(|&a, &b| {
         s.points[b]
@@ -131,7 +146,7 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
             .total_cmp(&s.points[a].sample_gflops().unwrap())
     });
     let mut confirmed: Vec<usize> = (0..5).filter(|&i| s.points[i].measured.is_some()).collect();
-    let mut expected = vec![by_sample[0], by_sample[1], s.pick];
+    let mut expected = vec![by_sample[0], by_sample[1], s.pick, s.checked];
     expected.sort_unstable();
     expected.dedup();
     confirmed.sort_unstable();

@@ -1,6 +1,7 @@
 //! Dense tiled GEMM: parameter space, WGSL generator, runner.
 
 pub mod bench;
+pub mod choose;
 pub mod microbench;
 pub mod model;
 pub mod params;
@@ -8,6 +9,7 @@ pub mod run;
 pub mod sweep;
 pub mod wgsl;
 
+pub use choose::{CheckedPick, checked_pick, shortlist};
 pub use model::{Machine, MachineSource, Prediction};
 pub use params::{DenseParams, MAX_ACC_BYTES, TileLimits, legal_space};
 pub use run::{DenseGemm, Element, GemmPlan, GemmShape};

@@ -68,6 +68,9 @@ pub struct Sweep {
     pub points: Vec<SweepPoint>,
     pub pick: usize,
     pub best: usize,
+    /// The checked pick (`dense::choose`): of the model's shortlist (one configuration per register-tile shape),
+    /// the fastest on its sample (screened) or on the full shape (exhaustive).
+    pub checked: usize,
 }
 
 impl Sweep {
@@ -80,6 +83,13 @@ impl Sweep {
     /// E = pick ÷ best.
     pub fn efficiency(&self) -> f64 {
         self.pick_gflops() / self.best_gflops()
+    }
+    pub fn checked_gflops(&self) -> f64 {
+        self.points[self.checked].gflops().unwrap_or(0.0)
+    }
+    /// E of the checked pick: checked ÷ best.
+    pub fn checked_efficiency(&self) -> f64 {
+        self.checked_gflops() / self.best_gflops()
     }
     /// Configurations that ran on the full shape.
     pub fn timed(&self) -> usize {
@@ -160,6 +170,20 @@ pub fn sample_shape(
     }
 }
 
+/// The point of `among` with the highest `rate` (None where none has one).
+fn fastest(
+    points: &[SweepPoint],
+    among: &[usize],
+    rate: impl Fn(&SweepPoint) -> Option<f64>,
+) -> Option<usize> {
+    among
+        .iter()
+        .copied()
+        .filter_map(|i| rate(&points[i]).map(|g| (i, g)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i)
+}
+
 /// [`sweep`] over a given space (the model picks within it).
 #[allow(clippy::too_many_arguments)]
 pub fn sweep_space(
@@ -177,6 +201,17 @@ pub fn sweep_space(
         .iter()
         .position(|p| *p == pick_params)
         .ok_or_else(|| MmError::Shape("the model's pick is not in the space".into()))?;
+    let shortlisted: Vec<usize> = super::choose::shortlist(
+        machine,
+        space,
+        dtype.size(),
+        &shape,
+        false,
+        super::choose::SHORTLIST,
+    )
+    .iter()
+    .filter_map(|p| space.iter().position(|q| q == p))
+    .collect();
     let timer = DenseTimer::new(gpu, dtype, shape)?;
     // Every configuration's kernels compiled first, on every core: on a GPU the driver's compiler, not the
     // device, is what thousands of candidates wait for; the timings below then find them compiled.
@@ -226,6 +261,11 @@ pub fn sweep_space(
             if !order.contains(&pick) {
                 order.push(pick);
             }
+            // The checked pick as `dense::choose` makes it: the shortlist's fastest sample.
+            let checked = fastest(&points, &shortlisted, SweepPoint::sample_gflops).unwrap_or(pick);
+            if !order.contains(&checked) {
+                order.push(checked);
+            }
             order
         }
     };
@@ -252,6 +292,12 @@ pub fn sweep_space(
             "no configuration of {shape:?} ran: {why}"
         )));
     }
+    // Exhaustive: the shortlist's fastest on the full shape; screened: chosen above on the samples.
+    let checked = match method {
+        Method::Exhaustive => fastest(&points, &shortlisted, SweepPoint::gflops),
+        Method::Screened { .. } => fastest(&points, &shortlisted, SweepPoint::sample_gflops),
+    }
+    .unwrap_or(pick);
     Ok(Sweep {
         shape,
         dtype,
@@ -259,6 +305,7 @@ pub fn sweep_space(
         points,
         pick,
         best,
+        checked,
     })
 }
 

@@ -1,0 +1,203 @@
+//! The model's pick checked on the device (issue 36). The model ranks the space; the best-predicted configuration
+//! of each register-tile shape (tm × tn) among the first [`SHORTLIST`] shapes is timed once on a block of C
+//! ([`super::sweep::sample_shape`]), and the fastest is the pick: cached on disk per adapter, precision and shape.
+//!
+//! Why: on an NVIDIA H200 (2026-11-27, screened sweep at 4096³ f32) the model's predictions held within ~10 % for
+//! register tiles of up to 32 accumulators, but it ranked 8×8 tiles first (predicted 45.5 TFLOP/s, measured 31.9)
+//! where 4×16 and 8×16 tiles measured fastest (37.2, 36.7): what sets a 64- or 128-accumulator tile's rate there
+//! (the driver's register allocation, issue slots) is not in its inputs. Among each shape's best-predicted
+//! configuration the model's ranking still holds: replayed on that sweep's samples, the first six shapes hold one
+//! at 0.94 of the best of 1718 (the model's own pick: 0.86).
+
+use std::collections::HashSet;
+
+use bespoke_gpu::{DiskCache, Gpu, remembered_json};
+use serde::{Deserialize, Serialize};
+
+use super::bench::DenseTimer;
+use super::model::Machine;
+use super::params::{DenseParams, TileLimits};
+use super::run::GemmShape;
+use super::sweep::sample_shape;
+use crate::dtype::DType;
+use crate::error::{MmError, Result};
+
+/// Register-tile shapes whose best-predicted configuration is timed.
+pub const SHORTLIST: usize = 6;
+
+/// GFLOP of work each shortlisted configuration's sample holds at least (and twice the workgroups that fill the
+/// device: [`sample_shape`]).
+pub const CHECK_GFLOP: f64 = 0.5;
+
+/// Timed runs of each sample (the median counts).
+const CHECK_REPS: usize = 3;
+
+/// Version of the on-disk cache of checked picks.
+const CACHE_VERSION: u32 = 1;
+
+/// The best-predicted configuration of each register-tile shape (tm × tn), in the order of their predicted
+/// times, at most `k` of them; the model's own pick first.
+pub fn shortlist(
+    machine: &Machine,
+    space: &[DenseParams],
+    size: usize,
+    shape: &GemmShape,
+    reads_c: bool,
+    k: usize,
+) -> Vec<DenseParams> {
+    let mut ranked: Vec<(DenseParams, f64)> = space
+        .iter()
+        .map(|p| (*p, machine.predict(p, size, shape, reads_c).seconds))
+        .collect();
+    ranked.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut shapes = HashSet::new();
+    ranked
+        .into_iter()
+        .filter(|(p, _)| shapes.insert((p.tm, p.tn)))
+        .map(|(p, _)| p)
+        .take(k)
+        .collect()
+}
+
+/// A checked pick and what decided it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckedPick {
+    /// The fastest shortlisted configuration on its sample (the model's pick where none ran).
+    pub params: DenseParams,
+    /// The model's own pick (the first of the shortlist).
+    pub model_pick: DenseParams,
+    /// Each shortlisted configuration, its sample's shape (m, n) and GFLOP/s there (None: it failed to run).
+    pub timed: Vec<(DenseParams, [usize; 2], Option<f64>)>,
+    /// Whether it came from the cache (not stored).
+    #[serde(skip)]
+    pub cached: bool,
+}
+
+impl CheckedPick {
+    /// "cached" or "checked", and whether the model's own pick stood.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}, {}",
+            if self.cached { "cached" } else { "checked" },
+            if self.params == self.model_pick {
+                "the model's pick".to_owned()
+            } else {
+                format!("over the model's {}", self.model_pick.key())
+            }
+        )
+    }
+}
+
+/// The key of a checked pick: the adapter, precision, shape (with strides) and whether C is read.
+fn cache_key(gpu: &Gpu, dtype: DType, shape: &GemmShape, reads_c: bool) -> String {
+    format!(
+        "{}-{dtype}-{}x{}x{}-ld{}-{}-{}-c{}",
+        gpu.adapter_key(),
+        shape.m,
+        shape.n,
+        shape.k,
+        shape.lda,
+        shape.ldb,
+        shape.ldc,
+        u8::from(reads_c)
+    )
+}
+
+/// The checked pick for `shape` on `gpu`: from the user's cache, else timed now and cached (never cached when
+/// no shortlisted configuration ran).
+pub fn checked_pick(
+    gpu: &Gpu,
+    machine: &Machine,
+    dtype: DType,
+    shape: &GemmShape,
+    reads_c: bool,
+) -> Result<CheckedPick> {
+    checked_pick_in(
+        gpu,
+        machine,
+        dtype,
+        shape,
+        reads_c,
+        DiskCache::user("dense-pick", CACHE_VERSION).as_ref(),
+    )
+}
+
+/// [`checked_pick`] with the decisions kept in `cache` (None: timed every time).
+pub fn checked_pick_in(
+    gpu: &Gpu,
+    machine: &Machine,
+    dtype: DType,
+    shape: &GemmShape,
+    reads_c: bool,
+    cache: Option<&DiskCache>,
+) -> Result<CheckedPick> {
+    shape.check()?;
+    let limits = TileLimits::of(gpu);
+    let space = machine.shape_space(dtype, &limits, shape);
+    let list = shortlist(machine, &space, dtype.size(), shape, reads_c, SHORTLIST);
+    let Some(&model_pick) = list.first() else {
+        return Err(MmError::Shape(format!(
+            "no legal tiling for {shape:?} on this device"
+        )));
+    };
+    // A cached pick stands while the model's space still holds it (a new model or device limit times again).
+    let usable = |c: &CheckedPick| space.contains(&c.params) && c.model_pick == model_pick;
+    let (mut pick, cached) = remembered_json(
+        cache,
+        &cache_key(gpu, dtype, shape, reads_c),
+        "the dense GEMM's checked pick",
+        usable,
+        || time_shortlist(gpu, machine, dtype, shape, &list),
+    )?;
+    pick.cached = cached;
+    Ok(pick)
+}
+
+/// Times each of `list` once on its sample; the fastest is the pick. An error only where the device was lost or
+/// none ran.
+fn time_shortlist(
+    gpu: &Gpu,
+    machine: &Machine,
+    dtype: DType,
+    shape: &GemmShape,
+    list: &[DenseParams],
+) -> Result<CheckedPick> {
+    let timer = DenseTimer::new(gpu, dtype, *shape)?;
+    let kernels: Vec<_> = list
+        .iter()
+        .filter_map(|p| super::DenseGemm::new(*shape, dtype, *p, 1.0, 0.0).ok())
+        .flat_map(|g| g.kernels())
+        .collect();
+    gpu.compile_all(&kernels);
+    let mut timed = Vec::with_capacity(list.len());
+    let mut errors = Vec::new();
+    for p in list {
+        let sub = sample_shape(machine, p, shape, CHECK_GFLOP);
+        let gflops = match timer.time_sub(gpu, *p, sub, CHECK_REPS) {
+            Ok(t) => Some(t.gflops),
+            Err(MmError::Gpu(e @ bespoke_gpu::GpuError::DeviceLost(_))) => return Err(e.into()),
+            Err(e) => {
+                errors.push(format!("{}: {e}", p.key()));
+                None
+            }
+        };
+        timed.push((*p, [sub.m, sub.n], gflops));
+    }
+    let best = timed
+        .iter()
+        .filter_map(|(p, _, g)| g.map(|g| (*p, g)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(p, _)| p)
+        .ok_or_else(|| {
+            MmError::Shape(format!(
+                "no shortlisted tiling of {shape:?} ran: {}",
+                errors.join("; ")
+            ))
+        })?;
+    Ok(CheckedPick {
+        params: best,
+        model_pick: list[0],
+        timed,
+        cached: false,
+    })
+}

@@ -1,0 +1,131 @@
+//! The model's pick checked on the device (`dense::choose`): the shortlist (one configuration per register-tile
+//! shape, in the model's order) replayed on a real GPU's screened sweep, and the checked pick on the test adapter
+//! (the fastest shortlisted sample, cached, and a correct GEMM).
+
+#![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
+
+use std::collections::{HashMap, HashSet};
+
+use bespoke_gpu::DiskCache;
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_mm::DType;
+use bespoke_mm::dense::choose::{SHORTLIST, checked_pick_in, shortlist};
+use bespoke_mm::dense::{DenseParams, GemmShape, Machine, TileLimits};
+use bespoke_mm::reference::{gemm_ref, rel_err};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/h200");
+
+/// The H200's measured model inputs (f32, machine version 9) and its screened 4096³ sweep: each configuration's
+/// GFLOP/s on its sample block of C (2026-11-27, docs/perf.md).
+fn h200() -> (Machine, HashMap<String, f64>) {
+    let machine: Machine = serde_json::from_str(
+        &std::fs::read_to_string(format!("{DATA}/dense-machine-f32.json")).unwrap(),
+    )
+    .unwrap();
+    let samples = std::fs::read_to_string(format!("{DATA}/dense-sweep-f32-4096.csv"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].to_owned(), f[3].parse::<f64>().unwrap())
+        })
+        .collect();
+    (machine, samples)
+}
+
+/// On the H200's own inputs the model's pick (t8x8) sampled at 0.86 of the best of 1718 configurations; the
+/// shortlist holds one within 10 % of it, one configuration per register-tile shape, the model's pick first.
+#[test]
+fn on_the_h200s_inputs_the_shortlist_holds_a_tile_within_ten_percent_of_its_best() {
+    let (machine, samples) = h200();
+    let limits = TileLimits {
+        max_invocations: 1024,
+        max_wg_x: 1024,
+        max_wg_y: 1024,
+        shared_bytes: 49152,
+    };
+    let shape = GemmShape::packed(4096, 4096, 4096);
+    let space = machine.shape_space(DType::F32, &limits, &shape);
+    // The same space the sweep screened (the inputs and limits are the card's).
+    assert_eq!(space.len(), samples.len());
+    assert!(space.iter().all(|p| samples.contains_key(&p.key())));
+    let list = shortlist(&machine, &space, 4, &shape, false, SHORTLIST);
+    assert_eq!(list.len(), SHORTLIST);
+    let (pick, _) = machine.pick_in(&space, 4, &shape, false).unwrap();
+    assert_eq!(list[0], pick);
+    let shapes: HashSet<(u32, u32)> = list.iter().map(|p| (p.tm, p.tn)).collect();
+    assert_eq!(shapes.len(), list.len(), "one configuration per tile shape");
+    let best = samples.values().copied().fold(0.0, f64::max);
+    let sampled = |p: &DenseParams| samples[&p.key()];
+    let checked = list.iter().map(sampled).fold(0.0, f64::max);
+    eprintln!(
+        "model's pick {} at {:.3} of the best sample, shortlist's best at {:.3}",
+        pick.key(),
+        sampled(&pick) / best,
+        checked / best
+    );
+    assert!(checked >= 0.9 * best, "{checked} of {best}");
+}
+
+/// On the test adapter: the checked pick is the fastest of the shortlist's samples, a second call takes it from
+/// the cache, and the GEMM it plans matches the reference on random inputs.
+#[test]
+fn the_checked_pick_is_the_fastest_sample_cached_and_correct() {
+    let Some(gpu) = test_gpu() else { return };
+    // Hand-made inputs: the choice's bookkeeping, not the micro-benchmarks, is under test.
+    let machine: Machine = serde_json::from_str(
+        r#"{"version":9,"adapter":"test","dtype":"f32",
+            "fma_by_accumulators":[[1,10.0],[8,80.0],[64,80.0]],"fma_latency_ns":2.0,
+            "fma_by_groups":[[256,1,40.0],[256,4,80.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+            "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
+    )
+    .unwrap();
+    let shape = GemmShape::packed(96, 160, 72);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "dense-pick", 1);
+    let first = checked_pick_in(gpu, &machine, DType::F32, &shape, false, Some(&cache)).unwrap();
+    assert!(!first.cached);
+    assert!(!first.timed.is_empty() && first.timed.len() <= SHORTLIST);
+    assert_eq!(first.timed[0].0, first.model_pick);
+    let fastest = first
+        .timed
+        .iter()
+        .filter_map(|(p, _, g)| g.map(|g| (*p, g)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert_eq!(first.params, fastest.0);
+    let again = checked_pick_in(gpu, &machine, DType::F32, &shape, false, Some(&cache)).unwrap();
+    assert!(again.cached);
+    assert_eq!(again.params, first.params);
+    assert!(again.describe().starts_with("cached"));
+
+    // The pick's GEMM against the reference, output poisoned first.
+    let mut rng = StdRng::seed_from_u64(fresh_seed());
+    let mut random =
+        |n: usize| -> Vec<f64> { (0..n).map(|_| rng.random_range(-1.0..1.0)).collect() };
+    let (a, b) = (random(shape.m * shape.k), random(shape.k * shape.n));
+    let to32 = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+    let (ga, gb) = (
+        gpu.upload(&to32(&a)).unwrap(),
+        gpu.upload(&to32(&b)).unwrap(),
+    );
+    let gc = gpu
+        .alloc_filled::<f32>(shape.m * shape.n, f32::NAN)
+        .unwrap();
+    let gemm =
+        bespoke_mm::dense::DenseGemm::new(shape, DType::F32, first.params, 1.0, 0.0).unwrap();
+    gpu.run(&gemm.plan(gpu, &ga, &gb, &gc).unwrap().launches())
+        .unwrap();
+    let got: Vec<f64> = gpu
+        .read(&gc)
+        .unwrap()
+        .iter()
+        .map(|&x| f64::from(x))
+        .collect();
+    let mut want = vec![0.0; shape.m * shape.n];
+    gemm_ref(1.0, &a, shape.a(), &b, shape.b(), 0.0, &mut want, shape.c());
+    assert!(got.iter().all(|x| x.is_finite()));
+    assert!(rel_err(&got, &want, shape.c()) < 1e-5);
+}
