@@ -181,10 +181,33 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
     assert!(v["gflops"].as_f64().unwrap() > 0.0);
     assert!(v["fma_peak_gflops"].as_f64().unwrap() > 0.0);
     assert!(v["peak_fraction"].as_f64().unwrap() > 0.0);
-    // N = 40 is a multiple of 4, so the model's space uses vec4.
-    assert_eq!(v["params_source"], "model");
+    // N = 40 is a multiple of 4, so the model's space uses vec4; the pick is checked on the device (timed now or
+    // taken from the cache of an earlier run).
+    let source = v["params_source"].as_str().unwrap();
+    assert!(
+        source.starts_with("checked") || source.starts_with("cached"),
+        "{source}"
+    );
     assert_eq!(v["params"]["vec"], 4, "{v}");
     assert!(v["params"]["key"].as_str().unwrap().contains("v4"), "{v}");
+    // --model-only: the model's own pick, untimed.
+    let (m, _) = bespoke_json(
+        "dense-model-only",
+        &[
+            "mm",
+            "dense-bench",
+            "--m",
+            "33",
+            "--n",
+            "40",
+            "--k",
+            "17",
+            "--reps",
+            "2",
+            "--model-only",
+        ],
+    );
+    assert_eq!(m["params_source"], "model");
 }
 
 #[test]
@@ -219,10 +242,13 @@ fn dense_sweep_screens_then_confirms_on_the_full_shape() {
         space > 3 && screened == space,
         "screened {screened} of {space}"
     );
-    // The two fastest of the screen plus the model's pick (when it is not among them) on the full shape.
-    assert!((2..=3).contains(&timed), "{timed} timed on the full shape");
+    // The two fastest of the screen plus the model's pick and the checked pick (when not among them) on the full
+    // shape.
+    assert!((2..=4).contains(&timed), "{timed} timed on the full shape");
     let e = v["efficiency"].as_f64().unwrap();
     assert!(e > 0.0 && e <= 1.0 + 1e-12, "E = {e}");
+    let ec = v["checked_pick"]["efficiency"].as_f64().unwrap();
+    assert!(ec > 0.0 && ec <= 1.0 + 1e-12, "checked E = {ec}");
     assert!(v["pick_sample_rank"].as_u64().unwrap() >= 1);
     let sampled = v["configs"]
         .as_array()
