@@ -1,0 +1,51 @@
+//! What the CLI's end-to-end tests share: running the binary (one model cache for all of them), its JSON, the
+//! adapter block every report carries.
+
+#![allow(dead_code)] // each test binary uses some of these
+
+use std::process::Command;
+
+use serde_json::Value;
+
+pub fn bespoke(args: &[&str]) -> std::process::Output {
+    // One model cache for every test, so the micro-benchmarks run once per adapter, not once per test.
+    Command::new(env!("CARGO_BIN_EXE_bespoke"))
+        .env(
+            "BESPOKE_CACHE_DIR",
+            std::env::temp_dir().join("bespoke-cli-test-cache"),
+        )
+        .args(args)
+        .output()
+        .expect("the bespoke binary runs")
+}
+
+/// Runs `bespoke ARGS --json TMP`, asserts it succeeded and returns the JSON it wrote (the file is removed) and
+/// its stdout.
+pub fn bespoke_json(tag: &str, args: &[&str]) -> (Value, String) {
+    let path = std::env::temp_dir().join(format!("bespoke-{tag}-{}.json", std::process::id()));
+    let mut args = args.to_vec();
+    args.extend(["--json", path.to_str().expect("utf-8 temp path")]);
+    let out = bespoke(&args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{args:?} wrote no JSON at {}: {e}", path.display()));
+    let _ = std::fs::remove_file(&path);
+    let v = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: bad JSON: {e}"));
+    (v, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub fn check_adapter(v: &Value) {
+    for key in ["name", "backend", "device_type", "driver"] {
+        assert!(
+            v["adapter"][key].is_string(),
+            "adapter.{key} missing in {v}"
+        );
+    }
+    assert!(!v["adapter"]["name"].as_str().unwrap_or("").is_empty());
+    let gbps = v["copy_gbps"].as_f64().expect("copy_gbps is a number");
+    assert!(gbps > 0.0 && gbps.is_finite(), "copy_gbps = {gbps}");
+}
