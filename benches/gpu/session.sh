@@ -32,9 +32,9 @@
 #   streams       the LBM step's memory pattern alone (crates/gpu/examples/streams.rs: K streams in and out, widths,
 #                 bindings, staggering, bounds checks, cells per invocation, the step built up, 18 allocations;
 #                 on a constant and on random words; at the 8192² lattice's size)
-#   lbm-width     the generated f32 step beside a hand-written one on the same buffers (step_cost f32) at 8192×8192
-#                 and 4096×16384, and the streams rows with 8192-wide pulls: whether the LBM's 0.36 of copy is the
-#                 generated code or the lattice's width (docs/gpu.md, next session)
+#   lbm-width     the generated f32 step beside a hand-written one on the same buffers (step_cost f32) at 8192×8192,
+#                 4096×16384 and 8256×8128, and the streams rows with 8192-wide pulls: whether the LBM's 0.36 of
+#                 copy is the generated code or the lattice's width or row alignment (docs/gpu.md, next session)
 #   lbm-examples  at 8192² (LBM_SIZE="NX NY" overrides): where the LBM step's time goes (step_cost: memory only vs collision vs pulls vs f16
 #                 conversions) and the populations-in-textures trial (texture_trial)
 #   lbm-cylinder  Schäfer–Turek 2D-2 at D = 40 and 80 cells, lattice velocity 0.05 and 0.025 (resolution and Mach
@@ -193,7 +193,8 @@ for stage in "$@"; do
             # step_cost's; STREAMS_CELLS overrides.
             .devbin/streams "${STREAMS_CELLS:-67108864}" 2>&1 | tee "$OUT/streams.txt" ;;
         lbm-width)
-            for size in "8192 8192" "4096 16384"; do
+            # 8256 × 8128: about as many cells, rows not a power of two (whether the row stride's alignment is it).
+            for size in "8192 8192" "4096 16384" "8256 8128"; do
                 # shellcheck disable=SC2086
                 .devbin/step_cost $size f32 2>&1 | tee -a "$OUT/lbm-width.txt"
             done
