@@ -1,6 +1,6 @@
 //! The model's pick checked on the device (issue 36). The model ranks the space; the best-predicted configuration
 //! of each register-tile shape (tm × tn) among the first [`SHORTLIST`] shapes is timed once on a block of C
-//! ([`super::sweep::sample_shape`]), and the fastest is the pick: cached on disk per adapter, precision and shape.
+//! ([`super::sample::sample_shape`]), and the fastest is the pick: cached on disk per adapter, precision and shape.
 //!
 //! Why: on an NVIDIA H200 (2026-11-27, screened sweep at 4096³ f32) the model's predictions held within ~10 % for
 //! register tiles of up to 32 accumulators, but it ranked 8×8 tiles first (predicted 45.5 TFLOP/s, measured 31.9)
@@ -18,7 +18,7 @@ use super::bench::DenseTimer;
 use super::model::Machine;
 use super::params::{DenseParams, TileLimits};
 use super::run::GemmShape;
-use super::sweep::sample_shape;
+use super::sample::sample_shape;
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 

@@ -6,6 +6,7 @@ pub mod microbench;
 pub mod model;
 pub mod params;
 pub mod run;
+pub mod sample;
 pub mod sweep;
 pub mod wgsl;
 

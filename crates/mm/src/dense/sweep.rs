@@ -13,6 +13,7 @@ use super::bench::DenseTimer;
 use super::model::{Machine, Prediction};
 use super::params::{DenseParams, TileLimits};
 use super::run::{DenseGemm, GemmShape};
+pub use super::sample::{SAMPLE_FILLS, sample_shape};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
@@ -25,10 +26,6 @@ pub enum Method {
     /// model's pick on the full shape.
     Screened { sample_gflop: f64, confirm: usize },
 }
-
-/// How many times over the sample must fill the device (workgroups the FMA curve needs for 90 % of its
-/// plateau), so that tail effects and load balance do not rank configurations.
-pub const SAMPLE_FILLS: u64 = 2;
 
 /// A timing, or why the configuration could not run.
 pub type Measured = std::result::Result<f64, String>;
@@ -136,38 +133,6 @@ pub fn sweep(
     let limits = TileLimits::of(gpu);
     let space = machine.shape_space(dtype, &limits, &shape);
     sweep_space(gpu, machine, dtype, shape, &space, method, reps, progress)
-}
-
-/// The sub-shape a screened sweep times `p` on: the top-left block of C made of whole `bm × bn` tiles, with the
-/// full K and strides, holding at least [`SAMPLE_FILLS`] times the workgroups that fill the device and at least
-/// `sample_gflop` GFLOP (never more than the full shape).
-pub fn sample_shape(
-    machine: &Machine,
-    p: &DenseParams,
-    shape: &GemmShape,
-    sample_gflop: f64,
-) -> GemmShape {
-    let (bm, bn) = (p.bm() as usize, p.bn() as usize);
-    let (gm, gn) = (shape.m.div_ceil(bm), shape.n.div_ceil(bn));
-    // Workgroups that fill the device; for a size the micro-benchmark did not measure, the most it ran.
-    let fill = match machine.groups_to_fill(p.threads()) {
-        0 => machine.fma_by_groups.iter().map(|g| g.1).max().unwrap_or(1),
-        g => g,
-    };
-    let split = u64::from(p.split_k.max(1));
-    let by_groups = (SAMPLE_FILLS * fill).div_ceil(split);
-    let tile_flops = 2.0 * (bm.min(shape.m) * bn.min(shape.n) * shape.k) as f64;
-    let by_flops = (sample_gflop.max(0.0) * 1e9 / tile_flops).ceil() as u64;
-    let tiles = (by_groups.max(by_flops).max(1) as usize).min(gm * gn);
-    // As square a block of tiles as C allows.
-    let mut sm = ((tiles as f64).sqrt().ceil() as usize).clamp(1, gm);
-    let sn = tiles.div_ceil(sm).min(gn);
-    sm = tiles.div_ceil(sn).min(gm);
-    GemmShape {
-        m: (sm * bm).min(shape.m),
-        n: (sn * bn).min(shape.n),
-        ..*shape
-    }
 }
 
 /// The point of `among` with the highest `rate` (None where none has one).
