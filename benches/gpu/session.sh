@@ -31,7 +31,7 @@
 #                 checked against a numpy step first: the kernel bespoke's lbm rows are measured against
 #   streams       the LBM step's memory pattern alone (crates/gpu/examples/streams.rs: K streams in and out, widths,
 #                 bindings, staggering, bounds checks, cells per invocation, the step built up, 18 allocations;
-#                 on a constant and on random words; at the 8192² lattice's size)
+#                 on a constant, random words and a smooth field; at the 8192² lattice's size)
 #   lbm-width     the generated f32 step beside a hand-written one on the same buffers (step_cost f32) at 8192×8192,
 #                 4096×16384 and 8256×8128, and the streams rows with 8192-wide pulls: whether the LBM's 0.36 of
 #                 copy is the generated code or the lattice's width or row alignment (docs/gpu.md, next session)
