@@ -13,21 +13,19 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
     if test_gpu().is_none() {
         return;
     }
-    let (v, _) = bespoke_json(
-        "dense",
-        &[
-            "mm",
-            "dense-bench",
-            "--m",
-            "33",
-            "--n",
-            "40",
-            "--k",
-            "17",
-            "--reps",
-            "2",
-        ],
-    );
+    let args = [
+        "mm",
+        "dense-bench",
+        "--m",
+        "33",
+        "--n",
+        "40",
+        "--k",
+        "17",
+        "--reps",
+        "2",
+    ];
+    let (v, _) = bespoke_json("dense", &args);
     assert_eq!(v["m"], 33);
     assert!(v["gflops"].as_f64().unwrap() > 0.0);
     assert!(v["fma_peak_gflops"].as_f64().unwrap() > 0.0);
@@ -42,22 +40,7 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
     assert_eq!(v["params"]["vec"], 4, "{v}");
     assert!(v["params"]["key"].as_str().unwrap().contains("v4"), "{v}");
     // --model-only: the model's own pick, untimed.
-    let (m, _) = bespoke_json(
-        "dense-model-only",
-        &[
-            "mm",
-            "dense-bench",
-            "--m",
-            "33",
-            "--n",
-            "40",
-            "--k",
-            "17",
-            "--reps",
-            "2",
-            "--model-only",
-        ],
-    );
+    let (m, _) = bespoke_json("dense-model-only", &[&args[..], &["--model-only"]].concat());
     assert_eq!(m["params_source"], "model");
 }
 
