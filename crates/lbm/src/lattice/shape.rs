@@ -102,9 +102,9 @@ impl StepShape {
             self.cells,
             if self.cells == 1 { "" } else { "s" },
             if self.one_buffer {
-                "one buffer for all directions"
+                "one binding for all directions"
             } else {
-                "a buffer per direction"
+                "a binding per direction"
             },
             self.source
         )
