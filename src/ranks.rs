@@ -49,15 +49,9 @@ fn open_gpu(rank: Option<usize>) -> Result<Gpu, Error> {
     })?)
 }
 
-/// Closes a thread rank's device while no other rank of this process closes its own. On an NVIDIA H200 (driver
-/// 580.159.04, 2026-11-27) runs on four thread ranks (four devices on the one adapter) hung after every rank had
-/// finished its run, in four of six tries, while two ranks never did: the devices' teardown is the part left,
-/// and closing them in turn is the cheap guard (`BESPOKE_PHASE_TIMES` prints each close, so a hang shows where).
-fn close_one_at_a_time(rank: usize, gpu: Gpu) {
-    static CLOSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = CLOSING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+/// Closes a thread rank's device, as a phase (bespoke-gpu closes one device of a process at a time: four closed
+/// at once hung an H200's driver), so a close that hangs shows where.
+fn close(rank: usize, gpu: Gpu) {
     bespoke::phase(format!("rank {rank}: close the device"), || drop(gpu));
 }
 
@@ -78,7 +72,7 @@ pub fn run(
             let r = comm.rank();
             let gpu = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))?;
             let out = bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(Rc::new(comm))));
-            close_one_at_a_time(r, gpu);
+            close(r, gpu);
             out
         })
         .map(|_| ())

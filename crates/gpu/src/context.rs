@@ -97,6 +97,8 @@ pub struct GpuInfo {
 
 /// One opened device plus everything kernels share: the pipeline cache and the error sink.
 pub struct Gpu {
+    /// Dropped first: waits for this process's turn to close a device (see [`CloseTurn`]).
+    _close_turn: CloseTurn,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) adapter_info: wgpu::AdapterInfo,
@@ -123,6 +125,44 @@ pub struct Gpu {
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
     /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
     pub(crate) copy_variant: Mutex<Option<crate::copy_walk::CopyVariant>>,
+    /// Dropped last: the next device may close.
+    _close_done: CloseDone,
+}
+
+/// Devices of one process close one at a time. On an NVIDIA H200 (driver 580.159.04, 2026-11-27) four devices on
+/// the one adapter closed at once from four threads (the CLI's thread ranks) hung the process after every rank had
+/// finished, in 4 of 6 runs; two never did, and closing them in turn passed twice. A `Gpu`'s fields drop in
+/// declaration order: `_close_turn` first waits for the turn, the device and everything made from it drop, then
+/// `_close_done` hands the turn on.
+static CLOSING: (Mutex<bool>, std::sync::Condvar) = (Mutex::new(false), std::sync::Condvar::new());
+
+struct CloseTurn;
+
+impl Drop for CloseTurn {
+    fn drop(&mut self) {
+        let (busy, turn) = &CLOSING;
+        let mut b = busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *b {
+            b = turn
+                .wait(b)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *b = true;
+    }
+}
+
+struct CloseDone;
+
+impl Drop for CloseDone {
+    fn drop(&mut self) {
+        let (busy, turn) = &CLOSING;
+        *busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = false;
+        turn.notify_one();
+    }
 }
 
 impl std::fmt::Debug for Gpu {
@@ -340,6 +380,8 @@ impl Gpu {
             lost,
             warm_until: Mutex::new(None),
             copy_variant: Mutex::new(None),
+            _close_turn: CloseTurn,
+            _close_done: CloseDone,
         };
         if opts.persist_pipeline_cache {
             gpu.driver_cache = gpu.load_driver_cache();

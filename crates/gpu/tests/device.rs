@@ -580,3 +580,39 @@ fn kernels_compile_on_every_core_once_and_a_broken_one_waits_for_its_use() {
         Err(GpuError::InvalidShader { .. })
     ));
 }
+
+/// Devices of one process close one at a time (four closing at once hung an H200's driver): four devices used
+/// and dropped on four threads at once all close, in turn, without waiting on each other forever; a device
+/// opened after them works.
+#[test]
+fn devices_closed_on_many_threads_at_once_all_close() {
+    use std::sync::{Arc, Barrier};
+    if test_gpu().is_none() {
+        return;
+    }
+    let ready = Arc::new(Barrier::new(4));
+    let (done, closed) = std::sync::mpsc::channel();
+    for t in 0..4u32 {
+        let (ready, done) = (ready.clone(), done.clone());
+        std::thread::spawn(move || {
+            let gpu = bespoke_gpu::Gpu::new().unwrap();
+            let buf = gpu.upload(&[t; 64]).unwrap();
+            assert_eq!(gpu.read(&buf).unwrap(), vec![t; 64]);
+            drop(buf);
+            ready.wait();
+            drop(gpu);
+            done.send(t).unwrap();
+        });
+    }
+    let mut got: Vec<u32> = (0..4)
+        .map(|_| {
+            closed
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .expect("every device closes")
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, [0, 1, 2, 3]);
+    let gpu = bespoke_gpu::Gpu::new().unwrap();
+    assert_eq!(gpu.read(&gpu.upload(&[7u32; 4]).unwrap()).unwrap(), [7; 4]);
+}
