@@ -157,6 +157,35 @@ impl DenseTimer {
         }
     }
 
+    /// Compiles the kernels of every configuration of `space` for the timer's shape on every core, so the timings
+    /// that follow find them compiled (on a GPU the driver's compiler is what many candidates wait for).
+    pub fn compile(&self, gpu: &Gpu, dtype: DType, space: &[DenseParams]) {
+        let kernels: Vec<_> = space
+            .iter()
+            .filter_map(|p| DenseGemm::new(self.shape(), dtype, *p, 1.0, 0.0).ok())
+            .flat_map(|g| g.kernels())
+            .collect();
+        gpu.compile_all(&kernels);
+    }
+
+    /// [`time_sub`](Self::time_sub)'s GFLOP/s, or why the device refused this configuration; an error only where
+    /// the device was lost (nothing after it can run).
+    pub fn try_time_sub(
+        &self,
+        gpu: &Gpu,
+        params: DenseParams,
+        sub: GemmShape,
+        reps: usize,
+    ) -> Result<std::result::Result<f64, String>> {
+        match self.time_sub(gpu, params, sub, reps) {
+            Ok(t) => Ok(Ok(t.gflops)),
+            Err(crate::error::MmError::Gpu(e @ bespoke_gpu::GpuError::DeviceLost(_))) => {
+                Err(e.into())
+            }
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    }
+
     pub fn shape(&self) -> GemmShape {
         match &self.0 {
             Typed::F32(t) => t.shape,

@@ -163,19 +163,13 @@ fn time_shortlist(
     list: &[DenseParams],
 ) -> Result<CheckedPick> {
     let timer = DenseTimer::new(gpu, dtype, *shape)?;
-    let kernels: Vec<_> = list
-        .iter()
-        .filter_map(|p| super::DenseGemm::new(*shape, dtype, *p, 1.0, 0.0).ok())
-        .flat_map(|g| g.kernels())
-        .collect();
-    gpu.compile_all(&kernels);
+    timer.compile(gpu, dtype, list);
     let mut timed = Vec::with_capacity(list.len());
     let mut errors = Vec::new();
     for p in list {
         let sub = sample_shape(machine, p, shape, CHECK_GFLOP);
-        let gflops = match timer.time_sub(gpu, *p, sub, CHECK_REPS) {
-            Ok(t) => Some(t.gflops),
-            Err(MmError::Gpu(e @ bespoke_gpu::GpuError::DeviceLost(_))) => return Err(e.into()),
+        let gflops = match timer.try_time_sub(gpu, *p, sub, CHECK_REPS)? {
+            Ok(g) => Some(g),
             Err(e) => {
                 errors.push(format!("{}: {e}", p.key()));
                 None

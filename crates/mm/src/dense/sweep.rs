@@ -7,12 +7,12 @@
 //! so each workgroup does exactly the work it does in the full run — and the fastest few plus the model's pick
 //! are then timed on the full shape. E is computed from full-shape timings only.
 
-use bespoke_gpu::{Gpu, Kernel};
+use bespoke_gpu::Gpu;
 
 use super::bench::DenseTimer;
 use super::model::{Machine, Prediction};
 use super::params::{DenseParams, TileLimits};
-use super::run::{DenseGemm, GemmShape};
+use super::run::GemmShape;
 pub use super::sample::{SAMPLE_FILLS, sample_shape};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
@@ -180,19 +180,10 @@ pub fn sweep_space(
     let timer = DenseTimer::new(gpu, dtype, shape)?;
     // Every configuration's kernels compiled first, on every core: on a GPU the driver's compiler, not the
     // device, is what thousands of candidates wait for; the timings below then find them compiled.
-    let kernels: Vec<Kernel> = space
-        .iter()
-        .filter_map(|p| DenseGemm::new(shape, dtype, *p, 1.0, 0.0).ok())
-        .flat_map(|g| g.kernels())
-        .collect();
-    gpu.compile_all(&kernels);
+    timer.compile(gpu, dtype, space);
     // A device error ends the sweep; a configuration the device refuses is recorded and skipped.
     let run = |params: DenseParams, sub: GemmShape, reps: usize| -> Result<Measured> {
-        match timer.time_sub(gpu, params, sub, reps) {
-            Ok(t) => Ok(Ok(t.gflops)),
-            Err(MmError::Gpu(e @ bespoke_gpu::GpuError::DeviceLost(_))) => Err(e.into()),
-            Err(e) => Ok(Err(e.to_string())),
-        }
+        timer.try_time_sub(gpu, params, sub, reps)
     };
     let mut points: Vec<SweepPoint> = space
         .iter()
