@@ -370,6 +370,13 @@ fn bench(
         "ordering", "kernel", "layout", "ms/step", "GB/s", "of copy", "in-block", "order s"
     );
     for r in &runs {
+        if let Some(why) = &r.skipped {
+            println!(
+                "{:<9} {:<13} {:<14} not timed: {why}",
+                r.ordering, r.kernel, r.layout
+            );
+            continue;
+        }
         println!(
             "{:<9} {:<13} {:<14} {:>10.3} {:>8.2} {:>8.3} {:>9.3} {:>9.2}",
             r.ordering,
@@ -493,10 +500,11 @@ fn sweep_cmd<T: Real>(
     ];
     let mut marks = Vec::new();
     // Real orderings under gather: filled markers in the slot-major layout, outlines in the texture layout.
-    for r in real
-        .iter()
-        .filter(|r| r.kernel == "gather" && (r.layout == "slot-major" || r.layout == "texture"))
-    {
+    for r in real.iter().filter(|r| {
+        r.skipped.is_none()
+            && r.kernel == "gather"
+            && (r.layout == "slot-major" || r.layout == "texture")
+    }) {
         let hollow = r.layout == "texture";
         let x = equivalent_block(r.in_block_fraction, a.block_size as f64, n as f64).log2();
         let colour = ORDER_COLOURS
@@ -526,7 +534,7 @@ fn sweep_cmd<T: Real>(
         let y_max = points
             .iter()
             .map(|p| p.gbps)
-            .chain(real.iter().map(|r| r.gbps))
+            .chain(real.iter().map(|r| r.gbps).filter(|g| g.is_finite()))
             .fold(probe.gbps, f64::max)
             * 1.1;
         // Wide enough for the marks too: a ragged ordering sits at an equivalent block up to the mesh's size.

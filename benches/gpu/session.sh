@@ -112,7 +112,23 @@ pack() {
     for f in stages.txt tests/summary.txt; do [ -f "$OUT/$f" ] && cp "$OUT/$f" "$RESULTS/${f//\//-}"; done
     return 0
 }
-trap pack EXIT
+# The card's clocks, power, temperature and throttle reasons every 200 ms while the stages run (nvidia-smi only
+# reads them; METHOD.md: never set them), so a row that moves between calls can be set beside the card's state
+# then: on 2026-11-27 the same LBM kernel on the same buffers read 0.37 of copy in one call and 0.84 in another.
+telemetry_pid=
+if [ -z "${SESSION_NESTED:-}" ] && command -v nvidia-smi > /dev/null; then
+    fields=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,utilization.memory
+    for r in clocks_event_reasons.active clocks_throttle_reasons.active; do
+        if nvidia-smi --query-gpu=$r --format=csv > /dev/null 2>&1; then fields=$fields,$r; break; fi
+    done
+    nvidia-smi --query-gpu=$fields --format=csv -lms 200 > "$OUT/gpu-telemetry.csv" 2>&1 &
+    telemetry_pid=$!
+fi
+finish() {
+    if [ -n "$telemetry_pid" ]; then kill "$telemetry_pid" 2> /dev/null || true; fi
+    pack
+}
+trap finish EXIT
 
 # SESSION_DEADLINE=SECONDS: no STAGE@SECONDS stage runs past so many seconds from here (its limit is cut to
 # what is left, and one with under 10 s left is skipped), so the script packs and ends inside the device tool's
@@ -135,7 +151,8 @@ for stage in "$@"; do
             start=$(date +%s)
             rc=0
             SESSION_NESTED=1 OUT=$RESULTS timeout -k 10 "$limit" "$0" "$stage" || rc=$?
-            echo "== $stage: rc $rc after $(($(date +%s) - start)) s" | tee -a "$OUT/stages.txt"
+            echo "== $stage: rc $rc after $(($(date +%s) - start)) s (from $(date -u -d @"$start" +%FT%TZ))" \
+                | tee -a "$OUT/stages.txt"
             pack
             continue ;;
     esac

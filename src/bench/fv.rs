@@ -6,6 +6,7 @@ use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::operator::adjacency;
 use bespoke_fv::ordering::OrderingKind;
 use bespoke_fv::{Boundary, Operator};
+use bespoke_gpu::phase;
 use serde_json::json;
 
 use super::sizes::Sizes;
@@ -21,15 +22,19 @@ pub(super) const BLOCK: u32 = 2048;
 /// The bench's operator: zero-flux diffusion on a jittered box of `n`³ cubes (6 tets each) numbered at random,
 /// as gmsh numbers.
 pub(super) fn box_operator(n: usize) -> Result<Operator, Error> {
-    let mesh = BoxMesh {
-        cells: [n, n, n],
-        jitter: 0.1,
-        shuffle: Some(1),
-        seed: 2,
-    }
-    .build()?;
-    let adj = adjacency(&mesh)?;
-    Ok(Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)?)
+    let mesh = phase(format!("fv box {n}³ cubes"), || {
+        BoxMesh {
+            cells: [n, n, n],
+            jitter: 0.1,
+            shuffle: Some(1),
+            seed: 2,
+        }
+        .build()
+    })?;
+    let adj = phase("fv adjacency", || adjacency(&mesh))?;
+    Ok(phase("fv operator", || {
+        Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)
+    })?)
 }
 
 impl Section for FvSection {
@@ -59,6 +64,12 @@ impl Section for FvSection {
         let mut rows = Vec::new();
         let mut out = Vec::new();
         for r in &runs {
+            if let Some(why) = &r.skipped {
+                out.push(json!({
+                    "ordering": r.ordering, "kernel": r.kernel, "layout": r.layout, "skipped": why,
+                }));
+                continue;
+            }
             rows.push(Row {
                 section: "fv",
                 case: format!(

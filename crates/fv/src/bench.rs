@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::kernel::{KernelKind, Layout, Shape};
 use crate::operator::Operator;
 use crate::ordering::{OrderingKind, in_block_fraction, order};
+use bespoke_gpu::phase;
 use bespoke_gpu::rng::{Rng, seeded};
 
 /// One timed configuration.
@@ -19,6 +20,9 @@ pub struct FvRun {
     pub in_block_fraction: f64,
     pub ordering_seconds: f64,
     pub timing: &'static str,
+    /// Why this configuration was not timed (its operator does not fit the adapter's largest binding); the
+    /// times are NaN then.
+    pub skipped: Option<String>,
 }
 
 /// Minimum bytes a step moves per tet for element size `s`: 4 values, 4 u32 indices, x read, y written.
@@ -56,10 +60,14 @@ pub fn bench_operator<T: Real>(
     let mut runs = Vec::new();
     for &kind in orderings {
         progress(kind.name());
-        let (perm, ordering_seconds) = order(op, kind)?;
-        let permuted = perm.apply_operator(op);
-        let in_block = in_block_fraction(&permuted, block as usize);
-        let xp = perm.apply(&x);
+        let (perm, ordering_seconds) =
+            phase(format!("fv order {}", kind.name()), || order(op, kind))?;
+        let (permuted, in_block, xp) = phase(format!("fv permute {}", kind.name()), || {
+            let permuted = perm.apply_operator(op);
+            let in_block = in_block_fraction(&permuted, block as usize);
+            let xp = perm.apply(&x);
+            (permuted, in_block, xp)
+        });
         for (name, layout) in CONFIGS {
             if layout == Layout::Texture && T::DTYPE != crate::kernel::DType::F32 {
                 continue;
@@ -69,9 +77,31 @@ pub fn bench_operator<T: Real>(
             } else {
                 KernelKind::BlockCached { block }
             };
-            let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
-            d.set_x(&xp)?;
-            let t = d.time_pairs(2, reps)?;
+            let largest = layout.largest_binding(n, T::DTYPE.size());
+            if largest > gpu.binding_limit() {
+                runs.push(FvRun {
+                    ordering: kind.name(),
+                    kernel: kernel.name(),
+                    layout: layout.name(),
+                    seconds_per_step: f64::NAN,
+                    gbps: f64::NAN,
+                    in_block_fraction: in_block,
+                    ordering_seconds,
+                    timing: "",
+                    skipped: Some(format!(
+                        "binds {largest} bytes, past the adapter's {}",
+                        gpu.binding_limit()
+                    )),
+                });
+                continue;
+            }
+            let what = format!("fv {} {} {}", kind.name(), kernel.name(), layout.name());
+            let mut d = phase(format!("{what} set-up"), || {
+                let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
+                d.set_x(&xp)?;
+                Ok::<_, crate::error::FvError>(d)
+            })?;
+            let t = phase(format!("{what} timed"), || d.time_pairs(2, reps))?;
             let seconds_per_step = t.median() / 2.0;
             runs.push(FvRun {
                 ordering: kind.name(),
@@ -82,6 +112,7 @@ pub fn bench_operator<T: Real>(
                 in_block_fraction: in_block,
                 ordering_seconds,
                 timing: t.source.as_str(),
+                skipped: None,
             });
         }
     }

@@ -62,6 +62,24 @@ impl Layout {
         }
     }
 
+    /// Bytes of the largest storage binding a step of `n` tets with `size`-byte values binds in this layout
+    /// (values, indices, x), to hold against the adapter's binding limit before anything is uploaded. The
+    /// texture layout's operator is in textures; its x is the largest buffer.
+    pub fn largest_binding(&self, n: usize, size: usize) -> u64 {
+        let n = n as u64;
+        let size = size as u64;
+        let x = (n + 1) * size;
+        match self {
+            Self::SlotMajor => x.max(n * 4),
+            Self::TetMajor => (4 * n * size).max(4 * n * 4),
+            Self::SlotMajorX4 => {
+                let np = padded4(n as usize) as u64;
+                ((np + 4) * size).max(np * 4)
+            }
+            Self::Texture => x,
+        }
+    }
+
     pub const ALL: [Layout; 4] = [
         Self::SlotMajor,
         Self::TetMajor,

@@ -319,3 +319,85 @@ fn zero_flux_conserves_and_dirichlet_converges() {
         .is_err()
     );
 }
+
+#[test]
+fn a_layout_past_the_binding_limit_is_refused_and_the_bench_says_so() {
+    use bespoke_fv::bench::bench_operator;
+    use bespoke_gpu::GpuOptions;
+    use bespoke_gpu::testing::emulating;
+    let Some(shared) = test_gpu() else { return };
+    let mesh = jittered_box();
+    let adj = adjacency(&mesh).unwrap();
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).unwrap();
+    let n = op.n();
+    // x and each slot-major array fit (4 (n + 1) bytes); the tet-major operator (16 n bytes) does not, as 16.5 M
+    // tets in tet-major did not on lavapipe's 128 MiB bindings.
+    let limit = (8 * n) as u64;
+    assert!(Layout::SlotMajor.largest_binding(n, 4) <= limit);
+    assert!(Layout::TetMajor.largest_binding(n, 4) > limit);
+    let small = emulating(
+        shared,
+        GpuOptions {
+            max_binding_bytes: Some(limit),
+            ..Default::default()
+        },
+    );
+    let dt = 0.5 / op.max_row_sum();
+    let e =
+        Diffusion::<f32>::new(&small, &op, KernelKind::Gather, Layout::TetMajor, dt).unwrap_err();
+    assert!(matches!(e, FvError::Unsupported(_)), "{e}");
+    assert!(e.to_string().contains("largest binding"), "{e}");
+    let runs = bench_operator::<f32>(&small, &op, &[OrderingKind::AsRead], 2048, 1, |_| {})
+        .expect("the bench runs what fits");
+    for r in &runs {
+        let over = Layout::parse(r.layout).unwrap().largest_binding(n, 4) > limit;
+        assert_eq!(r.skipped.is_some(), over, "{} {}", r.kernel, r.layout);
+        assert_eq!(r.gbps.is_finite(), !over, "{} {}", r.kernel, r.layout);
+    }
+    assert!(runs.iter().any(|r| r.skipped.is_some()));
+    assert!(runs.iter().any(|r| r.skipped.is_none()));
+}
+
+#[test]
+fn metis_blocks_keep_each_part_contiguous_in_graph_order() {
+    use bespoke_fv::ordering::order_within_parts;
+    let mesh = jittered_box();
+    let adj = adjacency(&mesh).expect("adjacency");
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+    let n = op.n();
+    let (xadj, adjncy) = op.graph();
+    // METIS's parts, and a hand-made assignment with empty parts (5 and 6 of 7).
+    let metis = metis_partition(&op, 10).expect("partition");
+    let striped: Vec<u32> = (0..n as u32).map(|v| v % 5).collect();
+    for (part, parts, connected) in [(metis, 10, true), (striped, 7, false)] {
+        let order = order_within_parts(&xadj, &adjncy, &part, parts);
+        let mut seen = vec![false; n];
+        for &v in &order {
+            assert!(!seen[v as usize], "{v} twice");
+            seen[v as usize] = true;
+        }
+        assert!(
+            order
+                .windows(2)
+                .all(|w| part[w[0] as usize] <= part[w[1] as usize]),
+            "parts must follow one another"
+        );
+        if !connected {
+            continue;
+        }
+        // Inside a METIS part (connected), a BFS order: most consecutive tets are neighbours or share one.
+        let near = order
+            .windows(2)
+            .filter(|w| part[w[0] as usize] == part[w[1] as usize])
+            .filter(|w| {
+                let nb = |v: u32| &adjncy[xadj[v as usize] as usize..xadj[v as usize + 1] as usize];
+                nb(w[0]).contains(&w[1]) || nb(w[0]).iter().any(|u| nb(w[1]).contains(u))
+            })
+            .count();
+        eprintln!("{near} of {n} consecutive tets near each other");
+        assert!(
+            near * 2 > n,
+            "{near} of {n} consecutive tets near each other"
+        );
+    }
+}

@@ -139,6 +139,21 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 ),
             ));
         }
+        let largest = layout.largest_binding(n, T::DTYPE.size());
+        if largest > gpu.binding_limit() {
+            return Err(FvError::Unsupported(format!(
+                "{n} tets in the {} layout bind {largest} bytes at once, past adapter `{}`'s largest binding \
+                 ({} bytes){}",
+                layout.name(),
+                gpu.adapter_name(),
+                gpu.binding_limit(),
+                if layout == Layout::TetMajor {
+                    "; the slot-major layout binds a quarter as much"
+                } else {
+                    ""
+                }
+            )));
+        }
         let per_group = shape.per_group(kind, layout);
         let mut textures = Vec::new();
         let (vals, idx) = match layout {

@@ -106,7 +106,11 @@ pub fn step_shape_in<T: Real>(
 /// Times every candidate on an operator with four random neighbours per tet within blocks (the shape of a
 /// METIS-ordered mesh), keeping the fastest unless the default is within [`bespoke_gpu::TUNE_MARGIN`].
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
-    let n = if gpu.is_cpu() { CPU_TETS } else { GPU_TETS };
+    // Halved (whole blocks) until the layout's largest binding fits the adapter's; past that, Diffusion says so.
+    let mut n = if gpu.is_cpu() { CPU_TETS } else { GPU_TETS };
+    while n > BLOCK && layout.largest_binding(n, T::DTYPE.size()) > gpu.binding_limit() {
+        n /= 2;
+    }
     let op = ideal_operator(n, BLOCK, 11)?;
     let dt = 0.5 / op.max_row_sum();
     let mut rng = seeded(12);
