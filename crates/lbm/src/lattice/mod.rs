@@ -505,6 +505,20 @@ pub(crate) fn check_shape(cfg: &Config, flags: &Flags) -> Result<()> {
 
 /// Whether one direction of a lattice with `cfg` fits one binding of `gpu`: callers that build large host-side
 /// state (flags, initial fields) check this first, so an impossible size is an error before it is allocated.
+/// Whether the step and macroscopic kernels of a lattice like `cfg` (with a flag field or without) bind within
+/// the adapter's storage buffers per kernel with a binding per direction. Where not (a two-lattice step needs 18
+/// and more; wgpu's GL backend on llvmpipe allows 16, WebGPU's default 8) the lattice binds one buffer per side.
+pub(crate) fn nine_bindings_fit(gpu: &Gpu, cfg: &Config, flags: bool) -> bool {
+    let phase = match cfg.streaming {
+        Streaming::Ab => Phase::Ab,
+        Streaming::InPlace => Phase::AaOdd,
+    };
+    let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
+    [Mode::Step, Mode::Macro].into_iter().all(|mode| {
+        lattice_spec(cfg, flags, false, phase, mode, &StepShape::given()).storage_bindings() <= max
+    })
+}
+
 pub fn check_fits(gpu: &Gpu, cfg: &Config) -> Result<()> {
     check_fits_within(gpu.binding_limit(), cfg)
 }

@@ -163,8 +163,10 @@ pub fn step_shape_in(
         },
         || tune(gpu, cfg, flags),
     )?;
-    // One buffer for all directions where the adapter's choice says so and this lattice fits one.
-    let one_buffer = shape.one_buffer && one_buffer_fits(gpu, cfg);
+    // One buffer for all directions where the adapter's choice says so, or a binding per direction would pass
+    // its storage buffers per kernel, and this lattice fits one.
+    let one_buffer = (shape.one_buffer || !super::nine_bindings_fit(gpu, cfg, flags))
+        && one_buffer_fits(gpu, cfg);
     Ok(StepShape {
         one_buffer,
         source: if cached {
@@ -248,11 +250,18 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         );
         bespoke_gpu::phase(what, || time(shape))
     };
+    // Where a binding per direction passes the adapter's storage buffers per kernel, every candidate binds one
+    // buffer per side (and that is not a choice).
+    let nine_fit = super::nine_bindings_fit(gpu, &tcfg, flags);
+    let base = StepShape {
+        one_buffer: !nine_fit,
+        ..StepShape::given()
+    };
     let mut timed = Vec::new();
     for workgroup in candidates(gpu) {
         let t = time(StepShape {
             workgroup,
-            ..StepShape::given()
+            ..base.clone()
         })?;
         timed.push((workgroup, t));
     }
@@ -266,7 +275,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         time(StepShape {
             workgroup,
             cells,
-            ..StepShape::given()
+            ..base.clone()
         })
     })?;
     // Then one buffer for all directions at that shape, where the lattice asked for fits one.
@@ -274,7 +283,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         .iter()
         .find(|(c, _)| *c == cells)
         .map_or(f64::INFINITY, |t| t.1);
-    let timed_one_buffer = if one_buffer_fits(gpu, &tcfg) {
+    let timed_one_buffer = if nine_fit && one_buffer_fits(gpu, &tcfg) {
         Some(time(StepShape {
             workgroup,
             cells,
@@ -284,7 +293,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     } else {
         None
     };
-    let one_buffer = timed_one_buffer.is_some_and(|t| t < TUNE_MARGIN * nine);
+    let one_buffer = !nine_fit || timed_one_buffer.is_some_and(|t| t < TUNE_MARGIN * nine);
     Ok(StepShape {
         workgroup,
         cells,
