@@ -186,6 +186,13 @@ impl DenseTimer {
         }
     }
 
+    pub fn dtype(&self) -> DType {
+        match &self.0 {
+            Typed::F32(_) => DType::F32,
+            Typed::F64(_) => DType::F64,
+        }
+    }
+
     pub fn shape(&self) -> GemmShape {
         match &self.0 {
             Typed::F32(t) => t.shape,

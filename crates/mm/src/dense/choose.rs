@@ -131,6 +131,37 @@ pub fn checked_pick_in(
     reads_c: bool,
     cache: Option<&DiskCache>,
 ) -> Result<CheckedPick> {
+    pick_or_time(gpu, machine, dtype, shape, reads_c, cache, None)
+}
+
+/// [`checked_pick`] for `timer`'s shape and precision, timing the shortlist on `timer`'s operands where the pick is
+/// not cached: a caller that times the pick after (`mm dense-bench`) builds A, B and C once, not twice.
+pub fn checked_pick_on(
+    gpu: &Gpu,
+    machine: &Machine,
+    timer: &DenseTimer,
+    reads_c: bool,
+) -> Result<CheckedPick> {
+    pick_or_time(
+        gpu,
+        machine,
+        timer.dtype(),
+        &timer.shape(),
+        reads_c,
+        DiskCache::user("dense-pick", CACHE_VERSION).as_ref(),
+        Some(timer),
+    )
+}
+
+fn pick_or_time(
+    gpu: &Gpu,
+    machine: &Machine,
+    dtype: DType,
+    shape: &GemmShape,
+    reads_c: bool,
+    cache: Option<&DiskCache>,
+    timer: Option<&DenseTimer>,
+) -> Result<CheckedPick> {
     shape.check()?;
     let limits = TileLimits::of(gpu);
     let space = machine.shape_space(dtype, &limits, shape);
@@ -147,7 +178,10 @@ pub fn checked_pick_in(
         &cache_key(gpu, dtype, shape, reads_c),
         "the dense GEMM's checked pick",
         usable,
-        || time_shortlist(gpu, machine, dtype, shape, &list),
+        || match timer {
+            Some(t) => time_shortlist(gpu, machine, t, &list),
+            None => time_shortlist(gpu, machine, &DenseTimer::new(gpu, dtype, *shape)?, &list),
+        },
     )?;
     pick.cached = cached;
     Ok(pick)
@@ -158,12 +192,11 @@ pub fn checked_pick_in(
 fn time_shortlist(
     gpu: &Gpu,
     machine: &Machine,
-    dtype: DType,
-    shape: &GemmShape,
+    timer: &DenseTimer,
     list: &[DenseParams],
 ) -> Result<CheckedPick> {
-    let timer = DenseTimer::new(gpu, dtype, *shape)?;
-    timer.compile(gpu, dtype, list);
+    let shape = &timer.shape();
+    timer.compile(gpu, timer.dtype(), list);
     let mut timed = Vec::with_capacity(list.len());
     let mut errors = Vec::new();
     for p in list {

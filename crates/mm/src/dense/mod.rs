@@ -10,7 +10,7 @@ pub mod sample;
 pub mod sweep;
 pub mod wgsl;
 
-pub use choose::{CheckedPick, checked_pick, shortlist};
+pub use choose::{CheckedPick, checked_pick, checked_pick_on, shortlist};
 pub use model::{Machine, MachineSource, Prediction};
 pub use params::{DenseParams, MAX_ACC_BYTES, TileLimits, legal_space};
 pub use run::{DenseGemm, Element, GemmPlan, GemmShape};
