@@ -401,3 +401,56 @@ fn metis_blocks_keep_each_part_contiguous_in_graph_order() {
         );
     }
 }
+
+#[test]
+fn adjacency_matches_a_map_of_faces_and_names_bad_meshes() {
+    use std::collections::HashMap;
+    // A shuffled box of 24 576 tets (two of adjacency's chunks of 16 384 tets; node ranges per core) against a
+    // plain map of faces.
+    let mesh = BoxMesh {
+        cells: [16, 16, 16],
+        jitter: 0.2,
+        shuffle: Some(9),
+        seed: 4,
+    }
+    .build()
+    .expect("box builds");
+    let mut by_face: HashMap<[u32; 3], Vec<(usize, usize)>> = HashMap::new();
+    for (t, tet) in mesh.tets.iter().enumerate() {
+        for k in 0..4 {
+            let mut f: Vec<u32> = (0..4).filter(|&v| v != k).map(|v| tet[v]).collect();
+            f.sort_unstable();
+            by_face.entry([f[0], f[1], f[2]]).or_default().push((t, k));
+        }
+    }
+    let mut want = vec![[BOUNDARY; 4]; mesh.tets.len()];
+    for sides in by_face.values() {
+        if let [(a, ka), (b, kb)] = sides[..] {
+            want[a][ka] = b as u32;
+            want[b][kb] = a as u32;
+        }
+    }
+    assert_eq!(adjacency(&mesh).expect("adjacency"), want);
+
+    let bad = |tets: Vec<[u32; 4]>| {
+        let m = TetMesh {
+            nodes: mesh.nodes.clone(),
+            physical: vec![0; tets.len()],
+            tets,
+            physical_names: Vec::new(),
+        };
+        adjacency(&m).expect_err("a bad mesh").to_string()
+    };
+    let mut three = mesh.tets.clone();
+    three.push(mesh.tets[5]);
+    let e = bad(three);
+    assert!(e.contains("shared by 3 tets"), "{e}");
+    let mut twice = mesh.tets.clone();
+    twice.push([0, 1, 1, 2]);
+    let e = bad(twice);
+    assert!(e.contains("the same face twice"), "{e}");
+    let mut past = mesh.tets.clone();
+    past[7][2] = mesh.nodes.len() as u32;
+    let e = bad(past);
+    assert!(e.contains("tet 7 names node"), "{e}");
+}
