@@ -370,7 +370,7 @@ fn metis_blocks_keep_each_part_contiguous_in_graph_order() {
     let metis = metis_partition(&op, 10).expect("partition");
     let striped: Vec<u32> = (0..n as u32).map(|v| v % 5).collect();
     for (part, parts, connected) in [(metis, 10, true), (striped, 7, false)] {
-        let order = order_within_parts(&xadj, &adjncy, &part, parts);
+        let order = order_within_parts(&xadj, &adjncy, &part, parts).expect("an order");
         let mut seen = vec![false; n];
         for &v in &order {
             assert!(!seen[v as usize], "{v} twice");
