@@ -454,3 +454,41 @@ fn adjacency_matches_a_map_of_faces_and_names_bad_meshes() {
     let e = bad(past);
     assert!(e.contains("tet 7 names node"), "{e}");
 }
+
+#[test]
+fn metis_orders_are_kept_per_graph_and_a_bad_entry_is_ordered_again() {
+    use bespoke_fv::ordering::{ORDER_CACHE, metis_blocks_in};
+    use bespoke_gpu::DiskCache;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), ORDER_CACHE, 1);
+    let entries = || std::fs::read_dir(cache.dir()).map_or(0, |d| d.count());
+    let op = |mesh: &TetMesh| {
+        let adj = adjacency(mesh).expect("adjacency");
+        Operator::diffusion(mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator")
+    };
+    let (a, b) = (op(&jittered_box()), op(&sphere()));
+    let fresh = metis_blocks_in(&a, 64, None).expect("ordered");
+    let first = metis_blocks_in(&a, 64, Some(&cache)).expect("ordered and kept");
+    assert_eq!(first, fresh);
+    assert_eq!(entries(), 1);
+    assert_eq!(
+        metis_blocks_in(&a, 64, Some(&cache)).unwrap(),
+        fresh,
+        "read back"
+    );
+    // Another block size and another graph are other entries.
+    metis_blocks_in(&a, 128, Some(&cache)).unwrap();
+    let other = metis_blocks_in(&b, 64, Some(&cache)).unwrap();
+    assert_eq!(other.len(), b.n());
+    assert_eq!(entries(), 3);
+    // Every entry overwritten with bytes that are no entry: said on stderr, ordered again, right, kept again.
+    let files: Vec<_> = std::fs::read_dir(cache.dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for f in &files {
+        std::fs::write(f, b"not an entry").unwrap();
+    }
+    assert_eq!(metis_blocks_in(&a, 64, Some(&cache)).unwrap(), fresh);
+    assert_eq!(metis_blocks_in(&a, 64, Some(&cache)).unwrap(), fresh);
+}

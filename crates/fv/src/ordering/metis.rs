@@ -1,6 +1,8 @@
 //! METIS orderings and partitions: k-way blocks with METIS's cache-friendly order inside each, nested dissection,
 //! and the parts of distributed runs.
 
+use bespoke_gpu::{DiskCache, Lookup, StableHasher};
+
 use super::Permutation;
 use super::curves::rcm;
 use crate::error::{FvError, Result};
@@ -21,18 +23,82 @@ fn metis_graph(op: &Operator) -> Result<(Vec<metis::Idx>, Vec<metis::Idx>)> {
 
 /// METIS k-way partition into ⌈n / block⌉ parts, then the parts one after another, each part's tets in the
 /// reverse Cuthill–McKee order of its own subgraph ([`order_within_parts`]): what `METIS_CacheFriendlyReordering`
-/// does (parts contiguous, a BFS order inside each), on every core.
+/// does (parts contiguous, a BFS order inside each), on every core. Kept in the user's cache ([`ORDER_CACHE`]).
 pub fn metis_blocks(op: &Operator, block: usize) -> Result<Permutation> {
+    metis_blocks_in(
+        op,
+        block,
+        DiskCache::user(ORDER_CACHE, ORDER_CACHE_VERSION).as_ref(),
+    )
+}
+
+/// The cache namespace of METIS orderings, keyed by the block size and the operator's graph (a hash of every
+/// neighbour list): METIS took 84–93 s on 16.5 M tets, one core, and the bench's fv section and the lab each
+/// order the same mesh. An entry is checked to be a permutation of the graph's size when read.
+pub const ORDER_CACHE: &str = "fv-metis-order";
+const ORDER_CACHE_VERSION: u32 = 1;
+
+/// A cache entry that could not be used or kept, on stderr (the ordering is computed instead).
+fn say(why: &str) {
+    eprintln!("bespoke: {why}");
+}
+
+/// [`metis_blocks`] with the orderings kept in `cache` (None: computed every time).
+pub fn metis_blocks_in(
+    op: &Operator,
+    block: usize,
+    cache: Option<&DiskCache>,
+) -> Result<Permutation> {
     let n = op.n();
     if block == 0 {
         return Err(FvError::param("block-size", block, "must be at least 1"));
     }
+    let (xadj, adjncy) = op.graph();
+    let key = cache.map(|_| {
+        let mut h = StableHasher::new();
+        for list in [&xadj, &adjncy] {
+            for chunk in list.chunks(1 << 16) {
+                let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+                h.write(&bytes);
+            }
+            h.end_part();
+        }
+        format!("blocks-{block}-of-{n}-{:016x}", h.finish())
+    });
+    if let (Some(c), Some(key)) = (cache, &key) {
+        match c.get(key) {
+            Lookup::Hit(bytes) if bytes.len() == 4 * n => {
+                let order: Vec<u32> = bytes
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                match Permutation::from_new_to_old(order) {
+                    Ok(p) => return Ok(p),
+                    Err(e) => say(&format!(
+                        "a cached METIS order is not one ({e}); ordering again"
+                    )),
+                }
+            }
+            Lookup::Hit(bytes) => say(&format!(
+                "a cached METIS order holds {} bytes for {n} tets; ordering again",
+                bytes.len()
+            )),
+            Lookup::Corrupt(why) => say(&format!("{why}; ordering again")),
+            Lookup::Miss => {}
+        }
+    }
     let parts = n.div_ceil(block);
     let part = bespoke_gpu::phase("fv METIS parts", || metis_partition(op, parts))?;
-    let (xadj, adjncy) = op.graph();
     let order = bespoke_gpu::phase("fv order within parts", || {
         order_within_parts(&xadj, &adjncy, &part, parts)
     })?;
+    if let (Some(c), Some(key)) = (cache, &key) {
+        let bytes: Vec<u8> = order.iter().flat_map(|v| v.to_le_bytes()).collect();
+        // A cache that cannot be written costs METIS's time next run, nothing else.
+        if let Err(e) = c.put(key, &bytes) {
+            say(&format!("could not keep the METIS order: {e}"));
+        }
+    }
     Permutation::from_new_to_old(order)
 }
 

@@ -13,7 +13,10 @@ mod curves;
 mod metis;
 
 pub use curves::{hilbert, rcm};
-pub use metis::{metis_blocks, metis_nd, metis_partition, order_within_parts, partition_method};
+pub use metis::{
+    ORDER_CACHE, metis_blocks, metis_blocks_in, metis_nd, metis_partition, order_within_parts,
+    partition_method,
+};
 
 /// new index → old index and its inverse.
 #[derive(Clone, Debug, PartialEq, Eq)]
