@@ -1,4 +1,6 @@
 //! The `Gpu` context: adapter choice, device with the adapter's own limits and optional features, info.
+//! `options.rs` holds what opens one and what it reports, `adapters.rs` the adapter list, `close.rs` the serial
+//! close.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -8,92 +10,14 @@ use crate::error::{GpuError, Result};
 use crate::kernel::Kernel;
 use crate::pipeline::{CachedPipeline, CompileTarget, PipelineCache};
 
-/// Optional features requested whenever the adapter has them.
-pub const WANTED_FEATURES: &[(wgpu::Features, &str)] = &[
-    (wgpu::Features::TIMESTAMP_QUERY, "TIMESTAMP_QUERY"),
-    (wgpu::Features::SHADER_F64, "SHADER_F64"),
-    (wgpu::Features::SHADER_F16, "SHADER_F16"),
-    (wgpu::Features::SUBGROUP, "SUBGROUP"),
-    (wgpu::Features::IMMEDIATES, "IMMEDIATES"),
-    (wgpu::Features::PIPELINE_CACHE, "PIPELINE_CACHE"),
-];
+mod adapters;
+mod close;
+mod options;
 
-/// How to open a `Gpu`. `Default` honours `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`.
-#[derive(Clone, Debug, Default)]
-pub struct GpuOptions {
-    /// Substring of the adapter name to pick (case-insensitive); `None` reads `WGPU_ADAPTER_NAME`.
-    pub adapter_name: Option<String>,
-    /// Lower the per-binding size used for chunking (tests use this to exercise chunking on small data).
-    pub max_binding_bytes: Option<u64>,
-    /// Request the device with uniform bindings of at most this many bytes (at least 256): what an adapter with
-    /// small uniform bindings grants (tests use it to make kernels split their uniform tables).
-    pub max_uniform_binding_bytes: Option<u64>,
-    /// Load and save wgpu's driver pipeline cache under [`Gpu::cache_dir`] where the adapter supports it.
-    pub persist_pipeline_cache: bool,
-    /// A rank of a distributed run: take the `rank mod k`-th of the k adapters of the best kind (one GPU per
-    /// rank on a machine with several; several devices on one adapter otherwise).
-    pub rank: Option<usize>,
-    /// Request the device with buffers of at most this many bytes (`max_buffer_size`): what a GPU's limit does
-    /// to work sized for it (an H200 grants 4 292 870 144 B), made to happen on a small adapter in tests.
-    pub max_buffer_bytes: Option<u64>,
-    /// Request the device with at most this many storage buffers per shader stage (at least 4): kernels that
-    /// bind more split into more launches, as they do on an adapter with few.
-    pub max_storage_buffers_per_stage: Option<u32>,
-    /// Treat the adapter as this class wherever kernels choose by it ([`Gpu::is_cpu`]): tests run the GPU
-    /// branch of a choice on lavapipe, and the CPU branch on a GPU. `None`: the adapter's own class.
-    pub adapter_class: Option<AdapterClass>,
-    /// Driver behaviours to emulate (tests make a GPU driver's choices happen on lavapipe).
-    pub quirks: Quirks,
-}
-
-/// Whether an adapter runs kernels on a CPU (one workgroup per thread) or on a GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AdapterClass {
-    Cpu,
-    Gpu,
-}
-
-/// Behaviours that Vulkan leaves to the driver and that some driver has, emulated by the kernel generators so
-/// that code depending on them is tested on any adapter.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Quirks {
-    /// The compiler removes a round trip through 16 bits (`unpack2x16float(pack2x16float(v))` gives `v` back
-    /// unrounded), as NVIDIA's Vulkan driver 580 did on an H200: generators that round a value that way emit
-    /// the value itself. Vulkan leaves the precision of that round trip to the driver.
-    pub folds_f16_round_trip: bool,
-}
-
-/// The limits kernels care about, as granted to the device.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelLimits {
-    pub max_buffer_size: u64,
-    pub max_storage_buffer_binding_size: u64,
-    pub max_uniform_buffer_binding_size: u64,
-    pub max_storage_buffers_per_shader_stage: u32,
-    pub max_compute_invocations_per_workgroup: u32,
-    pub max_compute_workgroup_size: [u32; 3],
-    pub max_compute_workgroup_storage_size: u32,
-    pub max_compute_workgroups_per_dimension: u32,
-    pub min_storage_buffer_offset_alignment: u32,
-    pub min_uniform_buffer_offset_alignment: u32,
-    pub max_immediate_size: u32,
-    pub subgroup_min_size: u32,
-    pub subgroup_max_size: u32,
-}
-
-/// What `bespoke info` prints: who the adapter is, what it can do.
-#[derive(Clone, Debug)]
-pub struct GpuInfo {
-    pub name: String,
-    pub backend: String,
-    pub device_type: String,
-    pub driver: String,
-    pub driver_info: String,
-    pub features: Vec<&'static str>,
-    pub limits: KernelLimits,
-    /// The per-binding size the chunking logic uses (≤ the device limit; lowered by `GpuOptions`).
-    pub binding_limit: u64,
-}
+pub use adapters::{AdapterSummary, list_adapters};
+use adapters::{backend_rank, type_rank};
+use close::{CloseDone, CloseTurn};
+pub use options::{AdapterClass, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES};
 
 /// One opened device plus everything kernels share: the pipeline cache and the error sink.
 pub struct Gpu {
@@ -129,101 +53,12 @@ pub struct Gpu {
     _close_done: CloseDone,
 }
 
-/// Devices of one process close one at a time. On an NVIDIA H200 (driver 580.159.04, 2026-11-27) four devices on
-/// the one adapter closed at once from four threads (the CLI's thread ranks) hung the process after every rank had
-/// finished, in 4 of 6 runs; two never did, and closing them in turn passed twice. A `Gpu`'s fields drop in
-/// declaration order: `_close_turn` first waits for the turn, the device and everything made from it drop, then
-/// `_close_done` hands the turn on.
-static CLOSING: (Mutex<bool>, std::sync::Condvar) = (Mutex::new(false), std::sync::Condvar::new());
-
-struct CloseTurn;
-
-impl Drop for CloseTurn {
-    fn drop(&mut self) {
-        let (busy, turn) = &CLOSING;
-        let mut b = busy
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        while *b {
-            b = turn
-                .wait(b)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        *b = true;
-    }
-}
-
-struct CloseDone;
-
-impl Drop for CloseDone {
-    fn drop(&mut self) {
-        let (busy, turn) = &CLOSING;
-        *busy
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = false;
-        turn.notify_one();
-    }
-}
-
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gpu")
             .field("adapter", &self.adapter_info.name)
             .finish_non_exhaustive()
     }
-}
-
-fn type_rank(t: wgpu::DeviceType) -> u8 {
-    match t {
-        wgpu::DeviceType::DiscreteGpu => 0,
-        wgpu::DeviceType::IntegratedGpu => 1,
-        wgpu::DeviceType::VirtualGpu => 2,
-        wgpu::DeviceType::Cpu => 3,
-        wgpu::DeviceType::Other => 4,
-    }
-}
-
-fn backend_rank(b: wgpu::Backend) -> u8 {
-    match b {
-        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
-        wgpu::Backend::Gl => 1,
-        _ => 2,
-    }
-}
-
-/// One adapter as `bespoke adapters` lists it.
-#[derive(Clone, Debug)]
-pub struct AdapterSummary {
-    pub name: String,
-    pub backend: String,
-    pub device_type: String,
-    pub driver: String,
-}
-
-/// Every adapter on the backends `WGPU_BACKEND` allows (all if unset), best first: what `Gpu::new` picks from.
-pub fn list_adapters() -> Vec<AdapterSummary> {
-    let desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-    let backends = desc.backends;
-    let instance = wgpu::Instance::new(desc);
-    let mut infos: Vec<wgpu::AdapterInfo> =
-        pollster::block_on(instance.enumerate_adapters(backends))
-            .iter()
-            .map(wgpu::Adapter::get_info)
-            .collect();
-    infos.sort_by_key(|i| (type_rank(i.device_type), backend_rank(i.backend)));
-    infos
-        .into_iter()
-        .map(|i| AdapterSummary {
-            name: i.name,
-            backend: format!("{:?}", i.backend).to_lowercase(),
-            device_type: format!("{:?}", i.device_type),
-            driver: if i.driver.is_empty() {
-                i.driver_info
-            } else {
-                i.driver
-            },
-        })
-        .collect()
 }
 
 impl Gpu {

@@ -1,0 +1,88 @@
+//! How a `Gpu` is opened and what it reports: options, adapter class, emulated driver quirks, limits, info.
+
+/// Optional features requested whenever the adapter has them.
+pub const WANTED_FEATURES: &[(wgpu::Features, &str)] = &[
+    (wgpu::Features::TIMESTAMP_QUERY, "TIMESTAMP_QUERY"),
+    (wgpu::Features::SHADER_F64, "SHADER_F64"),
+    (wgpu::Features::SHADER_F16, "SHADER_F16"),
+    (wgpu::Features::SUBGROUP, "SUBGROUP"),
+    (wgpu::Features::IMMEDIATES, "IMMEDIATES"),
+    (wgpu::Features::PIPELINE_CACHE, "PIPELINE_CACHE"),
+];
+
+/// How to open a `Gpu`. `Default` honours `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`.
+#[derive(Clone, Debug, Default)]
+pub struct GpuOptions {
+    /// Substring of the adapter name to pick (case-insensitive); `None` reads `WGPU_ADAPTER_NAME`.
+    pub adapter_name: Option<String>,
+    /// Lower the per-binding size used for chunking (tests use this to exercise chunking on small data).
+    pub max_binding_bytes: Option<u64>,
+    /// Request the device with uniform bindings of at most this many bytes (at least 256): what an adapter with
+    /// small uniform bindings grants (tests use it to make kernels split their uniform tables).
+    pub max_uniform_binding_bytes: Option<u64>,
+    /// Load and save wgpu's driver pipeline cache under [`Gpu::cache_dir`](crate::Gpu::cache_dir) where the adapter supports it.
+    pub persist_pipeline_cache: bool,
+    /// A rank of a distributed run: take the `rank mod k`-th of the k adapters of the best kind (one GPU per
+    /// rank on a machine with several; several devices on one adapter otherwise).
+    pub rank: Option<usize>,
+    /// Request the device with buffers of at most this many bytes (`max_buffer_size`): what a GPU's limit does
+    /// to work sized for it (an H200 grants 4 292 870 144 B), made to happen on a small adapter in tests.
+    pub max_buffer_bytes: Option<u64>,
+    /// Request the device with at most this many storage buffers per shader stage (at least 4): kernels that
+    /// bind more split into more launches, as they do on an adapter with few.
+    pub max_storage_buffers_per_stage: Option<u32>,
+    /// Treat the adapter as this class wherever kernels choose by it ([`Gpu::is_cpu`](crate::Gpu::is_cpu)): tests run the GPU
+    /// branch of a choice on lavapipe, and the CPU branch on a GPU. `None`: the adapter's own class.
+    pub adapter_class: Option<AdapterClass>,
+    /// Driver behaviours to emulate (tests make a GPU driver's choices happen on lavapipe).
+    pub quirks: Quirks,
+}
+
+/// Whether an adapter runs kernels on a CPU (one workgroup per thread) or on a GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AdapterClass {
+    Cpu,
+    Gpu,
+}
+
+/// Behaviours that Vulkan leaves to the driver and that some driver has, emulated by the kernel generators so
+/// that code depending on them is tested on any adapter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Quirks {
+    /// The compiler removes a round trip through 16 bits (`unpack2x16float(pack2x16float(v))` gives `v` back
+    /// unrounded), as NVIDIA's Vulkan driver 580 did on an H200: generators that round a value that way emit
+    /// the value itself. Vulkan leaves the precision of that round trip to the driver.
+    pub folds_f16_round_trip: bool,
+}
+
+/// The limits kernels care about, as granted to the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelLimits {
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_uniform_buffer_binding_size: u64,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_size: [u32; 3],
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub min_storage_buffer_offset_alignment: u32,
+    pub min_uniform_buffer_offset_alignment: u32,
+    pub max_immediate_size: u32,
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+}
+
+/// What `bespoke info` prints: who the adapter is, what it can do.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub features: Vec<&'static str>,
+    pub limits: KernelLimits,
+    /// The per-binding size the chunking logic uses (≤ the device limit; lowered by `GpuOptions`).
+    pub binding_limit: u64,
+}
