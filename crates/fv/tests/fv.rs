@@ -492,3 +492,21 @@ fn metis_orders_are_kept_per_graph_and_a_bad_entry_is_ordered_again() {
     assert_eq!(metis_blocks_in(&a, 64, Some(&cache)).unwrap(), fresh);
     assert_eq!(metis_blocks_in(&a, 64, Some(&cache)).unwrap(), fresh);
 }
+
+#[test]
+fn metis_on_several_threads_at_once_gives_its_one_answer() {
+    // Its random-number state is one per process: calls at once raced on it and gave different parts each run.
+    let mesh = jittered_box();
+    let adj = adjacency(&mesh).expect("adjacency");
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+    let alone = metis_partition(&op, 40).expect("partition");
+    let at_once: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| metis_partition(&op, 40).expect("partition")))
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for p in at_once {
+        assert_eq!(p, alone);
+    }
+}

@@ -190,6 +190,16 @@ pub fn order_within_parts(
     Ok(out)
 }
 
+/// METIS runs one call at a time in a process. Its random-number state is one per process (GKlib's), reseeded by
+/// each call: two calls at once (the tests' threads, thread ranks ordering their own tets) race on it, and gave
+/// different parts of the same graph on every run (found 2026-11-27, when the FV tests' cache check failed in CI).
+/// In turn, every call gives METIS's one answer for its graph.
+fn metis_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// The METIS method [`metis_partition`] uses for `parts` parts, as reports name it.
 pub fn partition_method(parts: usize) -> &'static str {
     if parts <= 8 {
@@ -213,6 +223,7 @@ pub fn metis_partition(op: &Operator, parts: usize) -> Result<Vec<u32>> {
         .map_err(|e| FvError::Metis(format!("graph rejected: {e:?}")))?;
     // METIS's manual: recursive bisection for a few parts, k-way past 8. On a 10.6 M-tet box in two it cut 19 899
     // faces where k-way cut 21 688 (the plane between the halves: 18 432), in about the same time.
+    let _one_at_a_time = metis_turn();
     if partition_method(parts) == "METIS recursive bisection" {
         graph.part_recursive(&mut part)
     } else {
@@ -232,6 +243,7 @@ pub fn metis_nd(op: &Operator) -> Result<Permutation> {
     let mut nv = n as metis::Idx;
     let mut perm = vec![0 as metis::Idx; n];
     let mut iperm = vec![0 as metis::Idx; n];
+    let _one_at_a_time = metis_turn();
     // SAFETY: sizes as METIS documents (xadj n + 1, adjncy xadj[n], perm and iperm n); null weights and options
     // select METIS's defaults.
     let rc = unsafe {
