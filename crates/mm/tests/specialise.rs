@@ -914,7 +914,10 @@ fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
             .status
             .contains("does not make this operator's accesses faster")
         && twin.status.matches(" ms ").count() == 2;
-    assert!(timed || gated, "{twin:?}");
+    // Or screened out on its own first run, the tuner's decision on its own numbers: on a busy machine (CI,
+    // 2026-11-27) that run took 0.78 s against the best screening run's 0.0055 s.
+    let screened = twin.seconds.is_none() && twin.status.starts_with("screened out");
+    assert!(timed || gated || screened, "{twin:?}");
     // Naming the twin keeps it out of the check: it is timed.
     let named = TuneOptions {
         variants: Some(vec![Variant::parse("bstream-v2-touch").unwrap()]),
