@@ -112,14 +112,12 @@ pub fn checked_pick(
     shape: &GemmShape,
     reads_c: bool,
 ) -> Result<CheckedPick> {
-    checked_pick_in(
-        gpu,
-        machine,
-        dtype,
-        shape,
-        reads_c,
-        DiskCache::user("dense-pick", CACHE_VERSION).as_ref(),
-    )
+    checked_pick_in(gpu, machine, dtype, shape, reads_c, user_cache().as_ref())
+}
+
+/// The user's cache of checked picks (None where there is no cache folder).
+fn user_cache() -> Option<DiskCache> {
+    DiskCache::user("dense-pick", CACHE_VERSION)
 }
 
 /// [`checked_pick`] with the decisions kept in `cache` (None: timed every time).
@@ -148,7 +146,7 @@ pub fn checked_pick_on(
         timer.dtype(),
         &timer.shape(),
         reads_c,
-        DiskCache::user("dense-pick", CACHE_VERSION).as_ref(),
+        user_cache().as_ref(),
         Some(timer),
     )
 }
