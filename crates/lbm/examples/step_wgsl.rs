@@ -1,13 +1,14 @@
 //! Prints the WGSL of the periodic two-lattice BGK step that `bespoke bench --section lbm` times (f32 unless
-//! `f16` is given), for comparing what naga hands the driver with a peer's SPIR-V (issue 21: `naga step.wgsl
-//! step.spv`, then `benches/tools/spirv_stats.py`).
+//! `f16` is given; the in-place step's odd or even kernel with `odd` or `even`), for comparing what naga hands
+//! the driver with a peer's SPIR-V (issue 21: `naga step.wgsl step.spv`, then `benches/tools/spirv_stats.py`).
 //!
-//! `cargo run --release -p bespoke-lbm --example step_wgsl [NX NY] [f16] > step.wgsl`
+//! `cargo run --release -p bespoke-lbm --example step_wgsl [NX NY] [f16] [odd|even] > step.wgsl`
 
 #[allow(dead_code)] // the helpers the other examples share
 mod common;
 
 use bespoke_lbm::Storage;
+use bespoke_lbm::kernel::Phase;
 use common::{Res, periodic_ab_spec};
 
 fn main() -> Res<()> {
@@ -20,6 +21,12 @@ fn main() -> Res<()> {
         _ => return Err("give NX and NY, or neither".into()),
     };
     let storage = if f16 { Storage::F16 } else { Storage::F32 };
-    print!("{}", periodic_ab_spec(nx, ny, storage).generate());
+    let mut spec = periodic_ab_spec(nx, ny, storage);
+    for (word, phase) in [("odd", Phase::AaOdd), ("even", Phase::AaEven)] {
+        if args.iter().any(|a| a == word) {
+            spec.phase = phase;
+        }
+    }
+    print!("{}", spec.generate());
     Ok(())
 }

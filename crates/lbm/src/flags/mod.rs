@@ -8,12 +8,16 @@
 //! Bouzidi, Firdaouss & Lallemand 2001); a fluid cell with any such link points its index at four table entries
 //! holding the q of each pull direction (1/2, plain half-way bounce-back, where none is set).
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::collections::BTreeMap;
 
-use crate::config::check_mach;
 use crate::d2q9::C;
 use crate::error::{LbmError, Result};
+
+mod encode;
+mod mask;
+
+pub use encode::EncodedFlags;
+pub(crate) use mask::read_mask;
 
 /// What a cell is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,28 +97,6 @@ pub struct Flags {
     cells: Vec<Cell>,
     /// Wall distance of link (cell, d): the wall lies q·|c_d| from the cell's centre towards x + c_d.
     distances: BTreeMap<(usize, usize), f64>,
-}
-
-/// Flags as the kernels read them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EncodedFlags {
-    pub codes: Vec<u32>,
-    /// Boundary values; entry 0 is (0, 0).
-    pub table: Vec<[f32; 2]>,
-}
-
-impl EncodedFlags {
-    /// (cell, pull direction i, table index k) of every solid pull source of a fluid cell whose table index
-    /// points at wall distances: the links the interpolated kernels treat, as they decode them.
-    pub(crate) fn interpolated_links(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        self.codes.iter().enumerate().flat_map(|(cell, &code)| {
-            let k = (code >> INDEX_SHIFT) as usize;
-            let fluid = code & TYPE_MASK == TYPE_FLUID && k != 0;
-            (1..9)
-                .filter(move |&i| fluid && code & (1 << (MASK_SHIFT as usize + i)) != 0)
-                .map(move |i| (cell, i, k))
-        })
-    }
 }
 
 impl Flags {
@@ -302,48 +284,6 @@ impl Flags {
         }
     }
 
-    /// Solid cells from a PNG mask scaled to nx × ny (nearest pixel): dark pixels (lightness < 50 %, after
-    /// compositing over white, so transparent pixels are open) are walls. The image's top row is the lattice's top
-    /// (y = ny − 1).
-    pub fn add_png_mask(&mut self, path: &Path) -> Result<usize> {
-        let img = read_mask(path)?;
-        let mut walls = 0;
-        for y in 0..self.ny {
-            let py = ((self.ny - 1 - y) * img.height / self.ny).min(img.height - 1);
-            for x in 0..self.nx {
-                let px = (x * img.width / self.nx).min(img.width - 1);
-                if img.lightness[py * img.width + px] < 0.5 {
-                    self.set(x, y, Cell::Wall);
-                    walls += 1;
-                }
-            }
-        }
-        Ok(walls)
-    }
-
-    /// Walls from a PNG mask with interpolated bounce-back on their edges: the image's lightness, interpolated
-    /// bilinearly between pixel centres (the image stretched over the lattice), is a level set whose 50 % contour
-    /// is the wall (`add_shape`). An anti-aliased image thus gives smooth walls at sub-cell positions, where
-    /// `add_png_mask` gives a staircase; a hard-edged one gives walls half-way between its pixels' centres.
-    pub fn add_png_mask_interpolated(&mut self, path: &Path) -> Result<usize> {
-        let img = read_mask(path)?;
-        let (nx, ny) = (self.nx as f64, self.ny as f64);
-        let (w, h) = (img.width, img.height);
-        let phi = |x: f64, y: f64| {
-            // Pixel coordinates (centres at integers) of lattice point (x, y); image rows run top down.
-            let u = ((x + 0.5) * w as f64 / nx - 0.5).clamp(0.0, (w - 1) as f64);
-            let v = ((ny - 0.5 - y) * h as f64 / ny - 0.5).clamp(0.0, (h - 1) as f64);
-            let (u0, v0) = (u.floor() as usize, v.floor() as usize);
-            let (u1, v1) = ((u0 + 1).min(w - 1), (v0 + 1).min(h - 1));
-            let (fu, fv) = (u - u0 as f64, v - v0 as f64);
-            let at = |px: usize, py: usize| img.lightness[py * w + px];
-            let top = at(u0, v0) * (1.0 - fu) + at(u1, v0) * fu;
-            let bottom = at(u0, v1) * (1.0 - fu) + at(u1, v1) * fu;
-            top * (1.0 - fv) + bottom * fv - 0.5
-        };
-        Ok(self.add_shape(phi, |_, _| [0.0, 0.0], true))
-    }
-
     /// The outward normal of an open-boundary cell, from its position on the domain edge (x edges first).
     pub fn edge_normal(nx: usize, ny: usize, x: usize, y: usize) -> Option<[i32; 2]> {
         if x == 0 {
@@ -387,11 +327,6 @@ impl Flags {
         links
     }
 
-    /// Checks the cells and packs them for the kernels.
-    pub fn encode(&self) -> Result<EncodedFlags> {
-        self.encode_window([0, 0], [self.nx, self.ny])
-    }
-
     /// The global cell at offset (lx, ly) of a window whose corner is `origin` (wrapping around the domain).
     pub(crate) fn wrap(&self, origin: [usize; 2], lx: usize, ly: usize) -> (usize, usize) {
         ((origin[0] + lx) % self.nx, (origin[1] + ly) % self.ny)
@@ -413,152 +348,6 @@ impl Flags {
         }
         w
     }
-
-    /// Checks the cells of a window (as [`Flags::window`] cuts it) and packs them for a block's kernels: each
-    /// cell's mask and open-edge check come from its neighbours in the whole domain, its table entries are the
-    /// window's own. The kernels' arithmetic on a block is then the whole domain's, cell for cell.
-    pub fn encode_window(&self, origin: [usize; 2], size: [usize; 2]) -> Result<EncodedFlags> {
-        let (nx, ny) = (self.nx, self.ny);
-        let mut table: Vec<[f32; 2]> = vec![[0.0, 0.0]];
-        let mut index: HashMap<[u32; 2], u32> = HashMap::from([([0, 0], 0)]);
-        let mut codes = Vec::with_capacity(size[0] * size[1]);
-        for ly in 0..size[1] {
-            for lx in 0..size[0] {
-                let (x, y) = self.wrap(origin, lx, ly);
-                let cell = self.get(x, y);
-                match cell {
-                    Cell::MovingWall(u) => check_mach("moving wall velocity", u)?,
-                    Cell::Inlet(u) => {
-                        check_mach("inlet velocity", u)?;
-                    }
-                    Cell::Outlet(rho) if !(rho > 0.0 && rho.is_finite()) => {
-                        return Err(LbmError::Flag {
-                            x,
-                            y,
-                            why: format!("outlet density {rho} must be positive and finite"),
-                        });
-                    }
-                    _ => {}
-                }
-                if matches!(cell, Cell::Inlet(_) | Cell::Outlet(_))
-                    && Self::edge_normal(nx, ny, x, y).is_none()
-                {
-                    return Err(LbmError::Flag {
-                        x,
-                        y,
-                        why: "inlets and outlets must lie on the domain's edge (their normal comes from it)".into(),
-                    });
-                }
-                let v = cell.value().map(|c| c as f32);
-                let key = v.map(f32::to_bits);
-                let next = table.len() as u32;
-                let mut slot = *index.entry(key).or_insert_with(|| {
-                    table.push(v);
-                    next
-                });
-                let cell_index = y * nx + x;
-                let links: Vec<(usize, f64)> = self
-                    .distances
-                    .range((cell_index, 0)..(cell_index + 1, 0))
-                    .map(|(&(_, d), &q)| (d, q))
-                    .collect();
-                if !links.is_empty() {
-                    // Four entries: the q of pull directions (1, 2), (3, 4), (5, 6), (7, 8); pull direction i
-                    // comes back from the link in direction ī.
-                    let mut q = [0.5f32; 9];
-                    for &(d, v) in &links {
-                        let wall = self.neighbour(x, y, d);
-                        if cell != Cell::Fluid || !self.get(wall.0, wall.1).is_solid() {
-                            return Err(LbmError::Flag {
-                                x,
-                                y,
-                                why: format!(
-                                    "a wall distance on direction {d} needs a fluid cell whose neighbour \
-                                     that way is a wall (here {cell:?} → {:?})",
-                                    self.get(wall.0, wall.1)
-                                ),
-                            });
-                        }
-                        q[crate::d2q9::OPP[d]] = v as f32;
-                    }
-                    slot = table.len() as u32;
-                    table.extend([[q[1], q[2]], [q[3], q[4]], [q[5], q[6]], [q[7], q[8]]]);
-                }
-                if table.len() > MAX_TABLE {
-                    return Err(LbmError::Flag {
-                        x,
-                        y,
-                        why: format!(
-                            "more than {MAX_TABLE} boundary-table entries (distinct boundary values, and four per \
-                             cell with wall distances)"
-                        ),
-                    });
-                }
-                let mut mask = 0u32;
-                for i in 1..9 {
-                    let (sx, sy) = self.neighbour(x, y, crate::d2q9::OPP[i]);
-                    if self.get(sx, sy).is_solid() {
-                        mask |= 1 << i;
-                    }
-                }
-                codes.push(cell.code() | (mask << MASK_SHIFT) | (slot << INDEX_SHIFT));
-            }
-        }
-        Ok(EncodedFlags { codes, table })
-    }
-}
-
-pub(crate) struct Mask {
-    width: usize,
-    height: usize,
-    /// Per pixel, row-major from the top: lightness in [0, 1] composited over white.
-    lightness: Vec<f64>,
-}
-
-pub(crate) fn read_mask(path: &Path) -> Result<Mask> {
-    let file = std::fs::File::open(path).map_err(|e| LbmError::io(path, e))?;
-    let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
-    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-    let mut reader = decoder
-        .read_info()
-        .map_err(|e| LbmError::file(path, format!("not a readable PNG: {e}")))?;
-    let mut buf = vec![
-        0;
-        reader
-            .output_buffer_size()
-            .ok_or_else(|| LbmError::file(path, "PNG too large"))?
-    ];
-    let info = reader
-        .next_frame(&mut buf)
-        .map_err(|e| LbmError::file(path, format!("PNG data: {e}")))?;
-    let (width, height) = (info.width as usize, info.height as usize);
-    if width == 0 || height == 0 {
-        return Err(LbmError::file(path, "empty image"));
-    }
-    let channels = info.color_type.samples();
-    let lightness = buf[..info.buffer_size()]
-        .chunks(channels)
-        .take(width * height)
-        .map(|px| {
-            let luma = if channels >= 3 {
-                0.299 * f64::from(px[0]) + 0.587 * f64::from(px[1]) + 0.114 * f64::from(px[2])
-            } else {
-                f64::from(px[0])
-            } / 255.0;
-            // Over white: transparent pixels count as open.
-            let alpha = f64::from(match channels {
-                2 => px[1],
-                4 => px[3],
-                _ => 255,
-            }) / 255.0;
-            1.0 - alpha * (1.0 - luma)
-        })
-        .collect();
-    Ok(Mask {
-        width,
-        height,
-        lightness,
-    })
 }
 
 #[cfg(test)]

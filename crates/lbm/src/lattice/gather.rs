@@ -1,0 +1,147 @@
+//! The gathers that give every rank of a distributed lattice the whole domain's fields, populations and
+//! checkpoint state, and the maps between a block's cells and the domain's.
+
+use bespoke_gpu::bytemuck;
+
+use super::{Lattice, cell_bits, put_cell_bits};
+use crate::distributed::Block;
+use crate::error::{LbmError, Result};
+
+impl Lattice<'_> {
+    /// The domain's coordinates of this lattice's cell (x, y).
+    pub(crate) fn global_xy(&self, x: usize, y: usize) -> (usize, usize) {
+        match &self.dist {
+            Some(d) => d.block.global(x, y),
+            None => (x, y),
+        }
+    }
+
+    /// Whether local cell (x, y) is this lattice's own (every cell of a single domain; a block's cells outside
+    /// its halo).
+    pub(crate) fn owns(&self, x: usize, y: usize) -> bool {
+        match &self.dist {
+            Some(d) => {
+                let b = &d.block;
+                (b.halo[0]..b.size[0] - b.halo[0]).contains(&x)
+                    && (b.halo[1]..b.size[1] - b.halo[1]).contains(&y)
+            }
+            None => true,
+        }
+    }
+
+    /// The whole domain's nx.
+    pub(crate) fn global_nx(&self) -> usize {
+        match &self.dist {
+            Some(d) => d.block.n[0],
+            None => self.cfg.nx,
+        }
+    }
+
+    /// Every rank's `mine`, concatenated in rank order, on every rank.
+    pub(crate) fn all_gather_words(&self, mine: &[u32]) -> Result<Vec<u32>> {
+        let all = self
+            .dist()
+            .comm
+            .all_gather_bytes(bytemuck::cast_slice(mine))?;
+        Ok(all
+            .iter()
+            .flat_map(|b| bytemuck::pod_collect_to_vec::<u8, u32>(b))
+            .collect())
+    }
+
+    /// This block's cells (halo included) of `per_cell` whole-domain arrays (array-major).
+    pub(crate) fn block_slice(&self, s: &[f64], per_cell: usize) -> Vec<f64> {
+        let b = &self.dist().block;
+        let (n, nl, gnx) = (b.n[0] * b.n[1], b.cells(), b.n[0]);
+        let mut out = vec![0.0; per_cell * nl];
+        for k in 0..per_cell {
+            for ly in 0..b.size[1] {
+                for lx in 0..b.size[0] {
+                    let (x, y) = b.global(lx, ly);
+                    out[k * nl + ly * b.size[0] + lx] = s[k * n + y * gnx + x];
+                }
+            }
+        }
+        out
+    }
+
+    /// This block's words (halo included) of the whole domain's raw state (9 directions in the domain's layout).
+    pub(crate) fn block_words(&self, words: &[Vec<u32>]) -> Vec<Vec<u32>> {
+        let d = self.dist();
+        let b = &d.block;
+        let (gl, ll) = (d.global_cfg.layout(), self.cfg.layout());
+        let (n, nl) = (b.n[0] * b.n[1], b.cells());
+        words
+            .iter()
+            .map(|w| {
+                let mut out = vec![0u32; ll.words(nl)];
+                for ly in 0..b.size[1] {
+                    for lx in 0..b.size[0] {
+                        let (x, y) = b.global(lx, ly);
+                        let bits = cell_bits(gl, w, n, y * b.n[0] + x);
+                        put_cell_bits(ll, &mut out, nl, ly * b.size[0] + lx, bits);
+                    }
+                }
+                out
+            })
+            .collect()
+    }
+
+    /// The whole domain's arrays from every block's own cells of `per_cell` local arrays (array-major), on
+    /// every rank.
+    pub(crate) fn gather<T: bytemuck::Pod>(&self, local: &[T], per_cell: usize) -> Result<Vec<T>> {
+        let d = self.dist();
+        fn own(b: &Block) -> impl Iterator<Item = (usize, usize)> + use<> {
+            let [ox, oy, w, h] = [b.halo[0], b.halo[1], b.size[0], b.size[1]];
+            (oy..h - oy).flat_map(move |y| (ox..w - ox).map(move |x| (x, y)))
+        }
+        let b = &d.block;
+        let nl = b.cells();
+        let mine: Vec<T> = (0..per_cell)
+            .flat_map(|k| own(b).map(move |(x, y)| local[k * nl + y * b.size[0] + x]))
+            .collect();
+        let all = d.comm.all_gather_bytes(bytemuck::cast_slice(&mine))?;
+        let (gnx, n) = (b.n[0], b.n[0] * b.n[1]);
+        let mut out = vec![T::zeroed(); per_cell * n];
+        for (r, bytes) in all.iter().enumerate() {
+            let rb = d.decomp.local(r);
+            let vals: Vec<T> = bytemuck::pod_collect_to_vec(bytes);
+            let cells: Vec<(usize, usize)> = own(&rb).map(|(x, y)| rb.global(x, y)).collect();
+            if vals.len() != per_cell * cells.len() {
+                return Err(LbmError::Ranks(format!(
+                    "rank {r} sent {} values for {} cells × {per_cell}",
+                    vals.len(),
+                    cells.len()
+                )));
+            }
+            for k in 0..per_cell {
+                for (j, &(x, y)) in cells.iter().enumerate() {
+                    out[k * n + y * gnx + x] = vals[k * cells.len() + j];
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The whole domain's raw state (the words a single-domain lattice would hold), for checkpoints.
+    pub(crate) fn raw_state_distributed(&self) -> Result<Vec<Vec<u32>>> {
+        self.settle()?;
+        let d = self.dist();
+        let local = self.local_raw_state()?;
+        let (ll, nl) = (self.cfg.layout(), d.block.cells());
+        let gl = d.global_cfg.layout();
+        let n = d.global_cfg.cells();
+        local
+            .iter()
+            .map(|w| {
+                let bits: Vec<u32> = (0..nl).map(|c| cell_bits(ll, w, nl, c)).collect();
+                let all = self.gather(&bits, 1)?;
+                let mut out = vec![0u32; gl.words(n)];
+                for (c, &v) in all.iter().enumerate() {
+                    put_cell_bits(gl, &mut out, n, c, v);
+                }
+                Ok(out)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,143 @@
+//! What a lattice's launches are made of: the checks a configuration passes before anything is allocated (flags
+//! covering it, a direction within one binding, the bindings per kernel), the kernel spec of a lattice, its flag
+//! field on the device, and a prepared launch with its arguments in binding order.
+
+use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
+
+use super::{Pops, StepShape};
+use crate::config::{Config, Streaming};
+use crate::error::{LbmError, Result};
+use crate::flags::Flags;
+use crate::kernel::{Edges, KernelSpec, Mode, Phase, Region, WG};
+
+/// Flags must cover the lattice.
+pub(crate) fn check_shape(cfg: &Config, flags: &Flags) -> Result<()> {
+    if flags.nx() != cfg.nx || flags.ny() != cfg.ny {
+        return Err(LbmError::Shape(format!(
+            "flags are {}x{} but the lattice is {}x{}",
+            flags.nx(),
+            flags.ny(),
+            cfg.nx,
+            cfg.ny
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the step and macroscopic kernels of a lattice like `cfg` (with a flag field or without) bind within
+/// the adapter's storage buffers per kernel with a binding per direction. Where not (a two-lattice step needs 18
+/// and more; wgpu's GL backend on llvmpipe allows 16, WebGPU's default 8) the lattice binds one buffer per side.
+pub(crate) fn nine_bindings_fit(gpu: &Gpu, cfg: &Config, flags: bool) -> bool {
+    let phase = match cfg.streaming {
+        Streaming::Ab => Phase::Ab,
+        Streaming::InPlace => Phase::AaOdd,
+    };
+    let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
+    [Mode::Step, Mode::Macro].into_iter().all(|mode| {
+        lattice_spec(cfg, flags, false, phase, mode, &StepShape::given()).storage_bindings() <= max
+    })
+}
+
+/// Whether one direction of a lattice with `cfg` fits one binding of `gpu`: callers that build large host-side
+/// state (flags, initial fields) check this first, so an impossible size is an error before it is allocated.
+pub fn check_fits(gpu: &Gpu, cfg: &Config) -> Result<()> {
+    check_fits_within(gpu.binding_limit(), cfg)
+}
+
+/// [`check_fits`] against a binding limit of `binding_limit` bytes (an adapter's, without the adapter: the
+/// bench's GPU sizes are checked against an H200's limits on a machine without one).
+pub fn check_fits_within(binding_limit: u64, cfg: &Config) -> Result<()> {
+    let dir_bytes = cfg.layout().words(cfg.cells()) as u64 * 4;
+    if dir_bytes > binding_limit {
+        return Err(LbmError::Unsupported(format!(
+            "a {}x{} lattice needs {dir_bytes} bytes per direction, past the adapter's binding limit of \
+             {binding_limit} bytes; use f16 storage or a smaller domain",
+            cfg.nx, cfg.ny,
+        )));
+    }
+    Ok(())
+}
+
+/// The kernel spec of a lattice with `cfg`, with or without a flag field and wall distances; step kernels take
+/// the launch shape `step` (workgroup, ablation), the others run in workgroups of [`WG`].
+pub(super) fn lattice_spec(
+    cfg: &Config,
+    flags: bool,
+    curved: bool,
+    phase: Phase,
+    mode: Mode,
+    step: &StepShape,
+) -> KernelSpec {
+    KernelSpec {
+        nx: cfg.nx,
+        ny: cfg.ny,
+        storage: cfg.storage,
+        collision: cfg.collision,
+        force: cfg.force,
+        smagorinsky: cfg.smagorinsky,
+        flags,
+        curved,
+        phase,
+        mode,
+        edges: Edges::whole(cfg.nx, cfg.ny),
+        region: Region::All,
+        folded_f16: false,
+        wg: if mode == Mode::Step {
+            step.workgroup
+        } else {
+            WG
+        },
+        cells: if mode == Mode::Step { step.cells } else { 1 },
+        ablation: if mode == Mode::Step {
+            step.ablation
+        } else {
+            None
+        },
+        one_buffer: 0,
+    }
+}
+
+/// The flag field on the device: codes, the boundary table, and the stash of in-place interpolated links.
+#[derive(Debug)]
+pub(crate) struct Boundary {
+    pub(super) codes: GpuBuffer<u32>,
+    pub(super) table: GpuBuffer<[f32; 2]>,
+    pub(crate) stash: Option<GpuBuffer<f32>>,
+}
+
+/// A launch of a lattice kernel: the population buffers, then the flag field, its table and the stash when there
+/// are, then `extra`, in binding order.
+pub(crate) fn prepare_launch<'a>(
+    gpu: &Gpu,
+    spec: &KernelSpec,
+    pops: Vec<Arg<'a>>,
+    flag_bufs: Option<&'a Boundary>,
+    extra: &[Arg<'a>],
+    grid: Grid,
+) -> Result<Launch> {
+    let mut args: Vec<Arg<'a>> = pops;
+    if let Some(b) = flag_bufs {
+        args.push(b.codes.arg());
+        args.push(b.table.arg());
+        if spec.stashed() {
+            args.extend(b.stash.as_ref().map(GpuBuffer::arg));
+        }
+    }
+    args.extend_from_slice(extra);
+    // SAFETY: every index the kernel forms is a cell index below N (neighbours wrap; probe entries are cell
+    // indices `Lattice::probe` checked against N), every population buffer holds at least N elements of its type,
+    // and boundary-table indices come from `encode`, which only emits indices of entries it stored.
+    let spec = KernelSpec {
+        folded_f16: gpu.quirks().folds_f16_round_trip,
+        ..*spec
+    };
+    let kernel = unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
+    Ok(gpu.prepare(&kernel, &args, grid)?)
+}
+
+/// A step kernel's population arguments in binding order: the lattice it reads, then the one it writes.
+pub(crate) fn pops<'a>(first: &'a Pops, second: Option<&'a Pops>) -> Vec<Arg<'a>> {
+    let mut args = first.kernel_args();
+    args.extend(second.map(Pops::kernel_args).into_iter().flatten());
+    args
+}
