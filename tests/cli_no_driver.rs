@@ -3,7 +3,7 @@
 //! the bad argument or file, not "no GPU adapter". A control proves the driver really is absent, so none of these
 //! can pass by finding one. Needs no device.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn without_driver(args: &[&str]) -> Output {
@@ -25,10 +25,12 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bespoke-no-driver-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("scratch folder");
-    d
+/// A folder for one test's inputs, removed when dropped.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("bespoke-no-driver-{name}-"))
+        .tempdir()
+        .expect("scratch folder")
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
@@ -65,7 +67,7 @@ fn control_there_really_is_no_driver() {
 fn mm_inputs_are_checked_first() {
     let d = scratch("mm");
     let bad = write(
-        &d,
+        d.path(),
         "bad.mtx",
         b"%%MatrixMarket matrix array real general\n2 2\n1.0\nnot-a-number\n",
     );
@@ -82,20 +84,20 @@ fn mm_inputs_are_checked_first() {
     // A folder with one bad matrix among good ones: named before anything is tuned.
     let suite = scratch("mm-suite");
     write(
-        &suite,
+        suite.path(),
         "a-good.mtx",
         b"%%MatrixMarket matrix array real general\n1 1\n2.0\n",
     );
     write(
-        &suite,
+        suite.path(),
         "b-bad.mtx",
         b"%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1.0\n",
     );
     refuses(
-        &["mm", "bench", suite.to_str().expect("utf-8")],
+        &["mm", "bench", suite.path().to_str().expect("utf-8")],
         &["b-bad.mtx"],
     );
-    let snps = write(&d, "snps.txt", b"0101\n01x1\n");
+    let snps = write(d.path(), "snps.txt", b"0101\n01x1\n");
     refuses(&["mm", "ld", &snps], &["snps.txt"]);
     refuses(&["mm", "ld", "--random", "10,10"], &["M,N,SAMPLES"]);
     refuses(
@@ -124,7 +126,7 @@ fn mm_inputs_are_checked_first() {
 fn fv_inputs_are_checked_first() {
     let d = scratch("fv");
     let bad = write(
-        &d,
+        d.path(),
         "torn.msh",
         b"$MeshFormat\n2.2 0 8\n$EndMeshFormat\n$Nodes\n3\n1 0 0 0\n",
     );
@@ -155,9 +157,13 @@ fn lbm_inputs_are_checked_first() {
     refuses(&["lbm", "cavity", "--size", "1x1"], &["1x1"]);
     refuses(&["lbm", "cavity", "--storage", "f8"], &["f8"]);
     refuses(&["lbm", "vortex-street"], &["vortex-street"]);
-    let png = write(&d, "mask.png", b"\x89PNG\r\n\x1a\nthis is not a PNG body");
+    let png = write(
+        d.path(),
+        "mask.png",
+        b"\x89PNG\r\n\x1a\nthis is not a PNG body",
+    );
     refuses(&["lbm", "mask", "--mask", &png], &["mask.png"]);
-    let ckpt = write(&d, "state.ckpt", b"BSPKLBM5 torn checkpoint");
+    let ckpt = write(d.path(), "state.ckpt", b"BSPKLBM5 torn checkpoint");
     refuses(&["lbm", "cavity", "--resume", &ckpt], &["state.ckpt"]);
     refuses(
         &[

@@ -129,7 +129,7 @@ pub struct BenchArgs {
     /// Timed repetitions (median) of the finalists and of the final timings.
     #[arg(long, default_value_t = 5)]
     reps: usize,
-    /// Re-tune instead of reading earlier decisions from the cache.
+    /// Re-tune instead of reading earlier decisions from the cache, and keep the new decisions there.
     #[arg(long)]
     retune: bool,
     /// Seconds one operator's tuning may spend (candidates predicted to compile past it are skipped; `inf`: no

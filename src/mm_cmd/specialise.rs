@@ -114,19 +114,11 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         variants: a.variants.clone(),
         reps: a.reps,
         use_cache: true,
+        // Tuned again and the cached decision replaced (until 2026-11-27 the new decision went to a folder of
+        // its own in the temporary directory, never read and never removed).
+        refresh: a.retune,
         budget_seconds: a.tune_budget.is_finite().then_some(a.tune_budget),
         ..Default::default()
-    };
-    let opts = if a.retune {
-        // Re-tune, and store the new decision: a cache folder that is written but never read.
-        TuneOptions {
-            cache_dir: Some(
-                std::env::temp_dir().join(format!("bespoke-retune-{}", std::process::id())),
-            ),
-            ..opts
-        }
-    } else {
-        opts
     };
     let gpu = open_gpu()?;
     let gpu = &gpu;

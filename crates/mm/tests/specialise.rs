@@ -634,6 +634,18 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
             .from_cache,
         "the re-tuned decision replaced the corrupt entry"
     );
+    // `refresh` (`mm bench --retune`): tuned again although the cache holds a decision, and the decision kept
+    // where the next call reads it.
+    let refresh = TuneOptions {
+        refresh: true,
+        ..opts.clone()
+    };
+    let refreshed = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &refresh).unwrap();
+    assert!(!refreshed.report.from_cache);
+    assert!(!refreshed.report.candidates.is_empty());
+    let after = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
+    assert!(after.report.from_cache);
+    assert_eq!(after.choice, refreshed.choice);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

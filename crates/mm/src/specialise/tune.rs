@@ -118,7 +118,7 @@ fn screen_candidate<T: Element>(
 
 impl<T: Element> MatMul<T> {
     /// The fastest of the candidates, from the cache when this (A, precision, β, N bucket, alignment, adapter)
-    /// was tuned before, else by timing them now (and caching the decision).
+    /// was tuned before (unless `opts.refresh`), else by timing them now (and caching the decision).
     pub fn tuned(
         gpu: &Gpu,
         op: &Operator,
@@ -135,7 +135,10 @@ impl<T: Element> MatMul<T> {
             .or_else(Gpu::cache_dir)
             .map(|d| tune_cache::cache(&d))
             .filter(|_| opts.use_cache);
-        if let Some(d) = cache.as_ref().and_then(|c| c.get_json::<Decision>(&key))
+        if let Some(d) = cache
+            .as_ref()
+            .filter(|_| !opts.refresh)
+            .and_then(|c| c.get_json::<Decision>(&key))
             && let Some(choice) = Choice::parse(&d.choice)
             && let Ok(mut mm) = Self::with_choice(gpu, op, beta, panel, choice)
         {

@@ -29,6 +29,9 @@ pub struct TuneOptions {
     pub finalists: usize,
     /// Read and write decisions in the cache.
     pub use_cache: bool,
+    /// Tune even where the cache holds a decision, and replace it (`mm bench --retune`); the compile laws
+    /// measured on the adapter are still read, they are facts, not decisions.
+    pub refresh: bool,
     /// Cache folder; `None`: `Gpu::cache_dir`.
     pub cache_dir: Option<PathBuf>,
     /// Seconds one operator's tuning may spend (`None`: no bound). Candidates are compiled cheapest first
@@ -48,6 +51,7 @@ impl Default for TuneOptions {
             reps: 5,
             finalists: 3,
             use_cache: true,
+            refresh: false,
             cache_dir: None,
             budget_seconds: Some(DEFAULT_TUNE_BUDGET),
         }
