@@ -123,9 +123,16 @@ impl Machine {
     }
 }
 
-/// Where a curve of (accumulators, GFLOP/s) falls off: midway between the last point, from its best on, still at
-/// half the best or more and the first below half (the register file ran out there: spills; the points double,
-/// so the midpoint is within a third of either); None when no point falls below half.
+/// Where a curve of (accumulators, GFLOP/s) falls off: from its best point on, the first point below half of the
+/// point before it or below a quarter of the best (the register file ran out there: spills); the cliff is midway
+/// between that point and the one before (the points double, so the midpoint is within a third of either). None
+/// when the curve never falls so (a CPU adapter spills gracefully).
+///
+/// Until 2026-11-27 the cliff was the first point below half of the best: lavapipe's f64 curve peaked at 8
+/// accumulators at twice the level of the rest and then drifted down, so 128 fell under half the best and bounded
+/// a CPU adapter at 96 accumulators (its 16×32 tiles, 1.4–1.5× faster there, left out). Every GPU curve stored
+/// (`tests/data/h200`, the H200's f64 curves of 2026-11-27) falls by more than half in one doubling and keeps its
+/// cliff.
 pub(super) fn cliff(curve: &[(u32, f64)]) -> Option<u32> {
     let (best_at, best) = curve
         .iter()
@@ -133,8 +140,10 @@ pub(super) fn cliff(curve: &[(u32, f64)]) -> Option<u32> {
         .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
         .map(|(i, (_, g))| (i, *g))?;
     let after = &curve[best_at..];
-    let fall = after.iter().position(|(_, g)| *g < 0.5 * best)?;
-    Some((after[fall - 1].0 + after[fall].0) / 2)
+    let fall = after
+        .windows(2)
+        .position(|w| w[1].1 < 0.5 * w[0].1 || w[1].1 < 0.25 * best)?;
+    Some((after[fall].0 + after[fall + 1].0) / 2)
 }
 
 /// Piecewise-linear in log₂ x through sorted points, flat past either end.

@@ -1,6 +1,6 @@
 //! The model against hand-made machines: derived inputs, the register budget, picks.
 
-use super::rates::interpolate_log2;
+use super::rates::{cliff, interpolate_log2};
 use super::*;
 use crate::dense::params::{DenseParams, legal_space};
 
@@ -274,6 +274,101 @@ fn the_pick_fits_the_register_file() {
         ..m
     };
     assert_eq!(flat.accumulator_budget(1024), u32::MAX);
+}
+
+/// The spill cliff on measured curves: an H200's (driver 580, 2026-11-27: f32 and f64, at 256 and 1024
+/// invocations), where the rate falls by more than half within one doubling, and lavapipe's f64 (Mesa 22.3.6,
+/// 2026-11-27), whose early peak at 8 accumulators is twice the level of the rest: not a register file's end.
+#[test]
+fn the_spill_cliff_is_a_fall_not_an_early_peak() {
+    let c = |pts: &[(u32, f64)]| pts.to_vec();
+    let h200 = [
+        (
+            c(&[
+                (1, 23559.0),
+                (2, 35649.0),
+                (4, 48158.0),
+                (8, 54895.0),
+                (16, 58508.0),
+                (32, 58305.0),
+                (64, 59705.0),
+                (128, 54361.0),
+                (256, 24223.0),
+                (512, 758.0),
+                (1024, 260.0),
+            ]),
+            192,
+        ),
+        (
+            c(&[
+                (8, 14384.0),
+                (16, 15406.0),
+                (32, 15578.0),
+                (64, 8133.0),
+                (128, 883.0),
+                (256, 404.0),
+                (512, 555.0),
+                (1024, 650.0),
+            ]),
+            96,
+        ),
+        (
+            c(&[
+                (1, 16560.0),
+                (2, 23688.0),
+                (4, 28581.0),
+                (8, 29382.0),
+                (16, 31655.0),
+                (32, 31685.0),
+                (64, 30060.0),
+                (128, 12176.0),
+                (256, 468.0),
+                (512, 438.0),
+                (1024, 160.0),
+            ]),
+            96,
+        ),
+        (
+            c(&[
+                (8, 29453.0),
+                (16, 31745.0),
+                (32, 6817.0),
+                (64, 1019.0),
+                (128, 549.0),
+                (256, 491.0),
+                (512, 472.0),
+                (1024, 173.0),
+            ]),
+            24,
+        ),
+    ];
+    for (curve, want) in &h200 {
+        assert_eq!(cliff(curve), Some(*want), "{curve:?}");
+    }
+    // lavapipe f64: half the best (46.5) is passed at 128 (23.2), a quarter only at 1024.
+    let lavapipe = c(&[
+        (1, 8.7),
+        (2, 17.3),
+        (4, 31.3),
+        (8, 46.5),
+        (16, 30.9),
+        (32, 29.0),
+        (64, 27.2),
+        (128, 23.2),
+        (256, 24.4),
+        (512, 17.5),
+        (1024, 9.9),
+    ]);
+    assert_eq!(cliff(&lavapipe), Some(768));
+    // A gradual fall is still found: below a quarter of the best, two doublings on.
+    assert_eq!(
+        cliff(&c(&[(8, 100.0), (16, 60.0), (32, 35.0), (64, 20.0)])),
+        Some(48)
+    );
+    // Flat, or never below half of the last point and a quarter of the best: no bound.
+    assert_eq!(cliff(&c(&[(8, 50.0), (16, 50.0), (32, 49.0)])), None);
+    assert_eq!(cliff(&c(&[(8, 50.0), (16, 30.0), (32, 20.0)])), None);
+    assert_eq!(cliff(&[]), None);
 }
 
 #[test]
