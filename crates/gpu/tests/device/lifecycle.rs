@@ -1,0 +1,98 @@
+//! Compiling and closing: broken shaders, compiles on every core, devices closed from many threads.
+
+use super::*;
+
+#[test]
+fn broken_shader_is_rejected_with_a_readable_message() {
+    let Some(gpu) = test_gpu() else { return };
+    let k = Kernel::new(
+        "broken",
+        "@compute @workgroup_size(1)\nfn main() {\n    let a: f32 = vec2<u32>(1u);\n}",
+    );
+    match gpu.pipeline(&k) {
+        Err(e @ GpuError::InvalidShader { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("broken") && msg.contains("let a: f32 = vec2<u32>(1u);"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected InvalidShader, got {other:?}"),
+    }
+}
+
+#[test]
+fn kernels_compile_on_every_core_once_and_a_broken_one_waits_for_its_use() {
+    if test_gpu().is_none() {
+        return;
+    }
+    // A device of its own: the shared one's pipeline count moves with the tests beside this one.
+    let gpu = Gpu::new().unwrap();
+    // Distinct sources (ids), each a valid kernel; one broken among them.
+    let seed = fresh_seed();
+    let mut kernels: Vec<Kernel> = (0..12u32)
+        .map(|i| {
+            Kernel::new(
+                format!("compile_all_{i}"),
+                format!(
+                    "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n\
+                     @compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {{\n\
+                     if g.x < arrayLength(&x) {{ x[g.x] = x[g.x] * {}u + {i}u; }}\n}}\n",
+                    seed % 1000 + 2
+                ),
+            )
+        })
+        .collect();
+    kernels.push(Kernel::new(
+        "compile_all_broken",
+        "@compute @workgroup_size(1)\nfn main() {\n    let a: f32 = vec2<u32>(1u);\n}",
+    ));
+    let before = gpu.cached_pipelines();
+    assert_eq!(gpu.compile_all(&kernels), 12);
+    assert_eq!(gpu.cached_pipelines(), before + 12);
+    // Compiled once: a second call finds them all, and using one compiles nothing more.
+    assert_eq!(gpu.compile_all(&kernels), 0);
+    let (_, compiled_now) = gpu.compile(&kernels[3]).unwrap();
+    assert!(!compiled_now);
+    // The broken kernel reports its error where it is used.
+    assert!(matches!(
+        gpu.pipeline(&kernels[12]),
+        Err(GpuError::InvalidShader { .. })
+    ));
+}
+
+/// Devices of one process close one at a time (four closing at once hung an H200's driver): four devices used
+/// and dropped on four threads at once all close, in turn, without waiting on each other forever; a device
+/// opened after them works.
+#[test]
+fn devices_closed_on_many_threads_at_once_all_close() {
+    use std::sync::{Arc, Barrier};
+    if test_gpu().is_none() {
+        return;
+    }
+    let ready = Arc::new(Barrier::new(4));
+    let (done, closed) = std::sync::mpsc::channel();
+    for t in 0..4u32 {
+        let (ready, done) = (ready.clone(), done.clone());
+        std::thread::spawn(move || {
+            let gpu = bespoke_gpu::Gpu::new().unwrap();
+            let buf = gpu.upload(&[t; 64]).unwrap();
+            assert_eq!(gpu.read(&buf).unwrap(), vec![t; 64]);
+            drop(buf);
+            ready.wait();
+            drop(gpu);
+            done.send(t).unwrap();
+        });
+    }
+    let mut got: Vec<u32> = (0..4)
+        .map(|_| {
+            closed
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .expect("every device closes")
+        })
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, [0, 1, 2, 3]);
+    let gpu = bespoke_gpu::Gpu::new().unwrap();
+    assert_eq!(gpu.read(&gpu.upload(&[7u32; 4]).unwrap()).unwrap(), [7; 4]);
+}

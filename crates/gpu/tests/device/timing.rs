@@ -1,0 +1,111 @@
+//! Timing: device times, the warm-up before a timing, the copy probe's walk.
+
+use super::*;
+
+#[test]
+fn timing_gives_positive_times() {
+    let Some(gpu) = test_gpu() else { return };
+    let n = 1 << 18;
+    let src = gpu.alloc_filled(n, [1.0f32; 4]).unwrap();
+    let dst = gpu.alloc(n).unwrap();
+    let launches = gpu
+        .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
+        .unwrap();
+    let t = gpu
+        .time(&launches.iter().collect::<Vec<_>>(), 1, 5)
+        .unwrap();
+    assert_eq!(t.samples.len(), 5);
+    assert!(
+        t.samples.iter().all(|s| *s > 0.0 && s.is_finite()),
+        "{:?}",
+        t.samples
+    );
+    if gpu.has_timestamps() {
+        assert_eq!(t.source, TimingSource::GpuTimestamps);
+    }
+    let p = gpu
+        .copy_bandwidth(&ProbeOptions {
+            bytes: 8 << 20,
+            warmup: 1,
+            reps: 3,
+        })
+        .unwrap();
+    assert!(p.gbps > 0.0 && p.gbps.is_finite(), "{p:?}");
+    assert_eq!(p.bytes, 8 << 20);
+}
+
+/// A GPU is kept busy for `WARM_SECONDS` before a timing unless a timing just ended (its clocks drop when idle);
+/// a CPU adapter never is. The GPU's class is emulated on lavapipe.
+#[test]
+fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
+    use bespoke_gpu::{AdapterClass, STILL_WARM, WARM_SECONDS};
+    let Some(shared) = test_gpu() else { return };
+    let n = 1 << 12;
+    let time_a_copy = |gpu: &Gpu| {
+        let (src, dst) = (
+            gpu.alloc_filled::<[f32; 4]>(n, [1.0; 4]).unwrap(),
+            gpu.alloc::<[f32; 4]>(n).unwrap(),
+        );
+        let launches = gpu
+            .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
+            .unwrap();
+        let refs: Vec<_> = launches.iter().collect();
+        gpu.time(&refs, 0, 3).unwrap()
+    };
+    let gpu = bespoke_gpu::testing::emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(AdapterClass::Gpu),
+            ..GpuOptions::default()
+        },
+    );
+    let first = time_a_copy(&gpu);
+    assert!(
+        first.warmed_seconds >= WARM_SECONDS,
+        "a first timing warmed for {} s",
+        first.warmed_seconds
+    );
+    let ended = std::time::Instant::now();
+    let next = time_a_copy(&gpu);
+    if ended.elapsed() < STILL_WARM {
+        assert_eq!(
+            next.warmed_seconds, 0.0,
+            "warmed again right after a timing"
+        );
+    }
+    std::thread::sleep(STILL_WARM + std::time::Duration::from_millis(20));
+    let later = time_a_copy(&gpu);
+    assert!(
+        later.warmed_seconds >= WARM_SECONDS,
+        "after an idle spell it warmed for {} s",
+        later.warmed_seconds
+    );
+    if shared.is_cpu() {
+        assert_eq!(
+            time_a_copy(shared).warmed_seconds,
+            0.0,
+            "a CPU adapter was warmed"
+        );
+    }
+}
+
+/// The probe chooses its walk at its full default size on a GPU (a 64 MiB trial picked the slower walk on an
+/// H200 twice) and at 64 MiB on a CPU adapter, where the full size costs seconds.
+#[test]
+fn the_copy_walk_is_chosen_at_full_size_on_a_gpu() {
+    use bespoke_gpu::{AdapterClass, DEFAULT_PROBE_BYTES};
+    let Some(shared) = test_gpu() else { return };
+    for (class, want) in [
+        (AdapterClass::Gpu, DEFAULT_PROBE_BYTES),
+        (AdapterClass::Cpu, 64 << 20),
+    ] {
+        let gpu = bespoke_gpu::testing::emulating(
+            shared,
+            GpuOptions {
+                adapter_class: Some(class),
+                ..GpuOptions::default()
+            },
+        );
+        assert_eq!(gpu.copy_walk_trial_bytes(), want, "{class:?}");
+    }
+}

@@ -1,0 +1,287 @@
+//! Every shape and ablation gives the bits it promises.
+
+use super::*;
+
+#[test]
+fn every_step_workgroup_gives_the_default_bits() {
+    let Some(gpu) = test_gpu() else { return };
+    let wgs = candidates(gpu);
+    assert!(wgs.len() >= 3, "only {wgs:?} can be launched");
+    let seed = fresh_seed();
+    let mut cases = vec![
+        (Storage::F32, Streaming::Ab, 22, false),
+        (Storage::F32, Streaming::InPlace, 22, true),
+        (Storage::F16, Streaming::Ab, 22, true),
+        (Storage::F16, Streaming::InPlace, 22, false),
+    ];
+    if gpu.has_f16() {
+        cases.push((Storage::F16, Streaming::InPlace, 21, true));
+    }
+    for (storage, streaming, ny, walls) in cases {
+        let cfg = Config {
+            storage,
+            streaming,
+            force: [1e-5, 0.0],
+            ..Config::new(37, ny, Collision::trt(0.8))
+        };
+        let mut flags = Flags::fluid(37, ny);
+        if walls {
+            flags.channel_walls();
+            flags.add_circle([12.3, ny as f64 / 2.0], 4.2, true);
+        }
+        let flags = Rc::new(flags);
+        let run = |(wg, grid, cells, one_buffer): (u32, GridLayout, u32, bool)| {
+            let shape = StepShape {
+                workgroup: wg,
+                grid,
+                cells,
+                one_buffer,
+                ..StepShape::given()
+            };
+            let mut lat =
+                Lattice::with_given_shape(gpu, cfg.clone(), flags.clone(), shape).unwrap();
+            assert_eq!(
+                (
+                    lat.step_shape().workgroup,
+                    lat.step_shape().grid,
+                    lat.step_shape().cells,
+                    lat.step_shape().one_buffer
+                ),
+                (wg, grid, cells, one_buffer)
+            );
+            let mut rng = StdRng::seed_from_u64(seed);
+            let cells: Vec<(f64, [f64; 2])> = (0..37 * ny)
+                .map(|_| {
+                    (
+                        rng.random_range(0.97..1.03),
+                        [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+                    )
+                })
+                .collect();
+            lat.init_equilibrium(|x, y| cells[y * 37 + x]).unwrap();
+            lat.step(8).unwrap();
+            // The populations, then ρ and u from the macroscopic kernel (bound as the shape binds them).
+            let mut out = lat.populations().unwrap();
+            let m = lat.macroscopic().unwrap();
+            for f in [&m.rho, &m.ux, &m.uy] {
+                out.extend(f.iter().map(|&v| f64::from(v)));
+            }
+            out
+        };
+        let default = (WG, GridLayout::Split, 1, false);
+        let want = run(default);
+        assert!(want.iter().all(|v| v.is_finite()));
+        // Every workgroup size in the default layout (one row here), and 2-D grids of rows of 3 and 7 workgroups
+        // (what an 8192² lattice gets past the per-dimension limit) beside the split 1-D grid.
+        // Every number of cells per invocation the tuner tries, at two workgroup sizes, in the default layout and
+        // in rows of 2 workgroups (a ragged last block past the lattice's cells).
+        // One buffer for all directions, bound once, at one and several cells per invocation.
+        let shapes = wgs
+            .iter()
+            .map(|&w| (w, GridLayout::Rows, 1, false))
+            .chain([
+                (WG, GridLayout::RowsOf(7), 1, false),
+                (256, GridLayout::RowsOf(3), 1, false),
+                (256, GridLayout::Rows, 3, false),
+                (WG, GridLayout::Rows, 1, true),
+                (256, GridLayout::Rows, 3, true),
+            ])
+            .chain(CELL_CANDIDATES.into_iter().flat_map(|c| {
+                [
+                    (WG, GridLayout::Rows, c, false),
+                    (128, GridLayout::RowsOf(2), c, false),
+                    (128, GridLayout::RowsOf(2), c, true),
+                ]
+            }));
+        let differing = |a: &[f64], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .fold((0usize, 0.0f64), |(n, m), (x, y)| {
+                    (n + 1, m.max((x - y).abs()))
+                })
+        };
+        for shape in shapes {
+            let (wg, grid, cells, one_buffer) = shape;
+            let got = run(shape);
+            let (differ, largest) = differing(&want, &got);
+            if differ > 0 {
+                // Say what kind of difference it is: a shape that differs from itself run to run races; one that
+                // repeats its own bits computes differently (the driver compiled the other code otherwise).
+                let (again, _) = differing(&got, &run(shape));
+                let (base_again, _) = differing(&want, &run(default));
+                panic!(
+                    "{storage:?} {streaming:?} ny {ny} walls {walls}: workgroup {wg} {grid:?} {cells} cells \
+                     one buffer {one_buffer} differs from {WG} split in {differ} of {} populations, by at most \
+                     {largest:e}; run again, it differs from itself in {again} and the {WG} split from itself in \
+                     {base_again}",
+                    want.len()
+                );
+            }
+        }
+    }
+}
+
+/// The lab's ablations do what they say: the mask wrap gives the default's bits on a lattice whose sides are
+/// powers of two (and is refused on others); without collision the populations only stream.
+#[test]
+fn ablations_wrap_alike_and_stream_without_colliding() {
+    use bespoke_lbm::kernel::Ablation;
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    for (storage, streaming) in [
+        (Storage::F32, Streaming::Ab),
+        (Storage::F16, Streaming::InPlace),
+    ] {
+        let (nx, ny) = (32, 16);
+        let cfg = Config {
+            storage,
+            streaming,
+            ..Config::new(nx, ny, Collision::Bgk { omega: 1.2 })
+        };
+        let flags = Rc::new(Flags::fluid(nx, ny));
+        let mut rng = StdRng::seed_from_u64(seed);
+        let cells: Vec<(f64, [f64; 2])> = (0..nx * ny)
+            .map(|_| {
+                (
+                    rng.random_range(0.97..1.03),
+                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+                )
+            })
+            .collect();
+        let start = |lat: &mut Lattice<'_>| {
+            lat.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
+        };
+        let mut plain = Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), WG).unwrap();
+        start(&mut plain);
+        let initial = plain.populations().unwrap();
+        plain.step(4).unwrap();
+        let mut masked = Lattice::with_step_shape(
+            gpu,
+            cfg.clone(),
+            flags.clone(),
+            128,
+            GridLayout::Rows,
+            Some(Ablation::MaskWrap),
+        )
+        .unwrap();
+        start(&mut masked);
+        masked.step(4).unwrap();
+        assert!(
+            plain.populations().unwrap() == masked.populations().unwrap(),
+            "{storage:?} {streaming:?}: the mask wrap changed the result"
+        );
+        let mut streamed = Lattice::with_step_shape(
+            gpu,
+            cfg.clone(),
+            flags.clone(),
+            WG,
+            GridLayout::Rows,
+            Some(Ablation::NoCollision),
+        )
+        .unwrap();
+        start(&mut streamed);
+        streamed.step(4).unwrap();
+        let got = streamed.populations().unwrap();
+        // Population i of cell x after t steps is population i of cell x − t·c_i at the start.
+        let c = bespoke_lbm::d2q9::C;
+        for y in 0..ny {
+            for x in 0..nx {
+                for (i, ci) in c.iter().enumerate() {
+                    let sx = (x as i64 - 4 * ci[0] as i64).rem_euclid(nx as i64) as usize;
+                    let sy = (y as i64 - 4 * ci[1] as i64).rem_euclid(ny as i64) as usize;
+                    // Direction-major: direction i's populations, cell after cell.
+                    let n = nx * ny;
+                    let (want, have) = (initial[i * n + sy * nx + sx], got[i * n + y * nx + x]);
+                    assert!(
+                        want.to_bits() == have.to_bits(),
+                        "{storage:?} {streaming:?}: cell ({x}, {y}) direction {i}: {have} streamed, {want} expected"
+                    );
+                }
+            }
+        }
+        let odd = Config {
+            storage,
+            streaming,
+            ..Config::new(30, 16, Collision::Bgk { omega: 1.2 })
+        };
+        let e = Lattice::with_step_shape(
+            gpu,
+            odd,
+            Flags::fluid(30, 16),
+            WG,
+            GridLayout::Rows,
+            Some(Ablation::MaskWrap),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("powers of two"), "{e}");
+    }
+}
+
+/// The no-pull ablation collides every cell where it is: on a uniform state (where streaming moves nothing) it
+/// gives the full step's bits; on a random one, a uniform field stepped alone per cell — each cell's populations
+/// after the ablated steps are those a uniform lattice of that cell's state reaches.
+#[test]
+fn no_pull_collides_in_place_and_streams_nothing() {
+    use bespoke_lbm::kernel::Ablation;
+    let Some(gpu) = test_gpu() else { return };
+    let mut rng = StdRng::seed_from_u64(fresh_seed());
+    for (storage, streaming) in [
+        (Storage::F32, Streaming::Ab),
+        (Storage::F16, Streaming::InPlace),
+        (Storage::F32, Streaming::InPlace),
+    ] {
+        let (nx, ny) = (16, 8);
+        let cfg = Config {
+            storage,
+            streaming,
+            force: [1e-5, 0.0],
+            ..Config::new(nx, ny, Collision::trt(0.9))
+        };
+        let flags = Rc::new(Flags::fluid(nx, ny));
+        let ablated = |state: &(dyn Fn(usize, usize) -> (f64, [f64; 2]) + Sync)| {
+            let mut lat = Lattice::with_step_shape(
+                gpu,
+                cfg.clone(),
+                flags.clone(),
+                WG,
+                GridLayout::Rows,
+                Some(Ablation::NoPull),
+            )
+            .unwrap();
+            lat.init_equilibrium(state).unwrap();
+            lat.step(4).unwrap();
+            lat.populations().unwrap()
+        };
+        let full = |state: &(dyn Fn(usize, usize) -> (f64, [f64; 2]) + Sync)| {
+            let mut lat =
+                Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), WG).unwrap();
+            lat.init_equilibrium(state).unwrap();
+            lat.step(4).unwrap();
+            lat.populations().unwrap()
+        };
+        let n = nx * ny;
+        // A random state: each cell alone must match a uniform lattice of its own state, fully stepped.
+        let cells: Vec<(f64, [f64; 2])> = (0..n)
+            .map(|_| {
+                (
+                    rng.random_range(0.97..1.03),
+                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+                )
+            })
+            .collect();
+        let got = ablated(&|x, y| cells[y * nx + x]);
+        assert!(got.iter().all(|v| v.is_finite()));
+        for probe in [0, 37, n - 1] {
+            let uniform = full(&|_, _| cells[probe]);
+            for i in 0..9 {
+                assert!(
+                    got[i * n + probe].to_bits() == uniform[i * n + probe].to_bits(),
+                    "{storage:?} {streaming:?}: cell {probe} direction {i}: {} without pulls, {} uniform",
+                    got[i * n + probe],
+                    uniform[i * n + probe]
+                );
+            }
+        }
+    }
+}

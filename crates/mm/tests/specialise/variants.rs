@@ -1,0 +1,209 @@
+//! Every variant of random and shipped operators against the reference, f32 and f64.
+
+use super::*;
+
+// Operators are small: llvmpipe compiles an unrolled kernel in ~3 ms per term, and the split families' barriers
+// cost far more (docs/perf.md).
+
+#[test]
+fn every_variant_f32_at_every_sparsity_and_beta() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    for (s, zeros) in [0.0, 0.5, 0.9, 0.99].into_iter().enumerate() {
+        let op = random_operator(&mut r, 9, 8, zeros);
+        // Every β at 50 % zeros, one β per other sparsity.
+        let betas: Vec<f64> = if zeros == 0.5 {
+            vec![0.0, 1.0, 0.5]
+        } else {
+            vec![[0.0, 1.0, 0.5][s % 3]]
+        };
+        for beta in betas {
+            // N = 100 is a multiple of 4 but not of the 64-wide workgroup; padded ldb/ldc.
+            let ran = all_variants::<f32>(
+                gpu,
+                &mut r,
+                &op,
+                beta,
+                Panel {
+                    n: 100,
+                    ldb: 104,
+                    ldc: 108,
+                },
+            );
+            assert!(ran >= 9, "{zeros} {beta}: {ran}");
+            // N = 37: only scalar columns apply.
+            let ran = all_variants::<f32>(
+                gpu,
+                &mut r,
+                &op,
+                beta,
+                Panel {
+                    n: 37,
+                    ldb: 40,
+                    ldc: 39,
+                },
+            );
+            assert!(ran >= 3, "{zeros} {beta}: {ran}");
+        }
+    }
+}
+
+#[test]
+fn bstream_in_blocks_past_the_register_budget() {
+    // 40 rows, nearly dense: at vec4 f32 (32 accumulators fit) and vec4 f64 (16) the rows go in blocks.
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let op = random_operator(&mut r, 40, 6, 0.2);
+    let panel = Panel {
+        n: 100,
+        ldb: 104,
+        ldc: 108,
+    };
+    let mut ran = 0;
+    for beta in [0.0, 1.0, 0.5] {
+        for vec in [1, 4] {
+            let v = Variant::new(Family::BStream, vec, 1, false);
+            let kernel = SpecKernel::new(gpu, &op, v, DType::F32, beta, panel).unwrap();
+            assert_eq!(
+                kernel.sources().iter().any(|s| s.contains("// block 1:")),
+                vec == 4,
+                "{v}"
+            );
+            let e = check::<f32>(gpu, &mut r, &op, &kernel);
+            assert!(e <= 1e-5, "{v} β={beta}: rel err {e:e}");
+            if gpu.has_f64() {
+                let kernel = SpecKernel::new(gpu, &op, v, DType::F64, beta, panel).unwrap();
+                let e = check::<f64>(gpu, &mut r, &op, &kernel);
+                assert!(e <= 1e-12, "{v} f64 β={beta}: rel err {e:e}");
+            }
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 6);
+}
+
+#[test]
+fn bstream_launches_split_by_loads_and_stores_on_cpu_adapters() {
+    // 300 rows of 2 terms over 40 rows of B. With β ≠ 0 a launch of all of it spells out 40 loads of B and 300
+    // loads and 300 stores of C: past `CPU_BSTREAM_ACCESSES`, so CPU adapters split it by rows; β = 0 fits.
+    use bespoke_mm::specialise::CPU_BSTREAM_ACCESSES;
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let (m, k) = (300, 40);
+    let mut a = vec![0.0; m * k];
+    for i in 0..m {
+        a[i * k + i % k] = r.random_range(0.5..1.5);
+        a[i * k + (i * 7 + 3) % k] = r.random_range(-1.5..-0.5);
+    }
+    let op = Operator::from_dense("split", m, k, a).unwrap();
+    assert!(k + 2 * m > CPU_BSTREAM_ACCESSES && k + m <= CPU_BSTREAM_ACCESSES);
+    let panel = Panel {
+        n: 64,
+        ldb: 68,
+        ldc: 72,
+    };
+    let v = Variant::new(Family::BStream, 2, 1, false);
+    // Both adapter classes on any adapter: a GPU caps launches by terms (2048 here: one launch).
+    for class in [AdapterClass::Cpu, AdapterClass::Gpu] {
+        let gpu = &as_class(gpu, class);
+        for beta in [0.5, 0.0] {
+            let kernel = SpecKernel::new(gpu, &op, v, DType::F32, beta, panel).unwrap();
+            let launches = kernel.sources().len();
+            let want = match class {
+                AdapterClass::Cpu if beta != 0.0 => 2,
+                _ => 1,
+            };
+            assert_eq!(launches, want, "{class:?} β={beta}");
+            let e = check::<f32>(gpu, &mut r, &op, &kernel);
+            assert!(e <= 1e-5, "{class:?} β={beta}: rel err {e:e}");
+        }
+    }
+}
+
+#[test]
+fn every_variant_f64_where_the_adapter_has_it() {
+    let Some(gpu) = test_gpu() else { return };
+    if !gpu.has_f64() {
+        let op = Operator::from_dense("x", 1, 1, vec![1.0]).unwrap();
+        let e = SpecKernel::new(
+            gpu,
+            &op,
+            Variant::all()[0],
+            DType::F64,
+            0.0,
+            Panel::packed(4),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("SHADER_F64"), "{e}");
+        bespoke_gpu::testing::skipped(
+            "mm f64 variants: the adapter lacks SHADER_F64 (its refusal was checked)",
+        );
+        return;
+    }
+    let mut r = rng();
+    let op = random_operator(&mut r, 7, 11, 0.5);
+    for beta in [0.0, 1.0, 0.5] {
+        let ran = all_variants::<f64>(
+            gpu,
+            &mut r,
+            &op,
+            beta,
+            Panel {
+                n: 70,
+                ldb: 72,
+                ldc: 76,
+            },
+        );
+        assert!(ran >= 10, "{beta}: {ran}");
+    }
+}
+
+#[test]
+fn shipped_pyfr_matrices_with_their_beta() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyfr");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "mtx") {
+            continue;
+        }
+        let op = read_mtx(&path).unwrap();
+        let beta = op.beta_hint.unwrap();
+        // The unrolled families on hex p6 m132 (7056 non-zeros, 28 launches on llvmpipe) cost minutes of
+        // llvmpipe compile time: there they are covered by naga validation and by `bespoke mm bench`; the rolled
+        // family compiles once whatever A is. Split families only on small ones.
+        let mut names = vec!["rolled-r1", "rolled-r4-v4", "rolled-r8-v2"];
+        if op.nnz() <= 4000 {
+            names.extend(["cstream", "cstream-v4-fold", "bstream-v2"]);
+        }
+        if op.nnz() <= 300 {
+            names.extend(["bstream-msplit-s4", "cstream-ksplit-s2-v4"]);
+        }
+        for name in names {
+            let v = Variant::parse(name).unwrap();
+            match SpecKernel::new(
+                gpu,
+                &op,
+                v,
+                DType::F32,
+                beta,
+                Panel {
+                    n: 132,
+                    ldb: 132,
+                    ldc: 136,
+                },
+            ) {
+                Ok(k) => {
+                    let e = check::<f32>(gpu, &mut r, &op, &k);
+                    assert!(e <= 1e-5, "{name} on {}: {e:e}", op.name);
+                    seen += 1;
+                }
+                Err(MmError::NotApplicable { .. }) => {}
+                Err(e) => panic!("{name} on {}: {e}", op.name),
+            }
+        }
+    }
+    assert!(seen >= 40, "{seen}");
+}
