@@ -6,7 +6,9 @@
 //! buffer, the streams' addresses staggered, wgpu's bounds checks kept, two cells per invocation, the
 //! workgroup size, in place, reads only; then the D2Q9 step built up on the same buffers (the pulls' index
 //! arithmetic and offsets, a BGK collision, both), and on 18 allocations of their own as a lattice's buffers are
-//! (at the lattice's workgroup of 64 too); each on a constant, random words and a smooth field. Printed: time, GB/s (bytes read
+//! (at the lattice's workgroup of 64 too); each on a constant, random words, a smooth field and that field less
+//! its mean (as a lattice stores its populations), then the plain
+//! streams and the step with the random and smooth contents swapped between their allocations. Printed: time, GB/s (bytes read
 //! and written), and the fraction of the copy probe and of the fastest copy walk measured in the same process. A
 //! row whose bindings pass the adapter's limits at this size says so and is not run.
 //!
@@ -529,35 +531,36 @@ fn main() -> Res<()> {
         *w = 0.5 + (rng.random::<u64>() >> 40) as f32 / (1u64 << 24) as f32;
     });
     let random = gpu.upload(&words)?;
-    // A smooth field like a lattice's populations (1/9 plus a small Taylor–Green-like wave over rows of 4096): on
-    // an H200 (2026-11-27) the f16 step's bare memory traffic ran at 0.37 of copy on such a state and 0.84–0.92 on
-    // random populations, the same kernel: whether the memory system moves smooth data slower shows here.
-    let mut smooth_words = vec![0f32; total + max_pad];
-    bespoke_gpu::par_fill(&mut smooth_words, |i, w| {
-        let tau = std::f32::consts::TAU;
+    // A smooth field like a lattice's populations (1/9 plus a small Taylor–Green-like wave over rows of the pulls'
+    // length): on an H200 (2026-11-27) the f16 step's bare memory traffic ran at 0.37 of copy on such a state and
+    // 0.84–0.92 on random populations, the same kernel: whether the memory system moves smooth data slower shows
+    // here. "shifted" is the wave alone, as the lattice stores its populations (less their weights): small values
+    // of both signs crossing zero.
+    let wave = |i: usize| {
+        let (nx, tau) = (pull_nx(), std::f32::consts::TAU);
         let (x, y) = (
-            (i % 4096) as f32 / 4096.0,
-            ((i / 4096) % 4096) as f32 / 4096.0,
+            (i % nx) as f32 / nx as f32,
+            ((i / nx) % nx) as f32 / nx as f32,
         );
-        *w = 1.0 / 9.0 + 0.01 * (tau * x).sin() * (tau * y).cos();
-    });
+        0.01 * (tau * x).sin() * (tau * y).cos()
+    };
+    let mut smooth_words = vec![0f32; total + max_pad];
+    bespoke_gpu::par_fill(&mut smooth_words, |i, w| *w = 1.0 / 9.0 + wave(i));
     let smooth = gpu.upload(&smooth_words)?;
+    let mut shifted_words = vec![0f32; total + max_pad];
+    bespoke_gpu::par_fill(&mut shifted_words, |i, w| *w = wave(i));
+    let shifted = gpu.upload(&shifted_words)?;
     let dst = gpu.alloc_filled::<f32>(total + max_pad, 0.0)?;
     println!(
-        "{:<36} {:>8} {:>10} {:>9} {:>8} {:>8}",
+        "{:<36} {:>12} {:>10} {:>9} {:>8} {:>8}",
         "row", "data", "ms", "GB/s", "of probe", "of best"
     );
-    let data_sets: [DataSet<'_>; 3] = [
-        ("constant", &constant, None),
-        ("random", &random, Some(&words)),
-        ("smooth", &smooth, Some(&smooth_words)),
-    ];
-    for (r, (data, src, host)) in rows().into_iter().flat_map(|r| data_sets.map(|d| (r, d))) {
-        let t = match time_row(&gpu, &r, src, &dst, host, total) {
+    let run = |r: &Row, data: &str, src: &GpuBuffer<f32>, host: Option<&[f32]>| -> Res<()> {
+        let t = match time_row(&gpu, r, src, &dst, host, total) {
             Ok(t) => t,
             Err(e) => {
-                println!("{:<36} {:>8} not run: {e}", r.name, data);
-                continue;
+                println!("{:<36} {:>12} not run: {e}", r.name, data);
+                return Ok(());
             }
         };
         let bytes = match r.pattern {
@@ -566,7 +569,7 @@ fn main() -> Res<()> {
         } as f64;
         let gbps = bytes / t / 1e9;
         println!(
-            "{:<36} {:>8} {:>10.4} {:>9.0} {:>8.3} {:>8.3}",
+            "{:<36} {:>12} {:>10.4} {:>9.0} {:>8.3} {:>8.3}",
             r.name,
             data,
             t * 1e3,
@@ -574,11 +577,39 @@ fn main() -> Res<()> {
             gbps / probe.gbps,
             gbps / best_copy.0
         );
+        Ok(())
+    };
+    let data_sets: [DataSet<'_>; 4] = [
+        ("constant", &constant, None),
+        ("random", &random, Some(&words)),
+        ("smooth", &smooth, Some(&smooth_words)),
+        ("shifted", &shifted, Some(&shifted_words)),
+    ];
+    for (r, (data, src, host)) in rows().into_iter().flat_map(|r| data_sets.map(|d| (r, d))) {
+        run(&r, data, src, host)?;
     }
     // The kernels ran: the last row wrote the sum of nine inputs, each at least 0.5.
     let first = gpu.read_range(&dst, 0..1)?;
     if first[0].is_nan() || first[0] < 4.5 {
         return Err(format!("the kernels did not run: dst[0] = {}", first[0]).into());
+    }
+    // The data sets are also three allocations: a row that runs slower on one of them may follow its data or its
+    // allocation. The plain streams and the step again with the contents swapped (smooth words in the random
+    // set's allocation, random words in the smooth set's): the time that follows the data names the data.
+    gpu.write(&random, 0, &smooth_words)?;
+    gpu.write(&smooth, 0, &words)?;
+    let swapped: [DataSet<'_>; 2] = [
+        ("smooth@rnd", &random, Some(&smooth_words)),
+        ("random@smth", &smooth, Some(&words)),
+    ];
+    // The plain streams first: they leave their input as it was; the step pair writes its input's side.
+    let probes = ["k9 f32 (LBM's pattern, no pulls)", "a step, a→b, b→a"];
+    for (r, (data, src, host)) in rows()
+        .into_iter()
+        .filter(|r| probes.contains(&r.name))
+        .flat_map(|r| swapped.map(|d| (r, d)))
+    {
+        run(&r, data, src, host)?;
     }
     Ok(())
 }

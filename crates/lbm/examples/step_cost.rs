@@ -3,8 +3,10 @@
 //! only): the collision (each population stored as it was pulled), the f16 conversions (`unpack2x16float` /
 //! `pack2x16float` replaced by bit casts), and both, which leaves the memory traffic alone; also the pulls
 //! (every population from the cell's own slot) and pulls and collision both (a nine-stream copy with the step's
-//! index arithmetic). Each on three lattice states: Taylor–Green, uniform, random (`common::State`). docs/perf.md records
-//! what it measured. Beside them (f32) a step written by hand the way `crates/gpu/examples/streams.rs` writes its
+//! index arithmetic). Each on three lattice states: Taylor–Green, uniform, random (`common::State`), each in 18
+//! buffers of its own; then Taylor–Green and random again, each written into the other's buffers (a time that
+//! follows the state is the data, one that follows the buffers the allocations). docs/perf.md records what it
+//! measured. Beside them (f32) a step written by hand the way `crates/gpu/examples/streams.rs` writes its
 //! "a step" row (the same pulls, an equilibrium collision), on the same buffers: on an H200 on 2026-11-27 that
 //! row streamed at 0.93–0.97 of copy on a 4096-wide lattice where the generated step ran at 0.36 on an 8192-wide
 //! one, so this row and the width (NX NY) tell the code from the lattice.
@@ -16,7 +18,7 @@ mod common;
 
 use bespoke_gpu::{GRID_WGSL, Gpu, Kernel, ProbeOptions};
 use bespoke_lbm::Storage;
-use common::{Res, State, ab_pair, grid, periodic_ab_spec, size_args, state_buffers};
+use common::{Res, State, ab_pair, grid, periodic_ab_spec, size_args, state_buffers, write_state};
 
 /// `var oI = <collision>;` → `var oI = fI;` (the dead moments then compile away).
 fn without_collision(src: &str) -> String {
@@ -115,6 +117,65 @@ fn without_conversion(src: &str) -> String {
     )
 }
 
+/// The variants of one storage, timed on given buffers.
+struct Rows<'a> {
+    gpu: &'a Gpu,
+    variants: &'a [(&'static str, String)],
+    grid: bespoke_gpu::Grid,
+    /// Bytes a step moves.
+    bytes: f64,
+    /// Invocations per step.
+    words: usize,
+    /// Cells of the lattice.
+    cells: usize,
+    /// The copy probe's GB/s.
+    copy: f64,
+    storage: Storage,
+}
+
+impl Rows<'_> {
+    /// Times every variant on `bufs` (both lattices), in turn, `ROUNDS` times, and prints a line each under `label`.
+    fn time(&self, bufs: &[bespoke_gpu::GpuBuffer<u32>], label: &str) -> Res<()> {
+        let gpu = self.gpu;
+        let mut rows = Vec::new();
+        for (what, source) in self.variants {
+            // SAFETY: the generated kernel indexes below `words` in every binding, which holds `words` elements.
+            let k = unsafe {
+                Kernel::new(format!("step-cost {what}"), source.clone()).without_bounds_checks()
+            };
+            rows.push((what, ab_pair(gpu, &k, bufs, self.grid)?, Vec::new()));
+        }
+        // The variants in turn, ROUNDS times: a row that differs from another in every round is the kernel; one
+        // that moves between rounds is the machine (on an H200 on 2026-11-27 the same kernel on the same
+        // buffers read 0.37 in one call and 0.84 in another, and the f16 step 0.25 to 0.92 by state).
+        for _ in 0..ROUNDS {
+            for (_, [l1, l2], times) in rows.iter_mut() {
+                times.push(gpu.time(&[&*l1, &*l2], 2, 8)?.median() / 2.0);
+            }
+        }
+        let (bytes, copy) = (self.bytes, self.copy);
+        for (what, _, times) in &rows {
+            let t = bespoke_gpu::median(times);
+            let rounds: Vec<String> = times
+                .iter()
+                .map(|t| format!("{:.2}", bytes / t / 1e9 / copy))
+                .collect();
+            println!(
+                "  {} {:<28} {what:<14}: {:6.3} ms/step {:6.1} MLUPS {:5.1} ns/invocation {:.2} of copy \
+                 (rounds {})",
+                self.storage.name(),
+                label,
+                t * 1e3,
+                self.cells as f64 / t / 1e6,
+                t / self.words as f64 * 1e9,
+                bytes / t / 1e9 / copy,
+                rounds.join(" ")
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Times each variant is timed, in turn with the others.
 const ROUNDS: usize = 3;
 
@@ -151,42 +212,32 @@ fn main() -> Res<()> {
             variants.push(("no conversion", without_conversion(&src)));
             variants.push(("memory only", without_conversion(&without_collision(&src))));
         }
+        let rows = Rows {
+            gpu: &gpu,
+            variants: &variants,
+            grid,
+            bytes,
+            words,
+            cells: nx * ny,
+            copy,
+            storage,
+        };
+        let mut kept = Vec::new();
         for state in [State::TaylorGreen, State::Uniform, State::Random] {
             let bufs = state_buffers(&gpu, storage, nx, ny, state)?;
-            let mut rows = Vec::new();
-            for (what, source) in &variants {
-                // SAFETY: the generated kernel indexes below `words` in every binding, which holds `words` elements.
-                let k = unsafe {
-                    Kernel::new(format!("step-cost {what}"), source.clone()).without_bounds_checks()
-                };
-                rows.push((what, ab_pair(&gpu, &k, &bufs, grid)?, Vec::new()));
+            rows.time(&bufs, state.name())?;
+            if state != State::Uniform {
+                kept.push((state, bufs));
             }
-            // The variants in turn, ROUNDS times: a row that differs from another in every round is the kernel; one
-            // that moves between rounds is the machine (on an H200 on 2026-11-27 the same kernel on the same
-            // buffers read 0.37 in one call and 0.84 in another, and the f16 step 0.25 to 0.92 by state).
-            for _ in 0..ROUNDS {
-                for (_, [l1, l2], times) in rows.iter_mut() {
-                    times.push(gpu.time(&[&*l1, &*l2], 2, 8)?.median() / 2.0);
-                }
-            }
-            for (what, _, times) in &rows {
-                let t = bespoke_gpu::median(times);
-                let rounds: Vec<String> = times
-                    .iter()
-                    .map(|t| format!("{:.2}", bytes / t / 1e9 / copy))
-                    .collect();
-                println!(
-                    "  {} {:<12} {what:<14}: {:6.3} ms/step {:6.1} MLUPS {:5.1} ns/invocation {:.2} of copy \
-                     (rounds {})",
-                    storage.name(),
-                    state.name(),
-                    t * 1e3,
-                    (nx * ny) as f64 / t / 1e6,
-                    t / words as f64 * 1e9,
-                    bytes / t / 1e9 / copy,
-                    rounds.join(" ")
-                );
-            }
+        }
+        // Each state is also 18 allocations of its own: a state that runs slower may be its data or its buffers.
+        // The Taylor–Green and random states again, each written into the other's buffers: a time that follows the
+        // state names the data, one that follows the buffers names the allocations.
+        if let [(s1, b1), (s2, b2)] = &kept[..] {
+            write_state(&gpu, b1, storage, nx, ny, *s2)?;
+            write_state(&gpu, b2, storage, nx, ny, *s1)?;
+            rows.time(b1, &format!("{}@{}-bufs", s2.name(), s1.name()))?;
+            rows.time(b2, &format!("{}@{}-bufs", s1.name(), s2.name()))?;
         }
     }
     Ok(())

@@ -98,16 +98,38 @@ pub fn state_buffers(
     ny: usize,
     state: State,
 ) -> Res<Vec<GpuBuffer<u32>>> {
+    let words = state_words(storage, nx, ny, state);
+    Ok((0..18)
+        .map(|k| gpu.upload(&words[k % 9]))
+        .collect::<Result<_, _>>()?)
+}
+
+/// Writes `state` into both lattices' existing buffers (`state_buffers`' layout): the same allocations holding
+/// another state, so a time that follows the state can be told from one that follows the allocations.
+pub fn write_state(
+    gpu: &Gpu,
+    bufs: &[GpuBuffer<u32>],
+    storage: Storage,
+    nx: usize,
+    ny: usize,
+    state: State,
+) -> Res<()> {
+    let words = state_words(storage, nx, ny, state);
+    for (k, b) in bufs.iter().enumerate() {
+        gpu.write(b, 0, &words[k % 9])?;
+    }
+    Ok(())
+}
+
+/// The stored words of each direction of `state`.
+fn state_words(storage: Storage, nx: usize, ny: usize, state: State) -> Vec<Vec<u32>> {
     let mut f = vec![0f64; nx * ny];
-    let words: Vec<Vec<u32>> = (0..9)
+    (0..9)
         .map(|i| {
             bespoke_gpu::par_fill(&mut f, |c, o| *o = state.value(i, c, nx, ny));
             stored_words(Layout::of(storage, ny), &f, W[i])
         })
-        .collect();
-    Ok((0..18)
-        .map(|k| gpu.upload(&words[k % 9]))
-        .collect::<Result<_, _>>()?)
+        .collect()
 }
 
 /// Both lattices holding the bench's Taylor–Green state (ρ = 1, |u| ≤ 0.05). The state matters: f16 steps ran
