@@ -473,3 +473,67 @@ fn fv_sweep_plots_ideal_operators_and_real_orderings() {
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `fv order` needs no device and keeps the METIS order where the bench reads it: after `fv order --box 24`, the
+/// quick bench's fv section (the same 24³-cube box, 82 944 tets) orders without running METIS. A GPU session runs
+/// `fv order --box 140` on a spare core beside other stages for the same reason (METIS: 84–93 s on 16.5 M tets).
+#[test]
+fn fv_order_keeps_the_metis_order_the_bench_reads() {
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bespoke"))
+            .env("BESPOKE_CACHE_DIR", cache.path())
+            .env("BESPOKE_PHASE_TIMES", "1")
+            .args(args)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        (stdout, stderr)
+    };
+    let metis_ran = |stderr: &str| stderr.contains("[phase] fv METIS parts");
+    let (stdout, stderr) = run(&["fv", "order", "--box", "24"]);
+    assert!(stdout.contains("82944 tets, metis order in"), "{stdout}");
+    assert!(metis_ran(&stderr), "{stderr}");
+    let entries: Vec<String> = std::fs::read_dir(cache.path().join("fv-metis-order-v1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        entries.len() == 1 && entries[0].starts_with("blocks-2048-of-82944-"),
+        "{entries:?}"
+    );
+    let (_, stderr) = run(&["fv", "order", "--box", "24"]);
+    assert!(
+        !metis_ran(&stderr),
+        "the second order ran METIS again: {stderr}"
+    );
+    for (args, needle) in [
+        (
+            vec!["fv", "order", "--box", "3", "--ordering", "zigzag"],
+            "ordering",
+        ),
+        (
+            vec!["fv", "order", "--box", "3", "--block-size", "0"],
+            "block-size",
+        ),
+        (vec!["fv", "order"], "--box"),
+    ] {
+        let out = bespoke(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(
+            err.contains(needle) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+    if test_gpu().is_none() {
+        return;
+    }
+    let (stdout, stderr) = run(&["bench", "--quick", "--section", "fv"]);
+    assert!(stdout.contains("82k tets metis"), "{stdout}");
+    assert!(!metis_ran(&stderr), "the bench ran METIS again: {stderr}");
+}

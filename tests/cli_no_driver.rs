@@ -182,3 +182,12 @@ fn bench_and_scale_arguments_are_checked_first() {
     refuses(&["scale", "--code", "cfd"], &["cfd"]);
     refuses(&["scale", "--storage", "f8"], &["f8"]);
 }
+
+/// `fv order` needs no device at all (a GPU session runs it on a spare core beside stages that use the GPU).
+#[test]
+fn fv_order_runs_without_a_driver() {
+    let o = without_driver(&["fv", "order", "--box", "4"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(out.contains("384 tets, metis order in"), "{out}");
+}
