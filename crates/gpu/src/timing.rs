@@ -78,6 +78,32 @@ impl Gpu {
         timing
     }
 
+    /// Times each of `groups` (a list of launches each) once per round, the groups in turn, `rounds` times,
+    /// after `warmup` runs of each; returns each round's seconds, one per group. A quantity derived from several
+    /// timings (a ratio, a difference) taken from the same round and then its median over rounds is not skewed by
+    /// a machine whose speed drifts between the timings, as separate medians are (a shared VM's: the dense
+    /// model's overlap and barrier costs on lavapipe read 0.05–1.0 and 0–4.9 ns that way, 2026-11-27).
+    pub fn time_in_turn(
+        &self,
+        groups: &[&[&Launch]],
+        warmup: usize,
+        rounds: usize,
+    ) -> Result<Vec<Vec<f64>>> {
+        if warmup > 0 {
+            for g in groups {
+                self.run_n(g, warmup)?;
+            }
+        }
+        (0..rounds.max(1))
+            .map(|_| {
+                groups
+                    .iter()
+                    .map(|g| Ok(self.time(g, 0, 1)?.median()))
+                    .collect()
+            })
+            .collect()
+    }
+
     fn time_warm(&self, launches: &[&Launch], warmup: usize, reps: usize) -> Result<Timing> {
         let reps = reps.clamp(1, MAX_TIMED_REPS);
         let warmed_seconds = self.raise_clocks(launches)?;

@@ -34,6 +34,29 @@ fn timing_gives_positive_times() {
     assert_eq!(p.bytes, 8 << 20);
 }
 
+/// Timings in turn: one per group and round, every group run (its output written), each positive.
+#[test]
+fn timings_in_turn_give_one_per_group_and_round() {
+    let Some(gpu) = test_gpu() else { return };
+    let (big, small) = (1 << 18, 1 << 10);
+    let src = gpu.alloc_filled(big, [2.5f32; 4]).unwrap();
+    let (d1, d2) = (gpu.alloc(big).unwrap(), gpu.alloc(small).unwrap());
+    let part = gpu.alloc_filled(small, [-1.0f32; 4]).unwrap();
+    let variant = CopyVariant::CANDIDATES[0];
+    let l1 = gpu.copy_launches(&src, &d1, variant).unwrap();
+    let l2 = gpu.copy_launches(&part, &d2, variant).unwrap();
+    let (g1, g2): (Vec<_>, Vec<_>) = (l1.iter().collect(), l2.iter().collect());
+    let t = gpu.time_in_turn(&[&g1, &g2], 1, 3).unwrap();
+    assert_eq!(t.len(), 3, "{t:?}");
+    assert!(
+        t.iter()
+            .all(|r| r.len() == 2 && r.iter().all(|s| *s > 0.0 && s.is_finite())),
+        "{t:?}"
+    );
+    assert!(gpu.read(&d1).unwrap().iter().all(|v| *v == [2.5; 4]));
+    assert!(gpu.read(&d2).unwrap().iter().all(|v| *v == [-1.0; 4]));
+}
+
 /// A GPU is kept busy for `WARM_SECONDS` before a timing unless a timing just ended (its clocks drop when idle);
 /// a CPU adapter never is. The GPU's class is emulated on lavapipe.
 #[test]
