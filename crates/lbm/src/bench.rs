@@ -175,9 +175,18 @@ pub fn bench_step_variant(
         one_buffer: variant.one_buffer,
         ..crate::shape::StepShape::given()
     };
-    let mut lat = Lattice::with_given_shape(gpu, cfg, flags, shape)?;
-    taylor_green(&mut lat)?;
-    time_lattice(&mut lat, reps)
+    // Where a lab row's seconds go (`BESPOKE_PHASE_TIMES=1`): on an H200 the 8192² rows took ~6 s each, most of
+    // it on the host.
+    let what = format!("lbm {side}² {} {}", storage.name(), streaming.name());
+    let mut lat = bespoke_gpu::phase(format!("{what}: lattice"), || {
+        Lattice::with_given_shape(gpu, cfg, flags, shape)
+    })?;
+    bespoke_gpu::phase(format!("{what}: Taylor–Green state"), || {
+        taylor_green(&mut lat)
+    })?;
+    bespoke_gpu::phase(format!("{what}: timed steps"), || {
+        time_lattice(&mut lat, reps)
+    })
 }
 
 /// Times `reps` pairs of steps after two warm-up pairs.
