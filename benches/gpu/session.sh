@@ -216,6 +216,8 @@ for stage in "$@"; do
                     --json "$OUT/dense-f32-4096-$p.json" 2>&1 | tee -a "$OUT/dense.txt"
             done ;;
         dense-sweep)
+            # Phase times: the compiles of every configuration against the screening runs.
+            export BESPOKE_PHASE_TIMES=1
             $bin mm dense-sweep --m 4096 --n 4096 --k 4096 --screen 0.5 --confirm 4 \
                 --json "$OUT/dense-sweep-4096.json" 2>&1 | tee "$OUT/dense-sweep.txt"
             $bin mm dense-sweep --m 96 --n 100000 --k 64 --screen 0.05 --confirm 4 \

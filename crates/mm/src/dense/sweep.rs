@@ -180,7 +180,10 @@ pub fn sweep_space(
     let timer = DenseTimer::new(gpu, dtype, shape)?;
     // Every configuration's kernels compiled first, on every core: on a GPU the driver's compiler, not the
     // device, is what thousands of candidates wait for; the timings below then find them compiled.
-    timer.compile(gpu, dtype, space);
+    bespoke_gpu::phase(
+        format!("dense-sweep: {} configurations compiled", space.len()),
+        || timer.compile(gpu, dtype, space),
+    );
     // A device error ends the sweep; a configuration the device refuses is recorded and skipped.
     let run = |params: DenseParams, sub: GemmShape, reps: usize| -> Result<Measured> {
         timer.try_time_sub(gpu, params, sub, reps)
@@ -201,11 +204,16 @@ pub fn sweep_space(
             confirm,
         } => {
             let total = points.len() + confirm + 1;
+            let started = std::time::Instant::now();
             for (i, pt) in points.iter_mut().enumerate() {
                 let sub = sample_shape(machine, &pt.params, &shape, sample_gflop);
                 pt.sample = Some((sub, run(pt.params, sub, 1)?));
                 progress(i + 1, total);
             }
+            bespoke_gpu::phase_since(
+                format!("dense-sweep: {} samples timed", points.len()),
+                started,
+            );
             let mut order: Vec<usize> = (0..points.len())
                 .filter(|&i| points[i].sample_gflops().is_some())
                 .collect();
