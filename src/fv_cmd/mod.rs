@@ -21,10 +21,10 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use crate::json_out::{JsonOut, open_json, write_json};
-
-mod sweep;
 use crate::ranks::RankSpec;
 use std::rc::Rc;
+
+mod sweep;
 use sweep::sweep_cmd;
 
 #[derive(Subcommand, Debug)]
