@@ -35,7 +35,8 @@
 #                 wait for it before they start. List it first in a call that runs one of those.
 #   streams       the LBM step's memory pattern alone (crates/gpu/examples/streams.rs: K streams in and out, widths,
 #                 bindings, staggering, bounds checks, cells per invocation, the step built up, 18 allocations;
-#                 on a constant, random words and a smooth field; at the 8192² lattice's size)
+#                 on a constant, random words, a smooth field and it less its mean, then random and smooth swapped
+#                 between their allocations; at the 8192² lattice's size)
 #   lbm-width     the generated f32 step beside a hand-written one on the same buffers (step_cost f32) at 8192×8192,
 #                 4096×16384 and 8256×8128, and the streams rows with 8192-wide pulls: whether the LBM's 0.36 of
 #                 copy is the generated code or the lattice's width or row alignment (docs/gpu.md, next session)
