@@ -550,7 +550,8 @@ fn main() -> Res<()> {
     let mut shifted_words = vec![0f32; total + max_pad];
     bespoke_gpu::par_fill(&mut shifted_words, |i, w| *w = wave(i));
     let shifted = gpu.upload(&shifted_words)?;
-    let dst = gpu.alloc_filled::<f32>(total + max_pad, 0.0)?;
+    // NaN until a kernel writes it: the check after the rows.
+    let dst = gpu.alloc_filled::<f32>(total + max_pad, f32::NAN)?;
     println!(
         "{:<36} {:>12} {:>10} {:>9} {:>8} {:>8}",
         "row", "data", "ms", "GB/s", "of probe", "of best"
@@ -588,9 +589,9 @@ fn main() -> Res<()> {
     for (r, (data, src, host)) in rows().into_iter().flat_map(|r| data_sets.map(|d| (r, d))) {
         run(&r, data, src, host)?;
     }
-    // The kernels ran: the last row wrote the sum of nine inputs, each at least 0.5.
+    // The kernels ran: the rows wrote numbers over the NaN dst was filled with.
     let first = gpu.read_range(&dst, 0..1)?;
-    if first[0].is_nan() || first[0] < 4.5 {
+    if !first[0].is_finite() {
         return Err(format!("the kernels did not run: dst[0] = {}", first[0]).into());
     }
     // The data sets are also three allocations: a row that runs slower on one of them may follow its data or its
