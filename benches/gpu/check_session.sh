@@ -50,4 +50,46 @@ OUT=$work/out SESSION_DEADLINE=10 benches/gpu/session.sh info@5 bench-copy@20 > 
     || fail "session.sh failed: $(cat "$work/run2.txt")"
 grep -q '^== bench-copy: skipped' "$work/out-work/stages.txt" || fail "a stage past the deadline was not skipped"
 grep -q 'bench --section copy' "$calls" && fail "the skipped stage ran"
-echo "check_session: session.sh runs its stages in order, fv-order in the background, and keeps its deadline"
+# The tests stage: binaries TEST_JOBS at a time, cli_ranks alone after them, a binary that would outlive the
+# stage stopped by its own limit first, the summary in list order. The stand-in test binaries sleep (1 s, the
+# `slow` one 30 s) and log when they start and end.
+rm -rf "$work/out" "$work/out-work" "$calls"
+mkdir -p "$work/tb/tests" "$work/crates/a"
+: > "$work/tb/tests/list.tsv"
+for name in t1 t2 t3 t4 t5 cli_ranks-x slow; do
+    secs=1
+    [ "$name" = slow ] && secs=30
+    printf '#!/usr/bin/env bash\necho "$(date +%%s.%%N) start %s $PWD" >> "%s/tests.log"\nsleep %s\necho "$(date +%%s.%%N) end %s" >> "%s/tests.log"\necho "test result: ok. 1 passed; 0 failed"\n' \
+        "$name" "$work" "$secs" "$name" "$work" > "$work/tb/tests/$name"
+    chmod +x "$work/tb/tests/$name"
+    printf '%s\t%s\n' "$name" "crates/a" >> "$work/tb/tests/list.tsv"
+done
+echo "$work" > "$work/tb/tests/build-root.txt"
+(cd "$work/tb" && tar cJf "$work/.devbin/tests.tar.xz" tests)
+OUT=$work/out TEST_TIMEOUT=4 benches/gpu/session.sh tests@30 > "$work/run3.txt" 2>&1 \
+    || fail "session.sh failed: $(cat "$work/run3.txt")"
+summary=$work/out-work/tests/summary.txt
+grep -q '^slow .*rc 124' "$summary" || fail "the slow binary was not stopped by TEST_TIMEOUT: $(cat "$summary")"
+listed=$(sed -n '/^-- in list order/,$p' "$summary" | awk 'NR > 1 { print $1 }' | tr '\n' ' ')
+[ "$listed" = "t1 t2 t3 t4 t5 cli_ranks-x slow " ] || fail "summary not in list order: $listed"
+grep -q "start t1 $work/crates/a" "$work/tests.log" || fail "a test did not run in its package's folder"
+ts() { grep " $1 $2\( \|$\)" "$work/tests.log" | head -1 | cut -d' ' -f1 || true; }
+before() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && b != "" && a <= b) }'; }
+# Four at once: t4 started before t1 ended, t5 only after one of t1..t4 ended.
+before "$(ts start t4)" "$(ts end t1)" || fail "the binaries did not run at once"
+first_end=$(grep ' end t[1-4]$' "$work/tests.log" | head -1 | cut -d' ' -f1)
+before "$first_end" "$(ts start t5)" || fail "more than 4 binaries at once"
+# cli_ranks alone, after every other binary ended (the slow one stopped by its limit).
+for t in t1 t2 t3 t4 t5; do
+    before "$(ts end $t)" "$(ts start cli_ranks-x)" || fail "cli_ranks started before $t ended"
+done
+# A binary whose limit would pass the stage's is given what the stage has left (less a margin), so it ends
+# before the stage's own timeout, which would stop the stage's shell and leave the binary running.
+rm -rf "$work/out" "$work/out-work"
+start=$(date +%s)
+OUT=$work/out TEST_ONLY='^slow$' TEST_TIMEOUT=100 benches/gpu/session.sh tests@14 > "$work/run4.txt" 2>&1 \
+    || fail "session.sh failed: $(cat "$work/run4.txt")"
+took=$(($(date +%s) - start))
+[ "$took" -lt 14 ] || fail "the tests stage ran into its own limit (${took} s): a binary outlived it"
+grep -q '^slow .*rc 124' "$work/out-work/tests/summary.txt" || fail "the slow binary was not cut at the stage's end"
+echo "check_session: session.sh runs its stages in order, fv-order in the background, tests 4 at a time, and keeps its deadlines"

@@ -7,9 +7,11 @@
 # Stages:
 #   info          adapter, features, limits, copy probe
 #   tests         every test binary of the workspace (prepare.sh packs them), each from its package's folder with
-#                 BESPOKE_REQUIRE_GPU=1, under a timeout of its own (TEST_TIMEOUT, 120 s); tests/summary.txt lists
-#                 each binary's result line; TEST_ONLY=REGEX runs those whose name matches. On an H200 (2026-11-27)
-#                 all 33 took ~5 min: give the stage 330 s (bespoke_mm's unit tests alone ~60 s of naga validation)
+#                 BESPOKE_REQUIRE_GPU=1, under a timeout of its own (TEST_TIMEOUT, 120 s, cut to what the stage has
+#                 left), TEST_JOBS (4) at a time, cli_ranks alone after them, with a cache folder of their own;
+#                 tests/summary.txt lists each binary's result line; TEST_ONLY=REGEX runs those whose name matches.
+#                 On an H200 (2026-11-27) all 33 one at a time took ~5 min (bespoke_mm's unit tests alone ~60 s of
+#                 naga validation); four at a time not yet timed there
 #   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
 #                 lbm: 8192²; fv: 16.5 M tets); bench-copy, bench-dense, bench-mm, bench-lbm, bench-fv run one
 #                 section each, when all of them together would pass the 10-minute limit
@@ -76,8 +78,30 @@ peers() {  # peers NAME DTYPE FILES...
         2>&1 | tee "$OUT/$name.txt"
 }
 
+# One test binary: NAME PKG LIMIT ARGS... → $OUT/tests/NAME.txt, a line in summary.txt as it ends.
+run_test() {
+    local name=$1 pkg=$2 limit=$3 rc=0
+    shift 3
+    (cd "$pkg" && CI=true INSTA_WORKSPACE_ROOT=$top \
+        exec timeout "$limit" "$dir/tests/$name" --test-threads 4 "$@") > "$OUT/tests/$name.txt" 2>&1 || rc=$?
+    echo "$rc" > "$OUT/tests/$name.rc"
+    printf '%-40s rc %3d  %s\n' "$name" "$rc" \
+        "$(grep -E '^test result:' "$OUT/tests/$name.txt" | tail -1 || true)" >> "$OUT/tests/summary.txt"
+}
+
+# Seconds left before this stage's own limit (STAGE_END, set by STAGE@SECONDS), less a margin to write up; a
+# large number outside such a stage.
+stage_left() {
+    if [ -n "${STAGE_END:-}" ]; then echo $((STAGE_END - 8 - $(date +%s))); else echo 100000; fi
+}
+
+# Every test binary, TEST_JOBS (4) at a time: a GPU runs several small test processes at once, and on an H200 the
+# 33 binaries one after the other took ~5 minutes of the session's 15. cli_ranks (thread ranks, a device each)
+# runs alone after the rest. Each binary's limit ends before the stage's, so none outlives it (the stage's
+# timeout stops this shell, not its children). summary.txt: a line per binary as it ends, then all in list order.
 tests() {
-    local dir root top=$PWD
+    local root running=() alive p name pkg limit left
+    top=$PWD
     dir=$(mktemp -d)
     tar xJf .devbin/tests.tar.xz -C "$dir"
     # The tests were built with CARGO_MANIFEST_DIR under the build machine's checkout: that path, here, is this
@@ -90,22 +114,53 @@ tests() {
     if [ ! -x target/release/bespoke ]; then
         mkdir -p target/release && cp .devbin/bespoke target/release/bespoke
     fi
+    # The tests' tuning and model caches apart from the bench's: what several test processes measure at once on
+    # one device is no input for the bench stages (and not in $OUT: a driver's pipeline cache may be large).
+    export BESPOKE_CACHE_DIR=$PWD/.devbin/tests-cache
     mkdir -p "$OUT/tests"
     : > "$OUT/tests/summary.txt"
+    local jobs=${TEST_JOBS:-4} last=()
     while IFS=$'\t' read -r name pkg; do
         # TEST_ONLY=REGEX: only the binaries whose name (e.g. shape-1a2b…) matches it.
         if [ -n "${TEST_ONLY:-}" ] && ! [[ $name =~ $TEST_ONLY ]]; then continue; fi
-        local rc=0 limit=${TEST_TIMEOUT:-120} extra=()
         # cli_ranks runs the CLI 15 times on 1–4 thread ranks: 13–26 s on an H200 once four ranks closed their
         # devices in turn (2026-11-27; before, four-rank runs hung at exit). It prints each run's time and phases
-        # (--nocapture) and gets a limit of its own; BESPOKE_CLI_TIMEOUT stops a single run.
-        if [[ $name =~ ^cli_ranks- ]]; then limit=${TEST_TIMEOUT_RANKS:-300} extra=(--nocapture); fi
-        (cd "$pkg" && CI=true INSTA_WORKSPACE_ROOT=$top \
-            timeout "$limit" "$dir/tests/$name" --test-threads 4 "${extra[@]}") \
-            > "$OUT/tests/$name.txt" 2>&1 || rc=$?
-        printf '%-40s rc %3d  %s\n' "$name" "$rc" \
-            "$(grep -E '^test result:' "$OUT/tests/$name.txt" | tail -1 || true)" | tee -a "$OUT/tests/summary.txt"
+        # (--nocapture), gets a limit of its own and runs alone; BESPOKE_CLI_TIMEOUT stops a single run.
+        if [[ $name =~ ^cli_ranks- ]]; then last=("$name" "$pkg"); continue; fi
+        while [ "${#running[@]}" -ge "$jobs" ]; do
+            sleep 0.2
+            alive=()
+            for p in "${running[@]}"; do kill -0 "$p" 2> /dev/null && alive+=("$p"); done
+            running=("${alive[@]}")
+        done
+        left=$(stage_left)
+        if [ "$left" -lt 5 ]; then echo "$name: not started, the stage's time is up" >> "$OUT/tests/summary.txt"; continue; fi
+        limit=${TEST_TIMEOUT:-120}
+        [ "$left" -lt "$limit" ] && limit=$left
+        run_test "$name" "$pkg" "$limit" &
+        running+=($!)
     done < "$dir/tests/list.tsv"
+    # Not a bare `wait`: outside a STAGE@SECONDS stage the telemetry logger is a child too, and never ends.
+    if [ "${#running[@]}" -gt 0 ]; then wait "${running[@]}" 2> /dev/null || true; fi
+    if [ "${#last[@]}" -gt 0 ]; then
+        left=$(stage_left) limit=${TEST_TIMEOUT_RANKS:-300}
+        [ "$left" -lt "$limit" ] && limit=$left
+        if [ "$limit" -ge 5 ]; then
+            run_test "${last[0]}" "${last[1]}" "$limit" --nocapture
+        else
+            echo "${last[0]}: not started, the stage's time is up" >> "$OUT/tests/summary.txt"
+        fi
+    fi
+    # The summary again in list order (the lines above are in the order the binaries ended).
+    {
+        echo "-- in list order"
+        while IFS=$'\t' read -r name pkg; do
+            [ -f "$OUT/tests/$name.rc" ] || continue
+            printf '%-40s rc %3d  %s\n' "$name" "$(cat "$OUT/tests/$name.rc")" \
+                "$(grep -E '^test result:' "$OUT/tests/$name.txt" | tail -1 || true)"
+        done < "$dir/tests/list.tsv"
+    } >> "$OUT/tests/summary.txt"
+    cat "$OUT/tests/summary.txt"
     rm -rf "$dir"
 }
 
@@ -171,7 +226,7 @@ for stage in "$@"; do
             echo "== $stage, at most $limit s ($(date -u +%FT%TZ))"
             start=$(date +%s)
             rc=0
-            SESSION_NESTED=1 OUT=$RESULTS timeout -k 10 "$limit" "$0" "$stage" || rc=$?
+            SESSION_NESTED=1 OUT=$RESULTS STAGE_END=$((start + limit)) timeout -k 10 "$limit" "$0" "$stage" || rc=$?
             echo "== $stage: rc $rc after $(($(date +%s) - start)) s (from $(date -u -d @"$start" +%FT%TZ))" \
                 | tee -a "$OUT/stages.txt"
             pack
