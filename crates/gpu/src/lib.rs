@@ -59,7 +59,9 @@ pub use phase::{phase, phase_since};
 pub use pipeline::{CachedPipeline, GRID_WGSL};
 pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};
 pub use texture::GpuTexture;
-pub use timing::{STILL_WARM, Timing, TimingSource, WARM_SECONDS, median};
+pub use timing::{
+    STILL_WARM, Timing, TimingSource, WARM_MAX_SECONDS, WARM_SECONDS, WARM_STEADY, median,
+};
 pub use validate::{Capabilities, caps_for, validate_wgsl};
 
 pub use bytemuck;

@@ -33,15 +33,59 @@ pub struct Timing {
     pub warmed_seconds: f64,
 }
 
-/// Seconds a GPU is kept busy with the timed launches before a timing, unless a timing ended within
-/// [`STILL_WARM`]: a GPU lowers its clocks when idle and raises them only after milliseconds of load, so a short
-/// kernel timed on a device that had idled (a host-side check, a compile) runs at idle clocks. On the H200 on
-/// 2026-11-26 the copy probe read 4050 GB/s when it came straight after other work and 1500–1700 GB/s at the
-/// operators' sizes, where it followed a host-side check (docs/gpu.md, "Timing").
-pub const WARM_SECONDS: f64 = 0.05;
+/// Least wall seconds a GPU is kept busy with the timed launches before a timing, unless a timing ended within
+/// [`STILL_WARM`]: a GPU lowers its clocks when idle and raises them only after a spell of load. On the H200 on
+/// 2026-11-28 (`nvidia-smi` every 200 ms beside the lab, docs/perf.md) the SM clock sat at 345 MHz when idle, took
+/// 200–400 ms of load to reach 1980 MHz, stayed at 345–855 MHz through every lab row's 50 ms warm-up and 0.14 s of
+/// timed steps, and held 1980 MHz for 3 s after a load ended. At idle clocks the D2Q9 step ran at 0.35 of copy, at
+/// full clocks 0.90 (the same kernel on the same buffers, a round later). After this minimum the warm-up goes on
+/// until a batch runs at the rate of one 0.1 s earlier ([`WARM_STEADY`]), up to [`WARM_MAX_SECONDS`].
+pub const WARM_SECONDS: f64 = 0.5;
 
-/// How long after a timing the clocks count as still raised.
-pub const STILL_WARM: Duration = Duration::from_millis(100);
+/// Most wall seconds a warm-up runs (a kernel longer than this runs once).
+pub const WARM_MAX_SECONDS: f64 = 2.0;
+
+/// Two batches' seconds per repetition within this fraction of each other count as steady clocks.
+pub const WARM_STEADY: f64 = 0.02;
+
+/// A batch's rate is compared with that of the batch this many seconds of load earlier (a slow rise moves a few
+/// per cent over it where neighbouring batches differ by less than [`WARM_STEADY`]).
+const WARM_WINDOW_SECONDS: f64 = 0.1;
+
+/// Wall seconds a warm-up batch aims at (batches grow to it, never shrink).
+const WARM_BATCH_SECONDS: f64 = 0.025;
+
+/// How long after a timing the clocks count as still raised (the H200 held them 3 s).
+pub const STILL_WARM: Duration = Duration::from_millis(1000);
+
+/// Runs batches of repetitions through `run_batch(n)` (which runs `n` and returns their wall seconds) until at
+/// least [`WARM_SECONDS`] have passed and the last batch ran at the rate of the batch of the same size
+/// [`WARM_WINDOW_SECONDS`] earlier ([`WARM_STEADY`]), or [`WARM_MAX_SECONDS`] have passed; returns the seconds spent. Batches grow from one
+/// repetition to [`WARM_BATCH_SECONDS`] at the fastest rate seen so far (at most 4096), so a rate measured while
+/// the clocks rise is never compared with one of another batch size, and a long kernel runs once.
+pub(crate) fn warm_up(mut run_batch: impl FnMut(usize) -> Result<f64>) -> Result<f64> {
+    let mut spent = 0.0;
+    let mut batch = 1usize;
+    // (seconds spent when the batch ended, its size, its seconds per repetition)
+    let mut seen: Vec<(f64, usize, f64)> = Vec::new();
+    loop {
+        let seconds = run_batch(batch)?;
+        spent += seconds;
+        let rate = seconds / batch as f64;
+        let earlier = seen
+            .iter()
+            .rev()
+            .find(|(end, _, _)| *end <= spent - WARM_WINDOW_SECONDS);
+        let steady =
+            earlier.is_some_and(|&(_, n, r)| n == batch && (rate - r).abs() <= WARM_STEADY * r);
+        if spent >= WARM_MAX_SECONDS || (spent >= WARM_SECONDS && steady) {
+            return Ok(spent);
+        }
+        seen.push((spent, batch, rate));
+        let wanted = (WARM_BATCH_SECONDS / rate.max(1e-9)).ceil() as usize;
+        batch = batch.max(wanted.clamp(1, 4096));
+    }
+}
 
 /// The median of `samples` (the mean of the middle two of an even count); NaN for none.
 pub fn median(samples: &[f64]) -> f64 {
@@ -135,9 +179,8 @@ impl Gpu {
         })
     }
 
-    /// Runs `launches` for [`WARM_SECONDS`] of wall time on a GPU whose last timing ended more than
-    /// [`STILL_WARM`] ago (batches doubling from one repetition, so a long kernel runs once); returns the
-    /// seconds spent. A CPU adapter has no clocks to raise: 0.
+    /// Warms a GPU whose last timing ended more than [`STILL_WARM`] ago with `launches` ([`warm_up`]); returns
+    /// the seconds spent. A CPU adapter has no clocks to raise: 0.
     fn raise_clocks(&self, launches: &[&Launch]) -> Result<f64> {
         let warm = self
             .warm_until
@@ -148,13 +191,11 @@ impl Gpu {
         if self.is_cpu() || warm {
             return Ok(0.0);
         }
-        let t0 = Instant::now();
-        let mut batch = 1;
-        while t0.elapsed().as_secs_f64() < WARM_SECONDS {
-            self.run_n(launches, batch)?;
-            batch = (batch * 2).min(4096);
-        }
-        Ok(t0.elapsed().as_secs_f64())
+        warm_up(|n| {
+            let t = Instant::now();
+            self.run_n(launches, n)?;
+            Ok(t.elapsed().as_secs_f64())
+        })
     }
 
     /// Timestamp samples, with the wall-clock seconds of the one submission that holds them all.
@@ -240,6 +281,72 @@ mod tests {
         assert_eq!(t(&[4.0, 1.0, 2.0, 3.0]).median(), 2.5);
         assert_eq!(t(&[4.0, 1.0]).min(), 1.0);
         assert!(t(&[]).median().is_nan());
+    }
+
+    /// An emulated GPU whose repetitions run `slow`× longer until `ramp` seconds of load have passed (its clocks
+    /// rising at once, as the H200's did), `per_rep` seconds each after; returns the warm-up's seconds and the rate
+    /// its last batch saw.
+    fn warm_on(per_rep: f64, slow: f64, ramp: f64) -> (f64, f64) {
+        warm_on_curve(per_rep, |now| if now < ramp { slow } else { 1.0 })
+    }
+
+    /// The same with the slowdown a function of the seconds of load so far.
+    fn warm_on_curve(per_rep: f64, slowdown: impl Fn(f64) -> f64) -> (f64, f64) {
+        let mut now = 0.0;
+        let mut last_rate = f64::NAN;
+        let spent = warm_up(|n| {
+            let start = now;
+            for _ in 0..n {
+                now += per_rep * slowdown(now);
+            }
+            last_rate = (now - start) / n as f64;
+            Ok(now - start)
+        })
+        .unwrap();
+        assert!(
+            (spent - now).abs() < 1e-9,
+            "the warm-up's seconds are its batches'"
+        );
+        (spent, last_rate)
+    }
+
+    #[test]
+    fn the_warm_up_outlasts_a_clock_ramp_and_ends_at_full_speed() {
+        // The H200's: 0.35 of full speed for 300 ms of load (2026-11-28), a 1.3 ms kernel and a 20 µs one.
+        for per_rep in [1.3e-3, 2e-5] {
+            let (spent, rate) = warm_on(per_rep, 1.0 / 0.35, 0.3);
+            assert!(
+                (WARM_SECONDS..WARM_MAX_SECONDS).contains(&spent),
+                "{per_rep}: warmed {spent} s"
+            );
+            assert!(
+                (rate - per_rep).abs() < 1e-3 * per_rep,
+                "{per_rep}: ended at {rate} s a repetition"
+            );
+        }
+        // Clocks still rising at the minimum (3× slow at first, full speed after 1.2 s of load): the warm-up
+        // waits for them. (Clocks that only start rising after the minimum cannot be told from steady ones:
+        // the minimum is what covers the ramp the H200 showed.)
+        let (spent, rate) = warm_on_curve(1e-3, |now| 3.0 - 2.0 * (now / 1.2).min(1.0));
+        assert!(spent > 1.1 && spent < WARM_MAX_SECONDS, "warmed {spent} s");
+        assert!(
+            (rate - 1e-3).abs() < 0.03e-3,
+            "ended at {rate} s a repetition"
+        );
+        // Clocks that keep falling (a card throttling) stop at the cap; a kernel longer than the cap runs once.
+        let (spent, _) = warm_on_curve(1e-3, |now| 1.0 + now);
+        assert!(
+            (WARM_MAX_SECONDS..WARM_MAX_SECONDS + 0.1).contains(&spent),
+            "warmed {spent} s"
+        );
+        let (spent, _) = warm_on(3.0, 1.0, 0.0);
+        assert_eq!(spent, 3.0);
+        // Steady from the start: the minimum, not more than a few batches past it.
+        let (spent, _) = warm_on(1e-4, 1.0, 0.0);
+        assert!(
+            (WARM_SECONDS..WARM_SECONDS + 0.1).contains(&spent),
+            "warmed {spent} s"
+        );
     }
 
     #[test]

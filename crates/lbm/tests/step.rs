@@ -558,3 +558,69 @@ fn a_bad_initial_state_names_its_first_cell() {
     );
     lat.init_equilibrium(|_, _| (1.0, [0.01, 0.0])).unwrap();
 }
+
+/// The in-place f16 stash's explicit rounding (`F16_ROUND_TRIP_WGSL`) is the f16 conversion's, bit for bit: every
+/// finite f16 value, every tie between two neighbours and the f32s on either side of each tie, both signs, zeros,
+/// the subnormals and the overflow past 65504, against the `half` crate's conversion (round to nearest, ties to
+/// even, subnormals kept).
+#[test]
+fn the_explicit_f16_rounding_is_the_conversions() {
+    use bespoke_gpu::{Grid, Kernel};
+    let Some(gpu) = test_gpu() else { return };
+    let mut xs = Vec::new();
+    for h in 0u16..0x7c00 {
+        let a = half::f16::from_bits(h).to_f32();
+        let b = half::f16::from_bits(h + 1).to_f32();
+        let tie = 0.5 * (a + b);
+        for x in [
+            a,
+            tie,
+            f32::from_bits(tie.to_bits() - 1),
+            f32::from_bits(tie.to_bits() + 1),
+        ] {
+            if x.is_finite() {
+                xs.extend([x, -x]);
+            }
+        }
+    }
+    xs.extend([65519.0f32, 65520.0, 1e6, f32::MIN_POSITIVE, 1e-40]);
+    let n = xs.len();
+    let src = gpu.upload(&xs).unwrap();
+    let dst = gpu.alloc_filled::<f32>(n, f32::NAN).unwrap();
+    let k = Kernel::new(
+        "f16-round-trip-check",
+        format!(
+            "{}
+@group(0) @binding(0) var<storage, read> xs: array<f32>;
+@group(0) @binding(1) var<storage, read_write> ys: array<f32>;
+@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3<u32>) {{
+    let i = g.x + g.y * 65535u * 256u;
+    if i < arrayLength(&xs) {{ ys[i] = to_f16_and_back(xs[i]); }}
+}}",
+            bespoke_lbm::kernel::F16_ROUND_TRIP_WGSL
+        ),
+    );
+    let groups = n.div_ceil(256) as u32;
+    let launch = gpu
+        .prepare(
+            &k,
+            &[src.arg(), dst.arg()],
+            Grid::d2(groups.min(65535), groups.div_ceil(65535)),
+        )
+        .unwrap();
+    gpu.run(&[&launch]).unwrap();
+    let ys = gpu.read(&dst).unwrap();
+    let wrong: Vec<_> = xs
+        .iter()
+        .zip(&ys)
+        .filter(|(x, y)| half::f16::from_f32(**x).to_f32().to_bits() != y.to_bits())
+        .take(5)
+        .map(|(x, y)| {
+            format!(
+                "{x:e} → {y:e} (want {:e})",
+                half::f16::from_f32(*x).to_f32()
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{} values: {wrong:?}", wrong.len());
+}

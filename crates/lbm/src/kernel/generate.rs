@@ -117,14 +117,24 @@ fn st1(v: f32) -> f16 {{
             );
         }
         if self.stashed() {
-            // A stashed value must equal what a load of the stored element would return. A driver may drop this
-            // round trip (`folded_f16`): checkpoints save the stash, so a restart does not depend on it.
+            // A stashed value must equal what a load of the stored element would return. Written as a store and a
+            // load (`ld(st(v))`), a driver may fold the round trip away, and NVIDIA's did in some launch shapes and
+            // not others (an H200 on 2026-11-28: 3 cells per invocation gave other f16 in-place bits than 1), so it
+            // is rounded explicitly: in integers for f16's normal range, by `round` (ties to even) for its
+            // subnormals, neither of which a compiler may drop. `folded_f16` keeps the fold's behaviour for the
+            // tests that emulate such a driver; checkpoints save the stash, so a restart does not depend on it.
             let body = match self.layout() {
-                Layout::F32 => "v",
-                _ if self.folded_f16 => "v",
-                Layout::F16Paired => "ld(st(vec2<f32>(v, 0.0), false), false).x",
-                Layout::F16Single => "ld1(st1(v))",
+                Layout::F32 => "v".to_string(),
+                _ if self.folded_f16 => "v".to_string(),
+                Layout::F16Paired | Layout::F16Single => format!(
+                    "to_f16_and_back(v * {scale}) * {inv}",
+                    inv = lit(1.0 / F16_SCALE),
+                    scale = lit(F16_SCALE)
+                ),
             };
+            if matches!(self.layout(), Layout::F16Paired | Layout::F16Single) && !self.folded_f16 {
+                s.push_str(F16_ROUND_TRIP_WGSL);
+            }
             let _ = write!(
                 s,
                 "
@@ -387,3 +397,26 @@ fn update(idx: u32) {{
         s
     }
 }
+
+/// f32 → the nearest f16 (ties to even) → f32 without a conversion a compiler could fold away: f16's normal range
+/// (2^-14 ≤ |x| < 65520) drops 13 mantissa bits with round-to-nearest-even in integers, its subnormal range is a
+/// multiple of 2^-24 rounded by `round` (ties to even); past 65504 it gives ±inf, as the conversion does. Checked
+/// on the device against the `half` crate's conversion of every f16 value, every tie between two and the f32s
+/// beside each tie (tests/step.rs).
+pub const F16_ROUND_TRIP_WGSL: &str = "
+fn to_f16_and_back(x: f32) -> f32 {
+    let b = bitcast<u32>(x);
+    let sign = b & 0x80000000u;
+    let a = b & 0x7fffffffu;
+    if a >= 0x477ff000u {
+        // 65520 and up (and inf, NaN: not stored) round past f16's largest finite value.
+        return bitcast<f32>(select(sign | 0x7f800000u, b, a > 0x7f800000u));
+    }
+    if a >= 0x38800000u {
+        let r = (a + 0x0fffu + ((a >> 13u) & 1u)) & 0xffffe000u;
+        return bitcast<f32>(sign | r);
+    }
+    let m = round(bitcast<f32>(a) * 16777216.0) * 5.9604644775390625e-8;
+    return bitcast<f32>(sign | bitcast<u32>(m));
+}
+";

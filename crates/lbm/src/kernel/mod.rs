@@ -310,5 +310,6 @@ fn half(c: &str) -> &'static str {
 mod cell;
 mod collide;
 mod generate;
+pub use generate::F16_ROUND_TRIP_WGSL;
 #[cfg(test)]
 mod tests;

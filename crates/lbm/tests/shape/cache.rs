@@ -98,15 +98,22 @@ fn the_choice_is_the_adapters_not_the_first_lattices() {
         1,
         "an odd ny stays odd"
     );
-    let gpu_class = emulating(
-        shared,
-        GpuOptions {
-            adapter_class: Some(bespoke_gpu::AdapterClass::Gpu),
-            ..Default::default()
-        },
+    // Both classes emulated: on a GPU the shared device is already of the GPU class (the H200, 2026-11-28).
+    let class = |c| {
+        emulating(
+            shared,
+            GpuOptions {
+                adapter_class: Some(c),
+                ..Default::default()
+            },
+        )
+    };
+    let (gpu_class, cpu_class) = (
+        class(bespoke_gpu::AdapterClass::Gpu),
+        class(bespoke_gpu::AdapterClass::Cpu),
     );
     assert!(
-        tuning_size(&gpu_class, &small(34, 34)).0 > side,
+        tuning_size(&gpu_class, &small(34, 34)).0 > tuning_size(&cpu_class, &small(34, 34)).0,
         "a GPU tunes on a larger lattice"
     );
 
