@@ -78,3 +78,19 @@ pub fn fresh_seed() -> u64 {
     eprintln!("seed = {seed} (replay with BESPOKE_TEST_SEED={seed})");
     seed
 }
+
+/// The launches of a copy of `n` vec4s of ones into a fresh buffer (the probe's first walk): a known, cheap
+/// amount of device work for timing tests. The launches keep their buffers alive.
+///
+/// # Panics
+/// When the buffers cannot be allocated or the copy prepared.
+pub fn copy_of_ones(gpu: &Gpu, n: usize) -> Vec<crate::Launch> {
+    let (src, dst) = (
+        gpu.alloc_filled::<[f32; 4]>(n, [1.0; 4])
+            .unwrap_or_else(|e| panic!("{n} vec4s: {e}")),
+        gpu.alloc::<[f32; 4]>(n)
+            .unwrap_or_else(|e| panic!("{n} vec4s: {e}")),
+    );
+    gpu.copy_launches(&src, &dst, crate::CopyVariant::CANDIDATES[0])
+        .unwrap_or_else(|e| panic!("a copy of {n} vec4s: {e}"))
+}

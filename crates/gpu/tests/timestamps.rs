@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use bespoke_gpu::testing::test_gpu;
-use bespoke_gpu::{CopyVariant, Grid, Kernel};
+use bespoke_gpu::{Grid, Kernel};
 
 #[test]
 fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
@@ -35,13 +35,7 @@ fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
         let mut n: usize = start;
         let mut copies = 1;
         let (launches, copies) = loop {
-            let (src, dst) = (
-                gpu.alloc_filled::<[f32; 4]>(n, [1.0; 4]).unwrap(),
-                gpu.alloc::<[f32; 4]>(n).unwrap(),
-            );
-            let launches = gpu
-                .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
-                .unwrap();
+            let launches = bespoke_gpu::testing::copy_of_ones(gpu, n);
             gpu.run(&launches.iter().collect::<Vec<_>>()).unwrap();
             let pass_seconds = |copies: usize| {
                 let refs: Vec<_> = launches

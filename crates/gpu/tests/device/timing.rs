@@ -65,13 +65,7 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
     let Some(shared) = test_gpu() else { return };
     let n = 1 << 12;
     let time_a_copy = |gpu: &Gpu| {
-        let (src, dst) = (
-            gpu.alloc_filled::<[f32; 4]>(n, [1.0; 4]).unwrap(),
-            gpu.alloc::<[f32; 4]>(n).unwrap(),
-        );
-        let launches = gpu
-            .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
-            .unwrap();
+        let launches = bespoke_gpu::testing::copy_of_ones(gpu, n);
         let refs: Vec<_> = launches.iter().collect();
         gpu.time(&refs, 0, 3).unwrap()
     };
