@@ -71,6 +71,10 @@ suite=.devbin/pyfr/core
 peers() {  # peers NAME DTYPE FILES...
     local name=$1 dtype=$2
     shift 2
+    if ! python3 -c 'import gimmik' 2>/dev/null && ! ls .devbin/wheels/*.whl > /dev/null 2>&1; then
+        echo "$name: no GiMMiK here and no .devbin/wheels: add .devbin/wheels to the run's carry" | tee "$OUT/$name.txt"
+        return 1
+    fi
     python3 -c 'import gimmik' 2>/dev/null \
         || python3 -m pip install -q --no-index --no-deps --target /tmp/peer-site .devbin/wheels/*.whl
     export PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH}
