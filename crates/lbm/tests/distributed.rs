@@ -370,3 +370,54 @@ fn bad_decompositions_and_disagreeing_ranks_fail_on_every_rank() {
     .expect_err("must fail");
     assert_eq!(e.rank, 1, "{e}");
 }
+
+/// A distributed timing on a GPU warms its clocks first, as a single-domain one does, with every rank stepping the
+/// same count (the exchange is collective: a count that differed would hang or corrupt the halo), and the state
+/// after it is still the single domain's after as many steps. The GPU class is emulated; a CPU adapter is not
+/// warmed.
+#[test]
+fn a_distributed_timing_warms_a_gpu_with_every_rank_in_step() {
+    use bespoke_gpu::{AdapterClass, WARM_SECONDS};
+    let Some(shared) = test_gpu() else { return };
+    let seed = fresh_seed();
+    let gpu_class = emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(AdapterClass::Gpu),
+            ..Default::default()
+        },
+    );
+    let s = setup(Domain::Periodic, 40, 18, Storage::F32, Streaming::Ab);
+    for gpu in [&gpu_class, shared] {
+        let seen = run_threads(3, |comm: ThreadComm| {
+            // A given shape: the emulated GPU class would tune on a GPU-sized lattice.
+            let ranks = Ranks {
+                shape: Some(StepShape::given()),
+                ..Ranks::new(Rc::new(comm))
+            };
+            let mut lat = Lattice::new_distributed(gpu, s.0.clone(), s.1.clone(), &ranks)?;
+            lat.init_equilibrium(init(seed))?;
+            let t = lat.time_pairs(1, 2)?;
+            Ok::<_, bespoke_lbm::LbmError>((t.warmed_seconds, lat.steps_done(), lat.populations()?))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let steps = seen[0].1;
+        for (rank, (warmed, done, pops)) in seen.iter().enumerate() {
+            assert_eq!(*done, steps, "rank {rank} stepped {done}, rank 0 {steps}");
+            assert_eq!(pops, &seen[0].2, "rank {rank} sees another state");
+            if gpu.is_cpu() {
+                assert_eq!(*warmed, 0.0, "rank {rank}: a CPU adapter was warmed");
+            } else {
+                // Each rank stops when the one that stepped least has had its minimum.
+                assert!(*warmed >= WARM_SECONDS, "rank {rank} warmed {warmed} s");
+            }
+        }
+        let mut one = Lattice::new(shared, s.0.clone(), s.1.clone()).expect("lattice");
+        one.init_equilibrium(init(seed)).expect("init");
+        one.step(steps).expect("steps");
+        assert!(
+            one.populations().expect("read") == seen[0].2,
+            "after {steps} steps the ranks' state is not the single domain's"
+        );
+    }
+}

@@ -371,6 +371,7 @@ impl<'g> Lattice<'g> {
 
     /// Wall-clock seconds per pair of steps, exchange included (every rank steps together).
     pub(crate) fn time_pairs_distributed(&mut self, warmup: usize, reps: usize) -> Result<Timing> {
+        let warmed_seconds = self.raise_clocks_distributed()?;
         self.step_distributed(2 * warmup as u64)?;
         let mut samples = Vec::with_capacity(reps);
         for _ in 0..reps {
@@ -378,13 +379,43 @@ impl<'g> Lattice<'g> {
             self.step_distributed(2)?;
             samples.push(t.elapsed().as_secs_f64());
         }
-        // No warm-up by duration: every rank must step the same count (the halo exchange is collective), and
-        // a wall-clock bound would differ between ranks; the `warmup` pairs stand for it.
         Ok(Timing {
             samples,
             source: TimingSource::WallClock,
-            warmed_seconds: 0.0,
+            warmed_seconds,
         })
+    }
+
+    /// A GPU's clocks raised before a distributed timing, as `Gpu::time` raises them (docs/gpu.md, "Timing"): every
+    /// rank steps batches of pairs until the rank that has stepped least has stepped for `WARM_SECONDS`. The halo exchange is collective, so every rank must step the same
+    /// count: each batch's size and the decision to stop come from values reduced over the ranks, which every rank
+    /// sees alike. Every timing warms (a rank's own "still warm" clock could differ from another's). A CPU
+    /// adapter is not warmed: 0.
+    fn raise_clocks_distributed(&mut self) -> Result<f64> {
+        use bespoke_comm::Op;
+        use bespoke_gpu::WARM_SECONDS;
+        let Some(comm) = self.comm().cloned() else {
+            return Ok(0.0);
+        };
+        if self.gpu.is_cpu() {
+            return Ok(0.0);
+        }
+        let (mut spent, mut batch) = (0.0, 1u64);
+        loop {
+            let t = Instant::now();
+            self.step_distributed(2 * batch)?;
+            let seconds = t.elapsed().as_secs_f64();
+            spent += seconds;
+            let (mut least, mut slowest) = ([spent], [seconds / batch as f64]);
+            comm.all_reduce_f64(&mut least, Op::Min)?;
+            comm.all_reduce_f64(&mut slowest, Op::Max)?;
+            if least[0] >= WARM_SECONDS {
+                return Ok(spent);
+            }
+            // Batches of ~25 ms at the slowest rank's rate, never shrinking, at most 4096 pairs.
+            let wanted = (0.025 / slowest[0].max(1e-9)).ceil() as u64;
+            batch = batch.max(wanted.clamp(1, 4096));
+        }
     }
 
     /// The halo exchange's cost so far on this rank (None for a single-domain lattice).
