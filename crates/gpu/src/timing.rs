@@ -37,7 +37,7 @@ pub struct Timing {
 /// [`STILL_WARM`]: a GPU lowers its clocks when idle and raises them only after a spell of load. On the H200 on
 /// 2026-11-28 (`nvidia-smi` every 200 ms beside the lab, docs/perf.md) the SM clock sat at 345 MHz when idle, took
 /// 200–400 ms of load to reach 1980 MHz, stayed at 345–855 MHz through every lab row's 50 ms warm-up and 0.14 s of
-/// timed steps, and held 1980 MHz for 3 s after a load ended. At idle clocks the D2Q9 step ran at 0.35 of copy, at
+/// timed steps, and held 1980 MHz for 1.8–3 s after a load ended. At idle clocks the D2Q9 step ran at 0.35 of copy, at
 /// full clocks 0.90 (the same kernel on the same buffers, a round later). After this minimum the warm-up goes on
 /// until a batch runs at the rate of one 0.1 s earlier ([`WARM_STEADY`]), up to [`WARM_MAX_SECONDS`].
 pub const WARM_SECONDS: f64 = 0.5;
@@ -55,7 +55,7 @@ const WARM_WINDOW_SECONDS: f64 = 0.1;
 /// Wall seconds a warm-up batch aims at (batches grow to it, never shrink).
 const WARM_BATCH_SECONDS: f64 = 0.025;
 
-/// How long after a timing the clocks count as still raised (the H200 held them 3 s).
+/// How long after a timing the clocks count as still raised (the H200 held them 1.8–3 s).
 pub const STILL_WARM: Duration = Duration::from_millis(1000);
 
 /// Runs batches of repetitions through `run_batch(n)` (which runs `n` and returns their wall seconds) until at
