@@ -37,8 +37,8 @@ pub struct Timing {
 /// [`STILL_WARM`]: a GPU lowers its clocks when idle and raises them only after a spell of load. On the H200 on
 /// 2026-11-28 (`nvidia-smi` every 200 ms beside the lab, docs/perf.md) the SM clock sat at 345 MHz when idle, took
 /// 200–400 ms of load to reach 1980 MHz, stayed at 345–855 MHz through every lab row's 50 ms warm-up and 0.14 s of
-/// timed steps, and held 1980 MHz for 1.8–3 s after a load ended. At idle clocks the D2Q9 step ran at 0.35 of copy, at
-/// full clocks 0.90 (the same kernel on the same buffers, a round later). After this minimum the warm-up goes on
+/// timed steps, and held 1980 MHz for 1.8–3 s after a load ended. At idle clocks the D2Q9 step ran at 0.35 of
+/// copy, at full clocks 0.90 (the same kernel on the same buffers, a round later). After this minimum the warm-up goes on
 /// until a batch runs at the rate of one 0.1 s earlier ([`WARM_STEADY`]), up to [`WARM_MAX_SECONDS`].
 pub const WARM_SECONDS: f64 = 0.5;
 
@@ -60,9 +60,10 @@ pub const STILL_WARM: Duration = Duration::from_millis(1000);
 
 /// Runs batches of repetitions through `run_batch(n)` (which runs `n` and returns their wall seconds) until at
 /// least [`WARM_SECONDS`] have passed and the last batch ran at the rate of the batch of the same size
-/// [`WARM_WINDOW_SECONDS`] earlier ([`WARM_STEADY`]), or [`WARM_MAX_SECONDS`] have passed; returns the seconds spent. Batches grow from one
-/// repetition to [`WARM_BATCH_SECONDS`] at the fastest rate seen so far (at most 4096), so a rate measured while
-/// the clocks rise is never compared with one of another batch size, and a long kernel runs once.
+/// [`WARM_WINDOW_SECONDS`] earlier ([`WARM_STEADY`]), or [`WARM_MAX_SECONDS`] have passed; returns the seconds
+/// spent. Batches grow from one repetition to [`WARM_BATCH_SECONDS`] at the fastest rate seen so far (at most
+/// 4096), so a rate measured while the clocks rise is never compared with one of another batch size, and a long
+/// kernel runs once.
 pub(crate) fn warm_up(mut run_batch: impl FnMut(usize) -> Result<f64>) -> Result<f64> {
     let mut spent = 0.0;
     let mut batch = 1usize;
