@@ -6,6 +6,11 @@
 use bespoke_gpu::testing::test_gpu;
 use bespoke_gpu::{Grid, Kernel};
 
+/// The pass the sizing loop aims at: twice the 10 ms past which the timing layer checks timestamps against the wall
+/// clock, so a pass sized on one lucky-slow run still passes 10 ms when timed (one sized at 10 ms ran 6 ms when
+/// timed on lavapipe, and its broken timestamps went unchecked: a flaky failure, 2026-11-28).
+const PASS_SECONDS: f64 = 0.02;
+
 #[test]
 fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
     let Some(gpu) = test_gpu() else { return };
@@ -25,13 +30,13 @@ fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
         .unwrap();
     // 64 MiB, and 64 KiB (as short on lavapipe as 64 MiB on a GPU: the sizing loop runs here too).
     for start in [4 << 20, 4 << 10] {
-        // A pass of at least 10 ms wherever it runs: one 64 MiB copy takes ~70 ms on lavapipe and ~30 µs on an
-        // H200, below the fixed cost of a submission and its wait that the wall clock includes (the test failed
-        // there). The copy grows first (to 256 MiB), then goes back to back in one submission, as many times as a
-        // 10 ms pass needs: a pass of thousands of small copies is bound by the host's recording of them, not by
-        // the device (on the H200 on 2026-11-28, 2048 copies of 64 KiB: 5.9 ms on the device, 12.4 by the wall).
-        // Each size is run once before it is measured: a first run on fresh buffers (lazy zero-initialisation, on
-        // GL a first bind) can take 10 ms alone.
+        // A pass of at least 10 ms wherever it runs (sized at PASS_SECONDS): one 64 MiB copy takes ~70 ms on
+        // lavapipe and ~30 µs on an H200, below the fixed cost of a submission and its wait that the wall clock
+        // includes (the test failed there). The copy grows first (to 256 MiB), then goes back to back in one
+        // submission, as many times as a 10 ms pass needs: a pass of thousands of small copies is bound by the
+        // host's recording of them, not by the device (on the H200 on 2026-11-28, 2048 copies of 64 KiB: 5.9 ms on
+        // the device, 12.4 by the wall). Each size is run once before it is measured: a first run on fresh buffers
+        // (lazy zero-initialisation, on GL a first bind) can take 10 ms alone.
         let mut n: usize = start;
         let mut copies = 1;
         let (launches, copies) = loop {
@@ -48,13 +53,13 @@ fn timings_agree_with_the_wall_clock_after_a_storage_texture_write() {
                 t.elapsed().as_secs_f64()
             };
             if n < 16 << 20 {
-                if pass_seconds(1) >= 0.01 {
+                if pass_seconds(1) >= PASS_SECONDS {
                     break (launches, copies);
                 }
                 n *= 2;
                 continue;
             }
-            while pass_seconds(copies) < 0.01 && copies < 1 << 10 {
+            while pass_seconds(copies) < PASS_SECONDS && copies < 1 << 10 {
                 copies *= 2;
             }
             break (launches, copies);
