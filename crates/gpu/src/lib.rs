@@ -61,6 +61,7 @@ pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};
 pub use texture::GpuTexture;
 pub use timing::{
     STILL_WARM, Timing, TimingSource, WARM_MAX_SECONDS, WARM_SECONDS, WARM_STEADY, median,
+    warm_up_agreed,
 };
 pub use validate::{Capabilities, caps_for, validate_wgsl};
 

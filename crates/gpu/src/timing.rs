@@ -64,25 +64,37 @@ pub const STILL_WARM: Duration = Duration::from_millis(1000);
 /// spent. Batches grow from one repetition to [`WARM_BATCH_SECONDS`] at the fastest rate seen so far (at most
 /// 4096), so a rate measured while the clocks rise is never compared with one of another batch size, and a long
 /// kernel runs once.
-pub(crate) fn warm_up(mut run_batch: impl FnMut(usize) -> Result<f64>) -> Result<f64> {
+pub(crate) fn warm_up(run_batch: impl FnMut(usize) -> Result<f64>) -> Result<f64> {
+    warm_up_agreed(run_batch, |spent, rate| Ok((spent, rate)))
+}
+
+/// [`warm_up`] where several processes must run the same batches (ranks whose steps exchange halos): after each
+/// batch, `agree(spent, rate)` turns this process's seconds so far and seconds per repetition into values every
+/// process sees alike (the least seconds spent and the slowest rate over the ranks), and every decision (the
+/// stop, the next batch's size) is made on those, so every process runs the same count. Returns this process's
+/// own seconds.
+pub fn warm_up_agreed<E>(
+    mut run_batch: impl FnMut(usize) -> std::result::Result<f64, E>,
+    mut agree: impl FnMut(f64, f64) -> std::result::Result<(f64, f64), E>,
+) -> std::result::Result<f64, E> {
     let mut spent = 0.0;
     let mut batch = 1usize;
-    // (seconds spent when the batch ended, its size, its seconds per repetition)
+    // (agreed seconds spent when the batch ended, its size, its agreed seconds per repetition)
     let mut seen: Vec<(f64, usize, f64)> = Vec::new();
     loop {
         let seconds = run_batch(batch)?;
         spent += seconds;
-        let rate = seconds / batch as f64;
+        let (all_spent, rate) = agree(spent, seconds / batch as f64)?;
         let earlier = seen
             .iter()
             .rev()
-            .find(|(end, _, _)| *end <= spent - WARM_WINDOW_SECONDS);
+            .find(|(end, _, _)| *end <= all_spent - WARM_WINDOW_SECONDS);
         let steady =
             earlier.is_some_and(|&(_, n, r)| n == batch && (rate - r).abs() <= WARM_STEADY * r);
-        if spent >= WARM_MAX_SECONDS || (spent >= WARM_SECONDS && steady) {
+        if all_spent >= WARM_MAX_SECONDS || (all_spent >= WARM_SECONDS && steady) {
             return Ok(spent);
         }
-        seen.push((spent, batch, rate));
+        seen.push((all_spent, batch, rate));
         let wanted = (WARM_BATCH_SECONDS / rate.max(1e-9)).ceil() as usize;
         batch = batch.max(wanted.clamp(1, 4096));
     }

@@ -386,36 +386,32 @@ impl<'g> Lattice<'g> {
         })
     }
 
-    /// A GPU's clocks raised before a distributed timing, as `Gpu::time` raises them (docs/gpu.md, "Timing"): every
-    /// rank steps batches of pairs until the rank that has stepped least has stepped for `WARM_SECONDS`. The halo exchange is collective, so every rank must step the same
-    /// count: each batch's size and the decision to stop come from values reduced over the ranks, which every rank
-    /// sees alike. Every timing warms (a rank's own "still warm" clock could differ from another's). A CPU
-    /// adapter is not warmed: 0.
+    /// A GPU's clocks raised before a distributed timing, as `Gpu::time` raises them (docs/gpu.md, "Timing"), by
+    /// `bespoke_gpu::warm_up_agreed`: the halo exchange is collective, so every rank must step the same count,
+    /// and each batch's size and the stop are decided on the least seconds spent and the slowest rate over the
+    /// ranks. Every timing warms (a rank's own "still warm" clock could differ from another's). A CPU adapter is
+    /// not warmed: 0.
     fn raise_clocks_distributed(&mut self) -> Result<f64> {
         use bespoke_comm::Op;
-        use bespoke_gpu::WARM_SECONDS;
         let Some(comm) = self.comm().cloned() else {
             return Ok(0.0);
         };
         if self.gpu.is_cpu() {
             return Ok(0.0);
         }
-        let (mut spent, mut batch) = (0.0, 1u64);
-        loop {
-            let t = Instant::now();
-            self.step_distributed(2 * batch)?;
-            let seconds = t.elapsed().as_secs_f64();
-            spent += seconds;
-            let (mut least, mut slowest) = ([spent], [seconds / batch as f64]);
-            comm.all_reduce_f64(&mut least, Op::Min)?;
-            comm.all_reduce_f64(&mut slowest, Op::Max)?;
-            if least[0] >= WARM_SECONDS {
-                return Ok(spent);
-            }
-            // Batches of ~25 ms at the slowest rank's rate, never shrinking, at most 4096 pairs.
-            let wanted = (0.025 / slowest[0].max(1e-9)).ceil() as u64;
-            batch = batch.max(wanted.clamp(1, 4096));
-        }
+        bespoke_gpu::warm_up_agreed(
+            |pairs| {
+                let t = Instant::now();
+                self.step_distributed(2 * pairs as u64)?;
+                Ok(t.elapsed().as_secs_f64())
+            },
+            |spent, rate| {
+                let (mut least, mut slowest) = ([spent], [rate]);
+                comm.all_reduce_f64(&mut least, Op::Min)?;
+                comm.all_reduce_f64(&mut slowest, Op::Max)?;
+                Ok((least[0], slowest[0]))
+            },
+        )
     }
 
     /// The halo exchange's cost so far on this rank (None for a single-domain lattice).
