@@ -38,8 +38,8 @@ pub struct Timing {
 /// 2026-11-28 (`nvidia-smi` every 200 ms beside the lab, docs/perf.md) the SM clock sat at 345 MHz when idle, took
 /// 200–400 ms of load to reach 1980 MHz, stayed at 345–855 MHz through every lab row's 50 ms warm-up and 0.14 s of
 /// timed steps, and held 1980 MHz for 1.8–3 s after a load ended. At idle clocks the D2Q9 step ran at 0.35 of
-/// copy, at full clocks 0.90 (the same kernel on the same buffers, a round later). After this minimum the warm-up goes on
-/// until a batch runs at the rate of one 0.1 s earlier ([`WARM_STEADY`]), up to [`WARM_MAX_SECONDS`].
+/// copy, at full clocks 0.90 (the same kernel on the same buffers, a round later). After this minimum the warm-up
+/// goes on until a batch runs at the rate of one 0.1 s earlier ([`WARM_STEADY`]), up to [`WARM_MAX_SECONDS`].
 pub const WARM_SECONDS: f64 = 0.5;
 
 /// Most wall seconds a warm-up runs (a kernel longer than this runs once).
