@@ -15,7 +15,7 @@ use bespoke_fv::kernel::{KernelKind, Shape as FvShape, WG as FV_WG};
 use bespoke_fv::ordering::{OrderingKind, order};
 use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::{CopyVariant, GridLayout, Launch};
-use bespoke_lbm::bench::{StepVariant, bench_step_variant};
+use bespoke_lbm::bench::{StepVariant, bench_step_variants};
 use bespoke_lbm::kernel::{Ablation, WG};
 use bespoke_lbm::{Storage, Streaming};
 use bespoke_mm::DType;
@@ -264,9 +264,28 @@ fn lbm_case(
     let gpu = ctx.gpu;
     let case = format!("{side}² {} {}", storage.name(), streaming.name());
     let mut default = None;
-    for &v in variants {
-        let b = match bench_step_variant(gpu, side, storage, streaming, v, reps(ctx)) {
-            Ok(b) => b,
+    bench_step_variants(
+        gpu,
+        side,
+        storage,
+        streaming,
+        variants,
+        reps(ctx),
+        &mut |v, b| match b {
+            Ok(b) => {
+                let base = *default.get_or_insert(b.seconds_per_step);
+                let bytes = (b.nx * b.ny * b.bytes_per_cell) as f64;
+                lab.push(
+                    ctx,
+                    "lbm",
+                    case.clone(),
+                    v.name(),
+                    b.seconds_per_step,
+                    bytes,
+                    base,
+                    &format!(", {:.0} MLUPS", b.mlups),
+                );
+            }
             Err(e) => {
                 eprintln!("lab: lbm {case} {}: not run: {e}", v.name());
                 lab.rows.push(Row {
@@ -278,22 +297,9 @@ fn lbm_case(
                     fraction: None,
                     note: format!("not run: {e}"),
                 });
-                continue;
             }
-        };
-        let base = *default.get_or_insert(b.seconds_per_step);
-        let bytes = (b.nx * b.ny * b.bytes_per_cell) as f64;
-        lab.push(
-            ctx,
-            "lbm",
-            case.clone(),
-            v.name(),
-            b.seconds_per_step,
-            bytes,
-            base,
-            &format!(", {:.0} MLUPS", b.mlups),
-        );
-    }
+        },
+    );
     Ok(())
 }
 

@@ -226,22 +226,37 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     }
     let tflags = std::rc::Rc::new(tflags);
     let reps = if gpu.is_cpu() { 3 } else { 20 };
-    let time = |shape: StepShape| -> Result<f64> {
-        let mut lat = Lattice::with_given_shape(gpu, tcfg.clone(), tflags.clone(), shape)?;
-        // A varied state, as a run's is (a GPU's memory system may move a uniform one faster).
-        let (kx, ky) = (
-            std::f64::consts::TAU / nx as f64,
-            std::f64::consts::TAU / ny as f64,
-        );
-        lat.init_equilibrium(|x, y| {
-            (
-                1.0,
-                [0.02 * (kx * x as f64).sin(), 0.02 * (ky * y as f64).cos()],
-            )
-        })?;
+    // One tuning lattice per buffer layout, set up once and reshaped for each candidate (`Lattice::reshape`).
+    let mut lattices: Vec<Lattice<'_>> = Vec::new();
+    let mut time = |shape: StepShape| -> Result<f64> {
+        let lat = match lattices
+            .iter()
+            .position(|l| l.step_shape().one_buffer == shape.one_buffer)
+        {
+            Some(i) => {
+                lattices[i].reshape(shape)?;
+                &mut lattices[i]
+            }
+            None => {
+                let mut lat = Lattice::with_given_shape(gpu, tcfg.clone(), tflags.clone(), shape)?;
+                // A varied state, as a run's is (a GPU's memory system may move a uniform one faster).
+                let (kx, ky) = (
+                    std::f64::consts::TAU / nx as f64,
+                    std::f64::consts::TAU / ny as f64,
+                );
+                lat.init_equilibrium(|x, y| {
+                    (
+                        1.0,
+                        [0.02 * (kx * x as f64).sin(), 0.02 * (ky * y as f64).cos()],
+                    )
+                })?;
+                lattices.push(lat);
+                lattices.last_mut().expect("just pushed")
+            }
+        };
         Ok(median(&lat.time_pairs(1, reps)?.samples))
     };
-    let time = |shape: StepShape| {
+    let mut time = |shape: StepShape| {
         let what = format!(
             "tuning the step: workgroup {}, {} cells per invocation{} on {nx}×{ny}",
             shape.workgroup,

@@ -285,3 +285,133 @@ fn no_pull_collides_in_place_and_streams_nothing() {
         }
     }
 }
+
+/// `Lattice::reshape` makes the step kernels again on the same state: a lattice reshaped between steps ends with
+/// the bits of one that never was (every shape gives the default's bits), a reshape to the no-collision ablation
+/// really changes the kernels (the next steps only stream), and a refused reshape leaves the lattice as it was.
+#[test]
+fn a_reshaped_lattice_carries_on_in_its_new_shape() {
+    use bespoke_lbm::kernel::Ablation;
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    for (storage, streaming, walls) in [
+        (Storage::F32, Streaming::Ab, false),
+        (Storage::F32, Streaming::InPlace, true),
+        (Storage::F16, Streaming::InPlace, false),
+        (Storage::F16, Streaming::Ab, true),
+    ] {
+        let (nx, ny) = (36, 20);
+        let cfg = Config {
+            storage,
+            streaming,
+            force: [1e-5, 0.0],
+            ..Config::new(nx, ny, Collision::trt(0.85))
+        };
+        let mut flags = Flags::fluid(nx, ny);
+        if walls {
+            flags.channel_walls();
+        }
+        let flags = Rc::new(flags);
+        let mut rng = StdRng::seed_from_u64(seed);
+        let cells: Vec<(f64, [f64; 2])> = (0..nx * ny)
+            .map(|_| {
+                (
+                    rng.random_range(0.97..1.03),
+                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+                )
+            })
+            .collect();
+        let what = format!("{storage:?} {streaming:?} walls {walls}");
+        let mut want = Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), WG).unwrap();
+        want.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
+        want.step(8).unwrap();
+        let want = want.populations().unwrap();
+
+        let mut lat = Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), WG).unwrap();
+        lat.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
+        // An odd count first, so the reshaped in-place kernels must pick up the other parity.
+        lat.step(3).unwrap();
+        let two = StepShape {
+            workgroup: 128,
+            cells: 2,
+            ..StepShape::given()
+        };
+        lat.reshape(two).unwrap();
+        assert_eq!(
+            (lat.step_shape().workgroup, lat.step_shape().cells),
+            (128, 2),
+            "{what}"
+        );
+        // Refused: another allocation, cells past the limit, a workgroup the adapter does not launch. The
+        // lattice keeps its shape and its kernels.
+        for (bad, says) in [
+            (
+                StepShape {
+                    one_buffer: true,
+                    ..StepShape::given()
+                },
+                "allocations differ",
+            ),
+            (
+                StepShape {
+                    cells: 99,
+                    ..StepShape::given()
+                },
+                "cells per invocation",
+            ),
+            (
+                StepShape {
+                    workgroup: 96,
+                    ..StepShape::given()
+                },
+                "workgroup of 96",
+            ),
+        ] {
+            let e = lat.reshape(bad).unwrap_err();
+            assert!(e.to_string().contains(says), "{what}: {e}");
+            assert_eq!(
+                (lat.step_shape().workgroup, lat.step_shape().cells),
+                (128, 2),
+                "{what}: a refused reshape changed the shape"
+            );
+        }
+        lat.step(5).unwrap();
+        let got = lat.populations().unwrap();
+        let differ = want
+            .iter()
+            .zip(&got)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            differ, 0,
+            "{what}: reshaped after 3 steps, {differ} populations differ after 8"
+        );
+
+        if walls {
+            continue;
+        }
+        // Without collision the next two steps only stream what the lattice holds now.
+        lat.reshape(StepShape {
+            ablation: Some(Ablation::NoCollision),
+            ..StepShape::given()
+        })
+        .unwrap();
+        lat.step(2).unwrap();
+        let streamed = lat.populations().unwrap();
+        let n = nx * ny;
+        for (i, ci) in bespoke_lbm::d2q9::C.iter().enumerate() {
+            for y in 0..ny {
+                for x in 0..nx {
+                    let sx = (x as i64 - 2 * ci[0] as i64).rem_euclid(nx as i64) as usize;
+                    let sy = (y as i64 - 2 * ci[1] as i64).rem_euclid(ny as i64) as usize;
+                    let (w, h) = (got[i * n + sy * nx + sx], streamed[i * n + y * nx + x]);
+                    assert!(
+                        w.to_bits() == h.to_bits(),
+                        "{what}: after the reshape to no collision, cell ({x}, {y}) direction {i} holds {h}, \
+                         {w} streamed"
+                    );
+                }
+            }
+        }
+    }
+}
