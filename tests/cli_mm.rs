@@ -297,6 +297,9 @@ fn mm_bench_checks_times_and_reports_json() {
     );
     check_adapter(&v);
     assert_eq!(v["n"].as_u64(), Some(2000));
+    // Written after every operator; `complete` once all of them are in.
+    assert_eq!(v["complete"].as_bool(), Some(true), "{v}");
+    assert_eq!(v["operators"].as_u64(), Some(2));
     let ms = v["matrices"].as_array().unwrap();
     assert_eq!(ms.len(), 2);
     for m in ms {

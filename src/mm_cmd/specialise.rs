@@ -6,7 +6,7 @@ use bespoke::Error;
 use bespoke::bench::progress_bar;
 use bespoke::mm::DType;
 use bespoke::mm::specialise::{
-    Panel, SpecKernel, SuiteSummary, TuneOptions, TuneReport, bench_operator, read_mtx,
+    MatrixBench, Panel, SpecKernel, SuiteSummary, TuneOptions, TuneReport, bench_operator, read_mtx,
 };
 use bespoke::report::adapter_json;
 use serde_json::{Value, json};
@@ -130,6 +130,31 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         "adapter: {} ({}, {}), copy bandwidth {copy:.2} GB/s, {dtype}, N = {}",
         info.name, info.backend, info.driver_info, a.n
     );
+    // The JSON report of the operators measured so far (`complete` once all of them are).
+    let report = |rows: &[MatrixBench], of: usize| -> Value {
+        let sum = SuiteSummary::of(rows, dtype);
+        let matrices: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "name": r.name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "variant": r.variant,
+                    "seconds": r.seconds, "gbps": r.gbps, "copy_fraction": r.gbps / copy,
+                    "same_size_copy_gbps": r.same_size_copy_gbps, "floor_seconds": r.floor_seconds, "over_floor": r.over_floor, "copy_floor_seconds": r.copy_floor_seconds,
+                    "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
+                    "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
+                    "model_seconds": r.tune.model_seconds, "probe_seconds": r.tune.probe_seconds,
+                    "candidates": r.tune.candidates,
+                })
+            })
+            .collect();
+        json!({
+            "adapter": adapter_json(gpu), "copy_gbps": copy, "dtype": dtype.wgsl(), "n": a.n,
+            "complete": rows.len() == of, "operators": of,
+            "matrices": matrices, "geomean_speedup_vs_dense": sum.geomean_speedup_vs_dense,
+            "min_speedup_vs_dense": sum.min_speedup_vs_dense,
+            "geomean_over_floor": sum.geomean_over_floor,
+        })
+    };
     let bar = progress_bar(ops.len() as u64);
     let mut rows = Vec::new();
     for op in &ops {
@@ -148,6 +173,9 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
             )
         });
         rows.push(r);
+        // The report so far, after every operator: a run cut short by a time limit (a GPU session's stage) keeps
+        // what it measured, each operator's tuning included.
+        write_json(out.clone(), &report(&rows, ops.len()))?;
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -160,29 +188,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         sum.below_dense,
         sum.geomean_over_floor.unwrap_or(f64::NAN)
     );
-    let matrices: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            json!({
-                "name": r.name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "variant": r.variant,
-                "seconds": r.seconds, "gbps": r.gbps, "copy_fraction": r.gbps / copy,
-                "same_size_copy_gbps": r.same_size_copy_gbps, "floor_seconds": r.floor_seconds, "over_floor": r.over_floor, "copy_floor_seconds": r.copy_floor_seconds,
-                "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
-                "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
-                "model_seconds": r.tune.model_seconds, "probe_seconds": r.tune.probe_seconds,
-                "candidates": r.tune.candidates,
-            })
-        })
-        .collect();
-    write_json(
-        out,
-        &json!({
-            "adapter": adapter_json(gpu), "copy_gbps": copy, "dtype": dtype.wgsl(), "n": a.n,
-            "matrices": matrices, "geomean_speedup_vs_dense": sum.geomean_speedup_vs_dense,
-            "min_speedup_vs_dense": sum.min_speedup_vs_dense,
-            "geomean_over_floor": sum.geomean_over_floor,
-        }),
-    )?;
+    write_json(out, &report(&rows, ops.len()))?;
     if !sum.failures.is_empty() {
         return Err(format!(
             "{} matrices exceed the tolerance: {}",
