@@ -119,19 +119,32 @@ pub fn bench_operator<T: Real>(
     Ok(runs)
 }
 
-/// Seconds per step of `op` (already ordered) with `kind` in `layout` launched in `shape`, from `x`: the lab's
-/// launch-shape and ablation rows (`reps` step pairs after two warm-up pairs).
-pub fn time_shape<T: Real>(
+/// Seconds per step of `op` (already ordered) with `kind` in `layout`, from `x`, launched in each of `shapes` in
+/// turn (the lab's launch-shape and ablation rows; `reps` step pairs after two warm-up pairs each), on one upload
+/// of `op` reshaped for each
+/// ([`Diffusion::reshape`]; x carries on, which a timing does not notice): on an H200 the lab's 16.5 M-tet rows
+/// each uploaded the operator again. Each shape's seconds per step, in the order of `shapes`; an operator that
+/// cannot be uploaded is the error of all.
+pub fn time_shapes<T: Real>(
     gpu: &bespoke_gpu::Gpu,
     op: &Operator,
     kind: KernelKind,
     layout: Layout,
-    shape: Shape,
+    shapes: &[Shape],
     x: &[f64],
     reps: usize,
-) -> Result<f64> {
+) -> Result<Vec<Result<f64>>> {
+    let Some(&first) = shapes.first() else {
+        return Ok(Vec::new());
+    };
     let dt = 0.5 / op.max_row_sum();
-    let mut d = Diffusion::<T>::with_shape(gpu, op, kind, layout, dt, shape)?;
+    let mut d = Diffusion::<T>::with_shape(gpu, op, kind, layout, dt, first)?;
     d.set_x(x)?;
-    Ok(d.time_pairs(2, reps)?.median() / 2.0)
+    Ok(shapes
+        .iter()
+        .map(|&shape| {
+            d.reshape(shape)?;
+            Ok(d.time_pairs(2, reps)?.median() / 2.0)
+        })
+        .collect())
 }

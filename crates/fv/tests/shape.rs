@@ -213,3 +213,92 @@ fn the_shape_is_timed_once_then_read_from_the_cache() {
         assert!(e.to_string().contains("tets per invocation"), "{e}");
     }
 }
+
+/// `Diffusion::reshape` makes the step kernel again on the same buffers and x: reshaped between steps, every
+/// kernel and layout ends with the bits of an operator that never was; a reshape to the no-gather ablation really
+/// changes the kernel; a refused shape leaves the operator as it was.
+#[test]
+fn a_reshaped_operator_carries_on_in_its_new_shape() {
+    let Some(gpu) = test_gpu() else { return };
+    let op = operator();
+    let mut rng = StdRng::seed_from_u64(fresh_seed());
+    let x: Vec<f64> = (0..op.n()).map(|_| rng.random::<f64>()).collect();
+    let dt = 0.5 / op.max_row_sum();
+    for (name, layout) in CONFIGS {
+        let kind = if name == "gather" {
+            KernelKind::Gather
+        } else {
+            KernelKind::BlockCached { block: 512 }
+        };
+        let several = kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
+        let want = run::<f32>(gpu, &op, kind, layout, Shape::default(), &x);
+        let mut d =
+            Diffusion::<f32>::with_shape(gpu, &op, kind, layout, dt, Shape::default()).unwrap();
+        d.set_x(&x).unwrap();
+        d.step(2).unwrap();
+        let other = Shape {
+            workgroup: 128,
+            tets: if several { 2 } else { 1 },
+            grid: GridLayout::RowsOf(3),
+            ..Default::default()
+        };
+        d.reshape(other).unwrap();
+        assert_eq!(d.shape(), other);
+        // Refused: a workgroup the adapter does not launch; tets where the kernel takes one.
+        let bad = [
+            Shape {
+                workgroup: 96,
+                ..Default::default()
+            },
+            Shape {
+                tets: if several { 99 } else { 2 },
+                ..Default::default()
+            },
+        ];
+        for shape in bad {
+            assert!(
+                d.reshape(shape).is_err(),
+                "{name} {layout:?}: {shape:?} accepted"
+            );
+            assert_eq!(
+                d.shape(),
+                other,
+                "{name} {layout:?}: a refused reshape changed the shape"
+            );
+        }
+        d.step(3).unwrap();
+        let got = d.x().unwrap();
+        let differ = want
+            .iter()
+            .zip(&got)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            differ, 0,
+            "{name} {layout:?}: reshaped after 2 steps, {differ} tets differ after 5"
+        );
+        if kind == KernelKind::Gather {
+            d.reshape(Shape {
+                no_gather: true,
+                ..Default::default()
+            })
+            .unwrap();
+            d.step(1).unwrap();
+            let ablated = d.x().unwrap();
+            let mut full =
+                Diffusion::<f32>::with_shape(gpu, &op, kind, layout, dt, Shape::default()).unwrap();
+            full.set_x(&got).unwrap();
+            full.step(1).unwrap();
+            // Not a rounding apart: the full step's neighbour terms are O(Δt·L·x) on random x.
+            let apart = ablated
+                .iter()
+                .zip(full.x().unwrap())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                apart > 1e-3,
+                "{name} {layout:?}: the reshape to no-gather gave the full step (at most {apart:e} apart)"
+            );
+        }
+    }
+}

@@ -43,6 +43,81 @@ pub struct Diffusion<'g, T: Real> {
     _keep: (Vec<GpuBuffer<T>>, Vec<GpuBuffer<u32>>, Vec<GpuTexture>),
 }
 
+/// A shape `kind` in `layout` launches on `gpu`: a workgroup size the adapter launches, and tets per invocation
+/// only where the kernel takes several.
+fn check_shape(gpu: &Gpu, kind: KernelKind, layout: Layout, shape: Shape) -> Result<()> {
+    if !candidates(gpu, kind).contains(&shape.workgroup) {
+        return Err(FvError::param(
+            "workgroup",
+            shape.workgroup,
+            format!(
+                "the {} kernel launches {:?} invocations per workgroup on adapter `{}`",
+                kind.name(),
+                candidates(gpu, kind),
+                gpu.adapter_name()
+            ),
+        ));
+    }
+    let takes_several = kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
+    if !(1..=MAX_TETS).contains(&shape.tets) || (shape.tets > 1 && !takes_several) {
+        return Err(FvError::param(
+            "tets per invocation",
+            shape.tets,
+            format!(
+                "the gather kernel (not in the four-tet layout) takes 1 to {MAX_TETS}; the {} kernel in the {} \
+                 layout takes 1",
+                kind.name(),
+                layout.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The operator's arrays on the device: values and indices as buffers (by slot or by tet), or as textures.
+type Arrays<'a, T> = (&'a [GpuBuffer<T>], &'a [GpuBuffer<u32>], &'a [GpuTexture]);
+
+/// The two step launches (x[0] → x[1], x[1] → x[0]) of `kind` in `layout` and `shape` over n tets.
+fn step_launches<T: Real>(
+    gpu: &Gpu,
+    (kind, layout, shape): (KernelKind, Layout, Shape),
+    n: usize,
+    dt: f64,
+    (vals, idx, textures): Arrays<'_, T>,
+    x: &[GpuBuffer<T>; 2],
+) -> Result<[Launch; 2]> {
+    // SAFETY: every index was checked by `Diffusion::with_shape` to be ≤ n (remapped to the ghost at padded4(n) ≤
+    // len − 4 for the x4 layout, whose pads point at 0); the x buffers hold n + 1 (x4: padded4(n) + 4) entries;
+    // slot arrays hold n (x4: padded4(n)) entries and are read below N (x4: G groups); workgroup indices stay
+    // below B.
+    let kernel = unsafe {
+        Kernel::new(
+            format!(
+                "fv-{}-{}-{}-{}",
+                kind.name(),
+                layout.name(),
+                T::DTYPE.wgsl(),
+                shape.name().replace(' ', "-")
+            ),
+            step_rows_wgsl(kind, layout, T::DTYPE, n, dt, 0..n, shape),
+        )
+        .without_bounds_checks()
+    };
+    let grid = gpu.grid_for(n as u64, shape.per_group(kind, layout), shape.grid)?;
+    let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
+        let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
+        args.extend(vals.iter().map(|b| b.arg()));
+        args.extend(idx.iter().map(|b| b.arg()));
+        args.push(from.arg());
+        if layout == Layout::SlotMajorX4 {
+            args.push(from.arg());
+        }
+        args.push(to.arg());
+        Ok(gpu.prepare(&kernel, &args, grid)?)
+    };
+    Ok([prepare(&x[0], &x[1])?, prepare(&x[1], &x[0])?])
+}
+
 impl<'g, T: Real> Diffusion<'g, T> {
     /// Uploads `op` in `layout` and prepares both step directions, launched in the shape chosen on the device
     /// ([`step_shape`]: timed once per adapter, kernel, layout and precision, then cached). Δt must lie in
@@ -98,18 +173,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
         shape: Shape,
     ) -> Result<Self> {
         Self::check_kernel(gpu, kind, layout)?;
-        if !candidates(gpu, kind).contains(&shape.workgroup) {
-            return Err(FvError::param(
-                "workgroup",
-                shape.workgroup,
-                format!(
-                    "the {} kernel launches {:?} invocations per workgroup on adapter `{}`",
-                    kind.name(),
-                    candidates(gpu, kind),
-                    gpu.adapter_name()
-                ),
-            ));
-        }
+        check_shape(gpu, kind, layout, shape)?;
         let n = op.n();
         if n == 0 {
             return Err(FvError::Shape("the operator has no tets".into()));
@@ -126,19 +190,6 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 "tet {t} refers to tet {j}, past {n} (+ ghost)"
             )));
         }
-        let takes_several = kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
-        if !(1..=MAX_TETS).contains(&shape.tets) || (shape.tets > 1 && !takes_several) {
-            return Err(FvError::param(
-                "tets per invocation",
-                shape.tets,
-                format!(
-                    "the gather kernel (not in the four-tet layout) takes 1 to {MAX_TETS}; the {} kernel in the {} \
-                     layout takes 1",
-                    kind.name(),
-                    layout.name()
-                ),
-            ));
-        }
         let largest = layout.largest_binding(n, T::DTYPE.size());
         if largest > gpu.binding_limit() {
             return Err(FvError::Unsupported(format!(
@@ -154,7 +205,6 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 }
             )));
         }
-        let per_group = shape.per_group(kind, layout);
         let mut textures = Vec::new();
         let (vals, idx) = match layout {
             Layout::SlotMajor => {
@@ -221,35 +271,14 @@ impl<'g, T: Real> Diffusion<'g, T> {
             gpu.alloc_filled(len, T::from_f64(0.0))?,
             gpu.alloc_filled(len, T::from_f64(0.0))?,
         ];
-        // SAFETY: every index was checked above to be ≤ n (remapped to the ghost at padded4(n) ≤ len − 4 for the x4
-        // layout, whose pads point at 0); the x buffers hold n + 1 (x4: padded4(n) + 4) entries; slot arrays hold
-        // n (x4: padded4(n)) entries and are read below N (x4: G groups); workgroup indices stay below B.
-        let kernel = unsafe {
-            Kernel::new(
-                format!(
-                    "fv-{}-{}-{}-{}",
-                    kind.name(),
-                    layout.name(),
-                    T::DTYPE.wgsl(),
-                    shape.name().replace(' ', "-")
-                ),
-                step_rows_wgsl(kind, layout, T::DTYPE, n, dt, 0..n, shape),
-            )
-            .without_bounds_checks()
-        };
-        let grid = gpu.grid_for(n as u64, per_group, shape.grid)?;
-        let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
-            let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
-            args.extend(vals.iter().map(|b| b.arg()));
-            args.extend(idx.iter().map(|b| b.arg()));
-            args.push(from.arg());
-            if layout == Layout::SlotMajorX4 {
-                args.push(from.arg());
-            }
-            args.push(to.arg());
-            Ok(gpu.prepare(&kernel, &args, grid)?)
-        };
-        let launches = [prepare(&x[0], &x[1])?, prepare(&x[1], &x[0])?];
+        let launches = step_launches::<T>(
+            gpu,
+            (kind, layout, shape),
+            n,
+            dt,
+            (&vals, &idx, &textures),
+            &x,
+        )?;
         Ok(Self {
             gpu,
             n,
@@ -265,6 +294,25 @@ impl<'g, T: Real> Diffusion<'g, T> {
             dt,
             _keep: (vals, idx, textures),
         })
+    }
+
+    /// Makes the step kernel again in `shape` on the same buffers and state, as [`Diffusion::with_shape`] would
+    /// have made it: a tuner or the lab times several shapes of one operator without uploading it for each (at
+    /// 16.5 M tets a layout's upload is half a gigabyte). x carries on from where it is. Refused, with the
+    /// operator unchanged, where [`Diffusion::with_shape`] refuses the shape.
+    pub fn reshape(&mut self, shape: Shape) -> Result<()> {
+        check_shape(self.gpu, self.kind, self.layout, shape)?;
+        let (vals, idx, textures) = &self._keep;
+        self.launches = step_launches::<T>(
+            self.gpu,
+            (self.kind, self.layout, shape),
+            self.n,
+            self.dt,
+            (vals, idx, textures),
+            &self.x,
+        )?;
+        self.shape = shape;
+        Ok(())
     }
 
     /// Step launches (per parity) that update only the tets `rows`; None for the kernels that update whole

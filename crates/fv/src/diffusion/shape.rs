@@ -116,9 +116,11 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
     let mut rng = seeded(12);
     let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
     let reps = if gpu.is_cpu() { 3 } else { 20 };
-    let time = |shape: Shape| -> Result<f64> {
-        let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape)?;
-        d.set_x(&x)?;
+    // One operator on the device, reshaped for each candidate (`Diffusion::reshape`): x carries on.
+    let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, Shape::default())?;
+    d.set_x(&x)?;
+    let mut time = |shape: Shape| -> Result<f64> {
+        d.reshape(shape)?;
         Ok(median(&d.time_pairs(1, reps)?.samples))
     };
     let mut timed = Vec::new();
