@@ -32,8 +32,9 @@ pub const CHECK_GFLOP: f64 = 0.5;
 /// Timed runs of each sample (the median counts).
 const CHECK_REPS: usize = 3;
 
-/// Version of the on-disk cache of checked picks.
-const CACHE_VERSION: u32 = 1;
+/// Version of the on-disk cache of checked picks (2: a sample past a quarter of C is the whole shape,
+/// `WHOLE_FRACTION`).
+const CACHE_VERSION: u32 = 2;
 
 /// The best-predicted configuration of each register-tile shape (tm × tn), in the order of their predicted
 /// times, at most `k` of them; the model's own pick first.

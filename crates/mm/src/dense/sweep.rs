@@ -347,5 +347,10 @@ mod tests {
         assert_eq!(s.m, 96);
         assert!(s.n.is_multiple_of(128) && s.n < panel.n);
         assert!(s.flops() >= 0.25e9 && s.flops() < 0.25e9 + 2.0 * 96.0 * 128.0 * 64.0);
+        // Past a quarter of C's tiles (the checked pick's 0.5 GFLOP: two fifths of the panel) the sample is the
+        // panel: a block's data may sit in a cache the panel's does not.
+        assert!(panel.flops() < 2.5e9);
+        assert_eq!(sample_shape(&m, &p(8, 16, 1), &panel, 0.5), panel);
+        assert_ne!(sample_shape(&m, &p(8, 16, 1), &panel, 0.3), panel);
     }
 }
