@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 
-use bespoke_gpu::{DiskCache, Gpu, remembered_json};
+use bespoke_gpu::{DiskCache, Gpu, median, remembered_json};
 use serde::{Deserialize, Serialize};
 
 use super::bench::DenseTimer;
@@ -29,8 +29,11 @@ pub const SHORTLIST: usize = 6;
 /// device: [`sample_shape`]).
 pub const CHECK_GFLOP: f64 = 0.5;
 
-/// Timed runs of each sample (the median counts).
-const CHECK_REPS: usize = 3;
+/// Rounds in which every shortlisted sample runs once, in turn (each one's median over the rounds counts): on a
+/// machine whose speed drifts (lavapipe on a shared VM: 1.5× within a minute) back-to-back runs of one
+/// candidate and then the next ranked the drift; on 2026-11-28 they put a 512³ tiling that ran at 0.7 of the
+/// model's own pick first.
+const CHECK_ROUNDS: usize = 3;
 
 /// Version of the on-disk cache of checked picks (2: a sample past a quarter of C is the whole shape,
 /// `WHOLE_FRACTION`).
@@ -186,8 +189,8 @@ fn pick_or_time(
     Ok(pick)
 }
 
-/// Times each of `list` once on its sample; the fastest is the pick. An error only where the device was lost or
-/// none ran.
+/// Times each of `list` on its sample, in turn over [`CHECK_ROUNDS`] rounds; the fastest median is the pick. An
+/// error only where the device was lost or none ran.
 fn time_shortlist(
     gpu: &Gpu,
     machine: &Machine,
@@ -196,19 +199,34 @@ fn time_shortlist(
 ) -> Result<CheckedPick> {
     let shape = &timer.shape();
     timer.compile(gpu, timer.dtype(), list);
-    let mut timed = Vec::with_capacity(list.len());
-    let mut errors = Vec::new();
-    for p in list {
-        let sub = sample_shape(machine, p, shape, CHECK_GFLOP);
-        let gflops = match timer.try_time_sub(gpu, *p, sub, CHECK_REPS)? {
-            Ok(g) => Some(g),
-            Err(e) => {
-                errors.push(format!("{}: {e}", p.key()));
-                None
+    let subs: Vec<GemmShape> = list
+        .iter()
+        .map(|p| sample_shape(machine, p, shape, CHECK_GFLOP))
+        .collect();
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); list.len()];
+    let mut refused: Vec<Option<String>> = vec![None; list.len()];
+    for _ in 0..CHECK_ROUNDS {
+        for (i, p) in list.iter().enumerate() {
+            if refused[i].is_some() {
+                continue;
             }
-        };
-        timed.push((*p, [sub.m, sub.n], gflops));
+            match timer.try_time_sub(gpu, *p, subs[i], 1)? {
+                Ok(g) => samples[i].push(g),
+                Err(e) => refused[i] = Some(e),
+            }
+        }
     }
+    let errors: Vec<String> = list
+        .iter()
+        .zip(&refused)
+        .filter_map(|(p, e)| e.as_ref().map(|e| format!("{}: {e}", p.key())))
+        .collect();
+    let timed: Vec<(DenseParams, [usize; 2], Option<f64>)> = list
+        .iter()
+        .zip(&subs)
+        .zip(&samples)
+        .map(|((p, sub), g)| (*p, [sub.m, sub.n], (!g.is_empty()).then(|| median(g))))
+        .collect();
     let best = timed
         .iter()
         .filter_map(|(p, _, g)| g.map(|g| (*p, g)))

@@ -41,16 +41,24 @@ impl Machine {
             + groups * (bm / a_rate + bn / b_rate);
         let smem_s = per_step * k_per_split / occupancy;
 
-        // Device memory: every workgroup streams its A and B panels; C is written (and read when β ≠ 0);
-        // split-K writes and re-reads its partial slices.
-        let mut bytes =
-            size * (groups * k_per_split * (bm + bn) + m * n * if reads_c { 2.0 } else { 1.0 });
-        let mut launches = 1.0;
-        if p.split_k > 1 {
-            bytes += size * 2.0 * split * m * n;
-            launches = 2.0;
-        }
+        // Device memory: every workgroup streams its A and B panels; C is written (and read when β ≠ 0). Split-K
+        // writes its partial slices instead, and a second launch, after the first has finished, reads them (and C
+        // when β ≠ 0) and writes C: its time adds to the product's, it cannot hide under its FMAs (until
+        // 2026-11-28 its bytes were counted inside the product's, and on lavapipe the model then preferred a 512³
+        // tiling split 16 ways that ran at 0.6 of the same tile unsplit).
+        let c_passes = if reads_c { 2.0 } else { 1.0 };
+        let streams = size * groups * k_per_split * (bm + bn);
+        let (bytes, reduce_bytes, launches) = if p.split_k > 1 {
+            (
+                streams + size * split * m * n,
+                size * m * n * (split + c_passes),
+                2.0,
+            )
+        } else {
+            (streams + size * m * n * c_passes, 0.0, 1.0)
+        };
         let global_s = bytes / (self.copy_gbps * 1e9);
+        let reduce_s = reduce_bytes / (self.copy_gbps * 1e9);
         let launch_s = launches * self.launch_us * 1e-6;
 
         // Barriers, every invocation waiting at each: two per K tile with one staging buffer (the tile visible,
@@ -81,11 +89,12 @@ impl Machine {
             body += (1.0 - self.overlap_penalty) * global_s.min(compute);
         }
         Prediction {
-            seconds: body + launch_s,
+            seconds: body + reduce_s + launch_s,
             fma_s,
             smem_s,
             barrier_s,
             global_s,
+            reduce_s,
             launch_s,
             bound,
         }
@@ -181,7 +190,10 @@ pub struct Prediction {
     pub smem_s: f64,
     /// Time the invocations spend at workgroup barriers (part of the compute time).
     pub barrier_s: f64,
+    /// The product's own device-memory time (its panels, and C or, split in K, its partial slices).
     pub global_s: f64,
+    /// Split-K's reduction launch: the slices read, C read when β ≠ 0 and written, after the product (0 unsplit).
+    pub reduce_s: f64,
     pub launch_s: f64,
     /// Which of fma, workgroup memory, device memory bounds it.
     pub bound: &'static str,

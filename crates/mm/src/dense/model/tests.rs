@@ -417,6 +417,45 @@ fn barriers_are_charged_per_tile_and_buffer() {
 }
 
 #[test]
+fn split_k_reduction_runs_after_the_product() {
+    // The reduction is a second launch after the product: its bytes (the slices, C read when β ≠ 0, C written)
+    // add to the product's time; the product writes its slices instead of C. (Double-buffered: no single-buffer
+    // term.)
+    let m = gpu_like();
+    let shape = GemmShape::packed(512, 512, 8192);
+    let rate = m.copy_gbps * 1e9;
+    let cells = 512.0 * 512.0;
+    let unsplit = m.predict(&"t8x8v4-w16x16-k8-s1-b2".parse().unwrap(), 4, &shape, false);
+    assert_eq!(unsplit.reduce_s, 0.0);
+    for (beta, c_passes) in [(false, 1.0), (true, 2.0)] {
+        let split = m.predict(&"t8x8v4-w16x16-k8-s4-b2".parse().unwrap(), 4, &shape, beta);
+        let want = 4.0 * cells * (4.0 + c_passes) / rate;
+        assert!(
+            (split.reduce_s - want).abs() < 1e-12 * want,
+            "{} vs {want}",
+            split.reduce_s
+        );
+        let compute = split.fma_s.max(split.smem_s)
+            + m.overlap_penalty * split.fma_s.min(split.smem_s)
+            + split.barrier_s;
+        let product = compute.max(split.global_s);
+        assert!(
+            (split.seconds - split.launch_s - product - split.reduce_s).abs()
+                < 1e-12 * split.seconds,
+            "β {beta}: the reduction must add after the product"
+        );
+        // The product streams its panels and writes 4 slices of C (not C itself).
+        let unsplit_b = m.predict(&"t8x8v4-w16x16-k8-s1-b2".parse().unwrap(), 4, &shape, beta);
+        let slices_minus_c = 4.0 * cells * (4.0 - c_passes) / rate;
+        let panels_ratio = (split.global_s - slices_minus_c) / unsplit_b.global_s;
+        assert!(
+            (panels_ratio - 1.0).abs() < 1e-9,
+            "β {beta}: the product's bytes, less its slices, are the unsplit product's ({panels_ratio})"
+        );
+    }
+}
+
+#[test]
 fn corrupt_cache_is_not_sane() {
     let mut m = gpu_like();
     assert!(m.is_sane());
