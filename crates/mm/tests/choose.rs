@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use bespoke_gpu::DiskCache;
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_mm::DType;
-use bespoke_mm::dense::choose::{SHORTLIST, checked_pick_in, shortlist};
+use bespoke_mm::dense::choose::{SHORTLIST, check_list, checked_pick_in, shortlist};
 use bespoke_mm::dense::{DenseParams, GemmShape, Machine, TileLimits};
 use bespoke_mm::reference::{gemm_ref, rel_err};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -69,6 +69,44 @@ fn on_the_h200s_inputs_the_shortlist_holds_a_tile_within_ten_percent_of_its_best
     assert!(checked >= 0.9 * best, "{checked} of {best}");
 }
 
+/// What the check times: the shortlist, each split-in-K entry followed by its unsplit twin (the model credits
+/// split-K with occupancy it did not buy on lavapipe), nothing twice.
+#[test]
+fn the_check_times_each_split_entrys_unsplit_twin() {
+    let (machine, _) = h200();
+    let limits = TileLimits {
+        max_invocations: 1024,
+        max_wg_x: 1024,
+        max_wg_y: 1024,
+        shared_bytes: 49152,
+    };
+    // Short and deep: one K pass cannot fill the card, so the model splits.
+    let shape = GemmShape::packed(256, 256, 65536);
+    let space = machine.shape_space(DType::F32, &limits, &shape);
+    let short = shortlist(&machine, &space, 4, &shape, false, SHORTLIST);
+    assert!(
+        short.iter().any(|p| p.split_k > 1),
+        "nothing split: {short:?}"
+    );
+    let list = check_list(&machine, &space, 4, &shape, false);
+    let mut seen = HashSet::new();
+    assert!(list.iter().all(|p| seen.insert(p.key())), "twice: {list:?}");
+    let mut at = 0;
+    for p in &short {
+        assert_eq!(list[at], *p, "the shortlist in its order");
+        at += 1;
+        if p.split_k > 1 {
+            let twin = DenseParams { split_k: 1, ..*p };
+            if space.contains(&twin) && !list[..at].contains(&twin) {
+                assert_eq!(list[at], twin, "{}'s unsplit twin next", p.key());
+                at += 1;
+            }
+        }
+    }
+    assert_eq!(at, list.len());
+    assert!(list.len() > short.len());
+}
+
 /// On the test adapter: the checked pick is the fastest of the shortlist's samples, a second call takes it from
 /// the cache, and the GEMM it plans matches the reference on random inputs.
 #[test]
@@ -87,7 +125,8 @@ fn the_checked_pick_is_the_fastest_sample_cached_and_correct() {
     let cache = DiskCache::at(dir.path(), "dense-pick", 1);
     let first = checked_pick_in(gpu, &machine, DType::F32, &shape, false, Some(&cache)).unwrap();
     assert!(!first.cached);
-    assert!(!first.timed.is_empty() && first.timed.len() <= SHORTLIST);
+    // At most the shortlist and one unsplit twin per entry.
+    assert!(!first.timed.is_empty() && first.timed.len() <= 2 * SHORTLIST);
     assert_eq!(first.timed[0].0, first.model_pick);
     let fastest = first
         .timed

@@ -166,17 +166,11 @@ pub fn sweep_space(
         .iter()
         .position(|p| *p == pick_params)
         .ok_or_else(|| MmError::Shape("the model's pick is not in the space".into()))?;
-    let shortlisted: Vec<usize> = super::choose::shortlist(
-        machine,
-        space,
-        dtype.size(),
-        &shape,
-        false,
-        super::choose::SHORTLIST,
-    )
-    .iter()
-    .filter_map(|p| space.iter().position(|q| q == p))
-    .collect();
+    let shortlisted: Vec<usize> =
+        super::choose::check_list(machine, space, dtype.size(), &shape, false)
+            .iter()
+            .filter_map(|p| space.iter().position(|q| q == p))
+            .collect();
     let timer = DenseTimer::new(gpu, dtype, shape)?;
     // Every configuration's kernels compiled first, on every core: on a GPU the driver's compiler, not the
     // device, is what thousands of candidates wait for; the timings below then find them compiled.
