@@ -105,6 +105,20 @@ struct Lab {
 }
 
 impl Lab {
+    /// A row that did not run (`e` says why), printed as it happens.
+    fn not_run(&mut self, group: &'static str, case: String, e: &dyn std::fmt::Display) {
+        eprintln!("lab: {group} {case}: not run: {e}");
+        self.rows.push(Row {
+            section: group,
+            case,
+            seconds: f64::NAN,
+            rate: f64::NAN,
+            unit: "GB/s",
+            fraction: None,
+            note: format!("not run: {e}"),
+        });
+    }
+
     /// One measurement: `bytes` moved in `seconds`, against the default's seconds.
     #[allow(clippy::too_many_arguments)]
     fn push(
@@ -286,18 +300,7 @@ fn lbm_case(
                     &format!(", {:.0} MLUPS", b.mlups),
                 );
             }
-            Err(e) => {
-                eprintln!("lab: lbm {case} {}: not run: {e}", v.name());
-                lab.rows.push(Row {
-                    section: "lbm",
-                    case: format!("{case} {}", v.name()),
-                    seconds: f64::NAN,
-                    rate: f64::NAN,
-                    unit: "GB/s",
-                    fraction: None,
-                    note: format!("not run: {e}"),
-                });
-            }
+            Err(e) => lab.not_run("lbm", format!("{case} {}", v.name()), &e),
         },
     );
     Ok(())
@@ -499,18 +502,7 @@ fn fv_shapes<T: bespoke_fv::Real>(
                 default,
                 "",
             ),
-            Err(e) => {
-                eprintln!("lab: fv {row_case} {}: not run: {e}", shape.name());
-                lab.rows.push(Row {
-                    section: "fv",
-                    case: format!("{row_case} {}", shape.name()),
-                    seconds: f64::NAN,
-                    rate: f64::NAN,
-                    unit: "GB/s",
-                    fraction: None,
-                    note: format!("not run: {e}"),
-                });
-            }
+            Err(e) => lab.not_run("fv", format!("{row_case} {}", shape.name()), e),
         }
     }
     Ok(())

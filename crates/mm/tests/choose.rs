@@ -35,17 +35,22 @@ fn h200() -> (Machine, HashMap<String, f64>) {
     (machine, samples)
 }
 
+/// The H200's tile limits (Vulkan, driver 580.159.04).
+fn h200_limits() -> TileLimits {
+    TileLimits {
+        max_invocations: 1024,
+        max_wg_x: 1024,
+        max_wg_y: 1024,
+        shared_bytes: 49152,
+    }
+}
+
 /// On the H200's own inputs the model's pick (t8x8) sampled at 0.86 of the best of 1718 configurations; the
 /// shortlist holds one within 10 % of it, one configuration per register-tile shape, the model's pick first.
 #[test]
 fn on_the_h200s_inputs_the_shortlist_holds_a_tile_within_ten_percent_of_its_best() {
     let (machine, samples) = h200();
-    let limits = TileLimits {
-        max_invocations: 1024,
-        max_wg_x: 1024,
-        max_wg_y: 1024,
-        shared_bytes: 49152,
-    };
+    let limits = h200_limits();
     let shape = GemmShape::packed(4096, 4096, 4096);
     let space = machine.shape_space(DType::F32, &limits, &shape);
     // The same space the sweep screened (the inputs and limits are the card's).
@@ -74,12 +79,7 @@ fn on_the_h200s_inputs_the_shortlist_holds_a_tile_within_ten_percent_of_its_best
 #[test]
 fn the_check_times_each_split_entrys_unsplit_twin() {
     let (machine, _) = h200();
-    let limits = TileLimits {
-        max_invocations: 1024,
-        max_wg_x: 1024,
-        max_wg_y: 1024,
-        shared_bytes: 49152,
-    };
+    let limits = h200_limits();
     // Short and deep: one K pass cannot fill the card, so the model splits.
     let shape = GemmShape::packed(256, 256, 65536);
     let space = machine.shape_space(DType::F32, &limits, &shape);
