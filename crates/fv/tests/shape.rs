@@ -10,7 +10,7 @@ use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::kernel::{KernelKind, Layout, Shape, WG};
 use bespoke_fv::operator::adjacency;
 use bespoke_fv::{Boundary, Diffusion, Operator, Real};
-use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::testing::{differing_bits, fresh_seed, test_gpu};
 use bespoke_gpu::{DiskCache, Gpu, GridLayout};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -92,11 +92,7 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
             );
         for shape in shapes {
             let got = run::<T>(gpu, op, kind, layout, shape, x);
-            let differ = want
-                .iter()
-                .zip(&got)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
+            let differ = differing_bits(&want, &got);
             assert_eq!(
                 differ,
                 0,
@@ -268,11 +264,7 @@ fn a_reshaped_operator_carries_on_in_its_new_shape() {
         }
         d.step(3).unwrap();
         let got = d.x().unwrap();
-        let differ = want
-            .iter()
-            .zip(&got)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
+        let differ = differing_bits(&want, &got);
         assert_eq!(
             differ, 0,
             "{name} {layout:?}: reshaped after 2 steps, {differ} tets differ after 5"

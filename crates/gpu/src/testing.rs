@@ -94,3 +94,25 @@ pub fn copy_of_ones(gpu: &Gpu, n: usize) -> Vec<crate::Launch> {
     gpu.copy_launches(&src, &dst, crate::CopyVariant::CANDIDATES[0])
         .unwrap_or_else(|e| panic!("a copy of {n} vec4s: {e}"))
 }
+
+/// How many entries of `a` and `b` differ in their bits (NaN against the same NaN is equal; -0 against 0 is not):
+/// what a bit-for-bit comparison of two results counts. Entries past the shorter are not counted.
+pub fn differing_bits<T: bytemuck::Pod>(a: &[T], b: &[T]) -> usize {
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| bytemuck::bytes_of(*x) != bytemuck::bytes_of(*y))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn differing_bits_counts_bits_not_values() {
+        let nan = f64::NAN;
+        let a = [1.0, nan, 0.0, 2.0, 5.0];
+        let b = [1.0, nan, -0.0, 2.0 + f64::EPSILON * 2.0];
+        // The same NaN is equal; -0 is not 0; one ulp is a difference; the longer's tail is not counted.
+        assert_eq!(super::differing_bits(&a, &b), 2);
+        assert_eq!(super::differing_bits(&[1.0f32, 2.0], &[1.0f32, 2.0]), 0);
+    }
+}

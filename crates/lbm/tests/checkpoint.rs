@@ -82,11 +82,7 @@ fn restart_is_bit_identical_on(gpu: &Gpu) {
                 straight.populations().expect("read"),
                 resumed.populations().expect("read"),
             );
-            let differ = a
-                .iter()
-                .zip(&b)
-                .filter(|(x, y)| x.to_bits() != y.to_bits())
-                .count();
+            let differ = bespoke_gpu::testing::differing_bits(&a, &b);
             assert_eq!(
                 differ,
                 0,

@@ -324,11 +324,7 @@ fn bounds_checks_change_nothing_but_the_cost() {
                 gpu.read(&cb).unwrap()
             };
             let (unchecked, checked) = (run(false), run(true));
-            let differ = unchecked
-                .iter()
-                .zip(&checked)
-                .filter(|(x, y)| x.to_bits() != y.to_bits())
-                .count();
+            let differ = bespoke_gpu::testing::differing_bits(&unchecked, &checked);
             assert_eq!(differ, 0, "{} {s:?}: {differ} entries differ", p.key());
             for i in 0..s.m {
                 for j in 0..s.ldc {

@@ -50,14 +50,7 @@ fn every_step_workgroup_gives_the_default_bits() {
                 (wg, grid, cells, one_buffer)
             );
             let mut rng = StdRng::seed_from_u64(seed);
-            let cells: Vec<(f64, [f64; 2])> = (0..37 * ny)
-                .map(|_| {
-                    (
-                        rng.random_range(0.97..1.03),
-                        [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
-                    )
-                })
-                .collect();
+            let cells = random_cells(&mut rng, 37 * ny);
             lat.init_equilibrium(|x, y| cells[y * 37 + x]).unwrap();
             lat.step(8).unwrap();
             // The populations, then ρ and u from the macroscopic kernel (bound as the shape binds them).
@@ -141,14 +134,7 @@ fn ablations_wrap_alike_and_stream_without_colliding() {
         };
         let flags = Rc::new(Flags::fluid(nx, ny));
         let mut rng = StdRng::seed_from_u64(seed);
-        let cells: Vec<(f64, [f64; 2])> = (0..nx * ny)
-            .map(|_| {
-                (
-                    rng.random_range(0.97..1.03),
-                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
-                )
-            })
-            .collect();
+        let cells = random_cells(&mut rng, nx * ny);
         let start = |lat: &mut Lattice<'_>| {
             lat.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
         };
@@ -262,14 +248,7 @@ fn no_pull_collides_in_place_and_streams_nothing() {
         };
         let n = nx * ny;
         // A random state: each cell alone must match a uniform lattice of its own state, fully stepped.
-        let cells: Vec<(f64, [f64; 2])> = (0..n)
-            .map(|_| {
-                (
-                    rng.random_range(0.97..1.03),
-                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
-                )
-            })
-            .collect();
+        let cells = random_cells(&mut rng, n);
         let got = ablated(&|x, y| cells[y * nx + x]);
         assert!(got.iter().all(|v| v.is_finite()));
         for probe in [0, 37, n - 1] {
@@ -313,14 +292,7 @@ fn a_reshaped_lattice_carries_on_in_its_new_shape() {
         }
         let flags = Rc::new(flags);
         let mut rng = StdRng::seed_from_u64(seed);
-        let cells: Vec<(f64, [f64; 2])> = (0..nx * ny)
-            .map(|_| {
-                (
-                    rng.random_range(0.97..1.03),
-                    [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
-                )
-            })
-            .collect();
+        let cells = random_cells(&mut rng, nx * ny);
         let what = format!("{storage:?} {streaming:?} walls {walls}");
         let mut want = Lattice::with_step_workgroup(gpu, cfg.clone(), flags.clone(), WG).unwrap();
         want.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
@@ -377,11 +349,7 @@ fn a_reshaped_lattice_carries_on_in_its_new_shape() {
         }
         lat.step(5).unwrap();
         let got = lat.populations().unwrap();
-        let differ = want
-            .iter()
-            .zip(&got)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
+        let differ = bespoke_gpu::testing::differing_bits(&want, &got);
         assert_eq!(
             differ, 0,
             "{what}: reshaped after 3 steps, {differ} populations differ after 8"

@@ -81,14 +81,7 @@ fn one_buffer_for_all_directions_follows_the_limits() {
     assert!(auto.step_shape().one_buffer);
     let mut whole = Lattice::with_given_shape(shared, ab, walls, StepShape::given()).unwrap();
     let mut rng = StdRng::seed_from_u64(fresh_seed());
-    let cells: Vec<(f64, [f64; 2])> = (0..64 * 48)
-        .map(|_| {
-            (
-                rng.random_range(0.97..1.03),
-                [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
-            )
-        })
-        .collect();
+    let cells = random_cells(&mut rng, 64 * 48);
     for l in [&mut lat, &mut auto, &mut whole] {
         l.init_equilibrium(|x, y| cells[y * 64 + x]).unwrap();
         l.step(6).unwrap();
@@ -134,14 +127,7 @@ fn populations_take_as_few_allocations_as_the_limit_allows() {
     assert_eq!(spread.population_allocations(), 6);
     assert_eq!(whole.population_allocations(), 2);
     let mut rng = StdRng::seed_from_u64(fresh_seed());
-    let cells: Vec<(f64, [f64; 2])> = (0..nx * ny)
-        .map(|_| {
-            (
-                rng.random_range(0.97..1.03),
-                [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
-            )
-        })
-        .collect();
+    let cells = random_cells(&mut rng, nx * ny);
     for l in [&mut spread, &mut whole] {
         l.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
         l.poison_spare().unwrap();

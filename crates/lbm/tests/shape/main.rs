@@ -12,6 +12,18 @@ use bespoke_lbm::shape::{CELL_CANDIDATES, StepShape, candidates, step_shape_in};
 use bespoke_lbm::{Collision, Config, Flags, Lattice, Storage, Streaming};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
+/// A random state of `n` cells: (ρ, u) each, ρ within 3 % of 1, each velocity component within ±0.05.
+fn random_cells(rng: &mut StdRng, n: usize) -> Vec<(f64, [f64; 2])> {
+    (0..n)
+        .map(|_| {
+            (
+                rng.random_range(0.97..1.03),
+                [rng.random_range(-0.05..0.05), rng.random_range(-0.05..0.05)],
+            )
+        })
+        .collect()
+}
+
 mod bits;
 mod buffers;
 mod cache;
