@@ -322,7 +322,8 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
     // Small grids get proportionally longer chains (the same total work as the full grid), so every point runs
     // long enough that it shows the lack of parallelism and not timer or wake-up noise.
     let full = u64::from(full_groups) * u64::from(WG);
-    let fma_rate = |chains: u32, groups: u32, wg: u32| -> Result<f64> {
+    // A point's launch and its FMAs.
+    let fma_point = |chains: u32, groups: u32, wg: u32| -> Result<(Launch, f64)> {
         let scale = (full / (u64::from(groups) * u64::from(wg))).clamp(1, MAX_SCALE);
         let per_invocation = FMA_PER_INVOCATION * scale as u32;
         // At most ~1024 steps in the loop body, so the widest curve points stay quick to compile.
@@ -333,10 +334,13 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
             chain_wgsl(op, chains, iters, unroll, wg),
         );
         let l = scratch.launch(gpu, &k, Grid::d1(groups))?;
-        let s = seconds(gpu, &l, reps)?;
-        let s = (s - launch_s).max(0.5 * s);
         let fmas = f64::from(groups) * f64::from(wg) * f64::from(per_invocation);
-        Ok(2.0 * fmas / s / 1e9)
+        Ok((l, fmas))
+    };
+    let gflops = |fmas: f64, s: f64| 2.0 * fmas / (s - launch_s).max(0.5 * s) / 1e9;
+    let fma_rate = |chains: u32, groups: u32, wg: u32| -> Result<f64> {
+        let (l, fmas) = fma_point(chains, groups, wg)?;
+        Ok(gflops(fmas, seconds(gpu, &l, reps)?))
     };
     let mut fma_by_accumulators = Vec::new();
     for a in ACC_COUNTS {
@@ -353,20 +357,40 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
         }
         fma_by_accumulators_at.push((big, curve));
     }
-    let mut fma_by_groups = Vec::new();
+    // The group curves' points are timed in turn, one run of each per round, `reps` rounds, each point's median
+    // counting: timed one after the other, a few seconds of a faster VM lifted one or two neighbouring points by
+    // 20–30 % (lavapipe, 2026-11-28: 128 invocations read 47.9 GFLOP/s at 256 workgroups and 36–38 at 4 to 1024),
+    // and as the curve's best such a point said 256 workgroups were needed to fill the device, which made the model
+    // split 1024³ in K 8 ways (0.79 of the best known tiling there).
+    let mut points = Vec::new();
     for wg in [32, 64, 128, 256, 512, 1024]
         .into_iter()
         .filter(|w| *w <= max_wg)
     {
         let mut g = 1u32;
         loop {
-            fma_by_groups.push((wg, u64::from(g), fma_rate(16, g, wg)?));
+            points.push((wg, g, fma_point(16, g, wg)?));
             if u64::from(g) * u64::from(wg) >= full {
                 break;
             }
             g *= 4;
         }
     }
+    let turns: Vec<[&Launch; 1]> = points.iter().map(|(_, _, (l, _))| [l]).collect();
+    let turns: Vec<&[&Launch]> = turns.iter().map(|t| t.as_slice()).collect();
+    let rounds = gpu.time_in_turn(&turns, 1, reps)?;
+    let fma_by_groups = points
+        .iter()
+        .enumerate()
+        .map(|(i, (wg, g, (_, fmas)))| {
+            let runs: Vec<f64> = rounds.iter().map(|r| r[i]).collect();
+            (
+                *wg,
+                u64::from(*g),
+                gflops(*fmas, bespoke_gpu::median(&runs)),
+            )
+        })
+        .collect();
 
     // Latency: one invocation, one chain, two lengths.
     let chain = |steps: u32| -> Result<f64> {

@@ -22,7 +22,7 @@ mod tests;
 pub use predict::{Prediction, widest_vec};
 
 /// Bumped whenever the micro-benchmarks change, so stale caches are re-measured.
-pub(crate) const MACHINE_VERSION: u32 = 10;
+pub(crate) const MACHINE_VERSION: u32 = 11;
 
 /// The measured inputs of the model for one adapter and precision.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
