@@ -94,8 +94,13 @@ pub struct CheckedPick {
     pub params: DenseParams,
     /// The model's own pick (the first of the shortlist).
     pub model_pick: DenseParams,
-    /// Each shortlisted configuration, its sample's shape (m, n) and GFLOP/s there (None: it failed to run).
+    /// Each shortlisted configuration, its sample's shape (m, n) and GFLOP/s there, the median of the first rounds
+    /// (None: it failed to run).
     pub timed: Vec<(DenseParams, [usize; 2], Option<f64>)>,
+    /// The two fastest of `timed`, timed again: GFLOP/s, the median of those rounds alone (empty where fewer than
+    /// two ran; the pick is the faster of these).
+    #[serde(default)]
+    pub confirmed: Vec<(DenseParams, Option<f64>)>,
     /// Whether it came from the cache (not stored).
     #[serde(skip)]
     pub cached: bool,
@@ -230,7 +235,8 @@ fn time_shortlist(
         .collect();
     let InTurn {
         best,
-        medians,
+        first,
+        again,
         refused,
     } = in_turn_with_confirmation(list.len(), |i| timer.try_time_sub(gpu, list[i], subs[i], 1))?;
     let errors: Vec<String> = list
@@ -241,9 +247,10 @@ fn time_shortlist(
     let timed: Vec<(DenseParams, [usize; 2], Option<f64>)> = list
         .iter()
         .zip(&subs)
-        .zip(&medians)
+        .zip(&first)
         .map(|((p, sub), g)| (*p, [sub.m, sub.n], *g))
         .collect();
+    let confirmed = again.iter().map(|&(i, g)| (list[i], g)).collect();
     let best = best.map(|i| list[i]).ok_or_else(|| {
         MmError::Shape(format!(
             "no shortlisted tiling of {shape:?} ran: {}",
@@ -254,6 +261,7 @@ fn time_shortlist(
         params: best,
         model_pick: list[0],
         timed,
+        confirmed,
         cached: false,
     })
 }
@@ -267,8 +275,10 @@ type RunResult = Result<std::result::Result<f64, String>>;
 struct InTurn {
     /// The winner (None where none ran).
     best: Option<usize>,
-    /// Each candidate's median over all its runs.
-    medians: Vec<Option<f64>>,
+    /// Each candidate's median over the first rounds.
+    first: Vec<Option<f64>>,
+    /// The two fastest of those and their medians over the second rounds alone (empty where fewer than two ran).
+    again: Vec<(usize, Option<f64>)>,
     /// Why each refused candidate could not run.
     refused: Vec<Option<String>>,
 }
@@ -282,59 +292,58 @@ struct InTurn {
 /// Timed again apart from that window, a lucky candidate meets its own rate; a GPU's clock ramp is such a window
 /// too. The cost is 2 × [`CHECK_ROUNDS`] more sample runs.
 fn in_turn_with_confirmation(n: usize, mut run: impl FnMut(usize) -> RunResult) -> Result<InTurn> {
-    let mut all: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut refused: Vec<Option<String>> = vec![None; n];
     let everyone: Vec<usize> = (0..n).collect();
-    let first = rounds(&everyone, &mut all, &mut refused, &mut run)?;
+    let first = rounds(&everyone, &mut refused, &mut run)?;
     let mut ranked: Vec<(usize, f64)> = first
         .iter()
         .enumerate()
         .filter_map(|(i, g)| g.map(|g| (i, g)))
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let best = match ranked.as_slice() {
-        [] => None,
-        [(only, _)] => Some(*only),
+    let (best, again) = match ranked.as_slice() {
+        [] => (None, Vec::new()),
+        [(only, _)] => (Some(*only), Vec::new()),
         [(a, _), (b, _), ..] => {
-            let pair = [*a, *b];
-            let again = rounds(&pair, &mut all, &mut refused, &mut run)?;
-            match (again[*a], again[*b]) {
-                (Some(ga), Some(gb)) => Some(if gb > ga { *b } else { *a }),
-                (None, Some(_)) => Some(*b),
-                _ => Some(*a),
-            }
+            let (a, b) = (*a, *b);
+            let g = rounds(&[a, b], &mut refused, &mut run)?;
+            let best = match (g[a], g[b]) {
+                (Some(ga), Some(gb)) => {
+                    if gb > ga {
+                        b
+                    } else {
+                        a
+                    }
+                }
+                (None, Some(_)) => b,
+                _ => a,
+            };
+            (Some(best), vec![(a, g[a]), (b, g[b])])
         }
     };
-    let medians = all
-        .iter()
-        .map(|g| (!g.is_empty()).then(|| median(g)))
-        .collect();
     Ok(InTurn {
         best,
-        medians,
+        first,
+        again,
         refused,
     })
 }
 
 /// [`CHECK_ROUNDS`] rounds of one run of each of `who` in turn (skipping the refused); each one's median over these
-/// rounds alone (indexed like `all`, None for those not in `who` or refused), its runs also appended to `all`.
+/// rounds (indexed like `refused`, None for those not in `who` or refused).
 fn rounds(
     who: &[usize],
-    all: &mut [Vec<f64>],
     refused: &mut [Option<String>],
     run: &mut dyn FnMut(usize) -> RunResult,
 ) -> Result<Vec<Option<f64>>> {
-    let mut these: Vec<Vec<f64>> = vec![Vec::new(); all.len()];
+    let mut these: Vec<Vec<f64>> = vec![Vec::new(); refused.len()];
     for _ in 0..CHECK_ROUNDS {
         for &i in who {
             if refused[i].is_some() {
                 continue;
             }
             match run(i)? {
-                Ok(g) => {
-                    these[i].push(g);
-                    all[i].push(g);
-                }
+                Ok(g) => these[i].push(g),
                 Err(e) => refused[i] = Some(e),
             }
         }
@@ -350,9 +359,7 @@ mod tests {
     use super::*;
 
     /// Runs of candidates that read `rates[i][k]` on their k-th run (the last one repeated past the end).
-    fn runner(
-        rates: Vec<Vec<f64>>,
-    ) -> impl FnMut(usize) -> Result<std::result::Result<f64, String>> {
+    fn runner(rates: Vec<Vec<f64>>) -> impl FnMut(usize) -> RunResult {
         let mut count = vec![0usize; rates.len()];
         move |i| {
             let r = &rates[i];
@@ -370,37 +377,30 @@ mod tests {
         // Candidate 1 ran in a fast window (4.1 in two of three first rounds), its own rate is 2.7; candidate 0
         // reads 3.4 throughout, candidate 2 is slow.
         let mut run = runner(vec![vec![3.4], vec![4.1, 4.0, 2.7, 2.7], vec![2.0]]);
-        let InTurn {
-            best,
-            medians,
-            refused,
-        } = in_turn_with_confirmation(3, &mut run).unwrap();
-        assert_eq!(best, Some(0));
-        assert!(refused.iter().all(Option::is_none));
-        // Medians over all runs: candidate 1 ran six times (two fast), candidate 2 three.
-        assert_eq!(medians[0], Some(3.4));
-        assert_eq!(medians[1], Some(2.7));
-        assert_eq!(medians[2], Some(2.0));
+        let t = in_turn_with_confirmation(3, &mut run).unwrap();
+        assert_eq!(t.best, Some(0));
+        assert!(t.refused.iter().all(Option::is_none));
+        // The first rounds put candidate 1 first; the second rounds, of it and candidate 0, alone decide.
+        assert_eq!(t.first, vec![Some(3.4), Some(4.0), Some(2.0)]);
+        assert_eq!(t.again, vec![(1, Some(2.7)), (0, Some(3.4))]);
     }
 
     #[test]
     fn a_candidate_faster_in_both_windows_wins_and_refusals_are_kept() {
         let mut run = runner(vec![vec![], vec![3.0], vec![3.3, 3.2, 3.4, 3.3]]);
-        let InTurn {
-            best,
-            medians,
-            refused,
-        } = in_turn_with_confirmation(3, &mut run).unwrap();
-        assert_eq!(best, Some(2));
-        assert_eq!(refused[0].as_deref(), Some("refused"));
-        assert_eq!(medians[0], None);
+        let t = in_turn_with_confirmation(3, &mut run).unwrap();
+        assert_eq!(t.best, Some(2));
+        assert_eq!(t.refused[0].as_deref(), Some("refused"));
+        assert_eq!(t.first[0], None);
+        assert_eq!(t.again, vec![(2, Some(3.3)), (1, Some(3.0))]);
         // One candidate alone ran: it wins without more rounds; none ran: no winner.
         let best = in_turn_with_confirmation(2, runner(vec![vec![], vec![1.0]]))
             .unwrap()
             .best;
         assert_eq!(best, Some(1));
         let none = in_turn_with_confirmation(2, runner(vec![vec![], vec![]])).unwrap();
-        assert_eq!((none.best, none.medians), (None, vec![None, None]));
+        assert_eq!((none.best, none.first), (None, vec![None, None]));
+        assert!(none.again.is_empty());
     }
 
     #[test]
