@@ -50,6 +50,16 @@ OUT=$work/out SESSION_DEADLINE=10 benches/gpu/session.sh info@5 bench-copy@20 > 
     || fail "session.sh failed: $(cat "$work/run2.txt")"
 grep -q '^== bench-copy: skipped' "$work/out-work/stages.txt" || fail "a stage past the deadline was not skipped"
 grep -q 'bench --section copy' "$calls" && fail "the skipped stage ran"
+# mm-big: three `mm bench` calls on hex-p6-m132, each a group of variants with its own JSON, tuning unbounded.
+rm -rf "$work/out" "$work/out-work" "$calls"
+OUT=$work/out benches/gpu/session.sh mm-big-f64@20 > "$work/run-big.txt" 2>&1 \
+    || fail "session.sh failed: $(cat "$work/run-big.txt")"
+[ "$(grep -c 'start mm bench tests/data/pyfr/hex-p6-m132-dflt.mtx .*--dtype f64 --tune-budget inf --retune' "$calls")" = 3 ] \
+    || fail "mm-big did not run three unbounded mm bench calls on hex-p6-m132"
+for v in cstream-a4096 bstream-msplit-s4-a4096 cstream-ksplit-s4-a4096; do
+    grep -q -- "--variants [^ ]*\b$v\b" "$calls" || fail "mm-big did not time $v"
+done
+grep -q -- '--json [^ ]*/mm-big-f64-bstream-msplit-s4.json' "$calls" || fail "mm-big's JSON names"
 # The tests stage: binaries TEST_JOBS at a time, cli_ranks alone after them, a binary that would outlive the
 # stage stopped by its own limit first, the summary in list order. The stand-in test binaries sleep (1 s, the
 # `slow` one 30 s) and log when they start and end.

@@ -27,6 +27,11 @@
 #   peers-dense   cuBLAS at the same shapes (benches/peers/cublas_dense.py, TF32 off, checked first)
 #   mm9-f32 mm9-f64  the 9 shipped operators at N = 2^20 in `mm bench`'s JSON (what peers_table.py joins)
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
+#   mm-big-f32 mm-big-f64  hex-p6-m132 (343×1029, 7056 non-zeros) at N = 2^20: each unrolled family at the default
+#                 launch length (4 launches reading B 2.03×) beside its long twin (-a4096: one launch reading B
+#                 once) and the rolled kernels the tuner took on 2026-11-26/28, tuning unbounded so every one is
+#                 compiled and timed (compile seconds and times in the JSON's candidates); three groups, each its
+#                 own `mm bench` and JSON, so a stage cut short keeps the groups before the cut
 #   peers9-f32 peers9-f64 peers-f32 peers-f64
 #                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
 #   peers-lbm     a plain CUDA D2Q9 step (benches/peers/cuda_lbm.py: 256-thread blocks, pull, SoA, f32 and f16) at 8192²,
@@ -254,6 +259,14 @@ for stage in "$@"; do
             dtype=${stage:3:3} shape=${stage:7}
             $bin mm bench $suite/"$shape"-*.mtx --n $N --dtype "$dtype" --json "$OUT/$stage.json" \
                 2>&1 | tee "$OUT/$stage.txt" ;;
+        mm-big-f32|mm-big-f64)
+            for group in rolled-r8-v4,rolled-r4-v4,cstream,cstream-a4096 \
+                    bstream-msplit-s4,bstream-msplit-s4-a4096,bstream,bstream-a4096 \
+                    cstream-ksplit-s4,cstream-ksplit-s4-a4096,bstream-v2,bstream-a4096-v2; do
+                $bin mm bench tests/data/pyfr/hex-p6-m132-dflt.mtx --n $N --dtype "${stage#mm-big-}" \
+                    --tune-budget inf --retune --variants "$group" --json "$OUT/$stage-${group%%,*}.json" \
+                    2>&1 | tee -a "$OUT/$stage.txt"
+            done ;;
         dense)
             # The model's measured inputs (θ, the accumulator curves, workgroup-memory rates), kept beside its picks.
             for dtype in f32 f64; do

@@ -29,7 +29,7 @@ pub const CPU_BSTREAM_ACCESSES: usize = 512;
 /// and stores, which is what its compile time and its traffic follow (each launch reloads the rows of B it
 /// shares with the others); the other unrolled families, and every family on a GPU, by [`terms_per_launch`]. A
 /// variant with its own cap (`bstream-a256`: [`Variant::with_launch_cap`]) is capped by that many loads and
-/// stores on any adapter.
+/// stores on any adapter, as is a long twin of any unrolled family (`cstream-a4096`: [`Variant::long_twin`]).
 pub fn launch_cap(gpu: &bespoke_gpu::Gpu, variant: Variant) -> LaunchCap {
     cap_of(variant, gpu.is_cpu(), terms_per_launch(gpu))
 }
@@ -37,7 +37,7 @@ pub fn launch_cap(gpu: &bespoke_gpu::Gpu, variant: Variant) -> LaunchCap {
 /// [`launch_cap`] for an adapter that is a CPU (`cpu`) with `terms` per launch.
 pub(crate) fn cap_of(variant: Variant, cpu: bool, terms: usize) -> LaunchCap {
     match variant.family {
-        Family::BStream if variant.launch > 0 => LaunchCap::Accesses(variant.launch as usize),
+        _ if variant.launch > 0 => LaunchCap::Accesses(variant.launch as usize),
         Family::BStream if cpu => LaunchCap::Accesses(CPU_BSTREAM_ACCESSES),
         _ => LaunchCap::Terms(terms),
     }

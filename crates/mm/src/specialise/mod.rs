@@ -36,7 +36,7 @@ pub use operator::Operator;
 pub use run::{CompileTime, Panel, SpecKernel};
 pub use tune::{CPU_CSTREAM_TERMS, default_variants, model_dense};
 pub use tuning::{Candidate, DEFAULT_TUNE_BUDGET, DenseSource, TuneOptions, TuneReport};
-pub use variant::{Beta, Family, LAUNCH_CAPS, Variant, WG_X};
+pub use variant::{Beta, Family, LAUNCH_CAPS, LONG_LAUNCH, Variant, WG_X};
 
 #[cfg(test)]
 mod tests;

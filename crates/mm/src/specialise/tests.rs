@@ -312,3 +312,63 @@ fn capped_bstream_launches_respect_the_cap_and_validate() {
         }
     }
 }
+
+/// hex-p6-m132 (343×1029, 7056 non-zeros) at a GPU's default launch length goes in 4 launches that read B's rows
+/// 2093 times (2.03× its 1029); every unrolled family's long twin takes it in one launch that reads each once,
+/// and its source validates (issue 35: the operator's goal is twice the access floor, which reads B once).
+#[test]
+fn long_twins_read_each_row_of_b_once_on_hex_p6_m132() {
+    use super::generate::cap_of;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/pyfr/hex-p6-m132-dflt.mtx");
+    let op = read_mtx(&path).unwrap();
+    let rows = op.rows();
+    let beta = Beta::of(op.beta_hint.unwrap());
+    let (bk, cm) = (0..op.k, 0..op.m);
+    let plan = |cap| {
+        plan_layouts(
+            &rows,
+            beta,
+            std::slice::from_ref(&bk),
+            std::slice::from_ref(&cm),
+            (1024, 1024, 1024),
+            8,
+            cap,
+        )
+        .unwrap()
+    };
+    let b_rows = |layouts: &[Layout]| -> usize {
+        layouts
+            .iter()
+            .map(|l| {
+                let mut used: Vec<usize> = l
+                    .rows
+                    .clone()
+                    .flat_map(|i| l.terms(&rows, i).into_iter().map(|(p, _)| p))
+                    .collect();
+                used.sort_unstable();
+                used.dedup();
+                used.len()
+            })
+            .sum()
+    };
+    let gpu_default = cap_of(Variant::new(Family::CStream, 1, 1, false), false, 2048);
+    let short = plan(gpu_default);
+    assert_eq!((short.len(), b_rows(&short)), (4, 2093));
+    for name in [
+        "cstream",
+        "bstream",
+        "bstream-msplit-s4",
+        "cstream-ksplit-s4",
+    ] {
+        let long = Variant::parse(name).unwrap().long_twin().unwrap();
+        let layouts = plan(cap_of(long, false, 2048));
+        assert_eq!((layouts.len(), b_rows(&layouts)), (1, op.k), "{long}");
+        let src = generate(&rows, &layouts[0], long, DType::F32).unwrap();
+        validate_wgsl(&src, DType::F32.caps()).unwrap_or_else(|e| panic!("{long}: {e}"));
+    }
+    // Two invocation rows would each keep 172 accumulators: past the register budget, refused.
+    let s2 = Variant::parse("bstream-msplit-s2-a4096").unwrap();
+    let e = generate(&rows, &plan(cap_of(s2, false, 2048))[0], s2, DType::F32).unwrap_err();
+    assert!(e.0.contains("register budget"), "{}", e.0);
+}

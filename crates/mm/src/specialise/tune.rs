@@ -8,6 +8,7 @@ use bespoke_gpu::{Gpu, Launch, median};
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
 use super::dense_budget::{dense_family, dense_within, k_blocked};
 use super::floor::touch_check;
+use super::generate::terms_per_launch;
 use super::matmul::{Choice, MatMul, MatMulPlan, dense_shape};
 use super::operator::Operator;
 use super::run::Panel;
@@ -34,7 +35,8 @@ use crate::error::{MmError, Result};
 pub const CPU_CSTREAM_TERMS: usize = 512;
 
 /// Variants worth timing for `op` against `panel` in `dtype` on `gpu`. GPUs try every variant the panel's
-/// alignment allows. On a CPU adapter one workgroup runs on one thread, so the families that split rows or K
+/// alignment allows, and for an operator past one default launch ([`terms_per_launch`]) each unrolled variant's
+/// long twin ([`Variant::long_twin`]). On a CPU adapter one workgroup runs on one thread, so the families that split rows or K
 /// across invocation rows add barriers without parallelism (llvmpipe compiles each barrier as a coroutine
 /// split: a 384-term cstream-ksplit-s4-v4 took 36.7 s to compile against 0.05 s for cstream-v4); and unrolled
 /// kernels compile slowly there, so the candidates are the ones that won on llvmpipe at a bounded compile cost:
@@ -45,11 +47,17 @@ pub const CPU_CSTREAM_TERMS: usize = 512;
 pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -> Vec<Variant> {
     let align = panel.alignment() as u32;
     if !gpu.is_cpu() {
-        // A GPU pays `-touch`'s extra read of C and gains nothing from it.
-        return Variant::all()
+        // A GPU pays `-touch`'s extra read of C and gains nothing from it. Where the default launch length
+        // splits the operator, each unrolled variant's long twin too (one launch reads each row of B once).
+        let mut out: Vec<Variant> = Variant::all()
             .into_iter()
             .filter(|v| align.is_multiple_of(v.vec) && !v.touch)
             .collect();
+        if op.nnz() > terms_per_launch(gpu) {
+            let twins: Vec<Variant> = out.iter().filter_map(|v| v.long_twin()).collect();
+            out.extend(twins);
+        }
+        return out;
     }
     let widest = |cap: u32| {
         [4, 2, 1]
@@ -128,7 +136,14 @@ impl<T: Element> MatMul<T> {
     ) -> Result<Self> {
         panel.check()?;
         T::DTYPE.require(gpu, "specialised matmul")?;
-        let key = tune_cache::key(&gpu.adapter_key(), op, T::DTYPE, beta, panel);
+        let key = tune_cache::key(
+            &gpu.adapter_key(),
+            op,
+            T::DTYPE,
+            beta,
+            panel,
+            opts.variants.as_deref(),
+        );
         let cache = opts
             .cache_dir
             .clone()

@@ -8,6 +8,7 @@ use bespoke_gpu::DiskCache;
 
 use super::operator::Operator;
 use super::run::Panel;
+use super::variant::Variant;
 use crate::dtype::DType;
 
 /// Bumped when [`Decision`] or the key changes, so old decisions are ignored, not misread; and when the tuner's
@@ -15,8 +16,10 @@ use crate::dtype::DType;
 /// tuned again rather than kept for good. v4 (2026-11-26): the compile timed apart from the first run and the
 /// compile laws' probes off the operator's budget; under the old rules a law's miss had cut a 10 ms bstream
 /// kernel and kept the dense one (pyr-p3-m0, ×4.5 slower), and probes had left hex-p3-m3 on Mesa 25.0.7 a rolled
-/// kernel at ×4.1 its access floor where it now takes bstream-v2 at ×2.3 (docs/perf.md).
-const VERSION: u32 = 4;
+/// kernel at ×4.1 its access floor where it now takes bstream-v2 at ×2.3 (docs/perf.md). v5 (2026-11-28): GPUs
+/// also try long twins of the operators past one default launch, and a decision among a caller's own list of
+/// variants is keyed by that list (it had been stored, and read, as the decision among all of them).
+const VERSION: u32 = 5;
 
 /// One remembered decision.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -31,16 +34,32 @@ pub struct Decision {
     pub n: usize,
 }
 
-/// The key of a decision. N is bucketed by powers of two: the winner rarely changes within a factor of two.
-pub fn key(adapter_key: &str, op: &Operator, dtype: DType, beta: f64, panel: Panel) -> String {
-    format!(
+/// The key of a decision. N is bucketed by powers of two: the winner rarely changes within a factor of two. A
+/// decision among a caller's own `variants` (`TuneOptions::variants`, `mm bench --variants`) is keyed by them: it
+/// is not the decision among every candidate, nor one among another list.
+pub fn key(
+    adapter_key: &str,
+    op: &Operator,
+    dtype: DType,
+    beta: f64,
+    panel: Panel,
+    variants: Option<&[Variant]>,
+) -> String {
+    let mut key = format!(
         "{adapter_key}-{:016x}-{}x{}-{dtype}-beta{beta:e}-n{}-align{}",
         op.hash(),
         op.m,
         op.k,
         panel.n.next_power_of_two(),
         panel.alignment()
-    )
+    );
+    if let Some(v) = variants {
+        let mut names: Vec<String> = v.iter().map(Variant::name).collect();
+        names.sort_unstable();
+        names.dedup();
+        key += &format!("-only-{}", names.join("+"));
+    }
+    key
 }
 
 /// The decisions under `root` (a cache folder).

@@ -66,8 +66,8 @@ impl Family {
 
 /// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`; for the
 /// rolled family the rows per block; 1 where the family has neither), whether repeated coefficients are
-/// folded, (bstream only) a cap on the loads and stores one launch spells out (`launch`, one of
-/// [`LAUNCH_CAPS`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)), and (cstream and bstream,
+/// folded, a cap on the loads and stores one launch spells out (`launch`: for bstream one of [`LAUNCH_CAPS`], for
+/// any unrolled family [`LONG_LAUNCH`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)), and (cstream and bstream,
 /// β = 0 only) `touch`: each row of C is read before it is stored, its value kept out of the result. A CPU then
 /// brings C's lines into its cache with a load instead of a store miss, which on some hosts costs twice the time
 /// (docs/perf.md); a GPU only pays the extra read, so the tuner keeps whichever is faster.
@@ -93,6 +93,15 @@ pub const ROLLED_ROWS: [u32; 3] = [1, 4, 8];
 /// compiles the same operator in less time in shorter launches, at the price of reloading the rows of B the
 /// launches share (docs/mm.md, "Tuning").
 pub const LAUNCH_CAPS: [u32; 2] = [256, 128];
+
+/// Loads and stores per launch of a long twin (`cstream-a4096`, `bstream-msplit-s4-a4096`, ...): any unrolled
+/// family in launches this long instead of the adapter's default ([`terms_per_launch`](super::terms_per_launch),
+/// 2048 terms on a GPU). The default splits a large operator into launches that each read again the rows of B
+/// they share: hex-p6-m132 (343×1029, 7056 non-zeros) goes in 4 launches that read B 2.03 times, where the
+/// access floor reads it once and the goal is twice the floor (issue 35); its 1029 rows of B and 343 of C fit
+/// one launch of this length. GPUs try the twins where the default splits the operator; their compile law and
+/// the tuning budget decide whether the longer compile is afforded (docs/mm.md, "Tuning").
+pub const LONG_LAUNCH: u32 = 4096;
 
 impl Variant {
     pub fn new(family: Family, vec: u32, split: u32, fold: bool) -> Self {
@@ -120,10 +129,12 @@ impl Variant {
     }
 
     /// The same variant with launches capped at `accesses` loads and stores: one of [`LAUNCH_CAPS`] for a family
-    /// that [`caps_launches`](Family::caps_launches), or 0 (the adapter's default) for any. `None` for any other
-    /// cap (a name could not say it).
+    /// that [`caps_launches`](Family::caps_launches), [`LONG_LAUNCH`] for any unrolled family, or 0 (the
+    /// adapter's default) for any. `None` for any other cap (a name could not say it).
     pub fn with_launch_cap(self, accesses: u32) -> Option<Self> {
-        let ok = accesses == 0 || (self.family.caps_launches() && LAUNCH_CAPS.contains(&accesses));
+        let ok = accesses == 0
+            || (self.family.caps_launches() && LAUNCH_CAPS.contains(&accesses))
+            || (self.family.unrolled() && accesses == LONG_LAUNCH);
         ok.then_some(Self {
             launch: accesses,
             ..self
@@ -150,6 +161,10 @@ impl Variant {
                 vec: self.vec / 2,
                 ..self
             });
+        }
+        // A long twin's chain ends at vec1: its shorter launches are the adapter's default, a candidate already.
+        if self.launch == LONG_LAUNCH {
+            return None;
         }
         let next = match self.launch {
             0 => LAUNCH_CAPS.first(),
@@ -227,7 +242,16 @@ impl Variant {
         (WG_X, if self.family.splits() { self.split } else { 1 })
     }
 
-    /// Every variant the generator has, for one precision.
+    /// The same variant in launches of [`LONG_LAUNCH`] loads and stores (`-a4096`), for an unrolled family
+    /// without a cap of its own; `None` for any other.
+    pub fn long_twin(self) -> Option<Self> {
+        (self.launch == 0)
+            .then(|| self.with_launch_cap(LONG_LAUNCH))
+            .flatten()
+    }
+
+    /// Every variant the generator has, for one precision, at the adapter's default launch length (the capped
+    /// twins: [`with_launch_cap`](Self::with_launch_cap), [`long_twin`](Self::long_twin)).
     pub fn all() -> Vec<Self> {
         let mut out = Vec::new();
         for family in Family::ALL {
@@ -363,7 +387,25 @@ mod tests {
         ] {
             assert_eq!(Variant::parse(bad), None, "{bad}");
         }
-        for good in ["bstream-a256", "bstream-a128-v2", "bstream-a256-v4"] {
+        for bad in [
+            "rolled-r4-a4096",
+            "cstream-a4096-a4096",
+            "bstream-msplit-s4-a256",
+            "cstream-ksplit-a4096-s2",
+        ] {
+            assert_eq!(Variant::parse(bad), None, "{bad}");
+        }
+        for good in [
+            "bstream-a256",
+            "bstream-a128-v2",
+            "bstream-a256-v4",
+            "cstream-a4096",
+            "cstream-a4096-v2-fold",
+            "bstream-a4096-v4",
+            "bstream-msplit-s4-a4096",
+            "cstream-ksplit-s2-a4096-v2",
+            "cstream-a4096-touch",
+        ] {
             assert_eq!(
                 Variant::parse(good).map(|v| v.name()),
                 Some(good.to_owned())
@@ -400,5 +442,31 @@ mod tests {
         let bs = Variant::new(Family::BStream, 2, 1, false);
         assert_eq!(bs.with_launch_cap(512), None);
         assert_eq!(bs.with_launch_cap(128).map(Variant::uncapped), Some(bs));
+        // A long twin narrows its vector and stops: its shorter launches are the default variant.
+        let long = bs.long_twin().unwrap();
+        assert_eq!(long.name(), "bstream-a4096-v2");
+        assert_eq!(
+            long.cheaper_compile().map(|v| v.name()),
+            Some("bstream-a4096".into())
+        );
+        assert_eq!(long.cheaper_compile().unwrap().cheaper_compile(), None);
+    }
+
+    /// Every unrolled family has a long twin, the rolled family none, and a capped variant none.
+    #[test]
+    fn long_twins_of_the_unrolled_families() {
+        for v in Variant::all() {
+            let twin = v.long_twin();
+            assert_eq!(twin.is_some(), v.family.unrolled(), "{v}");
+            if let Some(t) = twin {
+                assert_eq!((t.launch, t.uncapped()), (LONG_LAUNCH, v), "{v}");
+                assert_eq!(Variant::parse(&t.name()), Some(t), "{}", t.name());
+                assert_eq!(t.long_twin(), None);
+            }
+        }
+        let capped = Variant::new(Family::BStream, 1, 1, false)
+            .with_launch_cap(256)
+            .unwrap();
+        assert_eq!(capped.long_twin(), None);
     }
 }

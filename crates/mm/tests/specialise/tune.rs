@@ -105,7 +105,7 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
             .from_cache
     );
     // Every remembered decision corrupted (one byte flipped): read as misses and tuned again, never misread.
-    let entries: Vec<_> = std::fs::read_dir(dir.join("mm-tune-v4"))
+    let entries: Vec<_> = std::fs::read_dir(dir.join("mm-tune-v5"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -137,6 +137,25 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
     let after = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
     assert!(after.report.from_cache);
     assert_eq!(after.choice, refreshed.choice);
+    // A decision among another list of variants is not this one's (`mm bench --variants` had read and replaced
+    // the decision among all of them): tuned among its own, remembered apart, and the first list's kept.
+    let only = TuneOptions {
+        variants: Some(vec![Variant::parse("cstream-v2").unwrap()]),
+        ..opts.clone()
+    };
+    let narrow = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &only).unwrap();
+    assert!(!narrow.report.from_cache);
+    assert!(
+        ["cstream-v2".to_string(), dense.name.clone()].contains(&narrow.choice.name()),
+        "{}",
+        narrow.choice.name()
+    );
+    let narrow_again = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &only).unwrap();
+    assert!(narrow_again.report.from_cache);
+    assert_eq!(narrow_again.choice, narrow.choice);
+    let first_list = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
+    assert!(first_list.report.from_cache);
+    assert_eq!(first_list.choice, refreshed.choice);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -299,6 +318,26 @@ fn candidates_follow_the_adapter_and_the_operator() {
         default_variants(gpu, &small, DType::F32, Panel::packed(1000))
             .iter()
             .any(|v| v.family.splits())
+    );
+    // Past one default launch (2048 terms on a GPU) also each unrolled variant's long twin, after them.
+    let big = random_operator(&mut rng(), 60, 60, 0.3);
+    assert!(big.nnz() > bespoke_mm::specialise::terms_per_launch(gpu));
+    let plain: Vec<Variant> = Variant::all().into_iter().filter(|v| !v.touch).collect();
+    let twins = plain.iter().filter_map(|v| v.long_twin());
+    let want: Vec<String> = plain
+        .iter()
+        .copied()
+        .chain(twins)
+        .map(|v| v.name())
+        .collect();
+    let got: Vec<String> = default_variants(gpu, &big, DType::F32, Panel::packed(1000))
+        .iter()
+        .map(Variant::name)
+        .collect();
+    assert_eq!(got, want);
+    assert!(
+        got.iter().any(|n| n == "bstream-msplit-s4-a4096"),
+        "{got:?}"
     );
     let gpu = &as_class(shared, AdapterClass::Cpu);
     let names = |op: &Operator, n: usize| -> Vec<String> {

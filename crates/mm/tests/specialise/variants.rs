@@ -207,3 +207,47 @@ fn shipped_pyfr_matrices_with_their_beta() {
     }
     assert!(seen >= 40, "{seen}");
 }
+
+/// Long twins (`-a4096`, issue 35): an operator past the default launch length goes in several launches by
+/// default and in one as a long twin of any unrolled family, and both match the reference. Run as a CPU adapter,
+/// whose default launch is 256 terms (bstream's 512 loads and stores), so the operator stays small enough for
+/// llvmpipe to compile.
+#[test]
+fn long_twins_take_the_operator_in_one_launch() {
+    let Some(shared) = test_gpu() else { return };
+    let gpu = &as_class(shared, AdapterClass::Cpu);
+    let mut r = rng();
+    let op = random_operator(&mut r, 24, 32, 0.55);
+    assert!(op.nnz() > 300, "{} non-zeros", op.nnz());
+    let panel = Panel {
+        n: 100,
+        ldb: 104,
+        ldc: 108,
+    };
+    for name in [
+        "cstream",
+        "bstream-v2",
+        "bstream-msplit-s2",
+        "cstream-ksplit-s2",
+    ] {
+        let v = Variant::parse(name).unwrap();
+        let long = v.long_twin().unwrap();
+        for beta in [0.0, 1.0] {
+            let kernel =
+                |v: Variant| SpecKernel::new(gpu, &op, v, DType::F32, beta, panel).unwrap();
+            let (short, one) = (kernel(v), kernel(long));
+            // bstream's default launch on a CPU adapter is 512 loads and stores, which this operator fits.
+            if v.family != Family::BStream {
+                assert!(
+                    short.launch_accesses().len() > 1,
+                    "{name} β={beta}: one launch by default"
+                );
+            }
+            assert_eq!(one.launch_accesses().len(), 1, "{long} β={beta}");
+            for k in [&short, &one] {
+                let e = check::<f32>(gpu, &mut r, &op, k);
+                assert!(e <= 1e-5, "{} β={beta}: rel err {e:e}", k.variant);
+            }
+        }
+    }
+}
