@@ -329,7 +329,9 @@ impl std::str::FromStr for Variant {
     fn from_str(s: &str) -> Result<Self, String> {
         Self::parse(s).ok_or_else(|| {
             format!(
-                "`{s}` is not a variant: expected one of {}",
+                "`{s}` is not a variant: expected one of {}; or one of these with a launch cap after its split \
+                 or rows (`bstream-a256`, `bstream-a128`; `-a{LONG_LAUNCH}` on any but the rolled family: \
+                 `cstream-a{LONG_LAUNCH}-v2`, `bstream-msplit-s4-a{LONG_LAUNCH}`)",
                 Self::all()
                     .iter()
                     .map(|v| v.name())
