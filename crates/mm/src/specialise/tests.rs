@@ -337,19 +337,11 @@ fn long_twins_read_each_row_of_b_once_on_hex_p6_m132() {
         )
         .unwrap()
     };
+    // Rows of B each launch reads (once each), summed over the launches.
     let b_rows = |layouts: &[Layout]| -> usize {
         layouts
             .iter()
-            .map(|l| {
-                let mut used: Vec<usize> = l
-                    .rows
-                    .clone()
-                    .flat_map(|i| l.terms(&rows, i).into_iter().map(|(p, _)| p))
-                    .collect();
-                used.sort_unstable();
-                used.dedup();
-                used.len()
-            })
+            .map(|l| super::emit::used_rows(&super::generate::work(&rows, l)).len())
             .sum()
     };
     let gpu_default = cap_of(Variant::new(Family::CStream, 1, 1, false), false, 2048);

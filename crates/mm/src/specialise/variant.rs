@@ -66,9 +66,9 @@ impl Family {
 
 /// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`; for the
 /// rolled family the rows per block; 1 where the family has neither), whether repeated coefficients are
-/// folded, a cap on the loads and stores one launch spells out (`launch`: for bstream one of [`LAUNCH_CAPS`], for
-/// any unrolled family [`LONG_LAUNCH`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)), and (cstream and bstream,
-/// β = 0 only) `touch`: each row of C is read before it is stored, its value kept out of the result. A CPU then
+/// folded, a cap on the loads and stores one launch spells out (`launch`: for bstream one of [`LAUNCH_CAPS`],
+/// for any unrolled family [`LONG_LAUNCH`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)), and
+/// (cstream and bstream, β = 0 only) `touch`: each row of C is read before it is stored, its value kept out of the result. A CPU then
 /// brings C's lines into its cache with a load instead of a store miss, which on some hosts costs twice the time
 /// (docs/perf.md); a GPU only pays the extra read, so the tuner keeps whichever is faster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -304,16 +304,18 @@ fn candidates_follow_the_adapter_and_the_operator() {
     // Each branch on any adapter: the GPU's (every variant the panel allows, no `-touch` twin), then the CPU's.
     let gpu = &as_class(shared, AdapterClass::Gpu);
     let small = random_operator(&mut rng(), 12, 10, 0.5);
+    let names_on = |g: &Gpu, op: &Operator, n: usize| -> Vec<String> {
+        default_variants(g, op, DType::F32, Panel::packed(n))
+            .iter()
+            .map(Variant::name)
+            .collect()
+    };
     let want: Vec<String> = Variant::all()
         .iter()
         .filter(|v| !v.touch)
         .map(Variant::name)
         .collect();
-    let got: Vec<String> = default_variants(gpu, &small, DType::F32, Panel::packed(1000))
-        .iter()
-        .map(Variant::name)
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(names_on(gpu, &small, 1000), want);
     assert!(
         default_variants(gpu, &small, DType::F32, Panel::packed(1000))
             .iter()
@@ -330,22 +332,14 @@ fn candidates_follow_the_adapter_and_the_operator() {
         .chain(twins)
         .map(|v| v.name())
         .collect();
-    let got: Vec<String> = default_variants(gpu, &big, DType::F32, Panel::packed(1000))
-        .iter()
-        .map(Variant::name)
-        .collect();
+    let got = names_on(gpu, &big, 1000);
     assert_eq!(got, want);
     assert!(
         got.iter().any(|n| n == "bstream-msplit-s4-a4096"),
         "{got:?}"
     );
     let gpu = &as_class(shared, AdapterClass::Cpu);
-    let names = |op: &Operator, n: usize| -> Vec<String> {
-        default_variants(gpu, op, DType::F32, Panel::packed(n))
-            .iter()
-            .map(Variant::name)
-            .collect()
-    };
+    let names = |op: &Operator, n: usize| names_on(gpu, op, n);
     // Odd N: scalar columns only, on both.
     for g in [&as_class(shared, AdapterClass::Gpu), gpu] {
         assert!(
