@@ -60,6 +60,16 @@ for v in cstream-a4096 bstream-msplit-s4-a4096 cstream-ksplit-s4-a4096; do
     grep -q -- "--variants [^ ]*\b$v\b" "$calls" || fail "mm-big did not time $v"
 done
 grep -q -- '--json [^ ]*/mm-big-f64-bstream-msplit-s4.json' "$calls" || fail "mm-big's JSON names"
+# dense and dense-sweep: the sweeps screen the unrolled twins, and each named tiling runs in a loop and unrolled.
+rm -rf "$work/out" "$work/out-work" "$calls"
+OUT=$work/out benches/gpu/session.sh dense@20 dense-sweep@20 > "$work/run-dense.txt" 2>&1 \
+    || fail "session.sh failed: $(cat "$work/run-dense.txt")"
+[ "$(grep -c 'start mm dense-sweep .*--unrolled' "$calls")" = 3 ] || fail "the sweeps do not screen unrolled twins"
+for p in t4x16v4-w32x16-k8-s1-b2 t8x8v4-w16x16-k8-s1-b2; do
+    grep -q -- "--params $p --json" "$calls" && grep -q -- "--params $p-u --json" "$calls" \
+        || fail "dense did not time $p in a loop and unrolled"
+done
+grep -q -- '--dtype f64 --params t16x4v4-w8x32-k8-s1-b2-u ' "$calls" || fail "dense did not time the f64 twin"
 # The tests stage: binaries TEST_JOBS at a time, cli_ranks alone after them, a binary that would outlive the
 # stage stopped by its own limit first, the summary in list order. The stand-in test binaries sleep (1 s, the
 # `slow` one 30 s) and log when they start and end.

@@ -22,8 +22,9 @@
 #                 also printed as it is measured, so a stage cut short keeps its rows in its log)
 #   dense         `mm dense-bench` (the model's pick) at issue 36's shapes: 2048³–8192³, 96×100 000×64,
 #                 343×100 000×1029 in f32; 2048³, 4096³ in f64; 4096³ f32 again with the bounds checks kept, and
-#                 at CUTLASS's SIMT point single- against double-buffered (kc 8 and 16)
-#   dense-sweep   screened sweeps (model pick against the best found) at 4096³ f32, 96×100 000×64 f32, 2048³ f64
+#                 three tilings at 4096³ with their K steps in a loop and unrolled (-u)
+#   dense-sweep   screened sweeps (model pick against the best found) at 4096³ f32, 96×100 000×64 f32, 2048³ f64,
+#                 every configuration and its unrolled twin
 #   peers-dense   cuBLAS at the same shapes (benches/peers/cublas_dense.py, TF32 off, checked first)
 #   mm9-f32 mm9-f64  the 9 shipped operators at N = 2^20 in `mm bench`'s JSON (what peers_table.py joins)
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
@@ -284,19 +285,25 @@ for stage in "$@"; do
             # What naga's runtime bounds checks cost the kernel (off by default since 2026-11-26).
             $bin mm dense-bench --m 4096 --n 4096 --k 4096 --bounds-checks \
                 --json "$OUT/dense-f32-4096-checked.json" 2>&1 | tee -a "$OUT/dense.txt"
-            # Single- against double-buffered K staging at CUTLASS's SIMT point (128×128×8, 8×8 per invocation).
-            for p in t8x8v4-w16x16-k8-s1 t8x8v4-w16x16-k8-s1-b2 t8x8v4-w16x16-k16-s1 t8x8v4-w16x16-k16-s1-b2; do
-                $bin mm dense-bench --m 4096 --n 4096 --k 4096 --params $p \
-                    --json "$OUT/dense-f32-4096-$p.json" 2>&1 | tee -a "$OUT/dense.txt"
+            # K steps in naga's loop against unrolled (-u): the fifth session's best f32 tiling, CUTLASS's SIMT
+            # point, and the best f64 tiling of its 2048³ sweep (the checked picks above time the twins too).
+            for p in t4x16v4-w32x16-k8-s1-b2 t8x8v4-w16x16-k8-s1-b2 f64:t16x4v4-w8x32-k8-s1-b2; do
+                dtype=f32
+                case $p in f64:*) dtype=f64 p=${p#f64:} ;; esac
+                for q in $p $p-u; do
+                    $bin mm dense-bench --m 4096 --n 4096 --k 4096 --dtype $dtype --params $q \
+                        --json "$OUT/dense-$dtype-4096-$q.json" 2>&1 | tee -a "$OUT/dense.txt"
+                done
             done ;;
         dense-sweep)
             # Phase times: the compiles of every configuration against the screening runs.
             export BESPOKE_PHASE_TIMES=1
-            $bin mm dense-sweep --m 4096 --n 4096 --k 4096 --screen 0.5 --confirm 4 \
+            # Every configuration and its unrolled twin (-u).
+            $bin mm dense-sweep --m 4096 --n 4096 --k 4096 --screen 0.5 --confirm 4 --unrolled \
                 --json "$OUT/dense-sweep-4096.json" 2>&1 | tee "$OUT/dense-sweep.txt"
-            $bin mm dense-sweep --m 96 --n 100000 --k 64 --screen 0.05 --confirm 4 \
+            $bin mm dense-sweep --m 96 --n 100000 --k 64 --screen 0.05 --confirm 4 --unrolled \
                 --json "$OUT/dense-sweep-panel.json" 2>&1 | tee -a "$OUT/dense-sweep.txt"
-            $bin mm dense-sweep --m 2048 --n 2048 --k 2048 --dtype f64 --screen 0.5 --confirm 4 \
+            $bin mm dense-sweep --m 2048 --n 2048 --k 2048 --dtype f64 --screen 0.5 --confirm 4 --unrolled \
                 --json "$OUT/dense-sweep-f64-2048.json" 2>&1 | tee -a "$OUT/dense-sweep.txt" ;;
         peers-dense) python3 benches/peers/cublas_dense.py --json "$OUT/peers-dense.json" 2>&1 | tee "$OUT/peers-dense.txt" ;;
         peers-lbm) python3 benches/peers/cuda_lbm.py --size 8192 --json "$OUT/peers-lbm.json" 2>&1 | tee "$OUT/peers-lbm.txt" ;;

@@ -64,6 +64,9 @@ pub enum MmCommand {
         /// With --screen: how many of the fastest screened configurations are timed on the full shape.
         #[arg(long, default_value_t = 8)]
         confirm: usize,
+        /// Time each configuration's twin with its K steps unrolled (`-u`) too, as the checked pick does on GPUs.
+        #[arg(long)]
+        unrolled: bool,
         #[command(flatten)]
         model: ModelArgs,
         #[arg(long, value_name = "FILE")]
@@ -285,6 +288,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             reps,
             screen,
             confirm,
+            unrolled,
             model,
             json: json_path,
         } => {
@@ -306,10 +310,19 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             let gpu = &open_gpu()?;
             let machine = load_machine(gpu, dtype, &model)?;
             let bar = progress_bar(0);
-            let s = sweep(gpu, &machine, dtype, shape, method, reps, |done, total| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            })?;
+            let s = sweep(
+                gpu,
+                &machine,
+                dtype,
+                shape,
+                method,
+                reps,
+                unrolled,
+                |done, total| {
+                    bar.set_length(total as u64);
+                    bar.set_position(done as u64);
+                },
+            )?;
             bar.finish_and_clear();
             let (pick, best) = (&s.points[s.pick], &s.points[s.best]);
             if let Method::Screened { .. } = method {

@@ -9,6 +9,7 @@ use bespoke_gpu::{Arg, GRID_WGSL, Gpu, GpuBuffer, Grid, Kernel, Launch};
 use crate::dense::model::{Machine, Prediction};
 use crate::dense::params::{DenseParams, TileLimits, legal_space};
 use crate::dense::run::GemmShape;
+use crate::dense::wgsl::k_steps;
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 
@@ -161,29 +162,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
             Bs[kk * BN + nn] = v;
         }}
         workgroupBarrier();
-        for (var kk = 0u; kk < KC; kk++) {{
 "
     );
+    let mut step = String::new();
     for i in 0..p.tm {
         let _ = writeln!(
-            s,
+            step,
             "            let a_{i} = As[kk * BM + ty + {}u];",
             i * wgm
         );
     }
     for j in 0..p.tn {
         let _ = writeln!(
-            s,
+            step,
             "            let b_{j} = Bs[kk * BN + tx + {}u];",
             j * wgn
         );
     }
     for i in 0..p.tm {
         for j in 0..p.tn {
-            let _ = writeln!(s, "            acc_{i}_{j} += countOneBits(a_{i} & b_{j});");
+            let _ = writeln!(
+                step,
+                "            acc_{i}_{j} += countOneBits(a_{i} & b_{j});"
+            );
         }
     }
-    s += "        }\n        workgroupBarrier();\n    }\n";
+    s += &k_steps(kc, p.unroll, &step);
+    s += "        workgroupBarrier();\n    }\n";
     for i in 0..p.tm {
         for j in 0..p.tn {
             let _ = writeln!(

@@ -6,10 +6,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bespoke_gpu::DiskCache;
-use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::testing::{emulating, fresh_seed, test_gpu};
+use bespoke_gpu::{AdapterClass, DiskCache, Gpu, GpuOptions};
 use bespoke_mm::DType;
-use bespoke_mm::dense::choose::{SHORTLIST, check_list, checked_pick_in, shortlist};
+use bespoke_mm::dense::choose::{
+    SHORTLIST, check_list, checked_pick_in, shortlist, unrolled_twins,
+};
 use bespoke_mm::dense::{DenseParams, GemmShape, Machine, TileLimits};
 use bespoke_mm::reference::{gemm_ref, rel_err};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -88,7 +90,7 @@ fn the_check_times_each_split_entrys_unsplit_twin() {
         short.iter().any(|p| p.split_k > 1),
         "nothing split: {short:?}"
     );
-    let list = check_list(&machine, &space, 4, &shape, false);
+    let list = check_list(&machine, &space, 4, &shape, false, false);
     let mut seen = HashSet::new();
     assert!(list.iter().all(|p| seen.insert(p.key())), "twice: {list:?}");
     let mut at = 0;
@@ -105,6 +107,10 @@ fn the_check_times_each_split_entrys_unsplit_twin() {
     }
     assert_eq!(at, list.len());
     assert!(list.len() > short.len());
+    // On a GPU each of them is followed by its unrolled twin.
+    let with_twins = check_list(&machine, &space, 4, &shape, false, true);
+    let expected: Vec<DenseParams> = list.iter().flat_map(|p| [*p, p.unrolled()]).collect();
+    assert_eq!(with_twins, expected);
 }
 
 /// On the test adapter: the checked pick is the faster of the shortlist's two fastest samples timed again, a second
@@ -112,21 +118,15 @@ fn the_check_times_each_split_entrys_unsplit_twin() {
 #[test]
 fn the_checked_pick_is_the_faster_of_the_two_fastest_cached_and_correct() {
     let Some(gpu) = test_gpu() else { return };
-    // Hand-made inputs: the choice's bookkeeping, not the micro-benchmarks, is under test.
-    let machine: Machine = serde_json::from_str(
-        r#"{"version":9,"adapter":"test","dtype":"f32",
-            "fma_by_accumulators":[[1,10.0],[8,80.0],[64,80.0]],"fma_latency_ns":2.0,
-            "fma_by_groups":[[256,1,40.0],[256,4,80.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
-            "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
-    )
-    .unwrap();
+    let machine = hand_made_machine();
     let shape = GemmShape::packed(96, 160, 72);
     let dir = tempfile::tempdir().unwrap();
     let cache = DiskCache::at(dir.path(), "dense-pick", 1);
     let first = checked_pick_in(gpu, &machine, DType::F32, &shape, false, Some(&cache)).unwrap();
     assert!(!first.cached);
-    // At most the shortlist and one unsplit twin per entry.
-    assert!(!first.timed.is_empty() && first.timed.len() <= 2 * SHORTLIST);
+    // At most the shortlist and one unsplit twin per entry, each with its unrolled twin on a GPU.
+    let per_entry = if unrolled_twins(gpu) { 4 } else { 2 };
+    assert!(!first.timed.is_empty() && first.timed.len() <= per_entry * SHORTLIST);
     assert_eq!(first.timed[0].0, first.model_pick);
     // The two fastest of the first rounds were timed again, and the pick is the faster of them there.
     let mut ran: Vec<(DenseParams, f64)> = first
@@ -153,8 +153,62 @@ fn the_checked_pick_is_the_faster_of_the_two_fastest_cached_and_correct() {
     assert!(again.cached);
     assert_eq!(again.params, first.params);
     assert!(again.describe().starts_with("cached"));
+    // Unrolled twins where the adapter is a GPU, none on a CPU adapter.
+    assert_eq!(
+        first.timed.iter().any(|t| t.0.unroll),
+        unrolled_twins(gpu),
+        "{first:?}"
+    );
+    assert_gemm_matches(gpu, &shape, first.params);
+}
 
-    // The pick's GEMM against the reference, output poisoned first.
+/// A GPU-class adapter (lavapipe emulating one): the check times each entry and then its twin with the K steps
+/// unrolled, every one of them runs, and the pick's GEMM is right.
+#[test]
+fn on_a_gpu_the_check_times_each_entrys_unrolled_twin() {
+    let Some(shared) = test_gpu() else { return };
+    let gpu = &emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(AdapterClass::Gpu),
+            ..Default::default()
+        },
+    );
+    assert!(unrolled_twins(gpu));
+    let machine = hand_made_machine();
+    let shape = GemmShape::packed(64, 96, 40);
+    let pick = checked_pick_in(gpu, &machine, DType::F32, &shape, false, None).unwrap();
+    let space = machine.shape_space(DType::F32, &TileLimits::of(gpu), &shape);
+    let list = check_list(&machine, &space, 4, &shape, false, true);
+    let timed: Vec<DenseParams> = pick.timed.iter().map(|t| t.0).collect();
+    assert_eq!(timed, list);
+    assert_eq!(list.len() % 2, 0);
+    for pair in list.chunks(2) {
+        assert!(!pair[0].unroll, "{pair:?}");
+        assert_eq!(pair[1], pair[0].unrolled());
+    }
+    assert!(pick.timed.iter().all(|t| t.2.is_some()), "{pick:?}");
+    assert_gemm_matches(gpu, &shape, pick.params);
+    // Every unrolled twin on its own, as the sweep would time it.
+    for p in list.iter().filter(|p| p.unroll) {
+        assert_gemm_matches(gpu, &shape, *p);
+    }
+}
+
+/// Inputs made by hand: the choice's bookkeeping, not the micro-benchmarks, is under test.
+fn hand_made_machine() -> Machine {
+    serde_json::from_str(
+        r#"{"version":9,"adapter":"test","dtype":"f32",
+            "fma_by_accumulators":[[1,10.0],[8,80.0],[64,80.0]],"fma_latency_ns":2.0,
+            "fma_by_groups":[[256,1,40.0],[256,4,80.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+            "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
+    )
+    .unwrap()
+}
+
+/// `params`' GEMM (α 1, β 0) against the reference on random inputs, output poisoned first.
+fn assert_gemm_matches(gpu: &Gpu, shape: &GemmShape, params: DenseParams) {
+    let shape = *shape;
     let mut rng = StdRng::seed_from_u64(fresh_seed());
     let mut random =
         |n: usize| -> Vec<f64> { (0..n).map(|_| rng.random_range(-1.0..1.0)).collect() };
@@ -167,8 +221,7 @@ fn the_checked_pick_is_the_faster_of_the_two_fastest_cached_and_correct() {
     let gc = gpu
         .alloc_filled::<f32>(shape.m * shape.n, f32::NAN)
         .unwrap();
-    let gemm =
-        bespoke_mm::dense::DenseGemm::new(shape, DType::F32, first.params, 1.0, 0.0).unwrap();
+    let gemm = bespoke_mm::dense::DenseGemm::new(shape, DType::F32, params, 1.0, 0.0).unwrap();
     gpu.run(&gemm.plan(gpu, &ga, &gb, &gc).unwrap().launches())
         .unwrap();
     let got: Vec<f64> = gpu
@@ -179,6 +232,6 @@ fn the_checked_pick_is_the_faster_of_the_two_fastest_cached_and_correct() {
         .collect();
     let mut want = vec![0.0; shape.m * shape.n];
     gemm_ref(1.0, &a, shape.a(), &b, shape.b(), 0.0, &mut want, shape.c());
-    assert!(got.iter().all(|x| x.is_finite()));
-    assert!(rel_err(&got, &want, shape.c()) < 1e-5);
+    assert!(got.iter().all(|x| x.is_finite()), "{}", params.key());
+    assert!(rel_err(&got, &want, shape.c()) < 1e-5, "{}", params.key());
 }

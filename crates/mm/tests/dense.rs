@@ -93,6 +93,7 @@ fn configs() -> Vec<DenseParams> {
         vec,
         split_k,
         stages: 1,
+        unroll: false,
     };
     vec![
         p(4, 4, 8, 8, 8, 1, 1),
@@ -117,6 +118,17 @@ fn configs() -> Vec<DenseParams> {
             p(16, 32, 4, 8, 4, 4, 1),
         ]
         .map(|q| DenseParams { stages: 2, ..q }),
+    )
+    .chain(
+        // K steps unrolled (the GPUs' twins): scalar and vec4 A, single- and double-buffered, split-K, a deep kc.
+        [
+            p(4, 4, 8, 8, 8, 1, 1),
+            p(8, 8, 16, 16, 8, 4, 1),
+            p(1, 4, 32, 8, 16, 4, 1),
+            p(4, 2, 8, 8, 16, 1, 2),
+        ]
+        .into_iter()
+        .flat_map(|q| [q.unrolled(), DenseParams { stages: 2, ..q }.unrolled()]),
     )
     .collect()
 }
@@ -255,6 +267,7 @@ fn bad_configurations_are_errors() {
         vec: 4,
         split_k: 1,
         stages: 1,
+        unroll: false,
     };
     let g = DenseGemm::new(GemmShape::packed(8, 8, 8), DType::F32, huge, 1.0, 0.0).unwrap();
     assert!(matches!(

@@ -22,6 +22,7 @@ fn params(tm: u32, tn: u32, wgm: u32, wgn: u32, kc: u32) -> DenseParams {
         vec: 1,
         split_k: 1,
         stages: 1,
+        unroll: false,
     }
 }
 

@@ -61,6 +61,7 @@ fn dense_popcount_and_reduction() {
         vec: 4,
         split_k: 1,
         stages: 1,
+        unroll: false,
     };
     insta::assert_snapshot!(
         "dense-t4x4v4-w8x8-k8",

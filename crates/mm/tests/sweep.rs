@@ -33,6 +33,7 @@ fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
         vec: 4,
         split_k: 1,
         stages: 1,
+        unroll: false,
     };
     // The last point needs 4 invocations × 4096 — past every device's workgroup limit: recorded as an error.
     let too_big = DenseParams {
@@ -96,6 +97,7 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
         vec: 4,
         split_k: 1,
         stages: 1,
+        unroll: false,
     };
     let space = [p(1, 4, 4), p(4, 4, 4), p(8, 8, 8), p(4, 8, 4), p(2, 4, 8)];
     let mut last = (0, 0);
@@ -155,4 +157,58 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
     assert!(s.points[s.best].gflops().is_some());
     assert!(s.efficiency() > 0.0 && s.efficiency() <= 1.0);
     assert!(s.pick_sample_rank().unwrap() < 5);
+}
+
+/// A space with unrolled twins (`dense-sweep --unrolled`): every point and twin timed, the model's pick one with K
+/// steps in a loop (the model does not tell them apart), and the checked pick the fastest of the check's list,
+/// twins included.
+#[test]
+fn a_sweep_with_unrolled_twins_times_them_and_the_check_may_take_one() {
+    let Some(gpu) = test_gpu() else { return };
+    let shape = GemmShape::packed(48, 64, 32);
+    let p = |tm, tn| DenseParams {
+        tm,
+        tn,
+        wgm: 8,
+        wgn: 8,
+        kc: 8,
+        vec: 4,
+        split_k: 1,
+        stages: 2,
+        unroll: false,
+    };
+    let space: Vec<DenseParams> = [p(1, 4), p(4, 4)]
+        .into_iter()
+        .flat_map(|q| [q, q.unrolled()])
+        .collect();
+    let s = sweep_space(
+        gpu,
+        &machine(),
+        DType::F32,
+        shape,
+        &space,
+        Method::Exhaustive,
+        1,
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(s.timed(), 4);
+    assert!(!s.points[s.pick].params.unroll);
+    let list = bespoke_mm::dense::choose::check_list(
+        &machine(),
+        &[p(1, 4), p(4, 4)],
+        4,
+        &shape,
+        false,
+        true,
+    );
+    assert_eq!(list.len(), 4, "{list:?}");
+    let fastest = (0..4)
+        .max_by(|&a, &b| {
+            let g = |i: usize| s.points[i].gflops().unwrap();
+            g(a).total_cmp(&g(b))
+        })
+        .unwrap();
+    assert_eq!(s.checked, fastest);
+    assert_eq!(s.best, fastest);
 }

@@ -38,8 +38,8 @@ const CHECK_ROUNDS: usize = 3;
 
 /// Version of the on-disk cache of checked picks (2: a sample past a quarter of C is the whole shape,
 /// `WHOLE_FRACTION`; the shortlist timed in turn; split entries' unsplit twins timed too; 3: the two fastest timed
-/// again, `in_turn_with_confirmation`).
-const CACHE_VERSION: u32 = 3;
+/// again, `in_turn_with_confirmation`; 4: unrolled twins on GPUs).
+const CACHE_VERSION: u32 = 4;
 
 /// The best-predicted configuration of each register-tile shape (tm × tn), in the order of their predicted
 /// times, at most `k` of them; the model's own pick first.
@@ -69,22 +69,42 @@ pub fn shortlist(
 /// unsplit twin where the space holds it. The model credits split-K with the occupancy its extra workgroups
 /// bring; on lavapipe (2026-11-28, interleaved) it split 512³ 16 ways and 1024³ 8 ways where the same tile unsplit
 /// ran 1.9× and 1.2× faster, and within a tile shape only the best-predicted entry was timed.
+///
+/// With `unrolled` ([`unrolled_twins`]) each of those is followed by its twin with the K steps spelled out
+/// ([`DenseParams::unrolled`]): whether a driver unrolls naga's loops is not something the model's inputs say,
+/// so the check measures both.
 pub fn check_list(
     machine: &Machine,
     space: &[DenseParams],
     size: usize,
     shape: &GemmShape,
     reads_c: bool,
+    unrolled: bool,
 ) -> Vec<DenseParams> {
     let mut out = Vec::new();
+    let mut add = |p: DenseParams| {
+        if !out.contains(&p) {
+            out.push(p);
+            if unrolled {
+                out.push(p.unrolled());
+            }
+        }
+    };
     for p in shortlist(machine, space, size, shape, reads_c, SHORTLIST) {
-        out.push(p);
+        add(p);
         let twin = DenseParams { split_k: 1, ..p };
-        if p.split_k > 1 && space.contains(&twin) && !out.contains(&twin) {
-            out.push(twin);
+        if p.split_k > 1 && space.contains(&twin) {
+            add(twin);
         }
     }
     out
+}
+
+/// Whether the check times unrolled twins on `gpu`: on GPUs, whose compilers take a kernel in well under a second
+/// and whose SGEMMs unroll the K tile; not on CPU adapters, where lavapipe's compile time grows with every load
+/// the source spells out (`DenseParams::spelled_accesses`: ×`kc`) and LLVM unrolls what pays.
+pub fn unrolled_twins(gpu: &Gpu) -> bool {
+    !gpu.is_cpu()
 }
 
 /// A checked pick and what decided it.
@@ -196,14 +216,21 @@ fn pick_or_time(
     shape.check()?;
     let limits = TileLimits::of(gpu);
     let space = machine.shape_space(dtype, &limits, shape);
-    let list = check_list(machine, &space, dtype.size(), shape, reads_c);
+    let list = check_list(
+        machine,
+        &space,
+        dtype.size(),
+        shape,
+        reads_c,
+        unrolled_twins(gpu),
+    );
     let Some(&model_pick) = list.first() else {
         return Err(MmError::Shape(format!(
             "no legal tiling for {shape:?} on this device"
         )));
     };
-    // A cached pick stands while the model's space still holds it (a new model or device limit times again).
-    let usable = |c: &CheckedPick| space.contains(&c.params) && c.model_pick == model_pick;
+    // A cached pick stands while the check would still time it (a new model or device limit times again).
+    let usable = |c: &CheckedPick| list.contains(&c.params) && c.model_pick == model_pick;
     let (mut pick, cached) = remembered_json(
         cache,
         &cache_key(gpu, dtype, shape, reads_c),

@@ -53,6 +53,53 @@ mod tests {
         assert!(n > 500, "{n} kernels validated");
     }
 
+    /// Unrolled twins (`-u`): once per register tile, staging and precision, with the deepest kc the space has,
+    /// each of its kc steps spelled out with a constant index and no K-step loop left.
+    #[test]
+    fn unrolled_twins_validate_without_a_device() {
+        let lim = TileLimits {
+            max_invocations: 1024,
+            max_wg_x: 1024,
+            max_wg_y: 1024,
+            shared_bytes: 32768,
+        };
+        let mut deepest = std::collections::HashMap::new();
+        for dtype in [DType::F32, DType::F64] {
+            for p in legal_space(dtype, &lim) {
+                let e = deepest
+                    .entry((dtype, p.tm, p.tn, p.vec, p.stages))
+                    .or_insert(p);
+                if p.kc > e.kc {
+                    *e = p;
+                }
+            }
+        }
+        assert!(deepest.len() > 100, "{}", deepest.len());
+        for ((dtype, ..), p) in deepest {
+            let u = p.unrolled();
+            let src = dense_wgsl(&u, dtype, Epilogue::Beta);
+            if let Err(e) = validate_wgsl(&src, dtype.caps()) {
+                panic!("{} {dtype}: {e}", u.key());
+            }
+            assert!(!src.contains("for (var kk"), "{}", u.key());
+            for k in [0, p.kc - 1] {
+                assert!(src.contains(&format!("let kk = {k}u;")), "{}", u.key());
+            }
+            assert!(
+                !src.contains(&format!("let kk = {}u;", p.kc)),
+                "{}",
+                u.key()
+            );
+            let rolled = dense_wgsl(&p, dtype, Epilogue::Beta);
+            assert!(rolled.contains("for (var kk = 0u;"), "{}", p.key());
+            assert!(!rolled.contains("let kk = 0u;"), "{}", p.key());
+        }
+        let pop = crate::dense::params::DenseParams::parse("t4x4v1-w8x8-k8-s1-u").unwrap();
+        let src = crate::popcount::popcount_wgsl(&pop);
+        validate_wgsl(&src, DType::F32.caps()).unwrap();
+        assert!(src.contains("let kk = 7u;") && !src.contains("for (var kk"));
+    }
+
     #[test]
     fn every_epilogue_and_reduction_validates() {
         let p = DenseParams {
@@ -64,6 +111,7 @@ mod tests {
             vec: 4,
             split_k: 1,
             stages: 1,
+            unroll: false,
         };
         for dtype in [DType::F32, DType::F64] {
             for epi in [

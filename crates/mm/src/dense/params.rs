@@ -26,6 +26,14 @@ pub struct DenseParams {
     /// registers while this one's FMAs run and stores it into the other buffer (one barrier per tile).
     #[serde(default = "one_stage")]
     pub stages: u32,
+    /// The K tile's `kc` steps spelled out one after another in the source (key suffix `-u`) instead of a loop.
+    /// naga writes every WGSL loop as `loop { if !cond { break; } … }`, which a driver's compiler may leave rolled
+    /// (a counter, a compare, a branch and computed workgroup-memory addresses per step; CUDA SGEMMs unroll this
+    /// loop). Not in the model's space: the checked pick times each shortlisted tiling's unrolled twin on GPUs
+    /// ([`super::choose::check_list`]), and lavapipe, whose compile time grows with the spelled-out loads, keeps
+    /// the loop.
+    #[serde(default)]
+    pub unroll: bool,
 }
 
 fn one_stage() -> u32 {
@@ -113,7 +121,8 @@ impl DenseParams {
     }
     /// The loads and stores the kernel's source spells out (what its compile grows with on lavapipe, where each
     /// is a loop over SIMD lanes; the staging loops are not unrolled and do not count): per k step the register
-    /// tile's A loads (`tm/4` vec4 or `tm` scalars) and `tn/vec` B loads from workgroup memory, and the epilogue's
+    /// tile's A loads (`tm/4` vec4 or `tm` scalars) and `tn/vec` B loads from workgroup memory (`kc` times over
+    /// when the steps are unrolled, `-u`), and the epilogue's
     /// `tm·tn/vec` stores of C plus as many loads when it reads C (β ≠ 0 without split-K; a split-K kernel writes
     /// partial sums only). Mesa 25.0.7 compiled 74, 140 and 268 of them in 2.3, 8.5 and 29.5 s whatever the
     /// tiling and β (docs/perf.md).
@@ -122,7 +131,16 @@ impl DenseParams {
         let a = if self.a_vec4() { self.tm / 4 } else { self.tm } as usize;
         let c = self.tm as usize * nv;
         let reads = usize::from(reads_c && self.split_k == 1);
-        a + nv + c * (1 + reads)
+        let steps = if self.unroll { self.kc as usize } else { 1 };
+        (a + nv) * steps + c * (1 + reads)
+    }
+
+    /// The same tiling with its K tile's steps spelled out (`-u`).
+    pub fn unrolled(&self) -> Self {
+        Self {
+            unroll: true,
+            ..*self
+        }
     }
     /// [`spelled_accesses`](Self::spelled_accesses) of each distinct kernel a GEMM with this tiling compiles: the
     /// one with β's epilogue, and where K is bound in several blocks (`k_blocked`: B past the binding limit) the
@@ -134,23 +152,28 @@ impl DenseParams {
         }
         v
     }
-    /// A short name, e.g. `t4x4v4-w16x16-k8-s1` (single-buffered) or `t4x4v4-w16x16-k8-s1-b2`
-    /// (double-buffered).
+    /// A short name, e.g. `t4x4v4-w16x16-k8-s1` (single-buffered), `t4x4v4-w16x16-k8-s1-b2` (double-buffered),
+    /// `t4x4v4-w16x16-k8-s1-b2-u` (and its K steps unrolled).
     pub fn key(&self) -> String {
         let stages = if self.stages == 1 {
             String::new()
         } else {
             format!("-b{}", self.stages)
         };
+        let unroll = if self.unroll { "-u" } else { "" };
         format!(
-            "t{}x{}v{}-w{}x{}-k{}-s{}{stages}",
+            "t{}x{}v{}-w{}x{}-k{}-s{}{stages}{unroll}",
             self.tm, self.tn, self.vec, self.wgm, self.wgn, self.kc, self.split_k
         )
     }
 
     /// Parses a [`key`](Self::key), e.g. `t8x8v4-w16x16-k8-s1`.
     pub fn parse(key: &str) -> Option<Self> {
-        let nums: Vec<u32> = key
+        let (digits, unroll) = match key.strip_suffix("-u") {
+            Some(rest) => (rest, true),
+            None => (key, false),
+        };
+        let nums: Vec<u32> = digits
             .split(|c: char| !c.is_ascii_digit())
             .filter(|s| !s.is_empty())
             .map(|s| s.parse().ok())
@@ -171,6 +194,7 @@ impl DenseParams {
             vec,
             split_k,
             stages,
+            unroll,
         };
         (p.key() == key).then_some(p)
     }
@@ -223,7 +247,7 @@ impl DenseParams {
 }
 
 /// Every legal tiling for `dtype` on a device with `limits` (split_k = 1; split-K is chosen per shape), single-
-/// and double-buffered.
+/// and double-buffered, K steps in a loop (unrolled twins are [`DenseParams::unrolled`]).
 pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
     let mut out = Vec::new();
     for stages in [1, 2] {
@@ -242,6 +266,7 @@ pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
                                     vec,
                                     split_k: 1,
                                     stages,
+                                    unroll: false,
                                 };
                                 // Fewer than 32 invocations leave SIMD lanes idle on every GPU we know.
                                 if p.threads() >= 32 && p.check(dtype, limits).is_ok() {
@@ -291,6 +316,29 @@ mod tests {
         assert_eq!(p.compiled_accesses(1.0, true), vec![268]);
         assert_eq!(p.compiled_accesses(0.0, false), vec![140]);
         assert_eq!(s.compiled_accesses(0.5, true), vec![140]);
+        // Unrolled, the 12 loads of a k step are spelled out k = 4 times.
+        assert_eq!(p.unrolled().spelled_accesses(false), 12 * 4 + 128);
+    }
+
+    /// A GPU call is scarce: every tiling the device session names (`--params KEY`, and `KEY-u` from its loop)
+    /// must parse here first.
+    #[test]
+    fn every_tiling_the_gpu_session_names_parses() {
+        let script = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../benches/gpu/session.sh"
+        ))
+        .unwrap();
+        let keys: Vec<&str> = script
+            .split(|c: char| c.is_whitespace() || matches!(c, ':' | '"' | '$' | ';'))
+            .filter(|w| w.starts_with('t') && w.contains("-w") && w.contains("-k"))
+            .collect();
+        assert!(keys.len() >= 3, "{keys:?}");
+        for k in keys {
+            let p = DenseParams::parse(k).unwrap_or_else(|| panic!("session.sh names `{k}`"));
+            assert!(!p.unroll, "{k}: the script adds -u itself");
+            assert_eq!(DenseParams::parse(&format!("{k}-u")), Some(p.unrolled()));
+        }
     }
 
     #[test]
@@ -304,8 +352,23 @@ mod tests {
             vec: 4,
             split_k: 2,
             stages: 1,
+            unroll: false,
         };
         assert_eq!(DenseParams::parse(&p.key()), Some(p));
+        let u = DenseParams { stages: 2, ..p }.unrolled();
+        assert_eq!(u.key(), "t8x4v4-w16x32-k8-s2-b2-u");
+        assert_eq!(DenseParams::parse(&u.key()), Some(u));
+        assert_eq!(
+            DenseParams::parse("t8x4v4-w16x32-k8-s2-u"),
+            Some(p.unrolled())
+        );
+        for bad in [
+            "t8x4v4-w16x32-k8-s2-u-u",
+            "t8x4v4-w16x32-k8-s2-ub2",
+            "t8x4v4-w16x32-k8-s2u",
+        ] {
+            assert_eq!(DenseParams::parse(bad), None, "{bad}");
+        }
         assert_eq!(DenseParams::parse("t8x4"), None);
         assert_eq!(DenseParams::parse("x8x4v4-w16x32-k8-s2"), None);
     }
@@ -333,6 +396,7 @@ mod tests {
             vec: 4,
             split_k: 1,
             stages: 1,
+            unroll: false,
         };
         assert!(s32.contains(&cutlass));
         // In f64 its staging, A rows padded against bank conflicts, passes 16 KiB: 8·(132 + 128)·8 B.

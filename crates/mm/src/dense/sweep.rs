@@ -120,7 +120,9 @@ impl Sweep {
 }
 
 /// Times the configurations the model considers for `shape` (β = 0), their kernels compiled first on every
-/// core. `progress(done, total)` is called after each timing.
+/// core, and with `unrolled` each one's twin with its K steps spelled out ([`DenseParams::unrolled`]).
+/// `progress(done, total)` is called after each timing.
+#[allow(clippy::too_many_arguments)]
 pub fn sweep(
     gpu: &Gpu,
     machine: &Machine,
@@ -128,10 +130,14 @@ pub fn sweep(
     shape: GemmShape,
     method: Method,
     reps: usize,
+    unrolled: bool,
     progress: impl FnMut(usize, usize),
 ) -> Result<Sweep> {
     let limits = TileLimits::of(gpu);
-    let space = machine.shape_space(dtype, &limits, &shape);
+    let mut space = machine.shape_space(dtype, &limits, &shape);
+    if unrolled {
+        space = space.into_iter().flat_map(|p| [p, p.unrolled()]).collect();
+    }
     sweep_space(gpu, machine, dtype, shape, &space, method, reps, progress)
 }
 
@@ -149,7 +155,8 @@ fn fastest(
         .map(|(i, _)| i)
 }
 
-/// [`sweep`] over a given space (the model picks within it).
+/// [`sweep`] over a given space (the model picks within its configurations with K steps in a loop; where the
+/// space holds unrolled twins, the check's replay times them as the check does on GPUs).
 #[allow(clippy::too_many_arguments)]
 pub fn sweep_space(
     gpu: &Gpu,
@@ -161,13 +168,15 @@ pub fn sweep_space(
     reps: usize,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Sweep> {
-    let (pick_params, _) = machine.pick_in(space, dtype.size(), &shape, false)?;
+    let rolled: Vec<DenseParams> = space.iter().filter(|p| !p.unroll).copied().collect();
+    let (pick_params, _) = machine.pick_in(&rolled, dtype.size(), &shape, false)?;
     let pick = space
         .iter()
         .position(|p| *p == pick_params)
         .ok_or_else(|| MmError::Shape("the model's pick is not in the space".into()))?;
+    let twins = rolled.len() < space.len();
     let shortlisted: Vec<usize> =
-        super::choose::check_list(machine, space, dtype.size(), &shape, false)
+        super::choose::check_list(machine, &rolled, dtype.size(), &shape, false, twins)
             .iter()
             .filter_map(|p| space.iter().position(|q| q == p))
             .collect();
@@ -293,6 +302,7 @@ mod tests {
             vec: 4,
             split_k,
             stages: 1,
+            unroll: false,
         }
     }
 

@@ -159,7 +159,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         )
     };
     let store_b = |off: &str| format!("Bs[{off} + e] = v;");
-    let step = register_step(p, dtype);
+    let steps = k_steps(p.kc, p.unroll, &register_step(p, dtype));
     // The tile at k0 staged straight into buffer 0 (every tile when single-buffered, the first when double).
     let direct = format!(
         "        for (var e = lid; e < ALEN; e += NT) {{
@@ -185,9 +185,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 {direct}        workgroupBarrier();
         let ao = 0u;
         let bo = 0u;
-        for (var kk = 0u; kk < KC; kk++) {{
-{step}        }}
-        workgroupBarrier();
+{steps}        workgroupBarrier();
     }}
 ",
         );
@@ -230,9 +228,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
 {prefetch}        }}
         let ao = buf * ALEN_PADDED;
         let bo = buf * BLEN;
-        for (var kk = 0u; kk < KC; kk++) {{
-{step}        }}
-        if more {{
+{steps}        if more {{
             let nao = (1u - buf) * ALEN_PADDED;
             let nbo = (1u - buf) * BLEN;
 {commit}        }}
@@ -268,6 +264,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         }
     }
     s += "}\n";
+    s
+}
+
+/// The `kc` steps of a K tile, each `step` (which reads the step's index as `kk`): a loop to the shader's constant
+/// `KC` (= `kc`), or (`unroll`) the steps spelled out one after another, `kk` a constant in each.
+pub(crate) fn k_steps(kc: u32, unroll: bool, step: &str) -> String {
+    if !unroll {
+        return format!("        for (var kk = 0u; kk < KC; kk++) {{\n{step}        }}\n");
+    }
+    let mut s = String::new();
+    for k in 0..kc {
+        let _ = write!(
+            s,
+            "        {{\n            let kk = {k}u;\n{step}        }}\n"
+        );
+    }
     s
 }
 
