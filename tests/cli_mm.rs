@@ -55,21 +55,36 @@ fn dense_sweep_screens_then_confirms_on_the_full_shape() {
             "mm",
             "dense-sweep",
             "--m",
-            "48",
-            "--n",
-            "40",
-            "--k",
             "16",
+            "--n",
+            "16",
+            "--k",
+            "8",
             "--screen",
             "0",
             "--confirm",
             "2",
             "--reps",
             "1",
+            "--unrolled",
         ],
     );
     assert_eq!(v["method"], "screened", "{v}");
     let space = v["configs_in_space"].as_u64().unwrap();
+    // --unrolled: each configuration and its twin with the K steps unrolled; the model picks among the loops.
+    let keys: Vec<&str> = v["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["params"].as_str().unwrap())
+        .collect();
+    let twins = keys.iter().filter(|k| k.ends_with("-u")).count();
+    assert_eq!(2 * twins, keys.len(), "{keys:?}");
+    for k in keys.iter().filter(|k| !k.ends_with("-u")) {
+        assert!(keys.contains(&format!("{k}-u").as_str()), "{k} has no twin");
+    }
+    let pick = v["model_pick"]["params"]["key"].as_str().unwrap();
+    assert!(!pick.ends_with("-u"), "{pick}");
     let screened = v["configs_screened"].as_u64().unwrap();
     let timed = v["configs_timed"].as_u64().unwrap();
     assert!(
