@@ -60,6 +60,25 @@ pub fn params_json(p: &bespoke_mm::dense::DenseParams) -> Value {
     v
 }
 
+/// A checked pick and what decided it: each timed candidate (key, sample shape, GFLOP/s) and the two finalists'
+/// second rounds.
+pub fn check_json(c: &bespoke_mm::dense::CheckedPick) -> Value {
+    let timed: Vec<Value> = c
+        .timed
+        .iter()
+        .map(|(p, [m, n], g)| json!({"params": p.key(), "sample": [m, n], "gflops": g}))
+        .collect();
+    let confirmed: Vec<Value> = c
+        .confirmed
+        .iter()
+        .map(|(p, g)| json!({"params": p.key(), "gflops": g}))
+        .collect();
+    json!({
+        "pick": c.params.key(), "model_pick": c.model_pick.key(), "cached": c.cached,
+        "timed": timed, "confirmed": confirmed,
+    })
+}
+
 /// The dense model's measured inputs and what it derives from them.
 pub fn machine_json(m: &bespoke_mm::dense::Machine) -> Value {
     let mut v = serde_json::to_value(m).unwrap_or(Value::Null);

@@ -39,9 +39,16 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
     );
     assert_eq!(v["params"]["vec"], 4, "{v}");
     assert!(v["params"]["key"].as_str().unwrap().contains("v4"), "{v}");
+    // What the check timed: the pick among its candidates, the model's pick first.
+    let check = &v["check"];
+    assert_eq!(check["pick"], v["params"]["key"], "{v}");
+    let timed = check["timed"].as_array().unwrap();
+    assert_eq!(timed[0]["params"], check["model_pick"], "{v}");
+    assert!(timed.iter().any(|t| t["params"] == check["pick"]), "{v}");
     // --model-only: the model's own pick, untimed.
     let (m, _) = bespoke_json("dense-model-only", &[&args[..], &["--model-only"]].concat());
     assert_eq!(m["params_source"], "model");
+    assert!(m["check"].is_null());
 }
 
 #[test]

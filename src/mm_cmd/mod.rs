@@ -17,7 +17,7 @@ use bespoke::mm::dense::{
     DenseParams, GemmShape, Machine, MachineSource, TileLimits, checked_pick, checked_pick_on,
 };
 use bespoke::mm::specialise::Variant;
-use bespoke::report::{adapter_json, machine_json, params_json};
+use bespoke::report::{adapter_json, check_json, machine_json, params_json};
 use clap::{Args, Subcommand};
 
 use crate::json_out::{open_json, write_json};
@@ -238,11 +238,12 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             let machine = load_machine(gpu, dtype, &model)?;
             // A, B and C once: the checked pick (where it is not cached) times its shortlist on them too.
             let timer = DenseTimer::new(gpu, dtype, shape)?.with_bounds_checks(bounds_checks);
-            let (p, source) = match given {
-                Some(p) => (p, "given".to_owned()),
+            let (p, source, check) = match given {
+                Some(p) => (p, "given".to_owned(), None),
                 None if model_only => (
                     machine.pick(dtype, &TileLimits::of(gpu), &shape, false)?.0,
                     "model".to_owned(),
+                    None,
                 ),
                 None => {
                     // The pick is made (and cached) without bounds checks, whatever this run times.
@@ -251,7 +252,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                     } else {
                         checked_pick_on(gpu, &machine, &timer, false)?
                     };
-                    (c.params, c.describe())
+                    (c.params, c.describe(), Some(c))
                 }
             };
             let peak = machine.peak_gflops();
@@ -280,6 +281,8 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                     "params": params_json(&p), "params_source": source, "bounds_checks": bounds_checks,
                     "seconds": t.seconds, "gflops": t.gflops,
                     "fma_peak_gflops": peak, "peak_fraction": t.gflops / peak,
+                    // What the check timed (each candidate's sample and GFLOP/s, the two finalists again).
+                    "check": check.map(|c| check_json(&c)),
                 }),
             )
         }
