@@ -373,7 +373,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             println!("efficiency E = {:.3}", s.efficiency());
             let checked = &s.points[s.checked];
             println!(
-                "checked    {} {:.2} GFLOP/s (the model's shortlist, one tile shape each, timed on samples): E = {:.3}",
+                "checked    {} {:.2} GFLOP/s (the model's shortlist, one tile shape each, checked as the library checks): E = {:.3}",
                 checked.params.key(),
                 s.checked_gflops(),
                 s.checked_efficiency()
@@ -405,7 +405,8 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                     "best": {"params": params_json(&best.params), "gflops": s.best_gflops()},
                     "efficiency": s.efficiency(),
                     "checked_pick": {"params": params_json(&checked.params), "gflops": s.checked_gflops(),
-                                     "efficiency": s.checked_efficiency()},
+                                     "efficiency": s.checked_efficiency(),
+                                     "check": s.check.as_ref().map(check_json)},
                     "method": match method { Method::Exhaustive => "exhaustive", Method::Screened { .. } => "screened" },
                     "configs_timed": s.timed(),
                     "configs_screened": s.screened(),

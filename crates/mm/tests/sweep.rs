@@ -126,18 +126,19 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
         assert!(sub.m == shape.m || sub.m.is_multiple_of(pt.params.bm() as usize));
         assert!(sub.n == shape.n || sub.n.is_multiple_of(pt.params.bn() as usize));
     }
-    // The checked pick: of the model's shortlist (one point per register-tile shape), the fastest sample.
+    // The checked pick: the check run as the library runs it on the check's list (the model's shortlist, one point
+    // per register-tile shape), its choice the faster of its two finalists.
     let space: Vec<_> = s.points.iter().map(|p| p.params).collect();
-    let list = bespoke_mm::dense::shortlist(&machine(), &space, 4, &shape, false, 6);
-    let fastest_listed = list
-        .iter()
-        .map(|p| space.iter().position(|q| q == p).unwrap())
-        .max_by(|&a, &b| {
-            let g = |i: usize| s.points[i].sample_gflops().unwrap();
-            g(a).total_cmp(&g(b))
-        })
-        .unwrap();
-    assert_eq!(s.checked, fastest_listed);
+    let list = bespoke_mm::dense::choose::check_list(&machine(), &space, 4, &shape, false, false);
+    let check = s.check.clone().unwrap();
+    let timed: Vec<DenseParams> = check.timed.iter().map(|t| t.0).collect();
+    assert_eq!(timed, list);
+    assert_eq!(space[s.checked], check.params);
+    if let [(a, Some(ga)), (b, Some(gb))] = check.confirmed[..] {
+        assert_eq!(check.params, if gb > ga { b } else { a }, "{check:?}");
+    } else {
+        panic!("five candidates ran and two finalists did not: {check:?}");
+    }
     assert!(s.checked_efficiency() > 0.0 && s.checked_efficiency() <= 1.0);
     // The two fastest samples, the model's pick and the checked pick, and nothing else, ran on the full shape.
     let mut by_sample: Vec<usize> = (0..5).collect();

@@ -247,8 +247,8 @@ fn pick_or_time(
 
 /// Times each of `list` on its sample, in turn over [`CHECK_ROUNDS`] rounds, then the two fastest again
 /// ([`in_turn_with_confirmation`]); the faster of those two is the pick. An error only where the device was lost or
-/// none ran.
-fn time_shortlist(
+/// none ran. `dense-sweep` replays the check with it on the sweep's own list.
+pub(crate) fn time_shortlist(
     gpu: &Gpu,
     machine: &Machine,
     timer: &DenseTimer,

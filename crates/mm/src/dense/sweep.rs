@@ -10,6 +10,7 @@
 use bespoke_gpu::Gpu;
 
 use super::bench::DenseTimer;
+use super::choose::{CheckedPick, time_shortlist};
 use super::model::{Machine, Prediction};
 use super::params::{DenseParams, TileLimits};
 use super::run::GemmShape;
@@ -65,9 +66,12 @@ pub struct Sweep {
     pub points: Vec<SweepPoint>,
     pub pick: usize,
     pub best: usize,
-    /// The checked pick (`dense::choose`): of the model's shortlist (one configuration per register-tile shape),
-    /// the fastest on its sample (screened) or on the full shape (exhaustive).
+    /// The checked pick (`dense::choose`): of the check's list (the model's shortlist, one configuration per
+    /// register-tile shape, with their twins), the check's own choice, made as `dense::choose` makes it (screened),
+    /// or the fastest on the full shape (exhaustive).
     pub checked: usize,
+    /// What the check timed (screened sweeps).
+    pub check: Option<CheckedPick>,
 }
 
 impl Sweep {
@@ -200,6 +204,7 @@ pub fn sweep_space(
             measured: None,
         })
         .collect();
+    let mut check = None;
     let full: Vec<usize> = match method {
         Method::Exhaustive => (0..points.len()).collect(),
         Method::Screened {
@@ -228,8 +233,11 @@ pub fn sweep_space(
             if !order.contains(&pick) {
                 order.push(pick);
             }
-            // The checked pick as `dense::choose` makes it: the shortlist's fastest sample.
-            let checked = fastest(&points, &shortlisted, SweepPoint::sample_gflops).unwrap_or(pick);
+            // The checked pick as `dense::choose` makes it: the list's samples in turn, the two fastest again.
+            let list: Vec<DenseParams> = shortlisted.iter().map(|&i| points[i].params).collect();
+            let c = time_shortlist(gpu, machine, &timer, &list)?;
+            let checked = space.iter().position(|p| *p == c.params).unwrap_or(pick);
+            check = Some(c);
             if !order.contains(&checked) {
                 order.push(checked);
             }
@@ -259,10 +267,10 @@ pub fn sweep_space(
             "no configuration of {shape:?} ran: {why}"
         )));
     }
-    // Exhaustive: the shortlist's fastest on the full shape; screened: chosen above on the samples.
-    let checked = match method {
-        Method::Exhaustive => fastest(&points, &shortlisted, SweepPoint::gflops),
-        Method::Screened { .. } => fastest(&points, &shortlisted, SweepPoint::sample_gflops),
+    // Exhaustive: the list's fastest on the full shape; screened: the check's own choice, above.
+    let checked = match &check {
+        Some(c) => space.iter().position(|p| *p == c.params),
+        None => fastest(&points, &shortlisted, SweepPoint::gflops),
     }
     .unwrap_or(pick);
     Ok(Sweep {
@@ -273,6 +281,7 @@ pub fn sweep_space(
         pick,
         best,
         checked,
+        check,
     })
 }
 
