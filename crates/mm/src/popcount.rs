@@ -82,11 +82,13 @@ impl PopShape {
 }
 
 /// The tilings a popcount GEMM may use: the dense space for 4-byte elements, scalar loads (B is read by rows, not
-/// by columns, so there is no vec4 B load), one K pass.
+/// by columns, so there is no vec4 B load), one K pass, one staging buffer (the popcount kernel has no double
+/// buffering: until 2026-11-28 the space held `-b2` points, which the model priced as double-buffered and the
+/// kernel ran single-buffered under their name).
 pub fn popcount_space(limits: &TileLimits) -> Vec<DenseParams> {
     legal_space(DType::F32, limits)
         .into_iter()
-        .filter(|p| p.vec == 1 && p.split_k == 1)
+        .filter(|p| p.vec == 1 && p.split_k == 1 && p.stages == 1)
         .collect()
 }
 
@@ -232,10 +234,10 @@ pub fn popcount_plan(
     shape.check()?;
     p.check(DType::F32, &TileLimits::of(gpu))
         .and_then(|()| {
-            if p.vec == 1 && p.split_k == 1 {
+            if p.vec == 1 && p.split_k == 1 && p.stages == 1 {
                 Ok(())
             } else {
-                Err("popcount tilings use vec = 1 and split_k = 1".into())
+                Err("popcount tilings use vec = 1, split_k = 1 and one staging buffer".into())
             }
         })
         .map_err(|reason| MmError::Params {

@@ -57,6 +57,9 @@ fn counts_are_bit_exact_on_ragged_shapes() {
         params(4, 4, 8, 16, 8),
         params(8, 8, 16, 16, 8),
         params(2, 8, 16, 8, 32),
+        // The K steps unrolled (`-u`).
+        params(4, 4, 8, 16, 8).unrolled(),
+        params(2, 8, 16, 8, 32).unrolled(),
     ];
     for (m, n, w) in [
         (1, 1, 1),
@@ -144,4 +147,17 @@ fn bad_input_is_an_error() {
     };
     let db = gpu.upload(&[0u32; 8]).unwrap();
     assert!(popcount_plan(gpu, &s, &vec4, &db, &db, &dc).is_err());
+    // The popcount kernel stages through one buffer: a double-buffered key is refused, not run single-buffered
+    // under its name.
+    let b2 = DenseParams {
+        stages: 2,
+        ..params(4, 4, 8, 8, 8)
+    };
+    let e = popcount_plan(gpu, &s, &b2, &db, &db, &dc).unwrap_err();
+    assert!(e.to_string().contains("one staging buffer"), "{e}");
+    assert!(
+        bespoke_mm::popcount::popcount_space(&bespoke_mm::dense::TileLimits::of(gpu))
+            .iter()
+            .all(|p| p.stages == 1)
+    );
 }
