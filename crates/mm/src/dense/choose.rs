@@ -102,7 +102,9 @@ pub fn check_list(
 
 /// Whether the check times unrolled twins on `gpu`: on GPUs, whose compilers take a kernel in well under a second
 /// and whose SGEMMs unroll the K tile; not on CPU adapters, where lavapipe's compile time grows with every load
-/// the source spells out (`DenseParams::spelled_accesses`: ×`kc`) and LLVM unrolls what pays.
+/// the source spells out (`DenseParams::spelled_accesses`: ×`kc`; about twice the compile), the twins ran
+/// 0.87–1.41× their loops at 1024³, and a quick bench's dense section with them took 1.5× as long and picked none
+/// (2026-11-28, docs/perf.md).
 pub fn unrolled_twins(gpu: &Gpu) -> bool {
     !gpu.is_cpu()
 }
