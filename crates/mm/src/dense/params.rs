@@ -30,7 +30,7 @@ pub struct DenseParams {
     /// naga writes every WGSL loop as `loop { if !cond { break; } … }`, which a driver's compiler may leave rolled
     /// (a counter, a compare, a branch and computed workgroup-memory addresses per step; CUDA SGEMMs unroll this
     /// loop). Not in the model's space: the checked pick times each shortlisted tiling's unrolled twin on GPUs
-    /// ([`super::choose::check_list`]), and lavapipe, whose compile time grows with the spelled-out loads, keeps
+    /// (`choose::check_list`), and lavapipe, whose compile time grows with the spelled-out loads, keeps
     /// the loop.
     #[serde(default)]
     pub unroll: bool,
