@@ -145,3 +145,25 @@ fn dense_shapes_fit() {
         }
     }
 }
+
+/// A GPU call is scarce: every dense tiling the device session names (`--params KEY`, and `KEY-u` from its loop)
+/// must parse here first.
+#[test]
+fn every_tiling_the_gpu_session_names_parses() {
+    use bespoke::mm::dense::DenseParams;
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/benches/gpu/session.sh"
+    ))
+    .unwrap();
+    let keys: Vec<&str> = script
+        .split(|c: char| c.is_whitespace() || matches!(c, ':' | '"' | '$' | ';'))
+        .filter(|w| w.starts_with('t') && w.contains("-w") && w.contains("-k"))
+        .collect();
+    assert!(keys.len() >= 3, "{keys:?}");
+    for k in keys {
+        let p = DenseParams::parse(k).unwrap_or_else(|| panic!("session.sh names `{k}`"));
+        assert!(!p.unroll, "{k}: the script adds -u itself");
+        assert_eq!(DenseParams::parse(&format!("{k}-u")), Some(p.unrolled()));
+    }
+}

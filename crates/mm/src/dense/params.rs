@@ -320,27 +320,6 @@ mod tests {
         assert_eq!(p.unrolled().spelled_accesses(false), 12 * 4 + 128);
     }
 
-    /// A GPU call is scarce: every tiling the device session names (`--params KEY`, and `KEY-u` from its loop)
-    /// must parse here first.
-    #[test]
-    fn every_tiling_the_gpu_session_names_parses() {
-        let script = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../benches/gpu/session.sh"
-        ))
-        .unwrap();
-        let keys: Vec<&str> = script
-            .split(|c: char| c.is_whitespace() || matches!(c, ':' | '"' | '$' | ';'))
-            .filter(|w| w.starts_with('t') && w.contains("-w") && w.contains("-k"))
-            .collect();
-        assert!(keys.len() >= 3, "{keys:?}");
-        for k in keys {
-            let p = DenseParams::parse(k).unwrap_or_else(|| panic!("session.sh names `{k}`"));
-            assert!(!p.unroll, "{k}: the script adds -u itself");
-            assert_eq!(DenseParams::parse(&format!("{k}-u")), Some(p.unrolled()));
-        }
-    }
-
     #[test]
     fn keys_round_trip() {
         let p = DenseParams {
