@@ -20,21 +20,26 @@ fn machine() -> Machine {
     .unwrap()
 }
 
-#[test]
-fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
-    let Some(gpu) = test_gpu() else { return };
-    let shape = GemmShape::packed(64, 64, 64);
-    let p = |tm, tn| DenseParams {
+/// A tiling of 8 invocations across, kc 8, vec4 B, one K pass, K steps in a loop.
+fn tiling(tm: u32, tn: u32, wgm: u32, stages: u32) -> DenseParams {
+    DenseParams {
         tm,
         tn,
-        wgm: 8,
+        wgm,
         wgn: 8,
         kc: 8,
         vec: 4,
         split_k: 1,
-        stages: 1,
+        stages,
         unroll: false,
-    };
+    }
+}
+
+#[test]
+fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
+    let Some(gpu) = test_gpu() else { return };
+    let shape = GemmShape::packed(64, 64, 64);
+    let p = |tm, tn| tiling(tm, tn, 8, 1);
     // The last point needs 4 invocations × 4096 — past every device's workgroup limit: recorded as an error.
     let too_big = DenseParams {
         wgm: 64,
@@ -88,17 +93,7 @@ fn sweep_times_every_point_and_reports_pick_best_and_efficiency() {
 fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
     let Some(gpu) = test_gpu() else { return };
     let shape = GemmShape::packed(96, 2048, 64);
-    let p = |tm, tn, wgm| DenseParams {
-        tm,
-        tn,
-        wgm,
-        wgn: 8,
-        kc: 8,
-        vec: 4,
-        split_k: 1,
-        stages: 1,
-        unroll: false,
-    };
+    let p = |tm, tn, wgm| tiling(tm, tn, wgm, 1);
     let space = [p(1, 4, 4), p(4, 4, 4), p(8, 8, 8), p(4, 8, 4), p(2, 4, 8)];
     let mut last = (0, 0);
     let s = sweep_space(
@@ -167,17 +162,7 @@ fn screened_sweep_confirms_the_fastest_samples_and_the_pick() {
 fn a_sweep_with_unrolled_twins_times_them_and_the_check_may_take_one() {
     let Some(gpu) = test_gpu() else { return };
     let shape = GemmShape::packed(48, 64, 32);
-    let p = |tm, tn| DenseParams {
-        tm,
-        tn,
-        wgm: 8,
-        wgn: 8,
-        kc: 8,
-        vec: 4,
-        split_k: 1,
-        stages: 2,
-        unroll: false,
-    };
+    let p = |tm, tn| tiling(tm, tn, 8, 2);
     let space: Vec<DenseParams> = [p(1, 4), p(4, 4)]
         .into_iter()
         .flat_map(|q| [q, q.unrolled()])
