@@ -60,13 +60,13 @@ pub fn params_json(p: &bespoke_mm::dense::DenseParams) -> Value {
     v
 }
 
-/// A checked pick and what decided it: each timed candidate (key, sample shape, GFLOP/s) and the two finalists'
-/// second rounds.
+/// A checked pick and what decided it: each timed candidate (key, sample shape [m, n, k], GFLOP/s) and the two
+/// finalists' second rounds.
 pub fn check_json(c: &bespoke_mm::dense::CheckedPick) -> Value {
     let timed: Vec<Value> = c
         .timed
         .iter()
-        .map(|(p, [m, n], g)| json!({"params": p.key(), "sample": [m, n], "gflops": g}))
+        .map(|(p, [m, n, k], g)| json!({"params": p.key(), "sample": [m, n, k], "gflops": g}))
         .collect();
     let confirmed: Vec<Value> = c
         .confirmed

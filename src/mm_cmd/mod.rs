@@ -31,7 +31,7 @@ pub enum MmCommand {
         #[command(flatten)]
         shape: ShapeArgs,
         /// Tiling as a key, e.g. t8x8v4-w16x16-k8-s1 (default: the model's pick checked on the device: the
-        /// best-predicted tiling of each of its first few register-tile shapes timed on a block of C, cached).
+        /// best-predicted tiling of each of its first few register-tile shapes timed on a sample, cached).
         #[arg(long)]
         params: Option<DenseParams>,
         /// The analytical model's own pick, untimed (instead of the checked pick).
@@ -56,9 +56,10 @@ pub enum MmCommand {
         /// Timed runs per full-shape configuration (after a one-tile warm-up); the median counts.
         #[arg(long, default_value_t = 3)]
         reps: usize,
-        /// Screen: time every configuration once on a block of C of whole tiles (full K, at least this many
-        /// GFLOP and twice the workgroups that fill the device), then only the fastest --confirm and the model's
-        /// pick on the full shape. For shapes where timing every configuration takes hours.
+        /// Screen: time every configuration once on a sample of at least this many GFLOP (on a GPU C whole with
+        /// K cut, up to 1 ms of its FMA peak; on a CPU adapter a block of C of whole tiles, full K, twice the
+        /// workgroups that fill it), then only the fastest --confirm and the model's pick on the full shape. For
+        /// shapes where timing every configuration takes hours.
         #[arg(long, value_name = "GFLOP")]
         screen: Option<f64>,
         /// With --screen: how many of the fastest screened configurations are timed on the full shape.
@@ -330,11 +331,17 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             let (pick, best) = (&s.points[s.pick], &s.points[s.best]);
             if let Method::Screened { .. } = method {
                 println!(
-                    "{}×{}×{} {dtype}: {} configurations screened on blocks of C, {} timed on the full shape, on {}",
+                    "{}×{}×{} {dtype}: {} configurations screened on samples (the pick's: {}), {} timed on the full shape, on {}",
                     shape.m,
                     shape.n,
                     shape.k,
                     s.screened(),
+                    pick.sample
+                        .as_ref()
+                        .map_or("none".into(), |(sub, _)| format!(
+                            "{}×{}×{}",
+                            sub.m, sub.n, sub.k
+                        )),
                     s.timed(),
                     gpu.adapter_name()
                 );
@@ -389,7 +396,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                         "gflops": pt.gflops(),
                         "error": pt.measured.as_ref().and_then(|m| m.as_ref().err()),
                         "sample": pt.sample.as_ref().map(|(sub, m)| json!({
-                            "m": sub.m, "n": sub.n, "gflops": m.as_ref().ok(), "error": m.as_ref().err(),
+                            "m": sub.m, "n": sub.n, "k": sub.k, "gflops": m.as_ref().ok(), "error": m.as_ref().err(),
                         })),
                     })
                 })

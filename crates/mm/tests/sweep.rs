@@ -1,12 +1,13 @@
 //! The sweep's bookkeeping on the device: every configuration timed, the model's pick and the best found are
 //! the right points, E = pick ÷ best, and a configuration the device refuses is recorded, not fatal; a screened
-//! sweep times every point on a block of C and only the fastest and the pick on the full shape.
+//! sweep times every point on a sample and only the fastest and the pick on the full shape.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use bespoke_gpu::testing::test_gpu;
 use bespoke_mm::DType;
-use bespoke_mm::dense::sweep::{Method, sweep_space};
+use bespoke_mm::dense::choose::CHECK_GFLOP;
+use bespoke_mm::dense::sweep::{Method, sample_shape, sweep_space};
 use bespoke_mm::dense::{DenseParams, GemmShape, Machine};
 
 fn machine() -> Machine {
@@ -197,4 +198,52 @@ fn a_sweep_with_unrolled_twins_times_them_and_the_check_may_take_one() {
         .unwrap();
     assert_eq!(s.checked, fastest);
     assert_eq!(s.best, fastest);
+}
+
+/// Samples with C whole and K cut (`sample_shape`, as on a GPU, where a block of C would time the tail of its
+/// last wave): a machine of 1 GFLOP/s gives a budget of 1 MFLOP, 256 of 32×64×4096's depth. Every configuration
+/// runs on that sample, the check's candidates on theirs (its 0.5 GFLOP holds the whole shape), the confirmed
+/// ones on the full shape.
+#[test]
+fn samples_with_k_cut_run_and_the_full_shape_confirms_them() {
+    let Some(gpu) = test_gpu() else { return };
+    let slow: Machine = serde_json::from_str(
+        r#"{"version":6,"adapter":"test","dtype":"f32",
+            "fma_by_accumulators":[[1,0.125],[8,1.0]],"fma_latency_ns":2.0,
+            "fma_by_groups":[[32,1,0.5],[32,4,1.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+            "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
+    )
+    .unwrap();
+    let shape = GemmShape::packed(32, 64, 4096);
+    let p = |tm, tn, stages| tiling(tm, tn, 4, stages);
+    let space = [p(1, 4, 1), p(4, 4, 1), p(4, 8, 2), p(8, 8, 1)];
+    let s = sweep_space(
+        gpu,
+        &slow,
+        DType::F32,
+        shape,
+        &space,
+        Method::Screened {
+            sample_gflop: 0.0001,
+            confirm: 1,
+        },
+        1,
+        |_, _| {},
+    )
+    .unwrap();
+    for pt in &s.points {
+        let (sub, g) = pt.sample.clone().unwrap();
+        assert_eq!((sub.m, sub.n, sub.k), (32, 64, 256), "{}", pt.params.key());
+        assert_eq!((sub.lda, sub.ldb, sub.ldc), (4096, 64, 64));
+        assert!(g.unwrap() > 0.0);
+    }
+    let check = s.check.clone().unwrap();
+    for (q, sample, g) in &check.timed {
+        let sub = sample_shape(&slow, q, &shape, CHECK_GFLOP);
+        assert_eq!(*sample, [sub.m, sub.n, sub.k]);
+        assert_eq!(sub, shape);
+        assert!(g.is_some(), "{check:?}");
+    }
+    assert!(s.points[s.best].gflops().is_some());
+    assert!(s.points[s.pick].gflops().is_some());
 }

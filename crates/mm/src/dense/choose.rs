@@ -1,7 +1,7 @@
 //! The model's pick checked on the device (issue 36). The model ranks the space; the best-predicted configuration
-//! of each register-tile shape (tm × tn) among the first [`SHORTLIST`] shapes is timed on a block of C
-//! ([`super::sample::sample_shape`]) in turn, and the faster of the two fastest, timed again, is the pick: cached on
-//! disk per adapter, precision and shape.
+//! of each register-tile shape (tm × tn) among the first [`SHORTLIST`] shapes is timed on a sample of the shape
+//! ([`super::sample::sample_shape`]: C whole with K cut where its budget allows, else a block of C) in turn, and
+//! the faster of the two fastest, timed again, is the pick: cached on disk per adapter, precision and shape.
 //!
 //! Why: on an NVIDIA H200 (2026-11-27, screened sweep at 4096³ f32) the model's predictions held within ~10 % for
 //! register tiles of up to 32 accumulators, but it ranked 8×8 tiles first (predicted 45.5 TFLOP/s, measured 31.9)
@@ -38,8 +38,9 @@ const CHECK_ROUNDS: usize = 3;
 
 /// Version of the on-disk cache of checked picks (2: a sample past a quarter of C is the whole shape,
 /// `WHOLE_FRACTION`; the shortlist timed in turn; split entries' unsplit twins timed too; 3: the two fastest timed
-/// again, `in_turn_with_confirmation`; 4: unrolled twins on GPUs).
-const CACHE_VERSION: u32 = 4;
+/// again, `in_turn_with_confirmation`; 4: unrolled twins on GPUs; 5: on GPUs the samples keep C whole and cut K,
+/// `sample_shape`).
+const CACHE_VERSION: u32 = 5;
 
 /// The best-predicted configuration of each register-tile shape (tm × tn), in the order of their predicted
 /// times, at most `k` of them; the model's own pick first.
@@ -116,9 +117,9 @@ pub struct CheckedPick {
     pub params: DenseParams,
     /// The model's own pick (the first of the shortlist).
     pub model_pick: DenseParams,
-    /// Each shortlisted configuration, its sample's shape (m, n) and GFLOP/s there, the median of the first rounds
-    /// (None: it failed to run).
-    pub timed: Vec<(DenseParams, [usize; 2], Option<f64>)>,
+    /// Each shortlisted configuration, its sample's shape (m, n, k) and GFLOP/s there, the median of the first
+    /// rounds (None: it failed to run).
+    pub timed: Vec<(DenseParams, [usize; 3], Option<f64>)>,
     /// The two fastest of `timed`, timed again: GFLOP/s, the median of those rounds alone (empty where fewer than
     /// two ran; the pick is the faster of these).
     #[serde(default)]
@@ -273,11 +274,11 @@ pub(crate) fn time_shortlist(
         .zip(&refused)
         .filter_map(|(p, e)| e.as_ref().map(|e| format!("{}: {e}", p.key())))
         .collect();
-    let timed: Vec<(DenseParams, [usize; 2], Option<f64>)> = list
+    let timed: Vec<(DenseParams, [usize; 3], Option<f64>)> = list
         .iter()
         .zip(&subs)
         .zip(&first)
-        .map(|((p, sub), g)| (*p, [sub.m, sub.n], *g))
+        .map(|((p, sub), g)| (*p, [sub.m, sub.n, sub.k], *g))
         .collect();
     let confirmed = again.iter().map(|&(i, g)| (list[i], g)).collect();
     let best = best.map(|i| list[i]).ok_or_else(|| {
