@@ -49,6 +49,13 @@ fn dense_bench_reports_gflops_and_peak_fraction() {
     let (m, _) = bespoke_json("dense-model-only", &[&args[..], &["--model-only"]].concat());
     assert_eq!(m["params_source"], "model");
     assert!(m["check"].is_null());
+    // --ablate with a given tiling: timed, and the JSON says which cost was taken out.
+    let given = ["--params", "t4x4v4-w8x8-k8-s1-b2", "--ablate", "stage-once"];
+    let (a, _) = bespoke_json("dense-ablated", &[&args[..], &given[..]].concat());
+    assert_eq!(a["ablation"], "stage-once", "{a}");
+    assert_eq!(a["params"]["key"], "t4x4v4-w8x8-k8-s1-b2", "{a}");
+    assert!(a["gflops"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["ablation"], "none", "{v}");
 }
 
 #[test]
@@ -147,6 +154,26 @@ fn dense_bench_rejects_bad_input_clearly() {
         (
             vec!["--m", "8", "--n", "8", "--k", "8", "--params", "t8x8"],
             "--params",
+        ),
+        // An ablation times a given tiling, never the pick; and only the named ones.
+        (
+            vec!["--m", "8", "--n", "8", "--k", "8", "--ablate", "stage-once"],
+            "--params",
+        ),
+        (
+            vec![
+                "--m",
+                "8",
+                "--n",
+                "8",
+                "--k",
+                "8",
+                "--params",
+                "t4x4v4-w8x8-k8-s1",
+                "--ablate",
+                "stage",
+            ],
+            "fragments-once",
         ),
         // Past any device: an error naming the operand before host memory is filled (that aborted).
         (

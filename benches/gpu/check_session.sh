@@ -70,6 +70,10 @@ for p in t4x16v4-w32x16-k8-s1-b2 t8x8v4-w16x16-k8-s1-b2; do
         || fail "dense did not time $p in a loop and unrolled"
 done
 grep -q -- '--dtype f64 --params t16x4v4-w8x32-k8-s1-b2-u ' "$calls" || fail "dense did not time the f64 twin"
+for a in stage-once fragments-once; do
+    [ "$(grep -c -- "start mm dense-bench .* --params [^ ]* --ablate $a --json" "$calls")" = 3 ] \
+        || fail "dense did not time the $a ablation"
+done
 # The tests stage: binaries TEST_JOBS at a time, cli_ranks alone after them, a binary that would outlive the
 # stage stopped by its own limit first, the summary in list order. The stand-in test binaries sleep (1 s, the
 # `slow` one 30 s) and log when they start and end.

@@ -294,6 +294,12 @@ for stage in "$@"; do
                     $bin mm dense-bench --m 4096 --n 4096 --k 4096 --dtype $dtype --params $q \
                         --json "$OUT/dense-$dtype-4096-$q.json" 2>&1 | tee -a "$OUT/dense.txt"
                 done
+                # Where the time goes (docs/dense-model.md, "Ablations"): no loads of A and B after the first K
+                # tile; fragments from workgroup memory once per tile. Against the plain kernel's time above.
+                for ablation in stage-once fragments-once; do
+                    $bin mm dense-bench --m 4096 --n 4096 --k 4096 --dtype $dtype --params $p --ablate $ablation \
+                        --json "$OUT/dense-$dtype-4096-$p-$ablation.json" 2>&1 | tee -a "$OUT/dense.txt"
+                done
             done ;;
         dense-sweep)
             # Phase times: the compiles of every configuration against the screening runs.

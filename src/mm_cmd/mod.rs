@@ -14,7 +14,8 @@ use bespoke::mm::dense::bench::DenseTimer;
 use bespoke::mm::dense::microbench::Op;
 use bespoke::mm::dense::sweep::{Method, sweep};
 use bespoke::mm::dense::{
-    DenseParams, GemmShape, Machine, MachineSource, TileLimits, checked_pick, checked_pick_on,
+    Ablation, DenseParams, GemmShape, Machine, MachineSource, TileLimits, checked_pick,
+    checked_pick_on,
 };
 use bespoke::mm::specialise::Variant;
 use bespoke::report::{adapter_json, check_json, machine_json, params_json};
@@ -43,6 +44,15 @@ pub enum MmCommand {
         /// construction), to measure what they cost.
         #[arg(long)]
         bounds_checks: bool,
+        /// Time the kernel with a cost taken out (its result is then not A·B): stage-once (no loads from A and B
+        /// after the first K tile) or fragments-once (workgroup-memory fragment loads once per K tile).
+        #[arg(
+            long,
+            value_name = "ABLATION",
+            default_value = "none",
+            requires = "params"
+        )]
+        ablate: Ablation,
         #[command(flatten)]
         model: ModelArgs,
         #[arg(long, value_name = "FILE")]
@@ -229,6 +239,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             model_only,
             reps,
             bounds_checks,
+            ablate,
             model,
             json: json_path,
         } => {
@@ -238,7 +249,9 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             let gpu = &open_gpu()?;
             let machine = load_machine(gpu, dtype, &model)?;
             // A, B and C once: the checked pick (where it is not cached) times its shortlist on them too.
-            let timer = DenseTimer::new(gpu, dtype, shape)?.with_bounds_checks(bounds_checks);
+            let timer = DenseTimer::new(gpu, dtype, shape)?
+                .with_bounds_checks(bounds_checks)
+                .with_ablation(ablate);
             let (p, source, check) = match given {
                 Some(p) => (p, "given".to_owned(), None),
                 None if model_only => (
@@ -264,10 +277,14 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                 shape.n,
                 shape.k,
                 p.key(),
-                if bounds_checks {
-                    ", bounds-checked"
-                } else {
-                    ""
+                match (bounds_checks, ablate) {
+                    (false, Ablation::None) => String::new(),
+                    (true, Ablation::None) => ", bounds-checked".into(),
+                    (b, a) => format!(
+                        "{}, ablated: {}",
+                        if b { ", bounds-checked" } else { "" },
+                        a.name()
+                    ),
                 },
                 t.seconds * 1e3,
                 t.gflops,
@@ -280,6 +297,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                     "adapter": adapter_json(gpu),
                     "m": shape.m, "n": shape.n, "k": shape.k, "dtype": dtype.wgsl(),
                     "params": params_json(&p), "params_source": source, "bounds_checks": bounds_checks,
+                    "ablation": ablate.name(),
                     "seconds": t.seconds, "gflops": t.gflops,
                     "fma_peak_gflops": peak, "peak_fraction": t.gflops / peak,
                     // What the check timed (each candidate's sample and GFLOP/s, the two finalists again).

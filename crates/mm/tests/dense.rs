@@ -348,3 +348,50 @@ fn bounds_checks_change_nothing_but_the_cost() {
         }
     }
 }
+
+/// The ablated kernels (`mm dense-bench --ablate`) compute what `ablated_reference` says they do, on ragged shapes
+/// with C poisoned: a timing of an ablation is a timing of that work, not of a kernel that skipped it.
+#[test]
+fn ablated_kernels_compute_their_reference() {
+    use bespoke_mm::dense::{Ablation, ablated_reference};
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let (m, n, k) = (37, 52, 43);
+    let s = GemmShape::packed(m, n, k);
+    let round = |v: Vec<f64>| v.iter().map(|&x| f64::from(x as f32)).collect::<Vec<f64>>();
+    for p in configs().into_iter().filter(|p| p.split_k == 1) {
+        for ablation in [Ablation::StageOnce, Ablation::FragmentsOnce] {
+            let a = round(random(&mut r, m * k));
+            let b = round(random(&mut r, k * n));
+            let want = ablated_reference(ablation, p.kc as usize, &a, &b, (m, n, k));
+            let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let (ab, bb) = (
+                gpu.upload(&f32s(&a)).unwrap(),
+                gpu.upload(&f32s(&b)).unwrap(),
+            );
+            let cb = gpu.upload(&vec![f32::NAN; m * n]).unwrap();
+            let g = DenseGemm {
+                ablation,
+                ..DenseGemm::new(s, DType::F32, p, 1.0, 0.0).unwrap()
+            };
+            gpu.run(&g.plan(gpu, &ab, &bb, &cb).unwrap().launches())
+                .unwrap();
+            let got: Vec<f64> = gpu
+                .read(&cb)
+                .unwrap()
+                .iter()
+                .map(|&x| f64::from(x))
+                .collect();
+            let e = rel_err(&got, &want, s.c());
+            assert!(e < 1e-5, "{} {ablation:?}: relative error {e}", p.key());
+            // Not the product: the ablation changed what was computed.
+            let mut product = vec![0.0; m * n];
+            bespoke_mm::reference::gemm_ref(1.0, &a, s.a(), &b, s.b(), 0.0, &mut product, s.c());
+            assert!(
+                rel_err(&got, &product, s.c()) > 1e-2,
+                "{} {ablation:?}",
+                p.key()
+            );
+        }
+    }
+}

@@ -4,6 +4,7 @@ use bespoke_gpu::{Gpu, GpuBuffer};
 
 use super::params::DenseParams;
 use super::run::{DenseGemm, Element, GemmShape};
+use super::wgsl::Ablation;
 use crate::dtype::DType;
 use crate::error::Result;
 
@@ -40,6 +41,8 @@ struct TypedTimer<T: Element> {
     shape: GemmShape,
     /// Keep naga's runtime bounds checks in the kernels (`DenseGemm::bounds_checked`).
     bounds_checked: bool,
+    /// A cost taken out of the kernels (`DenseGemm::ablation`).
+    ablation: Ablation,
     a: GpuBuffer<T>,
     b: GpuBuffer<T>,
     c: GpuBuffer<T>,
@@ -55,6 +58,7 @@ impl<T: Element> TypedTimer<T> {
         Ok(Self {
             shape,
             bounds_checked: false,
+            ablation: Ablation::None,
             a: gpu.upload(&fill::<T>(shape.a().min_len(), 1))?,
             b: gpu.upload(&fill::<T>(shape.b().min_len(), 2))?,
             c: gpu.alloc::<T>(shape.c().min_len())?,
@@ -89,6 +93,7 @@ impl<T: Element> TypedTimer<T> {
         let gemm = |shape| {
             DenseGemm::new(shape, T::DTYPE, params, 1.0, 0.0).map(|g| DenseGemm {
                 bounds_checked: self.bounds_checked,
+                ablation: self.ablation,
                 ..g
             })
         };
@@ -134,6 +139,16 @@ impl DenseTimer {
         match &mut self.0 {
             Typed::F32(t) => t.bounds_checked = on,
             Typed::F64(t) => t.bounds_checked = on,
+        }
+        self
+    }
+
+    /// The same timer with `ablation`'s cost taken out of the kernels (what it costs: the time against the plain
+    /// kernel's; the GFLOP/s count the plain kernel's FMAs, which the ablated kernel still does).
+    pub fn with_ablation(mut self, ablation: Ablation) -> Self {
+        match &mut self.0 {
+            Typed::F32(t) => t.ablation = ablation,
+            Typed::F64(t) => t.ablation = ablation,
         }
         self
     }

@@ -14,7 +14,9 @@ pub use choose::{CheckedPick, checked_pick, checked_pick_on, shortlist};
 pub use model::{Machine, MachineSource, Prediction};
 pub use params::{DenseParams, MAX_ACC_BYTES, TileLimits, legal_space};
 pub use run::{DenseGemm, Element, GemmPlan, GemmShape};
-pub use wgsl::{Epilogue, dense_wgsl, splitk_reduce_wgsl};
+pub use wgsl::{
+    Ablation, Epilogue, ablated_reference, ablated_wgsl, dense_wgsl, splitk_reduce_wgsl,
+};
 
 #[cfg(test)]
 mod tests {
@@ -98,6 +100,77 @@ mod tests {
         let src = crate::popcount::popcount_wgsl(&pop);
         validate_wgsl(&src, DType::F32.caps()).unwrap();
         assert!(src.contains("let kk = 7u;") && !src.contains("for (var kk"));
+    }
+
+    /// The ablated kernels (`mm dense-bench --ablate`): once per register tile, staging and precision, rolled and
+    /// unrolled, both ablations validate; stage-once has no loads of A or B inside its K loop and no prefetch,
+    /// fragments-once reads each tile's fragments at its first step only.
+    #[test]
+    fn ablated_kernels_validate_without_a_device() {
+        let lim = TileLimits {
+            max_invocations: 1024,
+            max_wg_x: 1024,
+            max_wg_y: 1024,
+            shared_bytes: 32768,
+        };
+        let mut one = std::collections::HashMap::new();
+        for dtype in [DType::F32, DType::F64] {
+            for p in legal_space(dtype, &lim) {
+                one.entry((dtype, p.tm, p.tn, p.vec, p.stages)).or_insert(p);
+            }
+        }
+        assert!(one.len() > 100, "{}", one.len());
+        for ((dtype, ..), p) in one {
+            for q in [p, p.unrolled()] {
+                for epi in [Epilogue::BetaZero, Epilogue::Partial] {
+                    let plain = dense_wgsl(&q, dtype, epi);
+                    for a in [Ablation::StageOnce, Ablation::FragmentsOnce] {
+                        let src = ablated_wgsl(&q, dtype, epi, a);
+                        if let Err(e) = validate_wgsl(&src, dtype.caps()) {
+                            panic!("{} {dtype} {a:?}: {e}", q.key());
+                        }
+                        assert_ne!(src, plain);
+                    }
+                    let once = ablated_wgsl(&q, dtype, epi, Ablation::StageOnce);
+                    let k_loop = once.split("for (var k0").nth(1).unwrap();
+                    assert!(
+                        !k_loop.contains("= a[") && !k_loop.contains("= b["),
+                        "{}",
+                        q.key()
+                    );
+                    assert!(
+                        !once.contains("pa_0") && !once.contains("pb_0"),
+                        "{}",
+                        q.key()
+                    );
+                    let frag = ablated_wgsl(&q, dtype, epi, Ablation::FragmentsOnce);
+                    assert!(!frag.contains("kk * AROW") && frag.contains("0u * AROW"));
+                    assert!(plain.contains("kk * AROW") && !plain.contains("0u * AROW"));
+                }
+            }
+        }
+        assert_eq!(
+            "fragments-once".parse::<Ablation>(),
+            Ok(Ablation::FragmentsOnce)
+        );
+        assert!(
+            "stage"
+                .parse::<Ablation>()
+                .unwrap_err()
+                .contains("stage-once")
+        );
+    }
+
+    /// The ablations' reference on a hand-worked case: K = 3 in tiles of 2 (one padded), 1×1.
+    #[test]
+    fn the_ablated_reference_counts_what_each_ablation_reads() {
+        let (a, b) = ([1.0, 2.0, 3.0], [10.0, 100.0, 1000.0]);
+        let run = |x| ablated_reference(x, 2, &a, &b, (1, 1, 3))[0];
+        assert_eq!(run(Ablation::None), 3210.0);
+        // Both tiles on the first: (10 + 200) twice.
+        assert_eq!(run(Ablation::StageOnce), 420.0);
+        // Each tile's first step twice: (10 + 3000) × 2.
+        assert_eq!(run(Ablation::FragmentsOnce), 6020.0);
     }
 
     #[test]

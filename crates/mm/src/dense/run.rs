@@ -3,7 +3,7 @@
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch, bytemuck::Pod};
 
 use super::params::{DenseParams, TileLimits};
-use super::wgsl::{Epilogue, dense_wgsl, splitk_reduce_wgsl};
+use super::wgsl::{Ablation, Epilogue, ablated_wgsl, splitk_reduce_wgsl};
 use crate::dtype::DType;
 use crate::error::{MmError, Result};
 use crate::reference::Shape;
@@ -87,6 +87,9 @@ pub struct DenseGemm {
     /// Keep the runtime bounds checks naga adds to every access (off by default: every index is in range by
     /// construction, see `plan`; on to measure what the checks cost, `mm dense-bench --bounds-checks`).
     pub bounds_checked: bool,
+    /// A cost taken out of the tiled kernel to measure it (`mm dense-bench --ablate`): the result is then not
+    /// A·B ([`super::wgsl::ablated_reference`]). `Ablation::None` but for such measurements.
+    pub ablation: Ablation,
 }
 
 /// The launches of one GEMM, ready to run or time; holds the split-K workspace alive.
@@ -143,6 +146,7 @@ impl DenseGemm {
             alpha,
             beta,
             bounds_checked: false,
+            ablation: Ablation::None,
         })
     }
 
@@ -283,11 +287,18 @@ impl DenseGemm {
                 unsafe { k.without_bounds_checks() }
             }
         };
-        let checks = if self.bounds_checked { "_checked" } else { "" };
+        let checks = format!(
+            "{}{}",
+            if self.bounds_checked { "_checked" } else { "" },
+            match self.ablation {
+                Ablation::None => String::new(),
+                a => format!("_ablated_{}", a.name()),
+            }
+        );
         if p.split_k > 1 {
             let main = Kernel::new(
                 format!("dense_{}_{}_partial{checks}", p.key(), self.dtype),
-                dense_wgsl(p, self.dtype, Epilogue::Partial),
+                ablated_wgsl(p, self.dtype, Epilogue::Partial, self.ablation),
             );
             let reduce = Kernel::new(
                 format!(
@@ -300,7 +311,7 @@ impl DenseGemm {
         } else {
             let main = Kernel::new(
                 format!("dense_{}_{}_{epi:?}{checks}", p.key(), self.dtype),
-                dense_wgsl(p, self.dtype, epi),
+                ablated_wgsl(p, self.dtype, epi, self.ablation),
             );
             (unchecked(main), None)
         }

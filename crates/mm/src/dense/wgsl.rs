@@ -32,6 +32,80 @@ impl Epilogue {
     }
 }
 
+/// A cost taken out of the tiled kernel, to measure what it costs (`mm dense-bench --ablate`; docs/dense-model.md).
+/// An ablated kernel computes something else than A·B, by design: [`ablated_reference`] is what.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ablation {
+    /// The kernel itself.
+    #[default]
+    None,
+    /// The first K tile staged into workgroup memory, then every K tile's FMAs on it: no loads from A and B after
+    /// the first tile (nor double buffering's prefetch), one barrier per tile. What the FMAs, the fragment loads
+    /// from workgroup memory and the loop cost alone.
+    StageOnce,
+    /// Every k step of a tile reads the fragments of the tile's first step (the loads loop-invariant within a
+    /// tile): the staging as in the kernel, the fragment loads from workgroup memory once per tile, not per step.
+    FragmentsOnce,
+}
+
+impl Ablation {
+    /// The name `--ablate` takes and kernel ids carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::StageOnce => "stage-once",
+            Self::FragmentsOnce => "fragments-once",
+        }
+    }
+}
+
+impl std::str::FromStr for Ablation {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::None, Self::StageOnce, Self::FragmentsOnce]
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| format!("unknown ablation {s:?}: none, stage-once or fragments-once"))
+    }
+}
+
+/// What a kernel ablated by `ablation` writes to C (β = 0, α = 1, one K pass) for row-major A (m × k) and B
+/// (k × n): for the plain kernel A·B; `StageOnce`, every K tile's product taken with the first tile's A and B;
+/// `FragmentsOnce`, each tile's first k step counted `kc` times. Padding past K counts as zeros, as the kernel
+/// stages it.
+pub fn ablated_reference(
+    ablation: Ablation,
+    kc: usize,
+    a: &[f64],
+    b: &[f64],
+    (m, n, k): (usize, usize, usize),
+) -> Vec<f64> {
+    let tiles = k.div_ceil(kc);
+    let at = |i: usize, kk: usize| if kk < k { a[i * k + kk] } else { 0.0 };
+    let bt = |kk: usize, j: usize| if kk < k { b[kk * n + j] } else { 0.0 };
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0.0;
+            for t in 0..tiles {
+                for kk in 0..kc {
+                    let src = match ablation {
+                        Ablation::None => t * kc + kk,
+                        Ablation::StageOnce => kk,
+                        Ablation::FragmentsOnce => t * kc,
+                    };
+                    s += at(i, src) * bt(src, j);
+                }
+            }
+            c[i * n + j] = s;
+        }
+    }
+    c
+}
+
 /// The uniform block every dense kernel reads (u32 fields first, so f32 and f64 share one layout rule).
 /// `ldb`, `ldc` are in vectors of `vec` elements. `a_col0` offsets A's columns (K blocks).
 pub(crate) fn params_struct(t: &str) -> String {
@@ -47,6 +121,11 @@ pub(crate) fn params_struct(t: &str) -> String {
 
 /// The tiled GEMM kernel for `p`, `dtype` and `epi`.
 pub fn dense_wgsl(p: &DenseParams, dtype: DType, epi: Epilogue) -> String {
+    ablated_wgsl(p, dtype, epi, Ablation::None)
+}
+
+/// The tiled kernel with `ablation`'s cost taken out ([`Ablation::None`]: [`dense_wgsl`]).
+pub fn ablated_wgsl(p: &DenseParams, dtype: DType, epi: Epilogue, ablation: Ablation) -> String {
     let t = dtype.wgsl();
     let vt = vector_type(p, dtype);
     let (bm, nv, bnv, kc, nt) = (
@@ -81,8 +160,12 @@ pub fn dense_wgsl(p: &DenseParams, dtype: DType, epi: Epilogue) -> String {
     let mut s = String::with_capacity(8192);
     let _ = writeln!(
         s,
-        "// bespoke dense GEMM {} {t} {epi:?}: C = alpha*A*B + beta*C",
-        p.key()
+        "// bespoke dense GEMM {} {t} {epi:?}: C = alpha*A*B + beta*C{}",
+        p.key(),
+        match ablation {
+            Ablation::None => String::new(),
+            a => format!(" (ablated: {}, not A*B)", a.name()),
+        }
     );
     s += GRID_WGSL;
     s += &params_struct(t);
@@ -159,7 +242,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         )
     };
     let store_b = |off: &str| format!("Bs[{off} + e] = v;");
-    let steps = k_steps(p.kc, p.unroll, &register_step(p, dtype));
+    let step_k = if ablation == Ablation::FragmentsOnce {
+        "0u"
+    } else {
+        "kk"
+    };
+    let steps = k_steps(p.kc, p.unroll, &register_step(p, dtype, step_k));
     // The tile at k0 staged straight into buffer 0 (every tile when single-buffered, the first when double).
     let direct = format!(
         "        for (var e = lid; e < ALEN; e += NT) {{
@@ -178,7 +266,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         lb = load_b("k0"),
         sb = store_b("0u"),
     );
-    if p.stages < 2 {
+    if ablation == Ablation::StageOnce {
+        // The first tile staged as the kernel stages it, then every tile's steps on it.
+        let _ = write!(
+            s,
+            "    if kbeg < kend {{
+        let k0 = kbeg;
+{direct}    }}
+    workgroupBarrier();
+    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
+        let ao = 0u;
+        let bo = 0u;
+{steps}        workgroupBarrier();
+    }}
+",
+        );
+    } else if p.stages < 2 {
         let _ = write!(
             s,
             "    for (var k0 = kbeg; k0 < kend; k0 += KC) {{
@@ -305,9 +408,9 @@ fn accumulators(p: &DenseParams, dtype: DType) -> String {
     s
 }
 
-/// One k step of the register tile: its A and B values from workgroup memory (`As`, `Bs`, at `kk`; constants
-/// `BM`, `BNV`; invocation `tx`, `ty`) and tm × tn/vec FMAs.
-fn register_step(p: &DenseParams, dtype: DType) -> String {
+/// One k step of the register tile: its A and B values from workgroup memory (`As`, `Bs`, at step `k`: `kk`, or
+/// a constant for an ablation; constants `BM`, `BNV`; invocation `tx`, `ty`) and tm × tn/vec FMAs.
+fn register_step(p: &DenseParams, dtype: DType, k: &str) -> String {
     let vt = vector_type(p, dtype);
     let nv = p.tn / p.vec;
     let mut s = String::new();
@@ -315,7 +418,7 @@ fn register_step(p: &DenseParams, dtype: DType) -> String {
         for i4 in 0..p.tm / 4 {
             let _ = writeln!(
                 s,
-                "            let a4_{i4} = As[ao + kk * AROW + ty * {}u + {i4}u];",
+                "            let a4_{i4} = As[ao + {k} * AROW + ty * {}u + {i4}u];",
                 p.tm / 4
             );
             for (q, c) in ["x", "y", "z", "w"].into_iter().enumerate() {
@@ -330,7 +433,7 @@ fn register_step(p: &DenseParams, dtype: DType) -> String {
         for i in 0..p.tm {
             let _ = writeln!(
                 s,
-                "            let a_{i} = {vt}(As[ao + kk * AROW + ty + {}u]);",
+                "            let a_{i} = {vt}(As[ao + {k} * AROW + ty + {}u]);",
                 i * p.wgm
             );
         }
@@ -338,7 +441,7 @@ fn register_step(p: &DenseParams, dtype: DType) -> String {
     for j in 0..nv {
         let _ = writeln!(
             s,
-            "            let b_{j} = Bs[bo + kk * BNV + tx + {}u];",
+            "            let b_{j} = Bs[bo + {k} * BNV + tx + {}u];",
             j * p.wgn
         );
     }
