@@ -235,3 +235,33 @@ fn assert_gemm_matches(gpu: &Gpu, shape: &GemmShape, params: DenseParams) {
     assert!(got.iter().all(|x| x.is_finite()), "{}", params.key());
     assert!(rel_err(&got, &want, shape.c()) < 1e-5, "{}", params.key());
 }
+
+/// On the H200's inputs (60 TFLOP/s f32) every sample the check (0.5 GFLOP) and the session's screens (0.05–0.5)
+/// time at issue 36's shapes keeps C whole, so each runs the full shape's grid of workgroups and its waves fall on
+/// the card's multiprocessors as the full run's do; the K cut a multiple of 32 per split-K slice.
+#[test]
+fn on_the_h200s_inputs_every_sample_keeps_c_whole() {
+    use bespoke_mm::dense::choose::CHECK_GFLOP;
+    use bespoke_mm::dense::sweep::sample_shape;
+    let (machine, _) = h200();
+    let limits = h200_limits();
+    for (m, n, k) in [
+        (2048, 2048, 2048),
+        (4096, 4096, 4096),
+        (8192, 8192, 8192),
+        (96, 100_000, 64),
+        (343, 100_000, 1029),
+    ] {
+        let shape = GemmShape::packed(m, n, k);
+        let space = machine.shape_space(DType::F32, &limits, &shape);
+        assert!(!space.is_empty());
+        for p in &space {
+            for g in [CHECK_GFLOP, 0.05] {
+                let s = sample_shape(&machine, p, &shape, g);
+                assert_eq!((s.m, s.n), (m, n), "{} at {m}×{n}×{k}: {s:?}", p.key());
+                assert!(s.k == k || s.k.is_multiple_of(32 * p.split_k as usize));
+                assert!(s.flops() >= g * 1e9);
+            }
+        }
+    }
+}
