@@ -41,7 +41,7 @@
 #                 in the background: the METIS order of the GPU bench's 16.5 M-tet mesh (84–93 s on one core of the
 #                 build VM) into .devbin/cache while other stages use the GPU; bench, lab, bench-fv and bench-lab-fv
 #                 wait for it before they start. List it first in a call that runs one of those.
-#   streams       the LBM step's memory pattern alone (crates/gpu/examples/streams.rs: K streams in and out, widths,
+#   streams       the LBM step's memory pattern alone (crates/gpu/examples/streams/: K streams in and out, widths,
 #                 bindings, staggering, bounds checks, cells per invocation, the step built up, 18 allocations;
 #                 on a constant, random words, a smooth field and it less its mean, then random and smooth swapped
 #                 between their allocations; at the 8192² lattice's size)

@@ -6,7 +6,7 @@
 //! index arithmetic). Each on three lattice states: Taylor–Green, uniform, random (`common::State`), each in 18
 //! buffers of its own; then Taylor–Green and random again, each written into the other's buffers (a time that
 //! follows the state is the data, one that follows the buffers the allocations). docs/perf.md records what it
-//! measured. Beside them (f32) a step written by hand the way `crates/gpu/examples/streams.rs` writes its
+//! measured. Beside them (f32) a step written by hand the way `crates/gpu/examples/streams/` writes its
 //! "a step" row (the same pulls, an equilibrium collision), on the same buffers: on an H200 on 2026-11-27 that
 //! row streamed at 0.93–0.97 of copy on a 4096-wide lattice where the generated step ran at 0.36 on an 8192-wide
 //! one, so this row and the width (NX NY) tell the code from the lattice.

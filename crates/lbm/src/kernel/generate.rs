@@ -402,7 +402,7 @@ fn update(idx: u32) {{
 /// (2^-14 ≤ |x| < 65520) drops 13 mantissa bits with round-to-nearest-even in integers, its subnormal range is a
 /// multiple of 2^-24 rounded by `round` (ties to even); past 65504 it gives ±inf, as the conversion does. Checked
 /// on the device against the `half` crate's conversion of every f16 value, every tie between two and the f32s
-/// beside each tie (tests/step.rs).
+/// beside each tie (tests/step/main.rs).
 pub const F16_ROUND_TRIP_WGSL: &str = "
 fn to_f16_and_back(x: f32) -> f32 {
     let b = bitcast<u32>(x);

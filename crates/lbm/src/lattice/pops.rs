@@ -6,7 +6,7 @@
 //!
 //! Why one allocation even with nine bindings: on an NVIDIA H200 (driver 580, 2026-11-27) a hand-written step read
 //! and wrote 0.97 of the copy probe on windows of one allocation per side and 0.67–0.68 on 18 allocations of their
-//! own (`crates/gpu/examples/streams.rs` at 2^26 cells). The lattice's own step did not move with it (0.38 of copy
+//! own (`crates/gpu/examples/streams/` at 2^26 cells). The lattice's own step did not move with it (0.38 of copy
 //! on one allocation per side as on 18: its gap is elsewhere, docs/perf.md); it is kept as the layout that costs
 //! nothing and removes one variable.
 
