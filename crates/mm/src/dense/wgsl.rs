@@ -34,10 +34,7 @@ impl Epilogue {
 
 /// A cost taken out of the tiled kernel, to measure what it costs (`mm dense-bench --ablate`; docs/dense-model.md).
 /// An ablated kernel computes something else than A·B, by design: [`ablated_reference`] is what.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Ablation {
     /// The kernel itself.
     #[default]
