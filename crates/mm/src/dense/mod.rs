@@ -24,15 +24,20 @@ mod tests {
     use crate::dtype::DType;
     use bespoke_gpu::validate_wgsl;
 
-    /// Every legal configuration, both precisions, the two structurally different stores: naga accepts them all.
-    #[test]
-    fn every_legal_kernel_validates_without_a_device() {
-        let lim = TileLimits {
+    /// Limits past any adapter's space: every legal tiling.
+    fn wide_limits() -> TileLimits {
+        TileLimits {
             max_invocations: 1024,
             max_wg_x: 1024,
             max_wg_y: 1024,
             shared_bytes: 32768,
-        };
+        }
+    }
+
+    /// Every legal configuration, both precisions, the two structurally different stores: naga accepts them all.
+    #[test]
+    fn every_legal_kernel_validates_without_a_device() {
+        let lim = wide_limits();
         // Every legal point with β (the general epilogue); the other epilogues once per register-tile shape (their
         // text differs from β's only in the store, and wgm/wgn/kc change only constants).
         let mut n = 0;
@@ -59,12 +64,7 @@ mod tests {
     /// each of its kc steps spelled out with a constant index and no K-step loop left.
     #[test]
     fn unrolled_twins_validate_without_a_device() {
-        let lim = TileLimits {
-            max_invocations: 1024,
-            max_wg_x: 1024,
-            max_wg_y: 1024,
-            shared_bytes: 32768,
-        };
+        let lim = wide_limits();
         let mut deepest = std::collections::HashMap::new();
         for dtype in [DType::F32, DType::F64] {
             for p in legal_space(dtype, &lim) {
@@ -107,12 +107,7 @@ mod tests {
     /// fragments-once reads each tile's fragments at its first step only.
     #[test]
     fn ablated_kernels_validate_without_a_device() {
-        let lim = TileLimits {
-            max_invocations: 1024,
-            max_wg_x: 1024,
-            max_wg_y: 1024,
-            shared_bytes: 32768,
-        };
+        let lim = wide_limits();
         let mut one = std::collections::HashMap::new();
         for dtype in [DType::F32, DType::F64] {
             for p in legal_space(dtype, &lim) {
