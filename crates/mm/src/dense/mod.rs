@@ -24,7 +24,7 @@ mod tests {
     use crate::dtype::DType;
     use bespoke_gpu::validate_wgsl;
 
-    /// Limits past any adapter's space: every legal tiling.
+    /// Wide limits (1024 invocations, 32 KiB of workgroup memory): the legal space the generator tests validate.
     fn wide_limits() -> TileLimits {
         TileLimits {
             max_invocations: 1024,
