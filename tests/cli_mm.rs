@@ -119,6 +119,16 @@ fn dense_sweep_screens_then_confirms_on_the_full_shape() {
         .iter()
         .filter(|c| c["sample"]["gflops"].as_f64().is_some_and(|g| g > 0.0))
         .count() as u64;
+    // Each sample's shape (16×16 at the full K of 8: the whole shape here) and the workgroups it launched.
+    for c in v["configs"].as_array().unwrap() {
+        let s = &c["sample"];
+        assert_eq!(
+            (s["m"].as_u64(), s["n"].as_u64(), s["k"].as_u64()),
+            (Some(16), Some(16), Some(8)),
+            "{c}"
+        );
+        assert!(s["groups"].as_u64().is_some_and(|g| g >= 1), "{c}");
+    }
     assert_eq!(
         sampled, screened,
         "every screened configuration carries its sample timing"

@@ -415,6 +415,8 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                         "error": pt.measured.as_ref().and_then(|m| m.as_ref().err()),
                         "sample": pt.sample.as_ref().map(|(sub, m)| json!({
                             "m": sub.m, "n": sub.n, "k": sub.k, "gflops": m.as_ref().ok(), "error": m.as_ref().err(),
+                            // Workgroups the sample launches (a GPU runs them in waves).
+                            "groups": pt.params.groups(sub.m, sub.n),
                         })),
                     })
                 })

@@ -80,6 +80,11 @@ impl DenseParams {
     pub fn bn(&self) -> u32 {
         self.wgn * self.tn
     }
+    /// Workgroups one launch of an m × n product has: its tiles, each split in K.
+    pub fn groups(&self, m: usize, n: usize) -> usize {
+        debug_assert!(self.split_k >= 1);
+        m.div_ceil(self.bm() as usize) * n.div_ceil(self.bn() as usize) * self.split_k as usize
+    }
     /// Whether the kernel loads A from workgroup memory as vec4 of 4 consecutive rows (register tiles of 4+ rows).
     pub fn a_vec4(&self) -> bool {
         self.tm.is_multiple_of(4)
@@ -318,6 +323,15 @@ mod tests {
         assert_eq!(s.compiled_accesses(0.5, true), vec![140]);
         // Unrolled, the 12 loads of a k step are spelled out k = 4 times.
         assert_eq!(p.unrolled().spelled_accesses(false), 12 * 4 + 128);
+    }
+
+    #[test]
+    fn groups_count_ragged_tiles_and_split_slices() {
+        // 64×128 tiles.
+        let p = DenseParams::parse("t4x8v4-w16x16-k8-s1").unwrap();
+        assert_eq!(p.groups(4096, 4096), 64 * 32);
+        assert_eq!(p.groups(65, 129), 2 * 2);
+        assert_eq!(DenseParams { split_k: 4, ..p }.groups(64, 128), 4);
     }
 
     #[test]
