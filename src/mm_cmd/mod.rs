@@ -66,9 +66,9 @@ pub enum MmCommand {
         /// Timed runs per full-shape configuration (after a one-tile warm-up); the median counts.
         #[arg(long, default_value_t = 3)]
         reps: usize,
-        /// Screen: time every configuration once on a sample of at least this many GFLOP (on a GPU C whole with
-        /// K cut, up to 1 ms of its FMA peak; on a CPU adapter a block of C of whole tiles, full K, twice the
-        /// workgroups that fill it), then only the fastest --confirm and the model's pick on the full shape. For
+        /// Screen: time every configuration once on a sample of at least this many GFLOP (C whole with K cut
+        /// where that or 1 ms of the FMA peak leaves 256 of depth, as on a GPU; else a block of C of whole tiles,
+        /// full K, twice the workgroups that fill the device), then only the fastest --confirm and the model's pick on the full shape. For
         /// shapes where timing every configuration takes hours.
         #[arg(long, value_name = "GFLOP")]
         screen: Option<f64>,

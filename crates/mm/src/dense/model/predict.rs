@@ -20,7 +20,7 @@ impl Machine {
         let (bm, bn, kc) = (f64::from(p.bm()), f64::from(p.bn()), p.kc as usize);
         let split = f64::from(p.split_k);
         let k_per_split = (shape.k.div_ceil(p.split_k as usize).div_ceil(kc) * kc) as f64;
-        let groups = (m / bm).ceil() * (n / bn).ceil() * split;
+        let groups = p.groups(shape.m, shape.n) as f64;
         let invocations = groups * f64::from(p.threads());
         let acc = f64::from(p.tm * p.tn);
 
