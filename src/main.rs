@@ -17,6 +17,16 @@ use bespoke::report::{adapter_json, capabilities_json, probe_json};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
+/// A count that must be at least one (repetitions, rounds, steps per batch): zero is refused by name instead of
+/// timing nothing or being raised silently.
+pub(crate) fn count<T: std::str::FromStr + From<u8> + PartialOrd>(s: &str) -> Result<T, String> {
+    match s.trim().parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "bespoke",

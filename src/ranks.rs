@@ -38,6 +38,12 @@ impl RankSpec {
     }
 }
 
+/// Most ranks as threads of one process. Each opens a device of its own (on lavapipe ~8 MB of host memory each,
+/// and 300 thread ranks took 9 s and 2.3 GB to open theirs; on a GPU each device holds a driver context), so a
+/// mistyped count would exhaust the host before any rank could check the problem against it; MPI ranks have no
+/// such bound here.
+pub const MAX_THREAD_RANKS: usize = 64;
+
 /// What runs on each rank: its device and its communicator (None on one domain).
 type Body<'a> = &'a dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>;
 
@@ -68,6 +74,12 @@ pub fn run(
             let gpu = bespoke::phase("open the device", || open_gpu(None))?;
             bespoke::phase("run", || body(&gpu, None))
         }
+        Some(s) if s.count > MAX_THREAD_RANKS => Err(format!(
+            "--ranks {}: ranks as threads of this process open a device each, and at most {MAX_THREAD_RANKS} \
+             may run in one process; for more, run under mpirun (built with `--features mpi`)",
+            s.count
+        )
+        .into()),
         Some(s) => run_threads(s.count, |comm| {
             let r = comm.rank();
             let gpu = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))?;

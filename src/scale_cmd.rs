@@ -31,10 +31,10 @@ pub struct ScaleArgs {
     #[arg(long, value_name = "CXxCYxCZ")]
     strong_box: Option<String>,
     /// Steps per timed batch.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = crate::count::<u64>)]
     steps: u64,
     /// Interleaved rounds of every setup (figures are medians; this VM's speed drifts between runs).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::count::<usize>)]
     rounds: usize,
     #[arg(long, default_value = "f32")]
     storage: Storage,
@@ -83,8 +83,8 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
             .map(|d| size(d, "domain"))
             .transpose()?
             .unwrap_or([2 * block[0], block[1]]),
-        steps: a.steps.max(1),
-        rounds: a.rounds.max(1),
+        steps: a.steps,
+        rounds: a.rounds,
         storage: a.storage,
         streaming: a.streaming,
         memory_budget: 0,
@@ -100,8 +100,8 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
             .map(|b| sizes(b, "strong-box", "48x24x24"))
             .transpose()?
             .unwrap_or([2 * a.cubes, a.cubes, a.cubes]),
-        steps: a.steps.max(1) as usize,
-        rounds: a.rounds.max(1),
+        steps: a.steps as usize,
+        rounds: a.rounds,
         ordering: OrderingKind::Rcm,
         memory_budget: 0,
     };

@@ -120,6 +120,48 @@ fn mm_inputs_are_checked_first() {
         &["t3"],
     );
     refuses(&["mm", "dense-model", "--m", "64"], &["--m, --n and --k"]);
+    for args in [
+        &[
+            "mm",
+            "dense-bench",
+            "--m",
+            "8",
+            "--n",
+            "8",
+            "--k",
+            "8",
+            "--reps",
+            "0",
+        ][..],
+        &[
+            "mm",
+            "dense-sweep",
+            "--m",
+            "8",
+            "--n",
+            "8",
+            "--k",
+            "8",
+            "--reps",
+            "0",
+        ],
+        &[
+            "mm",
+            "dense-sweep",
+            "--m",
+            "8",
+            "--n",
+            "8",
+            "--k",
+            "8",
+            "--confirm",
+            "0",
+        ],
+        &["mm", "ld", "--random", "8,8,8", "--reps", "0"],
+        &["mm", "bench", "x.mtx", "--reps", "0"],
+    ] {
+        refuses(args, &["at least 1"]);
+    }
 }
 
 #[test]
@@ -146,6 +188,18 @@ fn fv_inputs_are_checked_first() {
         &["magic"],
     );
     refuses(&["fv", "run", "--box", "2", "--dtype", "f8"], &["f8"]);
+    refuses(
+        &["fv", "bench", "--box", "2", "--reps", "0"],
+        &["at least 1"],
+    );
+    refuses(
+        &["fv", "sweep", "--box", "2", "--reps", "0"],
+        &["at least 1"],
+    );
+    refuses(
+        &["fv", "run", "--box", "2", "--ranks", "100"],
+        &["--ranks 100", "at most 64"],
+    );
 }
 
 #[test]
@@ -157,6 +211,15 @@ fn lbm_inputs_are_checked_first() {
     refuses(&["lbm", "cavity", "--size", "1x1"], &["1x1"]);
     refuses(&["lbm", "cavity", "--storage", "f8"], &["f8"]);
     refuses(&["lbm", "vortex-street"], &["vortex-street"]);
+    // The decay cases fit from the first fifth of the run and need a resolved wave (a 2-cell sine is no flow).
+    refuses(&["lbm", "shear-wave", "--steps", "9"], &["steps = 9"]);
+    refuses(&["lbm", "taylor-green", "--steps", "1"], &["steps = 1"]);
+    refuses(&["lbm", "shear-wave", "--size", "8x3"], &["size = 8x3"]);
+    refuses(&["lbm", "taylor-green", "--size", "2x2"], &["size = 2x2"]);
+    refuses(
+        &["lbm", "cavity", "--ranks", "65"],
+        &["--ranks 65", "at most 64"],
+    );
     let png = write(
         d.path(),
         "mask.png",
@@ -181,6 +244,12 @@ fn bench_and_scale_arguments_are_checked_first() {
     refuses(&["bench", "--section", "nonsense"], &["nonsense"]);
     refuses(&["scale", "--code", "cfd"], &["cfd"]);
     refuses(&["scale", "--storage", "f8"], &["f8"]);
+    refuses(&["scale", "--steps", "0"], &["--steps", "at least 1"]);
+    refuses(&["scale", "--rounds", "0"], &["--rounds", "at least 1"]);
+    refuses(
+        &["scale", "--ranks", "1000"],
+        &["--ranks 1000", "at most 64"],
+    );
 }
 
 /// `fv order` needs no device at all (a GPU session runs it on a spare core beside stages that use the GPU).

@@ -65,7 +65,7 @@ pub struct SweepArgs {
     block_size: u32,
     #[arg(long, default_value = "f32")]
     dtype: DType,
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = crate::count::<usize>)]
     reps: usize,
     #[arg(long, value_name = "FILE")]
     png: Option<PathBuf>,
@@ -155,7 +155,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "f32")]
     dtype: DType,
     /// Timed step pairs per configuration (after two warm-up pairs).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::count::<usize>)]
     reps: usize,
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,

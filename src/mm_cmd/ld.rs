@@ -81,7 +81,7 @@ pub(super) fn run_ld(args: LdArgs) -> Result<(), Error> {
         Some(_) => None,
         None => Some(load_machine_for(gpu, Op::Popcount, &args.model)?),
     };
-    let res = ld(gpu, &a, &b, params, machine.as_ref(), args.reps.max(1))?;
+    let res = ld(gpu, &a, &b, params, machine.as_ref(), args.reps)?;
     let shape = PopShape::packed(a.snps, b.snps, a.words);
     let gops = shape.word_ops() / res.seconds / 1e9;
     let peak = machine.as_ref().map(|m| m.peak_gflops() / 2.0);

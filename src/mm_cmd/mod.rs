@@ -38,7 +38,7 @@ pub enum MmCommand {
         /// The analytical model's own pick, untimed (instead of the checked pick).
         #[arg(long, conflicts_with = "params")]
         model_only: bool,
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = crate::count::<usize>)]
         reps: usize,
         /// Keep naga's runtime bounds checks in the kernel (they are off: every index is in range by
         /// construction), to measure what they cost.
@@ -64,7 +64,7 @@ pub enum MmCommand {
         #[command(flatten)]
         shape: ShapeArgs,
         /// Timed runs per full-shape configuration (after a one-tile warm-up); the median counts.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = crate::count::<usize>)]
         reps: usize,
         /// Screen: time every configuration once on a sample of at least this many GFLOP (C whole with K cut
         /// where that or 1 ms of the FMA peak leaves 256 of depth, as on a GPU; else a block of C of whole tiles,
@@ -73,7 +73,7 @@ pub enum MmCommand {
         #[arg(long, value_name = "GFLOP")]
         screen: Option<f64>,
         /// With --screen: how many of the fastest screened configurations are timed on the full shape.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, value_parser = crate::count::<usize>)]
         confirm: usize,
         /// Time each configuration's twin with its K steps unrolled (`-u`) too, as the checked pick does on GPUs.
         #[arg(long)]
@@ -141,7 +141,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.0)]
     beta: f64,
     /// Timed repetitions (median) of the finalists and of the final timings.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::count::<usize>)]
     reps: usize,
     /// Re-tune instead of reading earlier decisions from the cache, and keep the new decisions there.
     #[arg(long)]
@@ -171,7 +171,7 @@ pub struct LdArgs {
     /// Tiling key (default: the model's pick for popcount), e.g. t8x8v1-w16x16-k8-s1.
     #[arg(long)]
     params: Option<DenseParams>,
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::count::<usize>)]
     reps: usize,
     /// Also compute every r² on the CPU and compare (slow for big inputs).
     #[arg(long)]

@@ -397,11 +397,18 @@ impl Operator {
 /// n tets in blocks of `block`; each tet gets four distinct random neighbours from its own block (fewer, with
 /// zero-flux self slots, when the block is smaller than 5) and positive coefficients.
 pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
-    if n == 0 || block == 0 {
+    if n == 0 {
+        return Err(FvError::param(
+            "tets",
+            n,
+            "an ideal operator needs at least one tet",
+        ));
+    }
+    if block == 0 {
         return Err(FvError::param(
             "block-size",
             block,
-            "ideal operators need n ≥ 1 and a block ≥ 1",
+            "an ideal operator needs blocks of at least one tet",
         ));
     }
     if u32::try_from(n).is_err() {
@@ -444,7 +451,7 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
 
 #[cfg(test)]
 mod tests {
-    use super::{BOUNDARY, adjacency};
+    use super::{BOUNDARY, adjacency, ideal_operator};
     use crate::generate::BoxMesh;
     use crate::mesh::TetMesh;
 
@@ -510,5 +517,15 @@ mod tests {
         mesh.tets[1] = [0, 0, 1, 2];
         let e = adjacency(&mesh).unwrap_err().to_string();
         assert!(e.contains("tet 1 has the same face twice"), "{e}");
+    }
+
+    #[test]
+    fn ideal_operators_name_the_bad_parameter() {
+        let e = ideal_operator(0, 32, 1).unwrap_err().to_string();
+        assert!(e.starts_with("tets = 0"), "{e}");
+        let e = ideal_operator(64, 0, 1).unwrap_err().to_string();
+        assert!(e.starts_with("block-size = 0"), "{e}");
+        let op = ideal_operator(64, 16, 1).expect("ideal operator");
+        assert_eq!(op.n(), 64);
     }
 }

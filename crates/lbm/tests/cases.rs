@@ -113,6 +113,26 @@ fn poiseuille_trt_is_exact_and_bgk_converges_at_second_order() {
     }
 }
 
+/// A run shorter than one check interval is not steady, whatever its change: a channel 4000 rows wide changes by
+/// less than the tolerance in one step from rest (its interval is 5000 steps), and read as steady before the
+/// check judged whole intervals only.
+#[test]
+fn a_run_shorter_than_its_check_interval_is_not_steady() {
+    let Some(gpu) = test_gpu() else { return };
+    let r = run(
+        gpu,
+        Case::Poiseuille,
+        CaseOptions {
+            size: Some((2, 4002)),
+            steps: Some(1),
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.steps, 1);
+    assert_eq!(r.metrics["converged"], 0.0, "{:?}", r.notes);
+    assert!(r.metrics["profile_rel_err"] > 0.99, "{:?}", r.metrics);
+}
+
 /// Cavity Re 100 at 128² to steady state, within RMS 0.01 of Ghia along both centrelines.
 fn cavity_re100(storage: Storage, streaming: Streaming) {
     let Some(gpu) = test_gpu() else { return };

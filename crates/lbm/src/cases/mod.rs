@@ -365,10 +365,13 @@ impl<'a, 'g> Runner<'a, 'g> {
         let mut prev = self.fields()?.ux;
         let mut change = f64::INFINITY;
         while self.done < max_steps {
-            self.run(interval.min(max_steps - self.done))?;
+            let chunk = interval.min(max_steps - self.done);
+            self.run(chunk)?;
             let now = self.fields()?.ux;
             change = max_change(&now, &prev, scale);
-            if is_steady(&now, &prev, tol * scale) {
+            // Only a whole interval is judged: the change over a shorter last chunk is smaller for being shorter
+            // (`--steps 10` on a channel whose interval is 5000 read as steady after 10 steps from rest).
+            if chunk == interval && is_steady(&now, &prev, tol * scale) {
                 return Ok((true, change));
             }
             prev = now;
@@ -464,6 +467,53 @@ fn size_or(opts: &CaseOptions, default: (usize, usize)) -> (usize, usize) {
     opts.size.unwrap_or(default)
 }
 
+/// Fewest steps a decay case (shear wave, Taylor–Green) runs: it fits the decay from the first fifth of the run
+/// to its end.
+pub(crate) const MIN_FIT_STEPS: u64 = 10;
+
+/// Fewest cells along a wavelength of a decay case's sine wave: at 2 the wave samples sin 0 and sin π, no flow at
+/// all, and its fit is 0/0.
+pub(crate) const MIN_WAVE_CELLS: usize = 4;
+
+/// The steps a decay case runs: the given count (at least [`MIN_FIT_STEPS`]) or `default`.
+fn fit_steps(case: &Case, given: Option<u64>, default: impl FnOnce() -> u64) -> Result<u64> {
+    let case = case.name();
+    match given {
+        Some(s) if s < MIN_FIT_STEPS => Err(LbmError::param(
+            "steps",
+            s,
+            format!(
+                "the {case} case fits a decay from the first fifth of its run to the end, and needs at least \
+                 {MIN_FIT_STEPS} steps"
+            ),
+        )),
+        Some(s) => Ok(s),
+        None => Ok(default().max(MIN_FIT_STEPS)),
+    }
+}
+
+/// Refuses a lattice too short for a decay case's wave ([`MIN_WAVE_CELLS`] along y for the shear wave, along x
+/// (= y) for Taylor–Green); other cases pass.
+fn wave_fits(case: &Case, (nx, ny): (usize, usize)) -> Result<()> {
+    let (axis, n) = match case {
+        Case::ShearWave => ("y", ny),
+        Case::TaylorGreen => ("x and y", nx.min(ny)),
+        _ => return Ok(()),
+    };
+    let case = case.name();
+    if n < MIN_WAVE_CELLS {
+        return Err(LbmError::param(
+            "size",
+            format!("{nx}x{ny}"),
+            format!(
+                "the {case} case's wave spans the lattice along {axis} and needs at least {MIN_WAVE_CELLS} cells \
+                 there to be resolved (at 2 it is sin 0 and sin π: no flow)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Units in the last place (of f32, the type u is computed and read in) by which a steady field may still move
 /// between two checks. A driver may round `1 / ρ` differently or contract other FMAs than lavapipe does, and the
 /// field then settles a few ulps off and moves between neighbours for ever: on an H200 the BGK channel at H = 24
@@ -525,6 +575,44 @@ mod tests {
         assert!(!is_steady(&[0.0], &[1e-8], 1e-9));
         assert!(is_steady(&[0.0], &[1e-10], 1e-9));
         assert!(!is_steady(&[f32::NAN], &[0.0], 1.0));
+    }
+
+    #[test]
+    fn decay_cases_refuse_too_few_steps_and_unresolved_waves() {
+        for case in [Case::ShearWave, Case::TaylorGreen] {
+            assert_eq!(fit_steps(&case, None, || 3).ok(), Some(MIN_FIT_STEPS));
+            assert_eq!(fit_steps(&case, Some(10), || 500).ok(), Some(10));
+            let e = fit_steps(&case, Some(9), || 500).unwrap_err().to_string();
+            assert!(e.starts_with("steps = 9") && e.contains(case.name()), "{e}");
+            let opts = CaseOptions {
+                steps: Some(1),
+                ..CaseOptions::default()
+            };
+            let e = check(&case, &opts).unwrap_err().to_string();
+            assert!(e.starts_with("steps = 1"), "{e}");
+            assert!(wave_fits(&case, (4, 4)).is_ok());
+            let e = wave_fits(&case, (2, 2)).unwrap_err().to_string();
+            assert!(
+                e.starts_with("size = 2x2") && e.contains("at least 4"),
+                "{e}"
+            );
+            let opts = CaseOptions {
+                size: Some((3, 3)),
+                ..CaseOptions::default()
+            };
+            let e = check(&case, &opts).unwrap_err().to_string();
+            assert!(e.starts_with("size = 3x3"), "{e}");
+        }
+        // The shear wave runs along y only: a lattice 2 wide is fine.
+        assert!(wave_fits(&Case::ShearWave, (2, 64)).is_ok());
+        assert!(wave_fits(&Case::ShearWave, (64, 3)).is_err());
+        // Other cases have no wave and no fit.
+        assert!(wave_fits(&Case::Cavity, (2, 2)).is_ok());
+        let opts = CaseOptions {
+            steps: Some(1),
+            ..CaseOptions::default()
+        };
+        assert!(check(&Case::Cavity, &opts).is_ok());
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::f64::consts::PI;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, size_or,
-    speed, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, fit_steps,
+    size_or, speed, start, wave_fits,
 };
 use crate::error::Result;
 use crate::fields::Fields;
@@ -38,6 +38,7 @@ pub(super) fn run<'g>(
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_or(opts, (16, 64));
+    wave_fits(case, (nx, ny))?;
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / ny as f64;
     let u0 = speed(case, opts)?;
@@ -56,10 +57,9 @@ pub(super) fn run<'g>(
     let k = 2.0 * PI / cfg.ny as f64;
     let nu = cfg.collision.viscosity();
     // Default: long enough for the amplitude to fall by e (at most 20 000 steps).
-    let steps = opts
-        .steps
-        .unwrap_or_else(|| ((1.0 / (nu * k * k)).round() as u64).clamp(200, 20_000))
-        .max(10);
+    let steps = fit_steps(case, opts.steps, || {
+        ((1.0 / (nu * k * k)).round() as u64).clamp(200, 20_000)
+    })?;
     let mut r = Runner::new("shear-wave", lat, u, steps, progress, opts)?;
     // Skip the first fifth: an equilibrium start lacks the non-equilibrium part and rings briefly. (A resumed
     // run fits from where it starts.)

@@ -91,11 +91,14 @@ fn check_checkpoint_path(opts: &CaseOptions) -> Result<()> {
 }
 
 /// Checks a case's options and input files without a device, as `run_case` would before its first step: the
-/// velocity, ω, Re, Smagorinsky constant and size; the mask image decodes; a checkpoint to resume is whole
+/// velocity, ω, Re, Smagorinsky constant, size and, for the decay cases, steps and wave resolution; the mask image decodes; a checkpoint to resume is whole
 /// (checksum) and of this case; the checkpoint to write can be written there. A CLI calls it before opening
 /// a device, so bad input gets its own error on a machine without a driver.
 pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     check_checkpoint_path(opts)?;
+    if matches!(case, Case::ShearWave | Case::TaylorGreen) {
+        super::fit_steps(case, opts.steps, || super::MIN_FIT_STEPS)?;
+    }
     if let Some(path) = &opts.resume {
         let saved = crate::checkpoint::Saved::read(path)?;
         check_resume(case, opts, path, &saved.meta, saved.cfg.smagorinsky)?;
@@ -110,6 +113,9 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
             re,
             "the Reynolds number must be positive",
         ));
+    }
+    if let Some(size) = opts.size {
+        super::wave_fits(case, size)?;
     }
     let (nx, ny) = opts.size.unwrap_or((16, 16));
     let omega = opts.omega.unwrap_or(1.0);

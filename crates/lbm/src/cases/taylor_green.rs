@@ -6,8 +6,8 @@ use std::f64::consts::PI;
 use bespoke_gpu::Gpu;
 
 use super::{
-    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, size_or,
-    speed, start,
+    Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, fit_steps,
+    size_or, speed, start, wave_fits,
 };
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
@@ -36,6 +36,7 @@ pub(super) fn run<'g>(
             "the Taylor–Green case needs a square box",
         ));
     }
+    wave_fits(case, (nx, ny))?;
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / nx as f64;
     let u0 = speed(case, opts)?;
@@ -58,10 +59,9 @@ pub(super) fn run<'g>(
     let k = 2.0 * PI / cfg.nx as f64;
     let nu = cfg.collision.viscosity();
     let rate = 4.0 * nu * k * k;
-    let steps = opts
-        .steps
-        .unwrap_or_else(|| ((1.0 / rate).round() as u64).clamp(200, 20_000))
-        .max(10);
+    let steps = fit_steps(case, opts.steps, || {
+        ((1.0 / rate).round() as u64).clamp(200, 20_000)
+    })?;
     let mut r = Runner::new("taylor-green", lat, u, steps, progress, opts)?;
     // From the first fifth, or from where a resumed run starts.
     let t1 = (steps / 5).max(r.done);
