@@ -46,12 +46,13 @@ pub struct LbmArgs {
     /// bgk or trt (default per case).
     #[arg(long)]
     collision: Option<CollisionKind>,
-    /// f32, or f16 (populations as (f − w)·2¹⁴: half the bytes).
-    #[arg(long, default_value = "f32")]
-    storage: Storage,
-    /// ab (two lattices) or inplace (AA pattern, half the memory).
-    #[arg(long, default_value = "ab")]
-    streaming: Streaming,
+    /// f32, or f16 (populations as (f − w)·2¹⁴: half the bytes). Default f32; a resumed run: the checkpoint's
+    /// (another value is refused).
+    #[arg(long)]
+    storage: Option<Storage>,
+    /// ab (two lattices) or inplace (AA pattern, half the memory). Default ab; a resumed run: the checkpoint's.
+    #[arg(long)]
+    streaming: Option<Streaming>,
     /// Obstacle mask for the `mask` case (dark pixels are walls).
     #[arg(long, value_name = "PNG")]
     mask: Option<PathBuf>,

@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         omega,
         collision,
         steps,
-        streaming: Streaming::InPlace,
+        streaming: Some(Streaming::InPlace),
         ..Default::default()
     };
     let r = run_case(&gpu, &case, &opts, &mut |_, _| {})?;

@@ -51,7 +51,7 @@ fn taylor_green_decay_rate_within_one_percent() {
             CaseOptions {
                 size: Some((48, 48)),
                 omega: Some(1.2),
-                streaming,
+                streaming: Some(streaming),
                 ..Default::default()
             },
         );
@@ -79,8 +79,8 @@ fn poiseuille_trt_is_exact_and_bgk_converges_at_second_order() {
             CaseOptions {
                 size: Some((2, 18)),
                 omega: Some(omega),
-                storage,
-                streaming,
+                storage: Some(storage),
+                streaming: Some(streaming),
                 ..Default::default()
             },
         );
@@ -142,8 +142,8 @@ fn cavity_re100(storage: Storage, streaming: Streaming) {
         CaseOptions {
             size: Some((128, 128)),
             re: Some(100.0),
-            storage,
-            streaming,
+            storage: Some(storage),
+            streaming: Some(streaming),
             ..Default::default()
         },
     );
@@ -235,6 +235,24 @@ fn mask_obstacles_come_from_the_png() {
     .expect_err("an unstable run passed")
     .to_string();
     assert!(e.contains("diverged"), "{e}");
+    // A block across the whole channel: nothing can flow, and the case says so instead of reporting a drag.
+    write_mask(&png, 80, 20, [20, 28, 0, 20]);
+    for interpolated_mask in [false, true] {
+        let e = run_case(
+            gpu,
+            &Case::Mask(png.clone()),
+            &CaseOptions {
+                size: Some((40, 10)),
+                steps: Some(10),
+                interpolated_mask,
+                ..Default::default()
+            },
+            &mut |_, _| {},
+        )
+        .expect_err("a closed channel ran")
+        .to_string();
+        assert!(e.contains("close the 40x10 channel"), "{e}");
+    }
     std::fs::write(&png, b"not a png").expect("write");
     let e = run_case(
         gpu,

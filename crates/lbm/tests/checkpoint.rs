@@ -224,6 +224,86 @@ fn tg_opts(steps: u64, checkpoint: Option<std::path::PathBuf>) -> CaseOptions {
     }
 }
 
+/// A resumed run takes its configuration from the checkpoint: options left out take the checkpoint's, the same
+/// options again pass, and an option that asks for another configuration (size, storage, streaming, collision,
+/// ω, or an ω through Re) is refused by name, before any step, instead of being ignored while the run goes on
+/// with the checkpoint's.
+#[test]
+fn a_resume_refuses_options_the_checkpoint_does_not_hold() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let saved = dir.path().join("cavity.ckpt");
+    let first = CaseOptions {
+        size: Some((34, 34)),
+        steps: Some(20),
+        re: Some(50.0),
+        storage: Some(Storage::F16),
+        ..CaseOptions::default()
+    };
+    let r = run_case(gpu, &Case::Cavity, &first, &mut |_, _| {}).expect("first run");
+    r.lattice
+        .checkpoint(&saved, &r.checkpoint_meta())
+        .expect("checkpoint");
+    let resume = |change: &dyn Fn(&mut CaseOptions)| {
+        let mut o = CaseOptions {
+            steps: Some(30),
+            resume: Some(saved.clone()),
+            ..first.clone()
+        };
+        change(&mut o);
+        o
+    };
+    // The same options again, and none at all: both go on from step 20 with the checkpoint's configuration.
+    for opts in [
+        resume(&|_| {}),
+        resume(&|o| {
+            o.size = None;
+            o.re = None;
+            o.storage = None;
+        }),
+    ] {
+        bespoke_lbm::cases::check(&Case::Cavity, &opts).expect("check");
+        let r = run_case(gpu, &Case::Cavity, &opts, &mut |_, _| {}).expect("resumed run");
+        assert_eq!(r.steps, 10);
+        assert_eq!(r.lattice.config().storage, Storage::F16);
+    }
+    let cases: [(&str, &dyn Fn(&mut CaseOptions)); 6] = [
+        ("size = 36x36", &|o| o.size = Some((36, 36))),
+        ("storage = f32", &|o| o.storage = Some(Storage::F32)),
+        ("streaming = inplace", &|o| {
+            o.streaming = Some(Streaming::InPlace)
+        }),
+        ("collision = bgk", &|o| {
+            o.collision = Some(bespoke_lbm::cases::CollisionKind::Bgk)
+        }),
+        ("omega = 1.5", &|o| o.omega = Some(1.5)),
+        ("omega = ", &|o| o.re = Some(100.0)),
+    ];
+    for (says, change) in cases {
+        let opts = resume(change);
+        let refused = |e: String| {
+            assert!(
+                e.starts_with(says) && e.contains("the checkpoint"),
+                "{says}: {e}"
+            )
+        };
+        // The device-free check sees all but an ω that comes from Re (the case derives it); the run sees all.
+        if says != "omega = " {
+            refused(
+                bespoke_lbm::cases::check(&Case::Cavity, &opts)
+                    .expect_err("check accepted it")
+                    .to_string(),
+            );
+        }
+        let mut calls = 0;
+        match run_case(gpu, &Case::Cavity, &opts, &mut |_, _| calls += 1) {
+            Err(e) => refused(e.to_string()),
+            Ok(r) => panic!("{says}: resumed as {:?}", r.lattice.config()),
+        }
+        assert_eq!(calls, 0, "{says}: it stepped before refusing");
+    }
+}
+
 /// `--steps` is the run's total: a run stopped at step s and started again with the same options plus `resume`
 /// does the steps that remain, and its final state (written as the CLI writes it) is the uninterrupted run's,
 /// byte for byte; a resume with nothing left is refused.

@@ -93,6 +93,7 @@ pub(super) fn run<'g>(
         case,
         opts,
         lid,
+        omega,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let mut flags = Flags::fluid(nx, ny);

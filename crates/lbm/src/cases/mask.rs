@@ -10,11 +10,53 @@ use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
     size_or, speed, start,
 };
-use crate::error::Result;
+use crate::error::{LbmError, Result};
 use crate::flags::{Cell, Flags};
 
 /// Mean inflow speed in lattice units (default).
 pub(super) const U_IN: f64 = 0.05;
+
+/// Whether fluid can flow from the inlet column to the outlet column: a path of fluid cells along the D2Q9
+/// links (the eight neighbours; a diagonal link passes between two solid cells as its populations do) from a
+/// fluid neighbour of an inlet cell to a fluid neighbour of an outlet cell. Edges are not crossed (the lattice
+/// wraps, but no population streams from the outlet into the inlet's equilibrium).
+fn inlet_reaches_outlet(flags: &Flags) -> bool {
+    let (nx, ny) = (flags.nx(), flags.ny());
+    let neighbours = move |x: usize, y: usize| {
+        (-1i64..=1)
+            .flat_map(move |dy| (-1i64..=1).map(move |dx| (x as i64 + dx, y as i64 + dy)))
+            .filter(move |&(a, b)| (a, b) != (x as i64, y as i64))
+            .filter(move |&(a, b)| a >= 0 && b >= 0 && (a as usize) < nx && (b as usize) < ny)
+            .map(|(a, b)| (a as usize, b as usize))
+    };
+    let mut seen = vec![false; nx * ny];
+    let mut stack = Vec::new();
+    for y in 0..ny {
+        for x in 0..nx {
+            if matches!(flags.get(x, y), Cell::Inlet(_)) {
+                for (a, b) in neighbours(x, y) {
+                    if flags.get(a, b) == Cell::Fluid && !seen[b * nx + a] {
+                        seen[b * nx + a] = true;
+                        stack.push((a, b));
+                    }
+                }
+            }
+        }
+    }
+    while let Some((x, y)) = stack.pop() {
+        for (a, b) in neighbours(x, y) {
+            match flags.get(a, b) {
+                Cell::Outlet(_) => return true,
+                Cell::Fluid if !seen[b * nx + a] => {
+                    seen[b * nx + a] = true;
+                    stack.push((a, b));
+                }
+                _ => {}
+            }
+        }
+    }
+    false
+}
 
 pub(super) fn run<'g>(
     gpu: &'g Gpu,
@@ -33,6 +75,7 @@ pub(super) fn run<'g>(
         case,
         opts,
         u,
+        omega,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let mut flags = Flags::fluid(nx, ny);
@@ -48,6 +91,17 @@ pub(super) fn run<'g>(
             }
             // Where the image reaches the domain's edge, the edge's cells win.
             flags.prune_wall_distances();
+            if !inlet_reaches_outlet(&flags) {
+                return Err(LbmError::param(
+                    "mask",
+                    png.display(),
+                    format!(
+                        "its walls close the {nx}x{ny} channel: no path of fluid cells joins the inlet (x = 0) to \
+                         the outlet (x = {}), so nothing could flow; lighten the image or make the lattice finer",
+                        nx - 1
+                    ),
+                ));
+            }
             Ok((base_config(opts, nx, ny, c), flags))
         },
         |_, _| (1.0, [u, 0.0]),
@@ -136,4 +190,45 @@ pub(super) fn run<'g>(
         None => notes.push("too few steps to average the force (fewer than 5)".into()),
     }
     r.finish("mask", m, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inlet_reaches_outlet;
+    use crate::flags::{Cell, Flags};
+
+    /// A channel 12 × 8 with its inlet and outlet, walls top and bottom, and `wall` cells set solid.
+    fn channel(walls: &[(usize, usize)]) -> Flags {
+        let (nx, ny) = (12, 8);
+        let mut f = Flags::fluid(nx, ny);
+        for &(x, y) in walls {
+            f.set(x, y, Cell::Wall);
+        }
+        f.channel_walls();
+        for y in 1..ny - 1 {
+            f.set(0, y, Cell::Inlet([0.05, 0.0]));
+            f.set(nx - 1, y, Cell::Outlet(1.0));
+        }
+        f
+    }
+
+    #[test]
+    fn a_closed_channel_is_found_and_a_gap_or_a_diagonal_opens_it() {
+        assert!(inlet_reaches_outlet(&channel(&[])));
+        // A full column of wall at x = 5 closes it.
+        let column: Vec<_> = (1..7).map(|y| (5, y)).collect();
+        assert!(!inlet_reaches_outlet(&channel(&column)));
+        // One cell open again: flow passes.
+        assert!(inlet_reaches_outlet(&channel(&column[1..])));
+        // A staircase whose cells touch at corners only: D2Q9's diagonal links pass between them.
+        let stair: Vec<_> = (1..7).map(|y| (2 + y, y)).collect();
+        assert!(inlet_reaches_outlet(&channel(&stair)));
+        // Two full columns side by side: closed.
+        let mut thick = column.clone();
+        thick.extend((1..7).map(|y| (6, y)));
+        assert!(!inlet_reaches_outlet(&channel(&thick)));
+        // Everything solid between the inlet and the outlet columns.
+        let all: Vec<_> = (1..11).flat_map(|x| (1..7).map(move |y| (x, y))).collect();
+        assert!(!inlet_reaches_outlet(&channel(&all)));
+    }
 }

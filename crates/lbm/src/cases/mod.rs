@@ -114,7 +114,7 @@ impl CollisionKind {
 }
 
 /// Options common to every case; `None` takes the case's default.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct CaseOptions {
     pub size: Option<(usize, usize)>,
     /// The run's total steps, counted from the case's initial state: a run resumed from a checkpoint at step s
@@ -126,8 +126,10 @@ pub struct CaseOptions {
     /// The characteristic lattice velocity (`Case::default_speed`); `re` then sets ω through it.
     pub u: Option<f64>,
     pub collision: Option<CollisionKind>,
-    pub storage: Storage,
-    pub streaming: Streaming,
+    /// Population storage (None: f32, or a resumed checkpoint's).
+    pub storage: Option<Storage>,
+    /// Streaming pattern (None: two lattices, or a resumed checkpoint's).
+    pub streaming: Option<Streaming>,
     /// Continue from this checkpoint instead of the case's initial state.
     pub resume: Option<PathBuf>,
     /// Write a PNG frame of this quantity into this folder every so many steps (`frame_<step>.png`).
@@ -155,29 +157,6 @@ pub struct Frames {
     pub dir: PathBuf,
     pub every: u64,
     pub quantity: crate::output::Quantity,
-}
-
-impl Default for CaseOptions {
-    fn default() -> Self {
-        Self {
-            size: None,
-            steps: None,
-            omega: None,
-            re: None,
-            u: None,
-            collision: None,
-            storage: Storage::F32,
-            streaming: Streaming::Ab,
-            resume: None,
-            frames: None,
-            interpolated_mask: false,
-            smagorinsky: None,
-            ranks: None,
-            checkpoint: None,
-            checkpoint_every: None,
-            stop: None,
-        }
-    }
 }
 
 /// What a case measured.
@@ -417,8 +396,8 @@ impl<'a, 'g> Runner<'a, 'g> {
 
 fn base_config(opts: &CaseOptions, nx: usize, ny: usize, collision: Collision) -> Config {
     Config {
-        storage: opts.storage,
-        streaming: opts.streaming,
+        storage: opts.storage.unwrap_or(Storage::F32),
+        streaming: opts.streaming.unwrap_or(Streaming::Ab),
         smagorinsky: opts.smagorinsky.unwrap_or(0.0),
         ..Config::new(nx, ny, collision)
     }

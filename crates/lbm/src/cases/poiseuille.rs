@@ -43,6 +43,7 @@ pub(super) fn run<'g>(
         case,
         opts,
         u_max,
+        omega,
         || {
             let collision = opts.collision.unwrap_or(CollisionKind::Trt).with(omega);
             let h = (ny as f64 - 2.0).max(1.0);

@@ -6,7 +6,7 @@ use std::path::Path;
 use bespoke_gpu::Gpu;
 
 use super::{Case, CaseOptions};
-use crate::config::{Collision, Config, check_mach};
+use crate::config::{Collision, Config, Storage, Streaming, check_mach};
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 use crate::lattice::{Lattice, check_fits};
@@ -40,8 +40,11 @@ fn check_resume(
     opts: &CaseOptions,
     path: &Path,
     text: &str,
-    smagorinsky: f64,
+    saved_cfg: &Config,
+    omega: Option<f64>,
 ) -> Result<f64> {
+    same_config(opts, path, saved_cfg, omega)?;
+    let smagorinsky = saved_cfg.smagorinsky;
     let (name, saved) = parse_meta(text).map_err(|why| LbmError::file(path, why))?;
     if name != Some(case.name()) {
         return Err(LbmError::file(
@@ -79,6 +82,67 @@ fn check_resume(
     Ok(saved)
 }
 
+/// Refuses options of a resumed run that differ from the checkpoint's configuration: the state is the
+/// checkpoint's, and a run that went on with it while `--size 64x64`, `--storage f16` or `--omega 1.5` asked for
+/// another would report figures of a configuration nobody asked for. Options left out take the checkpoint's;
+/// the same command line again (the documented way to go on after a stop) passes. `omega`: the relaxation rate
+/// the options ask for, where `--omega` or `--re` gave one.
+fn same_config(opts: &CaseOptions, path: &Path, saved: &Config, omega: Option<f64>) -> Result<()> {
+    let differ = |what: &'static str, asked: String, held: String| {
+        Err(LbmError::param(
+            what,
+            asked,
+            format!(
+                "the checkpoint {} holds {what} {held}; resume without --{what} or with that value",
+                path.display()
+            ),
+        ))
+    };
+    if let Some((nx, ny)) = opts.size
+        && (nx, ny) != (saved.nx, saved.ny)
+    {
+        return differ(
+            "size",
+            format!("{nx}x{ny}"),
+            format!("{}x{}", saved.nx, saved.ny),
+        );
+    }
+    if let Some(s) = opts.storage
+        && s != saved.storage
+    {
+        return differ("storage", s.name().into(), saved.storage.name().into());
+    }
+    if let Some(s) = opts.streaming
+        && s != saved.streaming
+    {
+        return differ("streaming", s.name().into(), saved.streaming.name().into());
+    }
+    if let Some(c) = opts.collision
+        && c.with(saved.collision.omega()).name() != saved.collision.name()
+    {
+        return differ(
+            "collision",
+            c.with(1.0).name().into(),
+            saved.collision.name().into(),
+        );
+    }
+    let held = saved.collision.omega();
+    if let Some(w) = omega
+        && (w - held).abs() > 1e-12 * held.abs()
+    {
+        return Err(LbmError::param(
+            "omega",
+            w,
+            format!(
+                "the checkpoint {} ran at ω = {held} (--omega, or --re with this run's size and velocity, \
+                 gives the ω asked for); resume without --omega and --re or with the checkpoint's",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The checkpoint the run will write can be written: not a folder, in a folder that exists and can be written
 /// (checked without touching the file), so a long run is refused before its first step, not at its end.
 fn check_checkpoint_path(opts: &CaseOptions) -> Result<()> {
@@ -101,7 +165,7 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     }
     if let Some(path) = &opts.resume {
         let saved = crate::checkpoint::Saved::read(path)?;
-        check_resume(case, opts, path, &saved.meta, saved.cfg.smagorinsky)?;
+        check_resume(case, opts, path, &saved.meta, &saved.cfg, opts.omega)?;
         return Ok(());
     }
     speed(case, opts)?;
@@ -120,8 +184,8 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     let (nx, ny) = opts.size.unwrap_or((16, 16));
     let omega = opts.omega.unwrap_or(1.0);
     let cfg = Config {
-        storage: opts.storage,
-        streaming: opts.streaming,
+        storage: opts.storage.unwrap_or(Storage::F32),
+        streaming: opts.streaming.unwrap_or(Streaming::Ab),
         smagorinsky: opts.smagorinsky.unwrap_or(0.0),
         ..Config::new(nx, ny, Collision::Bgk { omega })
     };
@@ -132,13 +196,14 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     Ok(())
 }
 
-/// The lattice a case starts from: its own (built by `build` for velocity `u`) or a checkpoint of the same case,
+/// The lattice a case starts from: its own (built by `build` for velocity `u` at relaxation rate `omega`) or a checkpoint of the same case,
 /// which carries the velocity it was run at.
 pub(super) fn start<'g>(
     gpu: &'g Gpu,
     case: &Case,
     opts: &CaseOptions,
     u: f64,
+    omega: f64,
     build: impl FnOnce() -> Result<(Config, Flags)>,
     init: impl Fn(usize, usize) -> (f64, [f64; 2]) + Sync,
 ) -> Result<Start<'g>> {
@@ -148,7 +213,8 @@ pub(super) fn start<'g>(
             Some(r) => Lattice::resume_distributed(gpu, path, r)?,
             None => Lattice::resume(gpu, path)?,
         };
-        let saved = check_resume(case, opts, path, &text, lat.config().smagorinsky)?;
+        let asked = (opts.omega.is_some() || opts.re.is_some()).then_some(omega);
+        let saved = check_resume(case, opts, path, &text, lat.config(), asked)?;
         return Ok(Start {
             lat,
             resumed: true,
@@ -159,7 +225,7 @@ pub(super) fn start<'g>(
         // Before the flags and the initial state take host memory in proportion to the cells. (A distributed
         // lattice checks each block against its rank's device.)
         let cfg = Config {
-            storage: opts.storage,
+            storage: opts.storage.unwrap_or(Storage::F32),
             ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
         };
         check_fits(gpu, &cfg)?;

@@ -45,6 +45,7 @@ pub(super) fn run<'g>(
         case,
         opts,
         u0,
+        omega,
         || {
             let c = opts.collision.unwrap_or(CollisionKind::Bgk).with(omega);
             Ok((base_config(opts, nx, ny, c), Flags::fluid(nx, ny)))
