@@ -244,7 +244,7 @@ fn a_resume_refuses_options_the_checkpoint_does_not_hold() {
     r.lattice
         .checkpoint(&saved, &r.checkpoint_meta())
         .expect("checkpoint");
-    let resume = |change: &dyn Fn(&mut CaseOptions)| {
+    let resume = |change: &dyn Fn(&mut CaseOptions)| -> CaseOptions {
         let mut o = CaseOptions {
             steps: Some(30),
             resume: Some(saved.clone()),
@@ -267,7 +267,8 @@ fn a_resume_refuses_options_the_checkpoint_does_not_hold() {
         assert_eq!(r.steps, 10);
         assert_eq!(r.lattice.config().storage, Storage::F16);
     }
-    let cases: [(&str, &dyn Fn(&mut CaseOptions)); 6] = [
+    type Change<'a> = &'a dyn Fn(&mut CaseOptions);
+    let cases: [(&str, Change); 6] = [
         ("size = 36x36", &|o| o.size = Some((36, 36))),
         ("storage = f32", &|o| o.storage = Some(Storage::F32)),
         ("streaming = inplace", &|o| {
