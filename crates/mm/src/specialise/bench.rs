@@ -31,7 +31,9 @@ pub struct MatrixBench {
     /// of the row is made of. Until 2026-11-28 it was a block of runs timed before them, which on the H200 ran
     /// before the clocks were up: hex-p6-m132 read 32.1 ms there and ~7.7 ms in the row's own pairs.
     pub seconds: f64,
-    /// Minimum bytes: B read once, C written once, C read once more when β ≠ 0.
+    /// Minimum bytes: the rows of B that A's non-zero columns use read once (every row, for PyFR's operators; a
+    /// column of zeros needs no row, and counting it put a 1×100 000 operator with one non-zero at 68× the copy
+    /// bandwidth), C written once, C read once more when β ≠ 0.
     pub bytes: f64,
     pub gbps: f64,
     /// The adapter's copy of the same bytes (`bytes / 2` copied: read plus written), timed like the product:
@@ -329,7 +331,8 @@ pub fn bench_operator<T: Element>(
         ),
     };
     let c_passes = if beta == 0.0 { 1.0 } else { 2.0 };
-    let bytes = (T::DTYPE.size() * panel.n) as f64 * (op.k as f64 + c_passes * op.m as f64);
+    let b_rows = op.used_columns().len() as f64;
+    let bytes = (T::DTYPE.size() * panel.n) as f64 * (b_rows + c_passes * op.m as f64);
     drop(bufs);
     let same_size_copy_gbps = gpu
         .copy_bandwidth(&ProbeOptions {

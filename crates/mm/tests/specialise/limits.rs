@@ -232,5 +232,17 @@ fn panels_past_the_largest_buffer_go_in_column_blocks() {
     };
     let r = bench_operator::<f32>(&small, &op, 0.5, Panel::packed(n), &opts, fresh_seed()).unwrap();
     assert!(r.rel_err <= 1e-5 && r.seconds > 0.0, "{r:?}");
+    assert_eq!(op.used_columns().len(), op.k);
     assert_eq!(r.bytes, (4 * n * (op.k + 2 * op.m)) as f64);
+    // A column of zeros in A needs no row of B: the minimum bytes leave that row out.
+    let mut a = op.values().to_vec();
+    for i in 0..op.m {
+        a[i * op.k] = 0.0;
+    }
+    let holed = Operator::from_dense("holed", op.m, op.k, a).unwrap();
+    assert_eq!(holed.used_columns().len(), op.k - 1);
+    let r = bench_operator::<f32>(&small, &holed, 0.5, Panel::packed(n), &opts, fresh_seed())
+        .unwrap();
+    assert!(r.rel_err <= 1e-5, "{r:?}");
+    assert_eq!(r.bytes, (4 * n * (op.k - 1 + 2 * op.m)) as f64);
 }
