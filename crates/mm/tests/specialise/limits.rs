@@ -241,8 +241,8 @@ fn panels_past_the_largest_buffer_go_in_column_blocks() {
     }
     let holed = Operator::from_dense("holed", op.m, op.k, a).unwrap();
     assert_eq!(holed.used_columns().len(), op.k - 1);
-    let r = bench_operator::<f32>(&small, &holed, 0.5, Panel::packed(n), &opts, fresh_seed())
-        .unwrap();
+    let r =
+        bench_operator::<f32>(&small, &holed, 0.5, Panel::packed(n), &opts, fresh_seed()).unwrap();
     assert!(r.rel_err <= 1e-5, "{r:?}");
     assert_eq!(r.bytes, (4 * n * (op.k - 1 + 2 * op.m)) as f64);
 }
