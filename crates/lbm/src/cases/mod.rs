@@ -432,7 +432,23 @@ fn omega_from(
         return Ok(w);
     }
     match opts.re.or(default_re) {
-        Some(re) if re > 0.0 && re.is_finite() => Ok(crate::d2q9::omega_for(u * l / re)),
+        Some(re) if re > 0.0 && re.is_finite() => {
+            let nu = u * l / re;
+            let w = crate::d2q9::omega_for(nu);
+            if w > 0.0 && w < 2.0 {
+                Ok(w)
+            } else {
+                // Named by Re (and the length it acts on), which the user gave, rather than by an ω they did not.
+                Err(LbmError::param(
+                    "re",
+                    re,
+                    format!(
+                        "at u = {u} over {l} cells it asks for ν = {nu:.3e}, ω = {w}, outside (0, 2): lower the \
+                         Reynolds number or give the lattice more cells"
+                    ),
+                ))
+            }
+        }
         Some(re) => Err(LbmError::param(
             "re",
             re,
@@ -554,6 +570,32 @@ mod tests {
         assert!(!is_steady(&[0.0], &[1e-8], 1e-9));
         assert!(is_steady(&[0.0], &[1e-10], 1e-9));
         assert!(!is_steady(&[f32::NAN], &[0.0], 1.0));
+    }
+
+    #[test]
+    fn an_re_that_asks_for_no_viscosity_is_named() {
+        let with_re = |re| CaseOptions {
+            re: Some(re),
+            ..CaseOptions::default()
+        };
+        let w = omega_from(&with_re(100.0), 0.1, 62.0, None, 1.0).expect("ω");
+        assert!((w - crate::d2q9::omega_for(0.1 * 62.0 / 100.0)).abs() < 1e-15);
+        // A 2×2 cavity's length is 0 cells; a huge Re rounds ν to nothing: both ask for ω = 2.
+        for (re, l) in [(100.0, 0.0), (1e30, 62.0)] {
+            let e = omega_from(&with_re(re), 0.1, l, None, 1.0)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("re = ") && e.contains("outside (0, 2)"),
+                "{e}"
+            );
+        }
+        // A given ω is the run's own to check (Config::check).
+        let opts = CaseOptions {
+            omega: Some(1.2),
+            ..with_re(1e30)
+        };
+        assert_eq!(omega_from(&opts, 0.1, 62.0, None, 1.0).ok(), Some(1.2));
     }
 
     #[test]
