@@ -10,6 +10,7 @@ pub use bespoke_lbm as lbm;
 pub use bespoke_mm as mm;
 
 pub mod bench;
+pub mod host;
 pub mod report;
 
 /// Errors the CLI prints (with their causes) before exiting non-zero.

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use bespoke::Error;
 use bespoke::bench::{default_memory_budget, format_table, scale_rows};
+use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::ordering::OrderingKind;
 use bespoke::lbm::{Storage, Streaming};
 use clap::Args;
@@ -135,6 +136,29 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
             reports.push(bespoke::lbm::scale::scale(gpu, comm.clone(), &lbm)?);
         }
         if do_fv {
+            // The process builds the weak setups' whole box (one per process, shared by its thread ranks) and
+            // the strong box: refused here if either would not fit the host.
+            let boxes =
+                [[a.cubes * comm.size(), a.cubes, a.cubes], fv.strong].map(|cells| BoxMesh {
+                    cells,
+                    ..BoxMesh::cube(1)
+                });
+            let largest = boxes
+                .iter()
+                .max_by_key(|b| b.host_bytes())
+                .expect("two boxes");
+            bespoke::host::check_memory(
+                &format!(
+                    "--cubes {} on {} ranks ({}x{}x{} cubes, {} M tets)",
+                    a.cubes,
+                    comm.size(),
+                    largest.cells[0],
+                    largest.cells[1],
+                    largest.cells[2],
+                    largest.tets() / 1_000_000
+                ),
+                largest.host_bytes(),
+            )?;
             let fv = bespoke::fv::scale::ScaleOptions {
                 memory_budget: budget,
                 ..fv.clone()

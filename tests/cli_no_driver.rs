@@ -196,6 +196,9 @@ fn fv_inputs_are_checked_first() {
         &["fv", "sweep", "--box", "2", "--reps", "0"],
         &["at least 1"],
     );
+    // A box past the host's memory is refused before it is built (`--box 400` grew past 21 GB here).
+    refuses(&["fv", "run", "--box", "100000"], &["100000"]);
+    refuses(&["fv", "order", "--box", "100000"], &["100000"]);
     refuses(
         &["fv", "run", "--box", "2", "--ranks", "100"],
         &["--ranks 100", "at most 64"],

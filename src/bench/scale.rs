@@ -71,15 +71,7 @@ pub fn default_memory_budget(gpu: &Gpu) -> u64 {
     if !gpu.is_cpu() {
         return 16 << 30;
     }
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .map_or(8 << 30, |kib| kib << 10);
-    available / 8
+    crate::host::available_memory().unwrap_or(8 << 30) / 8
 }
 
 /// Both codes' reports on `ranks` thread ranks.

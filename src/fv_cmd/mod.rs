@@ -101,6 +101,10 @@ impl MeshArgs {
                     shuffle: (!self.lexicographic).then_some(1),
                     seed: 2,
                 };
+                bespoke::host::check_memory(
+                    &format!("--box {n} ({} M tets)", b.tets() / 1_000_000),
+                    b.host_bytes(),
+                )?;
                 Ok((format!("box{n}"), b.build()?))
             }
             _ => Err("give a mesh file or --box N".into()),

@@ -10,10 +10,11 @@ use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::bench::bench_lattice_shared;
-use crate::config::{Storage, Streaming};
+use crate::config::{Collision, Config, Storage, Streaming};
 use crate::distributed::Ranks;
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
+use crate::lattice::check_fits;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -48,6 +49,34 @@ impl ScaleOptions {
     }
 }
 
+/// Refuses, before any flag field is made, a setup whose domain (the whole domain's flags are built on every rank)
+/// passes 32-bit cell indices or whose lattice on this rank (a block with its two halo columns, or a whole domain
+/// alone) passes the device's binding limit. Found late, a 100 000² block per rank aborted on a 240 GB allocation,
+/// and a 20 000² one failed after 35 s and 9 GB of flags.
+fn check_sizes(gpu: &Gpu, o: &ScaleOptions, p: usize) -> Result<()> {
+    let lattice = |nx: usize, ny: usize| Config {
+        storage: o.storage,
+        streaming: o.streaming,
+        ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
+    };
+    for [nx, ny] in [
+        o.block,
+        o.domain,
+        [o.block[0].saturating_mul(p), o.block[1]],
+    ] {
+        lattice(nx, ny).check()?;
+    }
+    for [nx, ny] in [
+        o.block,
+        o.domain,
+        [o.block[0] + 2, o.block[1]],
+        [o.domain[0] / p + 2, o.domain[1]],
+    ] {
+        check_fits(gpu, &lattice(nx, ny))?;
+    }
+    Ok(())
+}
+
 /// Weak and strong scaling of the lattice on the job's ranks (every rank calls it with its own device).
 pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleReport> {
     let p = comm.size();
@@ -60,6 +89,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
         o.domain[0],
         o.domain[1]
     );
+    check_sizes(gpu, o, p)?;
     let c = comm.clone();
     // This rank's cells in each setup (a block's halo: two columns).
     let cells = |setup: Setup| match setup {
