@@ -120,47 +120,14 @@ fn mm_inputs_are_checked_first() {
         &["t3"],
     );
     refuses(&["mm", "dense-model", "--m", "64"], &["--m, --n and --k"]);
-    for args in [
-        &[
-            "mm",
-            "dense-bench",
-            "--m",
-            "8",
-            "--n",
-            "8",
-            "--k",
-            "8",
-            "--reps",
-            "0",
-        ][..],
-        &[
-            "mm",
-            "dense-sweep",
-            "--m",
-            "8",
-            "--n",
-            "8",
-            "--k",
-            "8",
-            "--reps",
-            "0",
-        ],
-        &[
-            "mm",
-            "dense-sweep",
-            "--m",
-            "8",
-            "--n",
-            "8",
-            "--k",
-            "8",
-            "--confirm",
-            "0",
-        ],
-        &["mm", "ld", "--random", "8,8,8", "--reps", "0"],
-        &["mm", "bench", "x.mtx", "--reps", "0"],
+    for line in [
+        "mm dense-bench --m 8 --n 8 --k 8 --reps 0",
+        "mm dense-sweep --m 8 --n 8 --k 8 --reps 0",
+        "mm dense-sweep --m 8 --n 8 --k 8 --confirm 0",
+        "mm ld --random 8,8,8 --reps 0",
+        "mm bench x.mtx --reps 0",
     ] {
-        refuses(args, &["at least 1"]);
+        refuses(&line.split(' ').collect::<Vec<_>>(), &["at least 1"]);
     }
 }
 
