@@ -155,9 +155,10 @@ fn check_checkpoint_path(opts: &CaseOptions) -> Result<()> {
 }
 
 /// Checks a case's options and input files without a device, as `run_case` would before its first step: the
-/// velocity, ω, Re, Smagorinsky constant, size and, for the decay cases, steps and wave resolution; the mask image decodes; a checkpoint to resume is whole
-/// (checksum) and of this case; the checkpoint to write can be written there. A CLI calls it before opening
-/// a device, so bad input gets its own error on a machine without a driver.
+/// velocity, ω, Re, Smagorinsky constant, size and, for the decay cases, steps and wave resolution; the mask
+/// image decodes; a checkpoint to resume is whole (checksum), of this case, and of the configuration the options
+/// give (an ω from Re is the run's to check); the checkpoint to write can be written there. A CLI calls it before
+/// opening a device, so bad input gets its own error on a machine without a driver.
 pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     check_checkpoint_path(opts)?;
     if matches!(case, Case::ShearWave | Case::TaylorGreen) {
@@ -196,8 +197,9 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     Ok(())
 }
 
-/// The lattice a case starts from: its own (built by `build` for velocity `u` at relaxation rate `omega`) or a checkpoint of the same case,
-/// which carries the velocity it was run at.
+/// The lattice a case starts from: its own (built by `build` for velocity `u` at relaxation rate `omega`) or a
+/// checkpoint of the same case, which carries the velocity it was run at (and must hold the configuration the
+/// options ask for).
 pub(super) fn start<'g>(
     gpu: &'g Gpu,
     case: &Case,
