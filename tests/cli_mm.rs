@@ -133,20 +133,21 @@ fn dense_sweep_screens_then_confirms_on_the_full_shape() {
         sampled, screened,
         "every screened configuration carries its sample timing"
     );
-    for bad in [
-        &["--screen=-1"][..],
-        &["--screen=nan"],
-        &["--screen", "0.1", "--confirm", "0"],
+    for (bad, needles) in [
+        (&["--screen=-1"][..], &["--screen", "--confirm"][..]),
+        (&["--screen=nan"], &["--screen", "--confirm"]),
+        // Refused by the argument parser, as every count is.
+        (
+            &["--screen", "0.1", "--confirm", "0"],
+            &["--confirm", "must be at least 1"],
+        ),
     ] {
         let mut args = vec!["mm", "dense-sweep", "--m", "8", "--n", "8", "--k", "8"];
         args.extend(bad);
         let out = bespoke(&args);
         assert!(!out.status.success(), "{bad:?} accepted");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("--screen") && err.contains("--confirm"),
-            "{bad:?}: {err}"
-        );
+        assert!(needles.iter().all(|n| err.contains(n)), "{bad:?}: {err}");
     }
 }
 
