@@ -327,7 +327,6 @@ fn cells_of(flags: &Flags) -> (Vec<u32>, Vec<[f64; 2]>) {
     let mut index = std::collections::HashMap::new();
     let codes = flags
         .cells()
-        .iter()
         .map(|c| {
             let (kind, v) = c.saved();
             let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {

@@ -65,7 +65,7 @@ pub fn write_png(path: &Path, fields: &Fields, flags: &Flags, q: Quantity) -> Re
         Quantity::Speed => fields.speed(),
         Quantity::Vorticity => fields.vorticity(),
     };
-    let fluid = |k: usize| !flags.cells()[k].is_solid();
+    let fluid = |k: usize| !flags.cell(k).is_solid();
     let scale = (0..nx * ny)
         .filter(|&k| fluid(k))
         .map(|k| f64::from(values[k]).abs())

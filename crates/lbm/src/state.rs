@@ -7,39 +7,59 @@ use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 use crate::kernel::stash_index;
 use crate::lattice::Lattice;
-use crate::storage::{decode, stored_value, stored_words};
+use crate::storage::{cells_of_words, decode, stored_value, stored_word, stored_words};
+
+/// Words of each direction the initial state is made and uploaded in at a time (16 MB of words, 48 MB of f64
+/// fields for f32 storage).
+const INIT_CHUNK_WORDS: usize = 1 << 22;
 
 impl Lattice<'_> {
-    /// Sets every non-solid cell to equilibrium at the density and velocity `init(x, y)` gives. ρ and u are taken
-    /// once per cell; the populations are then made one direction at a time (on all cores, each direction's
-    /// words uploaded before the next is made), so a 4096² block holds 3 f64 per cell on the host, not 9.
+    /// Sets every non-solid cell to equilibrium at the density and velocity `init(x, y)` gives. Every cell's ρ
+    /// and u are checked first (on all cores; the first refused cell is reported and nothing is written), then
+    /// the populations are made and uploaded `INIT_CHUNK_WORDS` words of each direction at a time, ρ and u taken
+    /// once per cell of the chunk: the host holds a chunk, not the lattice (until 2026-11-29 it held 3 f64 a
+    /// cell, then 1 f64 and a word a cell per direction: 36 bytes a cell, 39 GB for a 32 000² lattice that a
+    /// 139 GB H200 holds). `init` is called twice per cell, so it must be a function of (x, y).
     pub fn init_equilibrium(
         &mut self,
         init: impl Fn(usize, usize) -> (f64, [f64; 2]) + Sync,
     ) -> Result<()> {
+        self.init_equilibrium_in_chunks(INIT_CHUNK_WORDS, init)
+    }
+
+    /// [`init_equilibrium`](Self::init_equilibrium) made and uploaded `chunk_words` words of each direction at a
+    /// time (at least 1): the same state whatever the chunk (tested), less host memory for a smaller one.
+    pub fn init_equilibrium_in_chunks(
+        &mut self,
+        chunk_words: usize,
+        init: impl Fn(usize, usize) -> (f64, [f64; 2]) + Sync,
+    ) -> Result<()> {
+        if chunk_words == 0 {
+            return Err(LbmError::param(
+                "chunk_words",
+                0,
+                "the initial state is made at least one word at a time",
+            ));
+        }
         let (nx, ny) = (self.cfg.nx, self.cfg.ny);
         let n = nx * ny;
-        // Every cell's (ρ, u) on every core (a 4096² block's sines took seconds on one), then the first bad one
-        // reported.
-        let mut fields = vec![[1.0, 0.0, 0.0]; n];
         let block = self.dist.as_ref().map(|d| d.block);
         let flags: &Flags = &self.flags;
-        bespoke_gpu::par_fill(&mut fields, |c, f| {
+        let fields = |c: usize| -> [f64; 3] {
             let (lx, ly) = (c % nx, c / nx);
-            if !flags.get(lx, ly).is_solid() {
-                // The domain's coordinates (a block's cells, halo included, are the domain's cells).
-                let (x, y) = block.map_or((lx, ly), |b| b.global(lx, ly));
-                let (rho, u) = init(x, y);
-                *f = [rho, u[0], u[1]];
+            if flags.get(lx, ly).is_solid() {
+                return [1.0, 0.0, 0.0];
             }
-        });
-        // The first cell whose density or velocity is refused, looked for on every core, then reported.
-        let bad = bespoke_gpu::par_first(n, |c| {
-            let [rho, ux, uy] = fields[c];
+            // The domain's coordinates (a block's cells, halo included, are the domain's cells).
+            let (x, y) = block.map_or((lx, ly), |b| b.global(lx, ly));
+            let (rho, u) = init(x, y);
+            [rho, u[0], u[1]]
+        };
+        let refused = |[rho, ux, uy]: [f64; 3]| {
             !(rho > 0.0 && rho.is_finite()) || check_mach("initial velocity", [ux, uy]).is_err()
-        });
-        if let Some(c) = bad {
-            let [rho, ux, uy] = fields[c];
+        };
+        if let Some(c) = bespoke_gpu::par_first(n, |c| refused(fields(c))) {
+            let [rho, ux, uy] = fields(c);
             if !(rho > 0.0 && rho.is_finite()) {
                 let (x, y) = self.global_xy(c % nx, c / nx);
                 return Err(LbmError::param(
@@ -50,12 +70,47 @@ impl Lattice<'_> {
             }
             check_mach("initial velocity", [ux, uy])?;
         }
-        self.set_local_populations_by(|i, out| {
-            bespoke_gpu::par_fill(out, |c, v| {
-                let [rho, ux, uy] = fields[c];
-                *v = equilibrium_component(i, rho, [ux, uy]);
+        let layout = self.cfg.layout();
+        let words = layout.words(n);
+        // The words of every slot are kept only where the stash is rebuilt from them.
+        let keep = self.stash_buffer().is_some();
+        let mut slots = vec![Vec::new(); 9];
+        let mut out = Vec::new();
+        for w0 in (0..words).step_by(chunk_words) {
+            let chunk = w0..words.min(w0.saturating_add(chunk_words));
+            // ρ and u of the chunk's cells (one range, or two for paired f16), then each direction's words.
+            let ranges = cells_of_words(layout, n, chunk.clone());
+            let made = ranges.clone().map(|r| {
+                let mut f = vec![[0.0; 3]; r.len()];
+                bespoke_gpu::par_fill(&mut f, |k, v| *v = fields(r.start + k));
+                f
             });
-        })
+            let at = |c: usize| match ranges[0].contains(&c) {
+                true => made[0][c - ranges[0].start],
+                false => made[1][c - ranges[1].start],
+            };
+            out.resize(chunk.len(), 0);
+            for (i, &w) in W.iter().enumerate() {
+                bespoke_gpu::par_fill(&mut out, |j, o| {
+                    *o = stored_word(
+                        layout,
+                        n,
+                        chunk.start + j,
+                        |c| {
+                            let [rho, ux, uy] = at(c);
+                            equilibrium_component(i, rho, [ux, uy])
+                        },
+                        w,
+                    );
+                });
+                let slot = self.slot_of(i);
+                self.a.write_at(self.gpu, slot, chunk.start, &out)?;
+                if keep {
+                    slots[slot].extend_from_slice(&out);
+                }
+            }
+        }
+        self.populations_set(&slots)
     }
 
     /// Sets every non-solid cell to equilibrium from arrays of ρ, u_x, u_y (row-major, nx·ny each).
@@ -117,26 +172,37 @@ impl Lattice<'_> {
         let keep = self.stash_buffer().is_some();
         let mut slots = vec![Vec::new(); 9];
         let mut values = vec![0.0; n];
-        for i in 0..9 {
-            // The in-place layout keeps S_i(x) in slot ī of x between an even and an odd step.
-            let slot = match self.cfg.streaming {
-                Streaming::Ab => i,
-                Streaming::InPlace => OPP[i],
-            };
+        for (i, &w) in W.iter().enumerate() {
+            let slot = self.slot_of(i);
             direction(i, &mut values);
-            let words = stored_words(self.cfg.layout(), &values, W[i]);
+            let words = stored_words(self.cfg.layout(), &values, w);
             self.a.write(self.gpu, slot, &words)?;
             if keep {
                 slots[slot] = words;
             }
         }
         drop(values);
+        self.populations_set(&slots)
+    }
+
+    /// The slot that holds post-collision direction `i` at parity 0: the in-place layout keeps S_i(x) in slot ī
+    /// of x between an even and an odd step.
+    fn slot_of(&self, i: usize) -> usize {
+        match self.cfg.streaming {
+            Streaming::Ab => i,
+            Streaming::InPlace => OPP[i],
+        }
+    }
+
+    /// After every slot's words were written (`slots`: each slot's words where the stash is rebuilt from them):
+    /// the state is at parity 0, a block's halo is current, the stash matches.
+    fn populations_set(&mut self, slots: &[Vec<u32>]) -> Result<()> {
         self.parity = 0;
         if let Some(d) = &self.dist {
             // The halo came from the whole domain's state: the next step needs no exchange.
             d.fresh.set(true);
         }
-        self.fill_stash(&slots)
+        self.fill_stash(slots)
     }
 
     /// Sets the stash of in-place interpolated links (`KernelSpec::stashed`) from the in-place state `slots` (the

@@ -1,6 +1,8 @@
 //! How populations sit in a direction's u32 words (`Layout`), on the host: encoding, decoding, and the raw bits
 //! of one cell (what checkpoints and the distributed gathers move).
 
+use std::ops::Range;
+
 use half::f16;
 
 use crate::config::Layout;
@@ -10,25 +12,51 @@ use crate::kernel::F16_SCALE;
 /// read them in `layout` (`Layout` says where each cell's half sits).
 /// Made on every core (a 8192² direction is 67 M conversions).
 pub fn stored_words(layout: Layout, f: &[f64], w: f64) -> Vec<u32> {
-    let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
     // Paired halves zip as before: an odd count (never a paired lattice's) drops the last value.
     let len = match layout {
         Layout::F16Paired => f.len() / 2,
         _ => layout.words(f.len()),
     };
     let mut out = vec![0u32; len];
-    match layout {
-        Layout::F32 => bespoke_gpu::par_fill(&mut out, |c, o| *o = ((f[c] - w) as f32).to_bits()),
-        Layout::F16Paired => {
-            let (lo, hi) = f.split_at(f.len() / 2);
-            bespoke_gpu::par_fill(&mut out, |j, o| *o = bits(lo[j]) | (bits(hi[j]) << 16));
-        }
-        // An odd count leaves the last high half 0 (+0.0), never read.
-        Layout::F16Single => bespoke_gpu::par_fill(&mut out, |j, o| {
-            *o = bits(f[2 * j]) | f.get(2 * j + 1).map_or(0, |&h| bits(h) << 16)
-        }),
-    }
+    bespoke_gpu::par_fill(&mut out, |j, o| {
+        *o = stored_word(layout, f.len(), j, |c| f[c], w);
+    });
     out
+}
+
+/// Word `j` of one direction of an `n`-cell lattice whose cell c holds population `f(c)` (unshifted) with weight
+/// `w`: what [`stored_words`] puts at `j`, made from the one or two cells the word holds (`Layout`).
+pub(crate) fn stored_word(
+    layout: Layout,
+    n: usize,
+    j: usize,
+    f: impl Fn(usize) -> f64,
+    w: f64,
+) -> u32 {
+    let bits = |v: f64| u32::from(f16::from_f64((v - w) * F16_SCALE).to_bits());
+    match layout {
+        Layout::F32 => ((f(j) - w) as f32).to_bits(),
+        Layout::F16Paired => bits(f(j)) | (bits(f(n / 2 + j)) << 16),
+        // An odd count leaves the last high half 0 (+0.0), never read.
+        Layout::F16Single => {
+            bits(f(2 * j))
+                | if 2 * j + 1 < n {
+                    bits(f(2 * j + 1)) << 16
+                } else {
+                    0
+                }
+        }
+    }
+}
+
+/// The cells that words `words` of one direction of an `n`-cell lattice hold in `layout`: one range, or two
+/// for paired f16 (the low halves' cells, then the high halves').
+pub(crate) fn cells_of_words(layout: Layout, n: usize, words: Range<usize>) -> [Range<usize>; 2] {
+    match layout {
+        Layout::F32 => [words, 0..0],
+        Layout::F16Paired => [words.clone(), n / 2 + words.start..n / 2 + words.end],
+        Layout::F16Single => [2 * words.start..n.min(2 * words.end), 0..0],
+    }
 }
 
 /// The stored (shifted) value of `cell` in one direction's words of a lattice of `n` cells, as a kernel loads it.

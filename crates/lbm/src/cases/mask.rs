@@ -122,7 +122,7 @@ pub(super) fn run<'g>(
     if resumed {
         // The PNG was not read: count the obstacle cells the checkpoint holds.
         walls = (0..flags.nx() * fny)
-            .filter(|&k| off_walls(k / flags.nx()) && flags.cells()[k].is_solid())
+            .filter(|&k| off_walls(k / flags.nx()) && flags.cell(k).is_solid())
             .count();
     }
     // The force is averaged over the last fifth (a resumed run: from where it starts).
@@ -147,7 +147,7 @@ pub(super) fn run<'g>(
     let flags = r.lat.flags();
     let speed = f.speed();
     let max_speed = (0..f.nx * f.ny)
-        .filter(|&k| !flags.cells()[k].is_solid())
+        .filter(|&k| !flags.cell(k).is_solid())
         .map(|k| f64::from(speed[k]))
         .fold(0.0, f64::max); // finite: `fields()` rejected NaN
     let mut m = BTreeMap::new();

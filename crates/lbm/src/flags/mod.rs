@@ -8,7 +8,7 @@
 //! Bouzidi, Firdaouss & Lallemand 2001); a fluid cell with any such link points its index at four table entries
 //! holding the q of each pull direction (1/2, plain half-way bounce-back, where none is set).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::d2q9::C;
 use crate::error::{LbmError, Result};
@@ -90,13 +90,39 @@ pub(crate) const INDEX_SHIFT: u32 = 13;
 const MAX_TABLE: usize = 1 << (32 - INDEX_SHIFT);
 
 /// The cell types of an nx × ny lattice (row-major, y up).
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Stored as one u32 per cell indexing a palette of the distinct cells (a domain has a few kinds and boundary
+/// values: walls, a lid, an inlet profile), and no per-cell array at all while every cell is fluid: 4 bytes a
+/// cell instead of a `Cell`'s 24, none for a periodic box. Every rank of a distributed lattice holds the whole
+/// domain's flags (docs/scale.md), so this is what a rank's host memory grows with beyond its own block.
+#[derive(Clone, Debug)]
 pub struct Flags {
     nx: usize,
     ny: usize,
-    cells: Vec<Cell>,
+    /// Each cell's index into `palette`, row-major; empty while every cell is fluid.
+    kinds: Vec<u32>,
+    /// The distinct cells; entry 0 is `Cell::Fluid`.
+    palette: Vec<Cell>,
+    /// A palette entry's index by its exact bits ([`Cell::saved`]).
+    index: HashMap<(u8, [u64; 2]), u32>,
     /// Wall distance of link (cell, d): the wall lies q·|c_d| from the cell's centre towards x + c_d.
     distances: BTreeMap<(usize, usize), f64>,
+}
+
+/// Equal when every cell and every wall distance is (however the palettes were filled).
+impl PartialEq for Flags {
+    fn eq(&self, other: &Self) -> bool {
+        self.nx == other.nx
+            && self.ny == other.ny
+            && self.distances == other.distances
+            && self.cells().eq(other.cells())
+    }
+}
+
+/// The palette key of a cell: its kind and the exact bits of its values.
+fn key(cell: Cell) -> (u8, [u64; 2]) {
+    let (kind, v) = cell.saved();
+    (kind, v.map(f64::to_bits))
 }
 
 impl Flags {
@@ -105,7 +131,9 @@ impl Flags {
         Self {
             nx,
             ny,
-            cells: vec![Cell::Fluid; nx * ny],
+            kinds: Vec::new(),
+            palette: vec![Cell::Fluid],
+            index: HashMap::from([(key(Cell::Fluid), 0)]),
             distances: BTreeMap::new(),
         }
     }
@@ -115,21 +143,63 @@ impl Flags {
     pub fn ny(&self) -> usize {
         self.ny
     }
+    /// The cell at row-major index `k` (y·nx + x).
+    pub fn cell(&self, k: usize) -> Cell {
+        if self.kinds.is_empty() {
+            assert!(
+                k < self.nx * self.ny,
+                "cell {k} of a {}x{} lattice",
+                self.nx,
+                self.ny
+            );
+            Cell::Fluid
+        } else {
+            self.palette[self.kinds[k] as usize]
+        }
+    }
     pub fn get(&self, x: usize, y: usize) -> Cell {
-        self.cells[y * self.nx + x]
+        self.cell(y * self.nx + x)
     }
     pub fn set(&mut self, x: usize, y: usize, cell: Cell) {
-        self.cells[y * self.nx + x] = cell;
+        let k = y * self.nx + x;
+        if self.kinds.is_empty() {
+            if cell == Cell::Fluid {
+                assert!(
+                    k < self.nx * self.ny,
+                    "cell {k} of a {}x{} lattice",
+                    self.nx,
+                    self.ny
+                );
+                return;
+            }
+            self.kinds = vec![0; self.nx * self.ny];
+        }
+        let next = self.palette.len() as u32;
+        let slot = *self.index.entry(key(cell)).or_insert_with(|| {
+            self.palette.push(cell);
+            next
+        });
+        self.kinds[k] = slot;
     }
-    pub fn cells(&self) -> &[Cell] {
-        &self.cells
+    /// Every cell, row-major.
+    pub fn cells(&self) -> impl ExactSizeIterator<Item = Cell> + '_ {
+        (0..self.nx * self.ny).map(|k| self.cell(k))
     }
     /// True when no cell is anything but fluid (the kernels then skip the flag field: 4 B per cell less).
     pub fn all_fluid(&self) -> bool {
-        self.cells.iter().all(|c| *c == Cell::Fluid)
+        self.kinds.iter().all(|&k| k == 0)
     }
     pub fn fluid_cells(&self) -> usize {
-        self.cells.iter().filter(|c| !c.is_solid()).count()
+        if self.kinds.is_empty() {
+            return self.nx * self.ny;
+        }
+        let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
+        self.kinds.iter().filter(|&&k| !solid[k as usize]).count()
+    }
+    /// Host bytes the flags of an `nx` × `ny` lattice take at most (a palette index a cell; the palette and the
+    /// wall distances, which grow with the boundary, not counted).
+    pub fn host_bytes(nx: usize, ny: usize) -> u64 {
+        (nx as u64).saturating_mul(ny as u64).saturating_mul(4)
     }
     /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the wall at
     /// x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain half-way
@@ -336,10 +406,18 @@ impl Flags {
     /// distances of links that start in it: the flags of one block of a distributed lattice, halo included.
     pub fn window(&self, origin: [usize; 2], size: [usize; 2]) -> Flags {
         let mut w = Flags::fluid(size[0], size[1]);
+        if !self.kinds.is_empty() {
+            // The same palette, so each cell's index carries over as it is.
+            w.palette.clone_from(&self.palette);
+            w.index.clone_from(&self.index);
+            w.kinds = vec![0; size[0] * size[1]];
+        }
         for ly in 0..size[1] {
             for lx in 0..size[0] {
                 let (x, y) = self.wrap(origin, lx, ly);
-                w.cells[ly * size[0] + lx] = self.get(x, y);
+                if !self.kinds.is_empty() {
+                    w.kinds[ly * size[0] + lx] = self.kinds[y * self.nx + x];
+                }
                 let c = y * self.nx + x;
                 for (&(_, d), &q) in self.distances.range((c, 0)..(c + 1, 0)) {
                     w.distances.insert((ly * size[0] + lx, d), q);
@@ -372,6 +450,65 @@ mod tests {
         assert!(dropped > 0 && dropped < all, "{dropped} of {all}");
         f.encode().expect("pruned flags encode");
         assert_eq!(f.prune_wall_distances(), 0);
+    }
+
+    #[test]
+    fn a_palette_holds_the_distinct_cells_and_fluid_flags_hold_no_array() {
+        let mut f = Flags::fluid(64, 48);
+        f.set(5, 5, Cell::Fluid);
+        assert!(f.kinds.is_empty() && f.all_fluid());
+        assert_eq!(f.fluid_cells(), 64 * 48);
+        f.box_walls();
+        for x in 1..63 {
+            f.set(x, 47, Cell::MovingWall([0.1, 0.0]));
+        }
+        f.add_circle([30.0, 20.0], 6.5, true);
+        // Fluid, wall, the lid: one u32 a cell and three palette entries, where a Cell takes 24 bytes.
+        assert_eq!(f.palette.len(), 3);
+        assert_eq!(f.kinds.len(), 64 * 48);
+        assert_eq!(Flags::host_bytes(64, 48), 64 * 48 * 4);
+        assert_eq!(f.get(10, 47), Cell::MovingWall([0.1, 0.0]));
+        assert_eq!(f.get(0, 47), Cell::Wall);
+        assert_eq!(f.get(30, 20), Cell::Wall);
+        assert_eq!(f.get(10, 10), Cell::Fluid);
+        assert!(!f.all_fluid());
+        let solid = f.cells().filter(|c| c.is_solid()).count();
+        assert_eq!(f.fluid_cells(), 64 * 48 - solid);
+        // A cell set back to fluid is fluid again; equal cells make equal flags whatever order filled the palette.
+        let mut g = Flags::fluid(64, 48);
+        g.add_circle([30.0, 20.0], 6.5, true);
+        for x in 1..63 {
+            g.set(x, 47, Cell::MovingWall([0.1, 0.0]));
+        }
+        g.set(3, 3, Cell::Outlet(1.0));
+        g.set(3, 3, Cell::Fluid);
+        assert_ne!(f, g);
+        g.box_walls();
+        for x in 1..63 {
+            g.set(x, 47, Cell::MovingWall([0.1, 0.0]));
+        }
+        assert_ne!(f.palette, g.palette);
+        assert_eq!(f, g);
+        // A window carries each cell and wall distance across, wrapping around the domain.
+        let w = f.window([60, 40], [10, 12]);
+        for ly in 0..12 {
+            for lx in 0..10 {
+                let (x, y) = ((60 + lx) % 64, (40 + ly) % 48);
+                assert_eq!(w.get(lx, ly), f.get(x, y), "({lx}, {ly})");
+                for d in 1..9 {
+                    assert_eq!(w.wall_distance(lx, ly, d), f.wall_distance(x, y, d));
+                }
+            }
+        }
+        let w = f.window([24, 14], [12, 12]);
+        assert!(w.has_wall_distances());
+        assert_eq!(
+            w.wall_distances().count(),
+            f.wall_distances()
+                .filter(|((x, y, _), _)| (24..36).contains(x) && (14..26).contains(y))
+                .count()
+        );
+        assert!(Flags::fluid(8, 8).window([4, 4], [8, 8]).kinds.is_empty());
     }
 
     #[test]

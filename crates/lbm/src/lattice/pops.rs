@@ -140,8 +140,23 @@ impl Pops {
                 self.words
             )));
         }
+        self.write_at(gpu, i, 0, data)
+    }
+
+    /// Writes direction `i`'s words from word `at` on.
+    pub(crate) fn write_at(&self, gpu: &Gpu, i: usize, at: usize, data: &[u32]) -> Result<()> {
+        if at
+            .checked_add(data.len())
+            .is_none_or(|end| end > self.words)
+        {
+            return Err(LbmError::Shape(format!(
+                "{} words at word {at} of a direction of {}",
+                data.len(),
+                self.words
+            )));
+        }
         let (buf, offset) = self.place(i);
-        Ok(gpu.write(buf, offset, data)?)
+        Ok(gpu.write(buf, offset + at, data)?)
     }
 
     /// Reads direction `i`'s words.
