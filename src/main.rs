@@ -160,8 +160,26 @@ fn bench(quick: bool, json_path: Option<PathBuf>, only: &[String]) -> Result<(),
     Ok(())
 }
 
+/// Set (to anything): the command line is parsed and its device-free names checked (bench sections), then the
+/// process ends without running anything. `benches/gpu/check_session.sh` runs every `bespoke` command of the
+/// GPU session's planned calls through it, so that a renamed or refused argument fails in CI, not on a lent GPU.
+const ARGS_ONLY: &str = "BESPOKE_ARGS_ONLY";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if std::env::var_os(ARGS_ONLY).is_some() {
+        let checked = match &cli.command {
+            Command::Bench { section, .. } => check_sections(section),
+            _ => Ok(()),
+        };
+        return match checked {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let result = match cli.command {
         Command::Info { json } => info(json),
         Command::Mm { cmd } => mm_cmd::run(cmd),

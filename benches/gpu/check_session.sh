@@ -116,4 +116,38 @@ OUT=$work/out TEST_ONLY='^slow$' TEST_TIMEOUT=100 benches/gpu/session.sh tests@1
 took=$(($(date +%s) - start))
 [ "$took" -lt 14 ] || fail "the tests stage ran into its own limit (${took} s): a binary outlived it"
 grep -q '^slow .*rc 124' "$work/out-work/tests/summary.txt" || fail "the slow binary was not cut at the stage's end"
+# Every stage docs/gpu.md plans (its `session.sh …` commands and the later stages it lists) and every `bespoke`
+# stage of session.sh is one it knows, and every `bespoke` command those stages run parses with the real CLI
+# (`BESPOKE_ARGS_ONLY=1`: parsed, bench sections checked, nothing run): a renamed or refused argument (a count
+# of 0, a tiling key, a variant or section name) fails here, not on a lent GPU.
+repo=$(cd "$here/../.." && pwd)
+real=${BESPOKE_BIN:-}
+if [ -z "$real" ]; then
+    (cd "$repo" && cargo build -q --bin bespoke) || fail "could not build bespoke to check the session's arguments"
+    real=$repo/target/debug/bespoke
+fi
+planned=$(grep -o 'session\.sh [^`]*' "$repo/docs/gpu.md" | sed 's/^session\.sh //' | tr ' ' '\n' | grep -v '^STAGE' || true)
+later=$(sed -n '/^\*\*Next session\*\*/,/^## /p' "$repo/docs/gpu.md" | grep -o '`[a-z0-9@ -]*@[0-9]*[^`]*`' | tr -d '`' | tr ' ' '\n' || true)
+every="info bench lab bench-copy bench-dense bench-mm bench-lbm bench-fv bench-scale bench-lab bench-lab-copy
+    bench-lab-lbm bench-lab-mm bench-lab-fv mm9-f32 mm9-f64 mm-f32 mm-f64 mm-big-f32 mm-big-f64 dense dense-sweep
+    lbm-cylinder fv-order"
+stages=$(printf '%s\n' $planned $later $every | sed 's/@.*//' | grep -v '^$' | sort -u)
+[ -n "$planned" ] && [ -n "$later" ] || fail "no planned session.sh stages found in docs/gpu.md"
+rm -rf "$work/out" "$work/out-work" "$calls"
+mkdir -p "$work/tests/data/pyfr"
+# Each stage in a process of its own (STAGE@SECONDS), so one that fails here (no GPU, no CuPy) stops only itself.
+# shellcheck disable=SC2046
+OUT=$work/out benches/gpu/session.sh $(for s in $stages; do echo "$s@60"; done) > "$work/run5.txt" 2>&1 \
+    || fail "session.sh failed: $(cat "$work/run5.txt")"
+grep -q 'unknown stage' "$work/run5.txt" && fail "a planned stage is unknown to session.sh: $(grep 'unknown stage' "$work/run5.txt")"
+n=0
+while read -r _ what args; do
+    [ "$what" = start ] || continue
+    n=$((n + 1))
+    # shellcheck disable=SC2086
+    BESPOKE_ARGS_ONLY=1 "$real" $args > "$work/args.txt" 2>&1 \
+        || fail "session.sh runs \`bespoke $args\`, which the CLI refuses: $(cat "$work/args.txt")"
+done < "$calls"
+[ "$n" -ge 40 ] || fail "only $n bespoke commands were checked"
+echo "check_session: $n bespoke commands of $(echo $stages | wc -w) stages parse with the real CLI"
 echo "check_session: session.sh runs its stages in order, fv-order in the background, tests 4 at a time, and keeps its deadlines"
