@@ -230,3 +230,58 @@ fn fv_order_runs_without_a_driver() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.contains("384 tets, metis order in"), "{out}");
 }
+
+/// `BESPOKE_ARGS_ONLY` (what `benches/gpu/check_session.sh` replays the GPU session's commands through): a
+/// command line the CLI takes ends at once with success and no output, running nothing (here, where no driver
+/// exists, a run would fail); a refused one still fails, with the parser's or the section check's words.
+#[test]
+fn args_only_parses_and_runs_nothing() {
+    let only = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_bespoke"))
+            .args(args)
+            .env("BESPOKE_ARGS_ONLY", "1")
+            .env("VK_DRIVER_FILES", "/nonexistent/bespoke-no-driver.json")
+            .env("VK_ICD_FILENAMES", "/nonexistent/bespoke-no-driver.json")
+            .env("WGPU_BACKEND", "vulkan")
+            .output()
+            .expect("run the bespoke binary")
+    };
+    for ok in [
+        &[
+            "mm",
+            "dense-bench",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--params",
+            "t4x4v4-w8x8-k4-s1-b2-u",
+        ][..],
+        &[
+            "bench",
+            "--section",
+            "lab-lbm",
+            "--json",
+            "/nonexistent/dir/out.json",
+        ],
+        &["lbm", "cylinder", "--size", "881x166"],
+    ] {
+        let o = only(ok);
+        assert!(o.status.success(), "{ok:?}: {}", stderr(&o));
+        assert!(
+            o.stdout.is_empty() && o.stderr.is_empty(),
+            "{ok:?} printed something"
+        );
+    }
+    for (bad, needle) in [
+        (&["mm", "dense-sweep", "--confirm", "0"][..], "--confirm"),
+        (&["bench", "--section", "nope"], "no bench section `nope`"),
+        (&["mm", "dense-bench", "--params", "t3x4v4"], "--params"),
+    ] {
+        let o = only(bad);
+        assert!(!o.status.success(), "{bad:?} passed");
+        assert!(stderr(&o).contains(needle), "{bad:?}: {}", stderr(&o));
+    }
+}
