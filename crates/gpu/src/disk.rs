@@ -95,23 +95,78 @@ fn temporary_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
 }
 
 fn write_atomic_impl(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> std::io::Result<()> {
-    let dir = folder_of(path);
-    let mut tmp = temporary_beside(path)?;
-    if let Some(n) = fail_after {
-        tmp.write_all(&bytes[..n.min(bytes.len())])?;
-        // The temporary file is removed as `tmp` drops; `path` is untouched.
-        return Err(std::io::Error::other(
-            "simulated failure half-way through the write",
-        ));
+    let mut file = AtomicFile::create(path)?;
+    file.fail_after = fail_after;
+    file.write_all(bytes)?;
+    file.commit()
+}
+
+/// A file written in pieces that appears at its path whole or not at all ([`write_atomic`]'s temporary file in
+/// the same folder, synced and renamed by [`commit`](Self::commit)), for content too large to hold in memory at
+/// once (a lattice's checkpoint: 37 GB at 32 000² in f32). Dropped without a commit, the temporary file is
+/// removed and the path keeps what it held.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    tmp: std::io::BufWriter<tempfile::NamedTempFile>,
+    written: usize,
+    /// Fail once this many bytes were written, as a full disk would (tests).
+    fail_after: Option<usize>,
+}
+
+impl AtomicFile {
+    /// A temporary file beside `path`, to be renamed over it by [`commit`](Self::commit).
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            path: path.to_owned(),
+            tmp: std::io::BufWriter::with_capacity(1 << 20, temporary_beside(path)?),
+            written: 0,
+            fail_after: None,
+        })
     }
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    // The rename is durable once the folder is synced (not every platform lets a folder be opened).
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
+
+    /// [`create`](Self::create) for a file whose writes fail after `after` bytes, for tests of what a failed
+    /// write leaves.
+    #[doc(hidden)]
+    pub fn create_failing(path: &Path, after: usize) -> std::io::Result<Self> {
+        let mut f = Self::create(path)?;
+        f.fail_after = Some(after);
+        Ok(f)
     }
-    Ok(())
+
+    /// Flushes and syncs what was written and renames it over the path, then syncs the folder.
+    pub fn commit(self) -> std::io::Result<()> {
+        let tmp = self.tmp.into_inner().map_err(|e| e.into_error())?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.path).map_err(|e| e.error)?;
+        // The rename is durable once the folder is synced (not every platform lets a folder be opened).
+        if let Ok(d) = std::fs::File::open(folder_of(&self.path)) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(n) = self.fail_after {
+            let room = n.saturating_sub(self.written);
+            if room == 0 {
+                return Err(std::io::Error::other(
+                    "simulated failure half-way through the write",
+                ));
+            }
+            let wrote = self.tmp.write(&buf[..room.min(buf.len())])?;
+            self.written += wrote;
+            return Ok(wrote);
+        }
+        let wrote = self.tmp.write(buf)?;
+        self.written += wrote;
+        Ok(wrote)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.tmp.flush()
+    }
 }
 
 /// One lock per cache entry path, so threads of one process that want the same entry (the ranks of a

@@ -43,7 +43,7 @@ pub use context::{
     list_adapters,
 };
 pub use disk::{
-    DiskCache, Lookup, check_writable, remembered_json, user_cache_dir, write_atomic,
+    AtomicFile, DiskCache, Lookup, check_writable, remembered_json, user_cache_dir, write_atomic,
     write_atomic_failing,
 };
 pub use dispatch::{Arg, Grid, GridLayout, Launch};

@@ -11,10 +11,10 @@
 //! Files are written to a temporary file in the same folder, flushed and synced, then renamed over the old one:
 //! a crash or a full disk during a write leaves the previous checkpoint as it was.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 
-use bespoke_gpu::Gpu;
+use bespoke_gpu::{AtomicFile, Gpu};
 
 use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
@@ -37,19 +37,35 @@ const MAGIC_4: &[u8; 8] = b"BSPKLBM4";
 const MAGIC_3: &[u8; 8] = b"BSPKLBM3";
 
 impl Lattice<'_> {
-    /// Writes the lattice's full state to `path`, with `meta` (free text, e.g. the case's parameters).
+    /// Writes the lattice's full state to `path`, with `meta` (free text, e.g. the case's parameters). The file
+    /// is written as it is made, one direction's words at a time (held whole in memory until 2026-11-29: the
+    /// words and the file's bytes, 72 bytes a cell in f32, on every rank of a distributed lattice).
     pub fn checkpoint(&self, path: &Path, meta: &str) -> Result<()> {
+        self.checkpoint_to(path, meta, None)
+    }
+
+    /// [`checkpoint`](Self::checkpoint) whose file write fails after `after` bytes, as a full disk would (tests
+    /// of what a failed checkpoint leaves: the previous file, whole).
+    #[doc(hidden)]
+    pub fn checkpoint_failing(&self, path: &Path, meta: &str, after: usize) -> Result<()> {
+        self.checkpoint_to(path, meta, Some(after))
+    }
+
+    fn checkpoint_to(&self, path: &Path, meta: &str, fail_after: Option<usize>) -> Result<()> {
         let cfg = self.config();
-        let mut out = Vec::new();
-        out.extend_from_slice(MAGIC);
-        put_bytes(&mut out, meta.as_bytes());
-        put_u64(&mut out, cfg.nx as u64);
-        put_u64(&mut out, cfg.ny as u64);
-        out.push(match cfg.storage {
+        // Rank 0 writes. Every rank takes part in every gather below whatever happens to the file, and a failed
+        // write is reported after them: a rank that returned early would leave the others waiting.
+        let mut out = Sink::new(self.is_root(), path, fail_after);
+        let mut head = Vec::new();
+        head.extend_from_slice(MAGIC);
+        put_bytes(&mut head, meta.as_bytes());
+        put_u64(&mut head, cfg.nx as u64);
+        put_u64(&mut head, cfg.ny as u64);
+        head.push(match cfg.storage {
             Storage::F32 => 0,
             Storage::F16 => 1,
         });
-        out.push(match cfg.streaming {
+        head.push(match cfg.streaming {
             Streaming::Ab => 0,
             Streaming::InPlace => 1,
         });
@@ -57,43 +73,43 @@ impl Lattice<'_> {
             Collision::Bgk { omega } => (0, omega, 0.0),
             Collision::Trt { omega, lambda } => (1, omega, lambda),
         };
-        out.push(kind);
+        head.push(kind);
         for v in [omega, lambda, cfg.force[0], cfg.force[1], cfg.smagorinsky] {
-            out.extend_from_slice(&v.to_le_bytes());
+            head.extend_from_slice(&v.to_le_bytes());
         }
-        put_u64(&mut out, self.steps_done());
-        out.push(self.layout_parity() as u8);
-        let (codes, table) = cells_of(self.flags());
-        put_words(&mut out, &codes);
-        put_u64(&mut out, table.len() as u64);
-        for v in table.iter().flatten() {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        let links: Vec<_> = self.flags().wall_distances().collect();
-        put_u64(&mut out, links.len() as u64);
-        for ((x, y, d), q) in links {
-            for v in [x, y, d] {
-                put_u64(&mut out, v as u64);
+        put_u64(&mut head, self.steps_done());
+        head.push(self.layout_parity() as u8);
+        out.put(&head);
+        if out.writes() {
+            let flags = self.flags();
+            out.put(&(flags.cells().len() as u64).to_le_bytes());
+            let table = put_cells(&mut out, flags);
+            let mut tail = Vec::new();
+            put_u64(&mut tail, table.len() as u64);
+            for v in table.iter().flatten() {
+                tail.extend_from_slice(&v.to_le_bytes());
             }
-            out.extend_from_slice(&q.to_le_bytes());
+            let links: Vec<_> = flags.wall_distances().collect();
+            put_u64(&mut tail, links.len() as u64);
+            for ((x, y, d), q) in links {
+                for v in [x, y, d] {
+                    put_u64(&mut tail, v as u64);
+                }
+                tail.extend_from_slice(&q.to_le_bytes());
+            }
+            out.put(&tail);
         }
-        for words in self.raw_state()? {
-            put_words(&mut out, &words);
-        }
+        self.raw_state_each(|_, words| out.put_words(&words))?;
         let stash = self.stash_links()?;
-        put_u64(&mut out, stash.len() as u64);
+        let mut tail = Vec::new();
+        put_u64(&mut tail, stash.len() as u64);
         for l in &stash {
-            put_u64(&mut out, l.cell);
-            out.push(l.dir as u8);
-            out.extend_from_slice(&l.bits.to_le_bytes());
+            put_u64(&mut tail, l.cell);
+            tail.push(l.dir as u8);
+            tail.extend_from_slice(&l.bits.to_le_bytes());
         }
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        // Every rank of a distributed lattice gathered the state above; rank 0 writes it.
-        if !self.is_root() {
-            return Ok(());
-        }
-        write_atomic(path, &out, None)
+        out.put(&tail);
+        out.finish()
     }
 
     /// Rebuilds a lattice from a checkpoint; returns it with the metadata it was saved with.
@@ -321,22 +337,106 @@ fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool) -> Result<
     Ok((cfg, flags, words, stash, parity, steps))
 }
 
-/// Cells as kind | (index of their exact f64 value) << 3, and the value table.
-fn cells_of(flags: &Flags) -> (Vec<u32>, Vec<[f64; 2]>) {
+/// Writes every cell as kind | (index of its exact f64 value) << 3 (u32), in row-major order, and returns the
+/// value table the indices point into.
+fn put_cells(out: &mut Sink<'_>, flags: &Flags) -> Vec<[f64; 2]> {
     let mut table: Vec<[f64; 2]> = Vec::new();
     let mut index = std::collections::HashMap::new();
-    let codes = flags
-        .cells()
-        .map(|c| {
-            let (kind, v) = c.saved();
-            let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
-                table.push(v);
-                table.len() - 1
-            });
-            u32::from(kind) | ((slot as u32) << 3)
-        })
-        .collect();
-    (codes, table)
+    let mut bytes = Vec::with_capacity(WORDS_AT_ONCE * 4);
+    for c in flags.cells() {
+        let (kind, v) = c.saved();
+        let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
+            table.push(v);
+            table.len() - 1
+        });
+        bytes.extend_from_slice(&(u32::from(kind) | ((slot as u32) << 3)).to_le_bytes());
+        if bytes.len() >= WORDS_AT_ONCE * 4 {
+            out.put(&bytes);
+            bytes.clear();
+        }
+    }
+    out.put(&bytes);
+    table
+}
+
+/// Words converted to bytes at a time while a checkpoint is written.
+const WORDS_AT_ONCE: usize = 1 << 16;
+
+/// Where a checkpoint goes as it is made: rank 0's file ([`AtomicFile`]: whole or not at all) and the running
+/// CRC-32 of what was written; nothing on other ranks. The first error is kept and later writes skipped, so
+/// the caller carries on through its gathers and learns of it from [`finish`](Self::finish).
+struct Sink<'p> {
+    path: &'p Path,
+    root: bool,
+    file: Option<AtomicFile>,
+    crc: crc32fast::Hasher,
+    err: Option<std::io::Error>,
+}
+
+impl<'p> Sink<'p> {
+    fn new(root: bool, path: &'p Path, fail_after: Option<usize>) -> Self {
+        let (file, err) = match root {
+            false => (None, None),
+            true => match fail_after.map_or_else(
+                || AtomicFile::create(path),
+                |n| AtomicFile::create_failing(path, n),
+            ) {
+                Ok(f) => (Some(f), None),
+                Err(e) => (None, Some(e)),
+            },
+        };
+        Self {
+            path,
+            root,
+            file,
+            crc: crc32fast::Hasher::new(),
+            err,
+        }
+    }
+    /// Whether bytes put now are written (rank 0, no error yet): what only the file needs can be skipped.
+    fn writes(&self) -> bool {
+        self.file.is_some() && self.err.is_none()
+    }
+    fn put(&mut self, bytes: &[u8]) {
+        if !self.writes() {
+            return;
+        }
+        self.crc.update(bytes);
+        if let Some(Err(e)) = self.file.as_mut().map(|f| f.write_all(bytes)) {
+            self.err = Some(e);
+        }
+    }
+    /// u64 count, then the words (little-endian).
+    fn put_words(&mut self, words: &[u32]) {
+        self.put(&(words.len() as u64).to_le_bytes());
+        let mut bytes = Vec::with_capacity(WORDS_AT_ONCE.min(words.len()) * 4);
+        for chunk in words.chunks(WORDS_AT_ONCE) {
+            if !self.writes() {
+                return;
+            }
+            bytes.clear();
+            bytes.extend(chunk.iter().flat_map(|w| w.to_le_bytes()));
+            self.put(&bytes);
+        }
+    }
+    /// The checksum, then the file renamed into place (rank 0); the first error of the write, naming the path.
+    fn finish(mut self) -> Result<()> {
+        if !self.root {
+            return Ok(());
+        }
+        let crc = self.crc.clone().finalize();
+        if let Some(f) = self.file.as_mut()
+            && self.err.is_none()
+            && let Err(e) = f.write_all(&crc.to_le_bytes())
+        {
+            self.err = Some(e);
+        }
+        match (self.err, self.file) {
+            (Some(e), _) => Err(LbmError::io(self.path, e)),
+            (None, Some(f)) => f.commit().map_err(|e| LbmError::io(self.path, e)),
+            (None, None) => Ok(()),
+        }
+    }
 }
 
 fn flags_of(
@@ -368,23 +468,6 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u64(out, b.len() as u64);
     out.extend_from_slice(b);
 }
-fn put_words(out: &mut Vec<u8>, w: &[u32]) {
-    put_u64(out, w.len() as u64);
-    for v in w {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, synced, renamed over `path`, the
-/// folder synced. `fail_after` (tests) stops the write after that many bytes with an error, as a full disk would.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> Result<()> {
-    match fail_after {
-        None => bespoke_gpu::write_atomic(path, bytes),
-        Some(n) => bespoke_gpu::write_atomic_failing(path, bytes, n),
-    }
-    .map_err(|e| LbmError::io(path, e))
-}
-
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -438,26 +521,41 @@ impl<'a> Reader<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::write_atomic;
+    use super::Sink;
 
+    /// A checkpoint written in pieces: whole or not at all. A write that fails half-way (as a full disk would)
+    /// is reported with the path and leaves the previous file as it was, and no temporary file.
     #[test]
     fn a_write_that_fails_half_way_leaves_the_previous_file() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("state.ckpt");
-        write_atomic(&path, b"the previous, good checkpoint", None).expect("first write");
-        let e = write_atomic(&path, &[7u8; 4096], Some(1000)).expect_err("the simulated failure");
+        let write = |fail_after: Option<usize>, pieces: &[&[u8]]| {
+            let mut out = Sink::new(true, &path, fail_after);
+            for p in pieces {
+                out.put(p);
+            }
+            out.finish()
+        };
+        write(None, &[b"the previous, ", b"good checkpoint"]).expect("first write");
+        let good = std::fs::read(&path).expect("read");
+        let crc = crc32fast::hash(b"the previous, good checkpoint").to_le_bytes();
+        assert_eq!(good, [&b"the previous, good checkpoint"[..], &crc].concat());
+        let e = write(Some(1000), &[&[7u8; 600], &[8u8; 600], &[9u8; 600]])
+            .expect_err("the simulated failure");
         assert!(e.to_string().contains("simulated failure"), "{e}");
-        assert_eq!(
-            std::fs::read(&path).expect("read"),
-            b"the previous, good checkpoint"
-        );
-        // No temporary file is left behind.
+        assert!(e.to_string().contains("state.ckpt"), "{e}");
+        assert_eq!(std::fs::read(&path).expect("read"), good);
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .expect("list")
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
-        write_atomic(&path, b"new", None).expect("a later write");
-        assert_eq!(std::fs::read(&path).expect("read"), b"new");
+        // Another rank writes nothing and reports nothing.
+        let mut other = Sink::new(false, &path, Some(0));
+        other.put(b"ignored");
+        other.finish().expect("not rank 0");
+        assert_eq!(std::fs::read(&path).expect("read"), good);
+        write(None, &[b"new"]).expect("a later write");
+        assert_eq!(&std::fs::read(&path).expect("read")[..3], b"new");
     }
 }

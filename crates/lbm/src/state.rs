@@ -335,21 +335,33 @@ impl Lattice<'_> {
         }
     }
 
-    /// The raw words of the buffers holding the current state, for checkpoints.
-    pub(crate) fn raw_state(&self) -> Result<Vec<Vec<u32>>> {
+    /// The raw words of the buffers holding the current state (the whole domain's), for checkpoints, one
+    /// direction at a time: `each(i, words)` for i = 0..9 in order, each direction's words dropped before
+    /// the next is read (a distributed lattice gathers each on every rank).
+    pub(crate) fn raw_state_each(&self, mut each: impl FnMut(usize, Vec<u32>)) -> Result<()> {
         if self.dist.is_some() {
-            return self.raw_state_distributed();
+            self.settle()?;
         }
-        self.local_raw_state()
+        for i in 0..9 {
+            let local = self.local_raw_direction(i)?;
+            each(
+                i,
+                match self.dist.is_some() {
+                    true => self.gather_raw_direction(&local)?,
+                    false => local,
+                },
+            );
+        }
+        Ok(())
     }
 
-    /// `raw_state` of this lattice's own buffers.
-    pub(crate) fn local_raw_state(&self) -> Result<Vec<Vec<u32>>> {
+    /// Slot `i`'s words of this lattice's own buffers, as `raw_state` holds them.
+    pub(crate) fn local_raw_direction(&self, i: usize) -> Result<Vec<u32>> {
         let src = match self.cfg.streaming {
             Streaming::InPlace => &self.a,
             Streaming::Ab => self.pops_of(self.parity),
         };
-        (0..9).map(|i| src.read(self.gpu, i)).collect()
+        src.read(self.gpu, i)
     }
 
     /// In-place: which kernel runs next (0 odd, 1 even); two-lattice: always 0 after a restore.

@@ -299,6 +299,19 @@ fn devices_of_their_own_and_checkpoints_across_ranks() {
             lat.step(7)?;
             lat.checkpoint(&path, "dist")?;
             ranks.comm.barrier()?;
+            // A write that fails half-way through the words (a full disk) on rank 0: every rank still takes part
+            // in every gather after it (none waits for ever), rank 0 reports it, the checkpoint before stays.
+            let failed = lat.checkpoint_failing(&path, "dist", 5000);
+            match ranks.comm.rank() {
+                0 => assert!(
+                    failed
+                        .as_ref()
+                        .is_err_and(|e| e.to_string().contains("simulated failure")),
+                    "{failed:?}"
+                ),
+                _ => assert!(failed.is_ok(), "{failed:?}"),
+            }
+            ranks.comm.barrier()?;
             let (mut again, meta) = Lattice::resume_distributed(&gpu, &path, &ranks)?;
             assert_eq!(meta, "dist");
             again.step(5)?;

@@ -123,25 +123,19 @@ impl Lattice<'_> {
         Ok(out)
     }
 
-    /// The whole domain's raw state (the words a single-domain lattice would hold), for checkpoints.
-    pub(crate) fn raw_state_distributed(&self) -> Result<Vec<Vec<u32>>> {
-        self.settle()?;
+    /// The whole domain's words of one direction (what a single-domain lattice would hold) from this block's
+    /// words `local` of it, on every rank: for checkpoints, one direction at a time.
+    pub(crate) fn gather_raw_direction(&self, local: &[u32]) -> Result<Vec<u32>> {
         let d = self.dist();
-        let local = self.local_raw_state()?;
         let (ll, nl) = (self.cfg.layout(), d.block.cells());
         let gl = d.global_cfg.layout();
         let n = d.global_cfg.cells();
-        local
-            .iter()
-            .map(|w| {
-                let bits: Vec<u32> = (0..nl).map(|c| cell_bits(ll, w, nl, c)).collect();
-                let all = self.gather(&bits, 1)?;
-                let mut out = vec![0u32; gl.words(n)];
-                for (c, &v) in all.iter().enumerate() {
-                    put_cell_bits(gl, &mut out, n, c, v);
-                }
-                Ok(out)
-            })
-            .collect()
+        let bits: Vec<u32> = (0..nl).map(|c| cell_bits(ll, local, nl, c)).collect();
+        let all = self.gather(&bits, 1)?;
+        let mut out = vec![0u32; gl.words(n)];
+        for (c, &v) in all.iter().enumerate() {
+            put_cell_bits(gl, &mut out, n, c, v);
+        }
+        Ok(out)
     }
 }
