@@ -147,8 +147,9 @@ impl Lattice<'_> {
             Some(r) => Lattice::new_distributed(gpu, cfg, flags, r),
         }
         .map_err(|e| LbmError::file(path, e.to_string()))?;
+        let mut words = words;
         lattice
-            .restore_raw(&words, parity, steps, stash.as_deref())
+            .restore_raw(|i| words.direction(i), parity, steps, stash.as_deref())
             .map_err(|e| LbmError::file(path, e.to_string()))?;
         if let Some(v) = unchecked {
             lattice.warn(format!(
@@ -161,12 +162,15 @@ impl Lattice<'_> {
     }
 }
 
-/// A checkpoint read from disk and checked (checksum, format, every field), before any device is involved.
+/// A checkpoint read from disk and checked (checksum, format, every field but the populations' values), before
+/// any device is involved. The nine directions' words stay in the file until the lattice loads them, one at a
+/// time ([`Words::direction`]): until 2026-11-29 the whole file and then every word were read into memory (72
+/// bytes a cell in f32), also by the device-free `check` that only compares the configuration.
 pub(crate) struct Saved {
     pub meta: String,
     pub cfg: Config,
     pub flags: Flags,
-    words: Vec<Vec<u32>>,
+    words: Words,
     /// The stash of in-place interpolated links (None before format 6).
     stash: Option<Vec<StashLink>>,
     parity: usize,
@@ -175,15 +179,47 @@ pub(crate) struct Saved {
     unchecked: Option<u32>,
 }
 
+/// Where each direction's words lie in a checked checkpoint: (byte offset, word count).
+pub(crate) struct Words {
+    file: std::io::BufReader<std::fs::File>,
+    path: std::path::PathBuf,
+    at: [(u64, usize); 9],
+}
+
+impl Words {
+    /// Direction (slot) `i`'s words, read from the file.
+    pub(crate) fn direction(&mut self, i: usize) -> Result<Vec<u32>> {
+        use std::io::{Seek, SeekFrom};
+        let (at, n) = self.at[i];
+        let mut bytes = vec![0u8; n * 4];
+        self.file
+            .seek(SeekFrom::Start(at))
+            .and_then(|_| self.file.read_exact(&mut bytes))
+            .map_err(|e| LbmError::io(&self.path, e))?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+}
+
 impl Saved {
     pub(crate) fn read(path: &Path) -> Result<Self> {
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(|e| LbmError::io(path, e))?;
+        let open = || {
+            std::fs::File::open(path)
+                .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
+                .map_err(|e| LbmError::io(path, e))
+        };
+        let mut file = open()?;
+        let len = file
+            .get_ref()
+            .metadata()
+            .map_err(|e| LbmError::io(path, e))?
+            .len();
         let mut r = Reader {
-            bytes: &bytes,
+            file: open()?,
             at: 0,
+            end: len,
             path,
         };
         let magic = r.take(8)?;
@@ -199,18 +235,25 @@ impl Saved {
             ));
         }
         if magic == MAGIC || v5 {
-            let body = bytes
-                .len()
+            let body = len
                 .checked_sub(4)
                 .filter(|&b| b >= 8)
                 .ok_or_else(|| LbmError::file(path, "truncated: no room for the checksum"))?;
-            let stored = u32::from_le_bytes([
-                bytes[body],
-                bytes[body + 1],
-                bytes[body + 2],
-                bytes[body + 3],
-            ]);
-            let computed = crc32fast::hash(&bytes[..body]);
+            // The whole body through the checksum first, a buffer at a time, before any field is trusted.
+            let mut crc = crc32fast::Hasher::new();
+            let mut left = body;
+            let mut buf = vec![0u8; 1 << 20];
+            while left > 0 {
+                let n = (left.min(buf.len() as u64)) as usize;
+                file.read_exact(&mut buf[..n])
+                    .map_err(|e| LbmError::io(path, e))?;
+                crc.update(&buf[..n]);
+                left -= n as u64;
+            }
+            let mut tail = [0u8; 4];
+            file.read_exact(&mut tail)
+                .map_err(|e| LbmError::io(path, e))?;
+            let (stored, computed) = (u32::from_le_bytes(tail), crc.finalize());
             if stored != computed {
                 return Err(LbmError::file(
                     path,
@@ -220,28 +263,43 @@ impl Saved {
                     ),
                 ));
             }
-            r.bytes = &bytes[..body];
+            r.end = body;
         }
+        drop(file);
         // Older formats carry no checksum: say so with any error, and warn when they load.
         let unchecked = (v3 || v4).then_some(if v3 { 3 } else { 4 });
         let r = &mut r;
         let parsed = (|| -> Result<_> {
-            let meta = String::from_utf8(r.bytes()?.to_vec())
+            let meta = String::from_utf8(r.bytes()?)
                 .map_err(|_| LbmError::file(path, "metadata is not UTF-8"))?;
             parse_body(r, path, v3, magic == MAGIC).map(|b| (meta, b))
         })();
-        let (meta, (cfg, flags, words, stash, parity, steps)) =
+        let (meta, (cfg, flags, at, stash, parity, steps)) =
             parsed.map_err(|e| match unchecked {
                 Some(v) => LbmError::file(path, format!("{e} (format {v} carries no checksum)")),
                 None => e,
             })?;
         cfg.check()
             .map_err(|e| LbmError::file(path, format!("its configuration: {e}")))?;
+        let expect = cfg.layout().words(cfg.cells());
+        if let Some(&(_, n)) = at.iter().find(|(_, n)| *n != expect) {
+            return Err(LbmError::file(
+                path,
+                format!(
+                    "a direction of {n} words, where a {}x{} lattice has {expect}",
+                    cfg.nx, cfg.ny
+                ),
+            ));
+        }
         Ok(Self {
             meta,
             cfg,
             flags,
-            words,
+            words: Words {
+                file: open()?,
+                path: path.to_owned(),
+                at,
+            },
             stash,
             parity,
             steps,
@@ -250,11 +308,11 @@ impl Saved {
     }
 }
 
-/// What a checkpoint's body holds: configuration, flags, raw words, the stash, parity, steps done.
+/// What a checkpoint's body holds: configuration, flags, where the raw words lie, the stash, parity, steps done.
 type Body = (
     Config,
     Flags,
-    Vec<Vec<u32>>,
+    [(u64, usize); 9],
     Option<Vec<StashLink>>,
     usize,
     u64,
@@ -294,19 +352,25 @@ fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool) -> Result<
         .collect::<Result<_>>()?;
     let mut flags = flags_of(nx, ny, &codes, &table)
         .map_err(|why| LbmError::file(path, format!("flags: {why}")))?;
+    drop(codes);
     for _ in 0..r.usize()? {
         let (x, y, d, q) = (r.usize()?, r.usize()?, r.usize()?, r.f64()?);
         flags
             .set_wall_distance(x, y, d, q)
             .map_err(|e| LbmError::file(path, format!("flags: {e}")))?;
     }
-    let words: Vec<Vec<u32>> = (0..9).map(|_| r.words()).collect::<Result<_>>()?;
+    let mut at = [(0, 0); 9];
+    for a in &mut at {
+        *a = r.skip_words()?;
+    }
     let stash = match stash {
         false => None,
         true => {
             let count = r.usize()?;
             let cells = (nx as u64).saturating_mul(ny as u64);
-            let mut links = Vec::with_capacity(count.min(r.bytes.len() / 13));
+            let room = (r.end - r.at) / 13;
+            let mut links =
+                Vec::with_capacity(count.min(usize::try_from(room).unwrap_or(usize::MAX)));
             for _ in 0..count {
                 let (cell, dir, bits) = (r.u64()?, r.u8()?, r.u32()?);
                 if cell >= cells || !(1..9).contains(&dir) {
@@ -322,7 +386,7 @@ fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool) -> Result<
             Some(links)
         }
     };
-    if r.at != r.bytes.len() {
+    if r.at != r.end {
         return Err(LbmError::file(path, "trailing bytes after the populations"));
     }
     let cfg = Config {
@@ -334,7 +398,7 @@ fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool) -> Result<
         force: [fx, fy],
         smagorinsky,
     };
-    Ok((cfg, flags, words, stash, parity, steps))
+    Ok((cfg, flags, at, stash, parity, steps))
 }
 
 /// Writes every cell as kind | (index of its exact f64 value) << 3 (u32), in row-major order, and returns the
@@ -468,33 +532,46 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u64(out, b.len() as u64);
     out.extend_from_slice(b);
 }
+/// The checkpoint's fields in order, from the file, up to `end` (the checksum's start, or the file's end).
 struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+    file: std::io::BufReader<std::fs::File>,
+    at: u64,
+    end: u64,
     path: &'a Path,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(|| LbmError::file(self.path, format!("truncated at byte {}", self.at)))?;
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
+impl Reader<'_> {
+    /// Room for `n` more bytes before `end`, or "truncated".
+    fn room(&self, n: u64) -> Result<()> {
+        match self.at.checked_add(n) {
+            Some(e) if e <= self.end => Ok(()),
+            _ => Err(LbmError::file(
+                self.path,
+                format!("truncated at byte {}", self.at),
+            )),
+        }
+    }
+    fn take(&mut self, n: usize) -> Result<Vec<u8>> {
+        self.room(n as u64)?;
+        let mut b = vec![0u8; n];
+        self.file
+            .read_exact(&mut b)
+            .map_err(|e| LbmError::io(self.path, e))?;
+        self.at += n as u64;
+        Ok(b)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let b = self.take(N)?;
+        Ok(b.try_into().unwrap_or([0; N]))
     }
     fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
+        Ok(self.array::<1>()?[0])
     }
     fn u64(&mut self) -> Result<u64> {
-        let b = self.take(8)?;
-        Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        Ok(u64::from_le_bytes(self.array()?))
     }
     fn u32(&mut self) -> Result<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes(b.try_into().unwrap_or([0; 4])))
+        Ok(u32::from_le_bytes(self.array()?))
     }
     fn usize(&mut self) -> Result<usize> {
         let v = self.u64()?;
@@ -503,19 +580,37 @@ impl<'a> Reader<'a> {
     fn f64(&mut self) -> Result<f64> {
         Ok(f64::from_bits(self.u64()?))
     }
-    fn bytes(&mut self) -> Result<&'a [u8]> {
+    fn bytes(&mut self) -> Result<Vec<u8>> {
         let n = self.usize()?;
         self.take(n)
     }
-    fn words(&mut self) -> Result<Vec<u32>> {
+    /// A word count and the bytes of that many words, checked against `end`.
+    fn word_bytes(&mut self) -> Result<(usize, u64)> {
         let n = self.usize()?;
-        let b = self.take(
-            n.checked_mul(4)
-                .ok_or_else(|| LbmError::file(self.path, "word count overflows"))?,
-        )?;
+        let bytes = (n as u64)
+            .checked_mul(4)
+            .ok_or_else(|| LbmError::file(self.path, "word count overflows"))?;
+        self.room(bytes)?;
+        Ok((n, bytes))
+    }
+    fn words(&mut self) -> Result<Vec<u32>> {
+        let (n, _) = self.word_bytes()?;
+        let b = self.take(n * 4)?;
         Ok(b.chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
+    }
+    /// Passes over an array of words: (where its words start, how many).
+    fn skip_words(&mut self) -> Result<(u64, usize)> {
+        let (n, bytes) = self.word_bytes()?;
+        let start = self.at;
+        let jump =
+            i64::try_from(bytes).map_err(|_| LbmError::file(self.path, "word count overflows"))?;
+        self.file
+            .seek_relative(jump)
+            .map_err(|e| LbmError::io(self.path, e))?;
+        self.at += bytes;
+        Ok((start, n))
     }
 }
 

@@ -376,34 +376,45 @@ impl Lattice<'_> {
     /// formats before 6, which saved none: it is rebuilt from the words then).
     pub(crate) fn restore_raw(
         &mut self,
-        words: &[Vec<u32>],
+        mut load: impl FnMut(usize) -> Result<Vec<u32>>,
         parity: usize,
         steps_done: u64,
         stash: Option<&[StashLink]>,
     ) -> Result<()> {
         let expect = self.config().layout().words(self.config().cells());
-        if words.len() != 9 || words.iter().any(|w| w.len() != expect) {
-            return Err(LbmError::Shape(format!(
-                "checkpoint holds {} direction arrays, expected 9 of {expect} words",
-                words.len()
-            )));
-        }
-        let local;
-        let words = match self.dist.is_some() {
-            true => {
-                local = self.block_words(words);
-                &local
+        let mut direction = |i: usize| -> Result<Vec<u32>> {
+            let w = load(i)?;
+            if w.len() != expect {
+                return Err(LbmError::Shape(format!(
+                    "checkpoint direction {i} holds {} words, expected {expect}",
+                    w.len()
+                )));
             }
-            false => words,
+            Ok(match self.dist.is_some() {
+                true => self.block_direction(&w),
+                false => w,
+            })
         };
-        for (i, w) in words.iter().enumerate() {
-            self.a.write(self.gpu, i, w)?;
+        // One direction at a time, each dropped once uploaded; only a stash rebuilt from the words (in place,
+        // with interpolated links) needs all nine at once.
+        let keep = self.stash_buffer().is_some();
+        let mut words = Vec::new();
+        for i in 0..9 {
+            let w = direction(i)?;
+            self.a.write(self.gpu, i, &w)?;
+            if keep {
+                words.push(w);
+            }
         }
         if let Some(d) = &self.dist {
             d.fresh.set(true);
         }
         self.parity = parity;
         self.steps_done = steps_done;
+        if !keep {
+            return Ok(());
+        }
+        let words = &words;
         match (self.cfg.streaming, stash) {
             (Streaming::InPlace, Some(links)) => self.restore_stash(words, links),
             (Streaming::InPlace, None) => self.fill_stash(words),

@@ -65,26 +65,21 @@ impl Lattice<'_> {
         out
     }
 
-    /// This block's words (halo included) of the whole domain's raw state (9 directions in the domain's layout).
-    pub(crate) fn block_words(&self, words: &[Vec<u32>]) -> Vec<Vec<u32>> {
+    /// This block's words (halo included) of one direction of the whole domain's raw state (in the domain's layout).
+    pub(crate) fn block_direction(&self, words: &[u32]) -> Vec<u32> {
         let d = self.dist();
         let b = &d.block;
         let (gl, ll) = (d.global_cfg.layout(), self.cfg.layout());
         let (n, nl) = (b.n[0] * b.n[1], b.cells());
-        words
-            .iter()
-            .map(|w| {
-                let mut out = vec![0u32; ll.words(nl)];
-                for ly in 0..b.size[1] {
-                    for lx in 0..b.size[0] {
-                        let (x, y) = b.global(lx, ly);
-                        let bits = cell_bits(gl, w, n, y * b.n[0] + x);
-                        put_cell_bits(ll, &mut out, nl, ly * b.size[0] + lx, bits);
-                    }
-                }
-                out
-            })
-            .collect()
+        let mut out = vec![0u32; ll.words(nl)];
+        for ly in 0..b.size[1] {
+            for lx in 0..b.size[0] {
+                let (x, y) = b.global(lx, ly);
+                let bits = cell_bits(gl, words, n, y * b.n[0] + x);
+                put_cell_bits(ll, &mut out, nl, ly * b.size[0] + lx, bits);
+            }
+        }
+        out
     }
 
     /// The whole domain's arrays from every block's own cells of `per_cell` local arrays (array-major), on
