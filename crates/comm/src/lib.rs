@@ -109,6 +109,14 @@ pub trait Comm: std::fmt::Debug {
     fn start(&self, sends: Vec<Message>, recvs: &[Expect]) -> Result<Box<dyn Exchange + '_>>;
     /// Every rank's `mine`, indexed by rank, on every rank.
     fn all_gather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
+    /// Every rank's `mine`, indexed by rank, on rank `root` (`Some`); `None` on the others, which receive
+    /// nothing (what one rank writes to a file: only it holds the whole). This default gathers on every rank;
+    /// the transports override it.
+    fn gather_bytes(&self, root: usize, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        check_root(root, self.size(), "gather")?;
+        let all = self.all_gather_bytes(mine)?;
+        Ok((self.rank() == root).then_some(all))
+    }
     /// `data` of rank `root` on every rank.
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()>;
     /// Element-wise reduction over the ranks, the same on every rank (reduced in rank order, so the result does
@@ -194,6 +202,16 @@ pub fn launched_size() -> Option<usize> {
     ]
     .iter()
     .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// A collective's root must be a rank of the job.
+pub(crate) fn check_root(root: usize, size: usize, what: &str) -> Result<()> {
+    match root < size {
+        true => Ok(()),
+        false => Err(CommError::Invalid(format!(
+            "{what} root {root} in a job of {size} ranks"
+        ))),
+    }
 }
 
 /// Checks the arguments of [`Comm::start`] against the job (shared by the implementations).

@@ -10,7 +10,7 @@ use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use crate::{Comm, CommError, Exchange, Expect, Message, Result, check_start};
+use crate::{Comm, CommError, Exchange, Expect, Message, Result, check_root, check_start};
 
 /// The world communicator of an MPI job. Made once per process by [`MpiComm::init`]; dropping it finalises MPI.
 pub struct MpiComm {
@@ -225,6 +225,43 @@ impl Comm for MpiComm {
             .zip(&displs)
             .map(|(&c, &d)| all[d as usize..(d + c - 1) as usize].to_vec())
             .collect())
+    }
+
+    fn gather_bytes(&self, root: usize, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+        check_root(root, self.size(), "gather")?;
+        // One byte more than asked, never none (as in `all_gather_bytes`).
+        let padded: Vec<u8> = mine.iter().copied().chain([0]).collect();
+        let mine = &padded[..];
+        let n = count(mine.len())?;
+        let process = self.world.process_at_rank(root as c_int);
+        if self.rank() != root {
+            process.gather_into(&n);
+            process.gather_varcount_into(mine);
+            return Ok(None);
+        }
+        let mut counts = vec![0 as c_int; self.size()];
+        process.gather_into_root(&n, &mut counts[..]);
+        let displs: Vec<c_int> = counts
+            .iter()
+            .scan(0 as c_int, |acc, &c| {
+                let d = *acc;
+                *acc += c;
+                Some(d)
+            })
+            .collect();
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        let mut all = vec![0u8; total];
+        {
+            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+            process.gather_varcount_into_root(mine, &mut part);
+        }
+        Ok(Some(
+            counts
+                .iter()
+                .zip(&displs)
+                .map(|(&c, &d)| all[d as usize..(d + c - 1) as usize].to_vec())
+                .collect(),
+        ))
     }
 
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {

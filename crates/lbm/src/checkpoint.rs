@@ -99,7 +99,12 @@ impl Lattice<'_> {
             }
             out.put(&tail);
         }
-        self.raw_state_each(|_, words| out.put_words(&words))?;
+        // Rank 0 gets each direction whole; the others, whose sink writes nothing, hold only their block.
+        self.raw_state_each(|_, words| {
+            if let Some(w) = words {
+                out.put_words(&w);
+            }
+        })?;
         let stash = self.stash_links()?;
         let mut tail = Vec::new();
         put_u64(&mut tail, stash.len() as u64);

@@ -337,8 +337,11 @@ impl Lattice<'_> {
 
     /// The raw words of the buffers holding the current state (the whole domain's), for checkpoints, one
     /// direction at a time: `each(i, words)` for i = 0..9 in order, each direction's words dropped before
-    /// the next is read (a distributed lattice gathers each on every rank).
-    pub(crate) fn raw_state_each(&self, mut each: impl FnMut(usize, Vec<u32>)) -> Result<()> {
+    /// the next is read. A distributed lattice gathers each onto rank 0; the other ranks get None.
+    pub(crate) fn raw_state_each(
+        &self,
+        mut each: impl FnMut(usize, Option<Vec<u32>>),
+    ) -> Result<()> {
         if self.dist.is_some() {
             self.settle()?;
         }
@@ -348,7 +351,7 @@ impl Lattice<'_> {
                 i,
                 match self.dist.is_some() {
                     true => self.gather_raw_direction(&local)?,
-                    false => local,
+                    false => Some(local),
                 },
             );
         }

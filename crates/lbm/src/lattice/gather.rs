@@ -85,17 +85,39 @@ impl Lattice<'_> {
     /// The whole domain's arrays from every block's own cells of `per_cell` local arrays (array-major), on
     /// every rank.
     pub(crate) fn gather<T: bytemuck::Pod>(&self, local: &[T], per_cell: usize) -> Result<Vec<T>> {
-        let d = self.dist();
-        fn own(b: &Block) -> impl Iterator<Item = (usize, usize)> + use<> {
-            let [ox, oy, w, h] = [b.halo[0], b.halo[1], b.size[0], b.size[1]];
-            (oy..h - oy).flat_map(move |y| (ox..w - ox).map(move |x| (x, y)))
-        }
-        let b = &d.block;
+        let all = self
+            .dist()
+            .comm
+            .all_gather_bytes(bytemuck::cast_slice(&self.own_cells(local, per_cell)))?;
+        self.assemble(&all, per_cell)
+    }
+
+    /// [`gather`](Self::gather) onto rank 0 only (None on the others, which hold no more than their block).
+    pub(crate) fn gather_to_root<T: bytemuck::Pod>(
+        &self,
+        local: &[T],
+        per_cell: usize,
+    ) -> Result<Option<Vec<T>>> {
+        let all = self
+            .dist()
+            .comm
+            .gather_bytes(0, bytemuck::cast_slice(&self.own_cells(local, per_cell)))?;
+        all.map(|all| self.assemble(&all, per_cell)).transpose()
+    }
+
+    /// This block's own cells (halo left out) of `per_cell` local arrays, array-major.
+    fn own_cells<T: bytemuck::Pod>(&self, local: &[T], per_cell: usize) -> Vec<T> {
+        let b = &self.dist().block;
         let nl = b.cells();
-        let mine: Vec<T> = (0..per_cell)
+        (0..per_cell)
             .flat_map(|k| own(b).map(move |(x, y)| local[k * nl + y * b.size[0] + x]))
-            .collect();
-        let all = d.comm.all_gather_bytes(bytemuck::cast_slice(&mine))?;
+            .collect()
+    }
+
+    /// The whole domain's arrays from every rank's [`own_cells`](Self::own_cells), in rank order.
+    fn assemble<T: bytemuck::Pod>(&self, all: &[Vec<u8>], per_cell: usize) -> Result<Vec<T>> {
+        let d = self.dist();
+        let b = &d.block;
         let (gnx, n) = (b.n[0], b.n[0] * b.n[1]);
         let mut out = vec![T::zeroed(); per_cell * n];
         for (r, bytes) in all.iter().enumerate() {
@@ -119,18 +141,26 @@ impl Lattice<'_> {
     }
 
     /// The whole domain's words of one direction (what a single-domain lattice would hold) from this block's
-    /// words `local` of it, on every rank: for checkpoints, one direction at a time.
-    pub(crate) fn gather_raw_direction(&self, local: &[u32]) -> Result<Vec<u32>> {
+    /// words `local` of it, on rank 0 (None on the others): for checkpoints, one direction at a time.
+    pub(crate) fn gather_raw_direction(&self, local: &[u32]) -> Result<Option<Vec<u32>>> {
         let d = self.dist();
         let (ll, nl) = (self.cfg.layout(), d.block.cells());
         let gl = d.global_cfg.layout();
         let n = d.global_cfg.cells();
         let bits: Vec<u32> = (0..nl).map(|c| cell_bits(ll, local, nl, c)).collect();
-        let all = self.gather(&bits, 1)?;
+        let Some(all) = self.gather_to_root(&bits, 1)? else {
+            return Ok(None);
+        };
         let mut out = vec![0u32; gl.words(n)];
         for (c, &v) in all.iter().enumerate() {
             put_cell_bits(gl, &mut out, n, c, v);
         }
-        Ok(out)
+        Ok(Some(out))
     }
+}
+
+/// A block's own cells (halo left out), row by row.
+fn own(b: &Block) -> impl Iterator<Item = (usize, usize)> + use<> {
+    let [ox, oy, w, h] = [b.halo[0], b.halo[1], b.size[0], b.size[1]];
+    (oy..h - oy).flat_map(move |y| (ox..w - ox).map(move |x| (x, y)))
 }
