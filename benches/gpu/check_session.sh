@@ -42,7 +42,10 @@ info_end=$(t end info) fv_start=$(t start "bench --section fv")
 awk -v a="$order_start" -v b="$info_end" 'BEGIN { exit !(a < b) }' || fail "fv order did not run beside info"
 awk -v a="$order_end" -v b="$fv_start" 'BEGIN { exit !(a <= b) }' || fail "bench-fv started before fv order ended"
 [ -s "$work/out/session-all.tar.gz" ] || fail "no archive"
-tar tzf "$work/out/session-all.tar.gz" | grep -q 'fv-order.txt' || fail "fv-order's log is not in the archive"
+# The listing to a file first: `tar … | grep -q` under pipefail fails whenever grep stops reading before tar ends
+# writing (SIGPIPE), which a loaded machine makes happen.
+tar tzf "$work/out/session-all.tar.gz" > "$work/archive.txt" || fail "the archive does not list"
+grep -q 'fv-order.txt' "$work/archive.txt" || fail "fv-order's log is not in the archive"
 
 # A deadline that leaves under 10 s after the first stage skips the next one.
 rm -rf "$work/out" "$work/out-work" "$calls"
@@ -126,11 +129,12 @@ if [ -z "$real" ]; then
     (cd "$repo" && cargo build -q --bin bespoke) || fail "could not build bespoke to check the session's arguments"
     real=$repo/target/debug/bespoke
 fi
-planned=$(grep -o 'session\.sh [^`]*' "$repo/docs/gpu.md" | sed 's/^session\.sh //' | tr ' ' '\n' | grep -v '^STAGE' || true)
+planned=$(grep -o '`[^`]*session\.sh [^`]*`' "$repo/docs/gpu.md" | sed 's/^.*session\.sh //; s/`$//' | tr ' ' '\n' \
+    | grep -v '^STAGE' || true)
 later=$(sed -n '/^\*\*Next session\*\*/,/^## /p' "$repo/docs/gpu.md" | grep -o '`[a-z0-9@ -]*@[0-9]*[^`]*`' | tr -d '`' | tr ' ' '\n' || true)
 every="info bench lab bench-copy bench-dense bench-mm bench-lbm bench-fv bench-scale bench-lab bench-lab-copy
     bench-lab-lbm bench-lab-mm bench-lab-fv mm9-f32 mm9-f64 mm-f32 mm-f64 mm-big-f32 mm-big-f64 dense dense-sweep
-    lbm-cylinder fv-order"
+    lbm-cylinder lbm-host fv-order"
 stages=$(printf '%s\n' $planned $later $every | sed 's/@.*//' | grep -v '^$' | sort -u)
 [ -n "$planned" ] && [ -n "$later" ] || fail "no planned session.sh stages found in docs/gpu.md"
 rm -rf "$work/out" "$work/out-work" "$calls"

@@ -333,6 +333,19 @@ for stage in "$@"; do
             .devbin/step_cost ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-step-cost.txt"
             # shellcheck disable=SC2086
             .devbin/texture_trial ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-texture-trial.txt" ;;
+        lbm-host)
+            # Host memory of a lattice a GPU holds (docs/lbm.md, "Host memory"): the peak resident set of a run
+            # that sets up 16384² (f32, 19 GB on the device), checkpoints it (9.7 GB) and of its resume. On
+            # lavapipe the device buffers are host memory; here they are not, so this is the host's own share.
+            ck=/tmp/bespoke-lbm-host.ckpt
+            for args in "--size 16384x16384 --steps 10 --checkpoint $ck" "--steps 20 --resume $ck"; do
+                # shellcheck disable=SC2086
+                python3 -c 'import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:]).returncode
+print(f"peak resident set {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6:.2f} GB (rc {rc}): {sys.argv[1:]}")' \
+                    $bin lbm taylor-green $args 2>&1 | tee -a "$OUT/lbm-host.txt"
+            done
+            rm -f "$ck" ;;
         lbm-cylinder)
             for size in 881x166 1761x330; do
                 for u in 0.05 0.025; do
