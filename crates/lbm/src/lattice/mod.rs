@@ -47,6 +47,7 @@ pub struct Lattice<'g> {
     pub(crate) cfg: Config,
     /// This lattice's cells (a block's, halo included); shared with the caller where it passed an `Rc`.
     pub(crate) flags: Rc<Flags>,
+    /// The encoded flags, kept where the in-place stash of interpolated links is rebuilt and saved from them.
     pub(crate) encoded: Option<EncodedFlags>,
     /// The populations: `a` always, `b` for two-lattice streaming.
     pub(crate) a: Pops,
@@ -370,7 +371,8 @@ impl<'g> Lattice<'g> {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             cfg,
             flags,
-            encoded,
+            // The codes stay on the host only where the stash is rebuilt and saved from them (4 bytes a cell).
+            encoded: encoded.filter(|_| flag_bufs.as_ref().is_some_and(|f| f.stash.is_some())),
             a,
             b,
             flag_bufs,
@@ -409,7 +411,7 @@ impl<'g> Lattice<'g> {
     }
     /// Bytes each cell moves per step: 9 populations read and written, plus the flag when there is one.
     pub fn bytes_per_cell(&self) -> usize {
-        18 * self.cfg.storage.bytes() + if self.encoded.is_some() { 4 } else { 0 }
+        18 * self.cfg.storage.bytes() + if self.flag_bufs.is_some() { 4 } else { 0 }
     }
 
     /// Runs `n` steps without reading anything back.
@@ -495,7 +497,7 @@ impl<'g> Lattice<'g> {
             one_buffer: self.a.stride().unwrap_or(0),
             ..lattice_spec(
                 &self.cfg,
-                self.encoded.is_some(),
+                self.flag_bufs.is_some(),
                 self.curved,
                 phase,
                 mode,
