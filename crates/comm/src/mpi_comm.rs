@@ -199,39 +199,18 @@ impl Comm for MpiComm {
     }
 
     fn all_gather_bytes(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
-        // One byte more than asked, never none: an empty Rust slice's address is 0x1, which Open MPI reads as
-        // MPI_IN_PLACE.
-        let padded: Vec<u8> = mine.iter().copied().chain([0]).collect();
-        let mine = &padded[..];
+        let mine = &padded(mine);
         let n = count(mine.len())?;
         let mut counts = vec![0 as c_int; self.size()];
         self.world.all_gather_into(&n, &mut counts[..]);
-        let displs: Vec<c_int> = counts
-            .iter()
-            .scan(0 as c_int, |acc, &c| {
-                let d = *acc;
-                *acc += c;
-                Some(d)
-            })
-            .collect();
-        let total: usize = counts.iter().map(|&c| c as usize).sum();
-        let mut all = vec![0u8; total];
-        {
-            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-            self.world.all_gather_varcount_into(mine, &mut part);
-        }
-        Ok(counts
-            .iter()
-            .zip(&displs)
-            .map(|(&c, &d)| all[d as usize..(d + c - 1) as usize].to_vec())
-            .collect())
+        Ok(varcount(&counts, |part| {
+            self.world.all_gather_varcount_into(mine, part)
+        }))
     }
 
     fn gather_bytes(&self, root: usize, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
         check_root(root, self.size(), "gather")?;
-        // One byte more than asked, never none (as in `all_gather_bytes`).
-        let padded: Vec<u8> = mine.iter().copied().chain([0]).collect();
-        let mine = &padded[..];
+        let mine = &padded(mine);
         let n = count(mine.len())?;
         let process = self.world.process_at_rank(root as c_int);
         if self.rank() != root {
@@ -241,27 +220,9 @@ impl Comm for MpiComm {
         }
         let mut counts = vec![0 as c_int; self.size()];
         process.gather_into_root(&n, &mut counts[..]);
-        let displs: Vec<c_int> = counts
-            .iter()
-            .scan(0 as c_int, |acc, &c| {
-                let d = *acc;
-                *acc += c;
-                Some(d)
-            })
-            .collect();
-        let total: usize = counts.iter().map(|&c| c as usize).sum();
-        let mut all = vec![0u8; total];
-        {
-            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-            process.gather_varcount_into_root(mine, &mut part);
-        }
-        Ok(Some(
-            counts
-                .iter()
-                .zip(&displs)
-                .map(|(&c, &d)| all[d as usize..(d + c - 1) as usize].to_vec())
-                .collect(),
-        ))
+        Ok(Some(varcount(&counts, |part| {
+            process.gather_varcount_into_root(mine, part)
+        })))
     }
 
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
@@ -285,4 +246,38 @@ impl Comm for MpiComm {
         eprintln!("error (rank {} of {}): {message}", self.rank(), self.size());
         self.world.abort(1);
     }
+}
+
+/// `mine` and one byte more, never none: an empty Rust slice's address is 0x1, which Open MPI reads as
+/// MPI_IN_PLACE. [`varcount`] drops the byte again.
+fn padded(mine: &[u8]) -> Vec<u8> {
+    mine.iter().copied().chain([0]).collect()
+}
+
+/// Every rank's padded bytes, received by `receive` into one buffer partitioned by `counts` (each rank's
+/// count, padding included), split by rank with the padding dropped.
+fn varcount(
+    counts: &[c_int],
+    receive: impl FnOnce(&mut PartitionMut<'_, [u8], Vec<c_int>, &[c_int]>),
+) -> Vec<Vec<u8>> {
+    let displs: Vec<c_int> = counts
+        .iter()
+        .scan(0 as c_int, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect();
+    let total: usize = counts.iter().map(|&c| c as usize).sum();
+    let mut all = vec![0u8; total];
+    receive(&mut PartitionMut::new(
+        &mut all[..],
+        counts.to_vec(),
+        &displs[..],
+    ));
+    counts
+        .iter()
+        .zip(&displs)
+        .map(|(&c, &d)| all[d as usize..(d + c - 1) as usize].to_vec())
+        .collect()
 }
