@@ -9,8 +9,8 @@ use crate::kernel::stash_index;
 use crate::lattice::Lattice;
 use crate::storage::{cells_of_words, decode, stored_value, stored_word, stored_words};
 
-/// Words of each direction the initial state is made and uploaded in at a time (16 MB of words, 48 MB of f64
-/// fields for f32 storage).
+/// Words of each direction the initial state is made and uploaded in at a time: 16 MB of words, and ρ and u in
+/// f64 of the 4 M cells they hold (100 MB; 8 M cells and 200 MB for paired f16).
 const INIT_CHUNK_WORDS: usize = 1 << 22;
 
 impl Lattice<'_> {
@@ -18,7 +18,7 @@ impl Lattice<'_> {
     /// and u are checked first (on all cores; the first refused cell is reported and nothing is written), then
     /// the populations are made and uploaded `INIT_CHUNK_WORDS` words of each direction at a time, ρ and u taken
     /// once per cell of the chunk: the host holds a chunk, not the lattice (until 2026-11-29 it held 3 f64 a
-    /// cell, then 1 f64 and a word a cell per direction: 36 bytes a cell, 39 GB for a 32 000² lattice that a
+    /// cell, then 1 f64 and a word a cell per direction: 36 bytes a cell, 37 GB for a 32 000² lattice that a
     /// 139 GB H200 holds). `init` is called twice per cell, so it must be a function of (x, y).
     pub fn init_equilibrium(
         &mut self,
