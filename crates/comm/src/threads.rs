@@ -150,6 +150,23 @@ where
 }
 
 impl ThreadComm {
+    /// Every rank's bytes under `tag`, in rank order, this rank's being `mine` (the receiving side of a gather).
+    fn receive_all(&self, tag: Tag, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        (0..self.size)
+            .map(|r| {
+                if r == self.rank {
+                    return Ok(mine.to_vec());
+                }
+                match self.recv(r, tag)? {
+                    Payload::Bytes(b) => Ok(b),
+                    Payload::Words(_) => Err(CommError::Invalid(format!(
+                        "words under the gather tag {tag}"
+                    ))),
+                }
+            })
+            .collect()
+    }
+
     fn check_failed(&self) -> Result<()> {
         match &*self.failed.lock().unwrap_or_else(|p| p.into_inner()) {
             Some((rank, message)) => Err(CommError::PeerFailed {
@@ -313,19 +330,7 @@ impl Comm for ThreadComm {
         for peer in (0..self.size).filter(|&p| p != self.rank) {
             self.send(peer, TAG_GATHER, Payload::Bytes(mine.to_vec()))?;
         }
-        (0..self.size)
-            .map(|r| {
-                if r == self.rank {
-                    return Ok(mine.to_vec());
-                }
-                match self.recv(r, TAG_GATHER)? {
-                    Payload::Bytes(b) => Ok(b),
-                    Payload::Words(_) => {
-                        Err(CommError::Invalid("words under the gather tag".into()))
-                    }
-                }
-            })
-            .collect()
+        self.receive_all(TAG_GATHER, mine)
     }
 
     fn gather_bytes(&self, root: usize, mine: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
@@ -335,20 +340,7 @@ impl Comm for ThreadComm {
             self.send(root, TAG_GATHER_ROOT, Payload::Bytes(mine.to_vec()))?;
             return Ok(None);
         }
-        (0..self.size)
-            .map(|r| {
-                if r == self.rank {
-                    return Ok(mine.to_vec());
-                }
-                match self.recv(r, TAG_GATHER_ROOT)? {
-                    Payload::Bytes(b) => Ok(b),
-                    Payload::Words(_) => Err(CommError::Invalid(
-                        "words under the root gather's tag".into(),
-                    )),
-                }
-            })
-            .collect::<Result<_>>()
-            .map(Some)
+        self.receive_all(TAG_GATHER_ROOT, mine).map(Some)
     }
 
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
