@@ -196,11 +196,6 @@ impl Flags {
         let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
         self.kinds.iter().filter(|&&k| !solid[k as usize]).count()
     }
-    /// Host bytes the flags of an `nx` × `ny` lattice take at most (a palette index a cell; the palette and the
-    /// wall distances, which grow with the boundary, not counted).
-    pub fn host_bytes(nx: usize, ny: usize) -> u64 {
-        (nx as u64).saturating_mul(ny as u64).saturating_mul(4)
-    }
     /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the wall at
     /// x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain half-way
     /// bounce-back). A moving wall's velocity is its cell's: for a wall in rigid motion (translating, rotating)
@@ -466,7 +461,6 @@ mod tests {
         // Fluid, wall, the lid: one u32 a cell and three palette entries, where a Cell takes 24 bytes.
         assert_eq!(f.palette.len(), 3);
         assert_eq!(f.kinds.len(), 64 * 48);
-        assert_eq!(Flags::host_bytes(64, 48), 64 * 48 * 4);
         assert_eq!(f.get(10, 47), Cell::MovingWall([0.1, 0.0]));
         assert_eq!(f.get(0, 47), Cell::Wall);
         assert_eq!(f.get(30, 20), Cell::Wall);
