@@ -212,7 +212,7 @@ fn run_on(
     bar.set_message(case.name());
     let mut started = false;
     let set_up = std::time::Instant::now();
-    let r = run_case(gpu, case, &opts, &mut |done, total| {
+    let mut r = run_case(gpu, case, &opts, &mut |done, total| {
         if !started {
             bespoke::phase_since(
                 format!("{rank}set-up (lattice, launch shape, state)"),
@@ -238,6 +238,12 @@ fn run_on(
         // Every rank takes part (the state is gathered); rank 0 writes.
         r.lattice.checkpoint(p, &r.checkpoint_meta())?;
     }
+    // Every rank sends its cells; rank 0 alone holds the whole domain's fields, and only to write them.
+    let fields = if a.png.is_some() || a.vtk.is_some() {
+        r.lattice.macroscopic_on_root()?
+    } else {
+        None
+    };
     let Some(probe) = probe else {
         return Ok(()); // not the root
     };
@@ -304,11 +310,11 @@ fn run_on(
     for n in &r.notes {
         println!("  note: {n}");
     }
-    if let Some(p) = &a.png {
-        write_png(p, &r.fields, r.lattice.flags(), quantity)?;
+    if let (Some(p), Some(f)) = (&a.png, &fields) {
+        write_png(p, f, r.lattice.flags(), quantity)?;
     }
-    if let Some(p) = &a.vtk {
-        write_vtk(p, &r.fields, r.lattice.flags())?;
+    if let (Some(p), Some(f)) = (&a.vtk, &fields) {
+        write_vtk(p, f, r.lattice.flags())?;
     }
     write_json(
         json_file,

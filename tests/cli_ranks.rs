@@ -131,7 +131,9 @@ fn cases_on_thread_ranks_match_one_domain_bit_for_bit() {
     if test_gpu().is_none() {
         return;
     }
-    let cases: [&[&str]; 3] = [
+    // Cases whose metrics read cells (cavity), probes (cylinder), row means (poiseuille, shear wave) and sums
+    // over the domain (Taylor–Green), each rank from its own cells.
+    let cases: [&[&str]; 5] = [
         &[
             "lbm",
             "cavity",
@@ -148,6 +150,8 @@ fn cases_on_thread_ranks_match_one_domain_bit_for_bit() {
         ],
         &["lbm", "cylinder", "--steps", "40", "--collision", "bgk"],
         &["lbm", "poiseuille", "--size", "8x24", "--steps", "25"],
+        &["lbm", "taylor-green", "--size", "24x24", "--steps", "20"],
+        &["lbm", "shear-wave", "--size", "12x20", "--steps", "20"],
     ];
     for (k, case) in cases.iter().enumerate() {
         let (one, v1) = run(case, &[], &format!("{k}-one"));

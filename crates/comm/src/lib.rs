@@ -29,11 +29,13 @@
 //! assert_eq!(got, vec![2, 0, 1]);
 //! ```
 
+mod exact;
 #[cfg(feature = "mpi")]
 mod mpi_comm;
 pub mod scaling;
 mod threads;
 
+pub use exact::{EXACT_SUM_BYTES, ExactSum};
 #[cfg(feature = "mpi")]
 pub use mpi_comm::MpiComm;
 pub use threads::{RankFailure, ThreadComm, run_threads};
@@ -124,19 +126,7 @@ pub trait Comm: std::fmt::Debug {
     fn all_reduce_f64(&self, values: &mut [f64], op: Op) -> Result<()> {
         let mine: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let all = self.all_gather_bytes(&mine)?;
-        for (r, bytes) in all.iter().enumerate() {
-            if bytes.len() != mine.len() {
-                return Err(CommError::Mismatch {
-                    what: "the length of an all-reduce".into(),
-                    detail: format!(
-                        "rank {r} gave {} values, rank {} {}",
-                        bytes.len() / 8,
-                        self.rank(),
-                        values.len()
-                    ),
-                });
-            }
-        }
+        same_lengths(&all, self.rank(), values.len(), 8)?;
         for (j, v) in values.iter_mut().enumerate() {
             let at = |r: usize| {
                 let mut b = [0u8; 8];
@@ -153,6 +143,22 @@ pub trait Comm: std::fmt::Debug {
                 };
             }
             *v = acc;
+        }
+        Ok(())
+    }
+    /// Element-wise exact sums over the ranks: every rank's terms in one [`ExactSum`] each, so the result is the
+    /// same bits on every rank, for any number of ranks and any split of the terms among them.
+    fn all_reduce_exact(&self, sums: &mut [ExactSum]) -> Result<()> {
+        let mine: Vec<u8> = sums.iter().flat_map(|s| s.to_bytes()).collect();
+        let all = self.all_gather_bytes(&mine)?;
+        same_lengths(&all, self.rank(), sums.len(), EXACT_SUM_BYTES)?;
+        for (r, bytes) in all.iter().enumerate().filter(|(r, _)| *r != self.rank()) {
+            for (s, b) in sums.iter_mut().zip(bytes.chunks_exact(EXACT_SUM_BYTES)) {
+                let theirs = ExactSum::from_bytes(b).ok_or_else(|| {
+                    CommError::Invalid(format!("rank {r} sent a malformed exact sum"))
+                })?;
+                s.merge(&theirs);
+            }
         }
         Ok(())
     }
@@ -188,6 +194,20 @@ pub trait Comm: std::fmt::Debug {
             });
         }
         Ok(())
+    }
+}
+
+/// Checks that every rank's part of a reduction holds `count` values of `unit` bytes, as this rank's does.
+fn same_lengths(all: &[Vec<u8>], rank: usize, count: usize, unit: usize) -> Result<()> {
+    match all.iter().position(|b| b.len() != count * unit) {
+        Some(r) => Err(CommError::Mismatch {
+            what: "the length of an all-reduce".into(),
+            detail: format!(
+                "rank {r} gave {} values, rank {rank} {count}",
+                all[r].len() / unit
+            ),
+        }),
+        None => Ok(()),
     }
 }
 

@@ -10,6 +10,63 @@ pub struct Fields {
     pub uy: Vec<f32>,
 }
 
+/// ρ and u of a lattice's own cells (`Lattice::own_fields`): the whole domain on a single domain, one rank's block
+/// without its halo on a distributed lattice. What a case's metrics read, reducing over ranks what they sum or
+/// compare, so that no rank holds the whole domain.
+#[derive(Clone, Debug)]
+pub struct OwnFields {
+    /// The whole domain's size.
+    pub domain: [usize; 2],
+    /// The domain's cell of this part's first cell.
+    pub origin: [usize; 2],
+    /// This part's size; the arrays are row-major over it.
+    pub size: [usize; 2],
+    pub rho: Vec<f32>,
+    pub ux: Vec<f32>,
+    pub uy: Vec<f32>,
+}
+
+impl OwnFields {
+    /// Every cell as (x, y, k): its place in the domain and its index in the arrays.
+    pub fn cells(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let ([w, h], [x0, y0]) = (self.size, self.origin);
+        (0..h).flat_map(move |y| (0..w).map(move |x| (x0 + x, y0 + y, y * w + x)))
+    }
+
+    /// The index of the domain's cell (x, y) in the arrays, if this part holds it.
+    pub fn index(&self, x: usize, y: usize) -> Option<usize> {
+        let (lx, ly) = (
+            x.checked_sub(self.origin[0])?,
+            y.checked_sub(self.origin[1])?,
+        );
+        (lx < self.size[0] && ly < self.size[1]).then_some(ly * self.size[0] + lx)
+    }
+
+    /// The first non-finite value in [`Fields::first_non_finite`]'s order (ρ, then u_x, then u_y; each row-major
+    /// over the domain) as one number, so that ranks agree on the domain's first by taking the smallest.
+    pub(crate) fn first_non_finite_key(&self) -> Option<u64> {
+        let n = (self.domain[0] * self.domain[1]) as u64;
+        [&self.rho, &self.ux, &self.uy]
+            .iter()
+            .enumerate()
+            .find_map(|(f, v)| {
+                self.cells()
+                    .filter(|&(_, _, k)| !v[k].is_finite())
+                    .map(|(x, y, _)| (y * self.domain[0] + x) as u64)
+                    .min()
+                    .map(|i| f as u64 * n + i)
+            })
+    }
+
+    /// What a [`first_non_finite_key`](Self::first_non_finite_key) names: (field, x, y).
+    pub(crate) fn decode_key(&self, key: u64) -> (&'static str, usize, usize) {
+        let n = (self.domain[0] * self.domain[1]) as u64;
+        let name = ["rho", "ux", "uy"][(key / n).min(2) as usize];
+        let i = (key % n) as usize;
+        (name, i % self.domain[0], i / self.domain[0])
+    }
+}
+
 impl Fields {
     pub fn at(&self, x: usize, y: usize) -> (f64, [f64; 2]) {
         let i = y * self.nx + x;

@@ -58,7 +58,7 @@ mod storage;
 
 pub use config::{CS, Collision, Config, Layout, MAX_MACH, Storage, Streaming, check_mach};
 pub use error::{LbmError, Result};
-pub use fields::Fields;
+pub use fields::{Fields, OwnFields};
 pub use flags::{Cell, EncodedFlags, Flags};
 pub use lattice::{Lattice, check_fits, check_fits_within, stored_words};
 /// The step kernel's launch shape, chosen on the device (`lattice/shape.rs`).

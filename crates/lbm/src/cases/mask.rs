@@ -145,17 +145,18 @@ pub(super) fn run<'g>(
     }
     let f = r.fields()?;
     let flags = r.lat.flags();
-    let speed = f.speed();
-    let max_speed = (0..f.nx * f.ny)
-        .filter(|&k| !flags.cell(k).is_solid())
-        .map(|k| f64::from(speed[k]))
+    let max_speed = f
+        .cells()
+        .filter(|&(x, y, _)| !flags.get(x, y).is_solid())
+        .map(|(_, _, k)| f64::from(f.ux[k].hypot(f.uy[k])))
         .fold(0.0, f64::max); // finite: `fields()` rejected NaN
+    let max_speed = r.lat.max_over_ranks(max_speed)?;
     let mut m = BTreeMap::new();
     m.insert("max_speed".into(), max_speed);
     m.insert("mask_wall_cells".into(), walls as f64);
     m.insert(
         "re".into(),
-        u * (f.ny as f64 - 2.0) / r.lat.config().collision.viscosity(),
+        u * (f.domain[1] as f64 - 2.0) / r.lat.config().collision.viscosity(),
     );
     let mut notes = vec![format!(
         "Re on the channel height; obstacles from the mask's {}",

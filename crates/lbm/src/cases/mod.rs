@@ -19,7 +19,6 @@ use bespoke_gpu::Gpu;
 
 use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
-use crate::fields::Fields;
 use crate::lattice::Lattice;
 
 pub use cavity::{GHIA_CSV, ghia_table};
@@ -174,8 +173,6 @@ pub struct CaseRun<'g> {
     pub metrics: BTreeMap<String, f64>,
     /// What the metrics mean, criteria used, warnings.
     pub notes: Vec<String>,
-    /// Fields at the end.
-    pub fields: Fields,
 }
 
 impl CaseRun<'_> {

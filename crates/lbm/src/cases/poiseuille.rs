@@ -9,25 +9,12 @@ use super::{
     size_or, speed, start,
 };
 use crate::error::Result;
-use crate::fields::Fields;
 use crate::flags::Flags;
 
 /// Centreline speed in lattice units (default); the body force is set to give it.
 pub(super) const U_MAX: f64 = 0.02;
 /// Steady when one check interval changes u by less than this fraction of u_max.
 const STEADY: f64 = 1e-7;
-
-/// x-averaged u_x of fluid row y.
-fn profile(f: &Fields) -> Vec<f64> {
-    (0..f.ny)
-        .map(|y| {
-            (0..f.nx)
-                .map(|x| f64::from(f.ux[y * f.nx + x]))
-                .sum::<f64>()
-                / f.nx as f64
-        })
-        .collect()
-}
 
 pub(super) fn run<'g>(
     gpu: &'g Gpu,
@@ -74,7 +61,9 @@ pub(super) fn run<'g>(
     let tol = STEADY * (interval as f64 / natural).min(1.0);
     let mut r = Runner::new("poiseuille", lat, u, max_steps, progress, opts)?;
     let (converged, change) = r.run_to_steady(max_steps, interval, umax, tol)?;
-    let p = profile(&r.fields()?);
+    // x-averaged u_x of each row.
+    let f = r.fields()?;
+    let p = r.row_means(&f, &f.ux)?;
     let err = (1..cfg.ny - 1)
         .map(|y| (p[y] - exact(y)).abs())
         .fold(0.0, f64::max)

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use bespoke_comm::ExactSum;
+
 use super::start::meta;
 use super::{CaseOptions, CaseRun, Frames, Progress, is_steady, max_change};
 use crate::error::{LbmError, Result};
-use crate::fields::Fields;
+use crate::fields::OwnFields;
 use crate::lattice::Lattice;
 
 /// Steps a lattice in chunks, timing only the stepping and reporting progress.
@@ -105,11 +107,11 @@ impl<'a, 'g> Runner<'a, 'g> {
             if let Some(f) = self.frames.clone()
                 && self.done.is_multiple_of(f.every)
             {
-                let fields = self.fields()?;
+                self.fields()?;
                 let path = f
                     .dir
                     .join(format!("frame_{:08}.png", self.lat.steps_done()));
-                if self.lat.is_root() {
+                if let Some(fields) = self.lat.macroscopic_on_root()? {
                     crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
                 }
             }
@@ -157,16 +159,18 @@ impl<'a, 'g> Runner<'a, 'g> {
         scale: f64,
         tol: f64,
     ) -> Result<(bool, f64)> {
+        // Each rank compares its own cells; the ranks agree on the largest change and on whether all are steady.
         let mut prev = self.fields()?.ux;
         let mut change = f64::INFINITY;
         while self.done < max_steps {
             let chunk = interval.min(max_steps - self.done);
             self.run(chunk)?;
             let now = self.fields()?.ux;
-            change = max_change(&now, &prev, scale);
+            change = self.lat.max_over_ranks(max_change(&now, &prev, scale))?;
             // Only a whole interval is judged: the change over a shorter last chunk is smaller for being shorter
             // (`--steps 10` on a channel whose interval is 5000 read as steady after 10 steps from rest).
-            if chunk == interval && is_steady(&now, &prev, tol * scale) {
+            let steady = self.lat.all_ranks(is_steady(&now, &prev, tol * scale))?;
+            if chunk == interval && steady {
                 return Ok((true, change));
             }
             prev = now;
@@ -174,10 +178,10 @@ impl<'a, 'g> Runner<'a, 'g> {
         Ok((false, change))
     }
 
-    /// Reads ρ and u back, failing if the run has diverged.
-    pub(super) fn fields(&mut self) -> Result<Fields> {
-        let f = self.lat.macroscopic()?;
-        if let Some((what, x, y)) = f.first_non_finite() {
+    /// Reads ρ and u of this rank's own cells back, failing (on every rank) if the run has diverged anywhere.
+    pub(super) fn fields(&mut self) -> Result<OwnFields> {
+        let f = self.lat.own_fields()?;
+        if let Some((what, x, y)) = self.lat.first_non_finite(&f)? {
             return Err(LbmError::Diverged {
                 step: self.lat.steps_done(),
                 what,
@@ -188,13 +192,35 @@ impl<'a, 'g> Runner<'a, 'g> {
         Ok(f)
     }
 
+    /// The mean along x of `v` (one of `f`'s arrays) on every row of the domain, from every rank's own cells:
+    /// each row summed exactly, so one rank and any decomposition give the same bits.
+    pub(super) fn row_means(&self, f: &OwnFields, v: &[f32]) -> Result<Vec<f64>> {
+        let mut rows = vec![ExactSum::new(); f.domain[1]];
+        for (_, y, k) in f.cells() {
+            rows[y].add(f64::from(v[k]));
+        }
+        self.lat.sum_over_ranks(&mut rows)?;
+        Ok(rows
+            .iter()
+            .map(|s| s.value() / f.domain[0] as f64)
+            .collect())
+    }
+
+    /// Σ `term(k)` over every rank's own cells k of `f`, exact (the same bits on any decomposition).
+    pub(super) fn sum_cells(&self, f: &OwnFields, term: impl Fn(usize) -> f64) -> Result<f64> {
+        let mut s = [ExactSum::new()];
+        f.cells().for_each(|(_, _, k)| s[0].add(term(k)));
+        self.lat.sum_over_ranks(&mut s)?;
+        Ok(s[0].value())
+    }
+
     pub(super) fn finish(
         mut self,
         case: &'static str,
         metrics: BTreeMap<String, f64>,
         notes: Vec<String>,
     ) -> Result<CaseRun<'g>> {
-        let fields = self.fields()?;
+        self.fields()?;
         let mut notes = notes;
         notes.extend(self.lat.warnings().iter().cloned());
         Ok(CaseRun {
@@ -205,7 +231,6 @@ impl<'a, 'g> Runner<'a, 'g> {
             lattice: self.lat,
             metrics,
             notes,
-            fields,
         })
     }
 }

@@ -10,25 +10,21 @@ use super::{
     size_or, speed, start, wave_fits,
 };
 use crate::error::Result;
-use crate::fields::Fields;
+use crate::fields::OwnFields;
 use crate::flags::Flags;
 
 /// Initial amplitude in lattice units (default).
 pub(super) const U0: f64 = 0.01;
 
 /// Projection of the x-averaged u_x onto sin(k y).
-fn amplitude(f: &Fields, k: f64) -> f64 {
+fn amplitude(r: &Runner<'_, '_>, f: &OwnFields, k: f64) -> Result<f64> {
     let (mut num, mut den) = (0.0, 0.0);
-    for y in 0..f.ny {
-        let mean: f64 = (0..f.nx)
-            .map(|x| f64::from(f.ux[y * f.nx + x]))
-            .sum::<f64>()
-            / f.nx as f64;
+    for (y, mean) in r.row_means(f, &f.ux)?.into_iter().enumerate() {
         let s = (k * y as f64).sin();
         num += mean * s;
         den += s * s;
     }
-    num / den
+    Ok(num / den)
 }
 
 pub(super) fn run<'g>(
@@ -66,9 +62,11 @@ pub(super) fn run<'g>(
     // run fits from where it starts.)
     let t1 = (steps / 5).max(r.done);
     r.run_to(t1)?;
-    let a1 = amplitude(&r.fields()?, k);
+    let f = r.fields()?;
+    let a1 = amplitude(&r, &f, k)?;
     r.run_to(steps)?;
-    let a2 = amplitude(&r.fields()?, k);
+    let f = r.fields()?;
+    let a2 = amplitude(&r, &f, k)?;
     let measured = (a1 / a2).ln() / (k * k * (steps - t1) as f64);
     let mut m = BTreeMap::new();
     m.insert("nu_measured".into(), measured);

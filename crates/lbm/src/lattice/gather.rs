@@ -106,7 +106,7 @@ impl Lattice<'_> {
     }
 
     /// This block's own cells (halo left out) of `per_cell` local arrays, array-major.
-    fn own_cells<T: bytemuck::Pod>(&self, local: &[T], per_cell: usize) -> Vec<T> {
+    pub(super) fn own_cells<T: bytemuck::Pod>(&self, local: &[T], per_cell: usize) -> Vec<T> {
         let b = &self.dist().block;
         let nl = b.cells();
         (0..per_cell)

@@ -6,6 +6,7 @@ mod exchange;
 mod gather;
 mod launch;
 mod pops;
+mod readback;
 mod shape;
 
 use launch::lattice_spec;
@@ -27,9 +28,8 @@ use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, GridLayout, Launch, Timing};
 
 use crate::config::{Config, Layout, Storage, Streaming};
 use crate::error::{LbmError, Result};
-use crate::fields::Fields;
 use crate::flags::{EncodedFlags, Flags};
-use crate::kernel::{Ablation, Edges, KernelSpec, Mode, Phase, WG};
+use crate::kernel::{Ablation, Edges, KernelSpec, Mode, Phase};
 pub use crate::storage::stored_words;
 pub(crate) use crate::storage::{cell_bits, put_cell_bits};
 
@@ -438,56 +438,6 @@ impl<'g> Lattice<'g> {
             .time(&[&self.steps[p], &self.steps[1 - p]], warmup, reps)?;
         self.steps_done += 2 * (warmup + t.samples.len()) as u64;
         Ok(t)
-    }
-
-    /// ρ and u of every cell, computed on the device from the current state and read back.
-    pub fn macroscopic(&mut self) -> Result<Fields> {
-        self.settle()?;
-        if self.macros.is_none() {
-            self.macros = Some(self.prepare_macros()?);
-        }
-        let Some((launches, out)) = &self.macros else {
-            unreachable!("just prepared")
-        };
-        for o in out {
-            // Poisoned so that a cell the pass skips shows as NaN, not as a stale value.
-            self.gpu.fill(o, f32::from_bits(NAN_F32))?;
-        }
-        self.gpu.run(&[&launches[self.parity]])?;
-        let [rho, ux, uy] = [
-            self.gpu.read(&out[0])?,
-            self.gpu.read(&out[1])?,
-            self.gpu.read(&out[2])?,
-        ];
-        if self.dist.is_some() {
-            let cfg = self.config();
-            return Ok(Fields {
-                nx: cfg.nx,
-                ny: cfg.ny,
-                rho: self.gather(&rho, 1)?,
-                ux: self.gather(&ux, 1)?,
-                uy: self.gather(&uy, 1)?,
-            });
-        }
-        Ok(Fields {
-            nx: self.cfg.nx,
-            ny: self.cfg.ny,
-            rho,
-            ux,
-            uy,
-        })
-    }
-
-    fn prepare_macros(&self) -> Result<([Launch; 2], [GpuBuffer<f32>; 3])> {
-        let n = self.cfg.cells();
-        let out = [
-            self.gpu.alloc::<f32>(n)?,
-            self.gpu.alloc::<f32>(n)?,
-            self.gpu.alloc::<f32>(n)?,
-        ];
-        let grid = Grid::cover(self.spec(Phase::Ab, Mode::Macro).invocations() as u64, WG)?;
-        let args: Vec<Arg<'_>> = out.iter().map(|b| b.arg()).collect();
-        Ok((self.prepare_reader(Mode::Macro, &args, grid)?, out))
     }
 
     /// The kernel spec of this lattice for `phase` and `mode`.

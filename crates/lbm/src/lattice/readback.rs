@@ -1,0 +1,210 @@
+//! ρ and u read back from the device: the whole domain (gathered onto every rank, or onto rank 0 only), or each
+//! rank's own cells, with the reductions over ranks a case's metrics need (exact sums, maxima, a few cells'
+//! values), so that a distributed case holds no more than its block.
+
+use bespoke_comm::{ExactSum, Op};
+use bespoke_gpu::{Arg, GpuBuffer, Grid, Launch, bytemuck};
+
+use super::{Lattice, NAN_F32};
+use crate::error::{LbmError, Result};
+use crate::fields::{Fields, OwnFields};
+use crate::kernel::{Mode, Phase, WG};
+
+impl Lattice<'_> {
+    /// ρ and u of every cell, computed on the device from the current state and read back (a distributed
+    /// lattice: gathered onto every rank, each of which then holds the whole domain's fields).
+    pub fn macroscopic(&mut self) -> Result<Fields> {
+        let [rho, ux, uy] = self.read_macros()?;
+        let cfg = self.config();
+        let (nx, ny) = (cfg.nx, cfg.ny);
+        if self.dist.is_some() {
+            return Ok(Fields {
+                nx,
+                ny,
+                rho: self.gather(&rho, 1)?,
+                ux: self.gather(&ux, 1)?,
+                uy: self.gather(&uy, 1)?,
+            });
+        }
+        Ok(Fields {
+            nx,
+            ny,
+            rho,
+            ux,
+            uy,
+        })
+    }
+
+    /// [`macroscopic`](Self::macroscopic) on rank 0 (`Some`) only; the other ranks send their cells and hold
+    /// nothing more (what a file written by rank 0 needs). Every rank must call it.
+    pub fn macroscopic_on_root(&mut self) -> Result<Option<Fields>> {
+        if self.dist.is_none() {
+            return self.macroscopic().map(Some);
+        }
+        let [rho, ux, uy] = self.read_macros()?;
+        let cfg = self.config();
+        let (nx, ny) = (cfg.nx, cfg.ny);
+        let mut packed = rho;
+        packed.extend_from_slice(&ux);
+        packed.extend_from_slice(&uy);
+        drop((ux, uy));
+        Ok(self.gather_to_root(&packed, 3)?.map(|mut all| {
+            let n = nx * ny;
+            let uy = all.split_off(2 * n);
+            let ux = all.split_off(n);
+            Fields {
+                nx,
+                ny,
+                rho: all,
+                ux,
+                uy,
+            }
+        }))
+    }
+
+    /// ρ and u of this lattice's own cells: the whole domain on a single domain, the rank's block without its
+    /// halo on a distributed lattice (nothing is exchanged).
+    pub fn own_fields(&mut self) -> Result<OwnFields> {
+        let [rho, ux, uy] = self.read_macros()?;
+        let domain = [self.config().nx, self.config().ny];
+        let Some(d) = &self.dist else {
+            return Ok(OwnFields {
+                domain,
+                origin: [0, 0],
+                size: domain,
+                rho,
+                ux,
+                uy,
+            });
+        };
+        let b = d.block;
+        let (x0, y0) = b.global(b.halo[0], b.halo[1]);
+        Ok(OwnFields {
+            domain,
+            origin: [x0, y0],
+            size: [b.size[0] - 2 * b.halo[0], b.size[1] - 2 * b.halo[1]],
+            rho: self.own_cells(&rho, 1),
+            ux: self.own_cells(&ux, 1),
+            uy: self.own_cells(&uy, 1),
+        })
+    }
+
+    /// The first non-finite ρ or u of the whole domain, as [`Fields::first_non_finite`] names it, from every
+    /// rank's [`own_fields`](Self::own_fields) (the same answer on every rank and on a single domain).
+    pub fn first_non_finite(
+        &self,
+        own: &OwnFields,
+    ) -> Result<Option<(&'static str, usize, usize)>> {
+        let mut key = [own
+            .first_non_finite_key()
+            .map_or(f64::INFINITY, |k| k as f64)];
+        self.reduce_f64(&mut key, Op::Min)?;
+        Ok(key[0].is_finite().then(|| own.decode_key(key[0] as u64)))
+    }
+
+    /// `sums` summed over the ranks, each exactly: the same bits on one rank and on any decomposition.
+    pub fn sum_over_ranks(&self, sums: &mut [ExactSum]) -> Result<()> {
+        if let Some(comm) = self.comm() {
+            comm.all_reduce_exact(sums)?;
+        }
+        Ok(())
+    }
+
+    /// The largest of every rank's `v` (exact: a maximum does not depend on the order).
+    pub fn max_over_ranks(&self, v: f64) -> Result<f64> {
+        let mut v = [v];
+        self.reduce_f64(&mut v, Op::Max)?;
+        Ok(v[0])
+    }
+
+    /// Whether `holds` on every rank.
+    pub fn all_ranks(&self, holds: bool) -> Result<bool> {
+        let mut v = [f64::from(u8::from(holds))];
+        self.reduce_f64(&mut v, Op::Min)?;
+        Ok(v[0] == 1.0)
+    }
+
+    /// ρ, u_x and u_y at the domain's cells `cells`, on every rank, from the ranks that own them.
+    pub fn values_at(&self, own: &OwnFields, cells: &[(usize, usize)]) -> Result<Vec<[f32; 3]>> {
+        let [nx, ny] = own.domain;
+        if let Some(&(x, y)) = cells.iter().find(|&&(x, y)| x >= nx || y >= ny) {
+            return Err(LbmError::param(
+                "cell",
+                format!("({x}, {y})"),
+                format!("outside the {nx}x{ny} lattice"),
+            ));
+        }
+        let mine: Vec<u32> = cells
+            .iter()
+            .enumerate()
+            .filter_map(|(j, &(x, y))| Some((j, own.index(x, y)?)))
+            .flat_map(|(j, k)| {
+                [
+                    j as u32,
+                    own.rho[k].to_bits(),
+                    own.ux[k].to_bits(),
+                    own.uy[k].to_bits(),
+                ]
+            })
+            .collect();
+        let all = match self.comm() {
+            Some(comm) => comm.all_gather_bytes(bytemuck::cast_slice(&mine))?,
+            None => vec![bytemuck::cast_slice(&mine).to_vec()],
+        };
+        let mut out = vec![None; cells.len()];
+        for bytes in &all {
+            let words: Vec<u32> = bytemuck::pod_collect_to_vec(bytes);
+            for w in words.chunks_exact(4) {
+                if let Some(slot) = out.get_mut(w[0] as usize) {
+                    *slot = Some([w[1], w[2], w[3]].map(f32::from_bits));
+                }
+            }
+        }
+        out.into_iter()
+            .zip(cells)
+            .map(|(v, (x, y))| {
+                v.ok_or_else(|| LbmError::Ranks(format!("no rank holds cell ({x}, {y})")))
+            })
+            .collect()
+    }
+
+    fn reduce_f64(&self, v: &mut [f64], op: Op) -> Result<()> {
+        if let Some(comm) = self.comm() {
+            comm.all_reduce_f64(v, op)?;
+        }
+        Ok(())
+    }
+
+    /// ρ, u_x, u_y of this lattice's cells (a block's halo included), read back after the macroscopic pass.
+    fn read_macros(&mut self) -> Result<[Vec<f32>; 3]> {
+        self.settle()?;
+        if self.macros.is_none() {
+            self.macros = Some(self.prepare_macros()?);
+        }
+        let Some((launches, out)) = &self.macros else {
+            unreachable!("just prepared")
+        };
+        for o in out {
+            // Poisoned so that a cell the pass skips shows as NaN, not as a stale value.
+            self.gpu.fill(o, f32::from_bits(NAN_F32))?;
+        }
+        self.gpu.run(&[&launches[self.parity]])?;
+        Ok([
+            self.gpu.read(&out[0])?,
+            self.gpu.read(&out[1])?,
+            self.gpu.read(&out[2])?,
+        ])
+    }
+
+    fn prepare_macros(&self) -> Result<([Launch; 2], [GpuBuffer<f32>; 3])> {
+        let n = self.cfg.cells();
+        let out = [
+            self.gpu.alloc::<f32>(n)?,
+            self.gpu.alloc::<f32>(n)?,
+            self.gpu.alloc::<f32>(n)?,
+        ];
+        let grid = Grid::cover(self.spec(Phase::Ab, Mode::Macro).invocations() as u64, WG)?;
+        let args: Vec<Arg<'_>> = out.iter().map(|b| b.arg()).collect();
+        Ok((self.prepare_reader(Mode::Macro, &args, grid)?, out))
+    }
+}
