@@ -173,5 +173,6 @@ pub(super) fn run<'g>(
             "Re = {re} has no Ghia table (100, 400, 1000): no comparison"
         )),
     }
+    drop(f); // before `finish` reads the fields again
     r.finish("cavity", m, notes)
 }

@@ -190,6 +190,7 @@ pub(super) fn run<'g>(
         }
         None => notes.push("too few steps to average the force (fewer than 5)".into()),
     }
+    drop(f); // before `finish` reads the fields again
     r.finish("mask", m, notes)
 }
 

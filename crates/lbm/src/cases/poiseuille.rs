@@ -82,5 +82,6 @@ pub(super) fn run<'g>(
             "NOT reached within the step limit"
         }
     )];
+    drop(f); // before `finish` reads the fields again
     r.finish("poiseuille", m, notes)
 }

@@ -62,11 +62,15 @@ pub(super) fn run<'g>(
     // run fits from where it starts.)
     let t1 = (steps / 5).max(r.done);
     r.run_to(t1)?;
-    let f = r.fields()?;
-    let a1 = amplitude(&r, &f, k)?;
+    let a1 = {
+        let f = r.fields()?; // dropped here: a second read must not find it alive
+        amplitude(&r, &f, k)?
+    };
     r.run_to(steps)?;
-    let f = r.fields()?;
-    let a2 = amplitude(&r, &f, k)?;
+    let a2 = {
+        let f = r.fields()?; // dropped here: a second read must not find it alive
+        amplitude(&r, &f, k)?
+    };
     let measured = (a1 / a2).ln() / (k * k * (steps - t1) as f64);
     let mut m = BTreeMap::new();
     m.insert("nu_measured".into(), measured);

@@ -68,11 +68,15 @@ pub(super) fn run<'g>(
     // From the first fifth, or from where a resumed run starts.
     let t1 = (steps / 5).max(r.done);
     r.run_to(t1)?;
-    let f = r.fields()?;
-    let e1 = energy(&r, &f)?;
+    let e1 = {
+        let f = r.fields()?; // dropped here: a second read must not find it alive
+        energy(&r, &f)?
+    };
     r.run_to(steps)?;
-    let f = r.fields()?;
-    let e2 = energy(&r, &f)?;
+    let e2 = {
+        let f = r.fields()?; // dropped here: a second read must not find it alive
+        energy(&r, &f)?
+    };
     let measured = (e1 / e2).ln() / (steps - t1) as f64;
     let mut m = BTreeMap::new();
     m.insert("decay_rate_measured".into(), measured);
