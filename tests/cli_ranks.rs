@@ -185,6 +185,7 @@ fn fv_on_thread_ranks_matches_one_rank_bit_for_bit() {
     }
     let vtu = |ranks: &str, tag: &str| {
         let p = tmp(&format!("fv-{tag}.vtu"));
+        let json = tmp(&format!("fv-{tag}.json"));
         let out = bespoke(
             &[
                 "fv",
@@ -199,6 +200,8 @@ fn fv_on_thread_ranks_matches_one_rank_bit_for_bit() {
                 ranks,
                 "--vtu",
                 p.to_str().unwrap(),
+                "--json",
+                json.to_str().unwrap(),
             ],
             &[],
         );
@@ -209,15 +212,22 @@ fn fv_on_thread_ranks_matches_one_rank_bit_for_bit() {
         );
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let bytes = std::fs::read(&p).unwrap();
-        let _ = std::fs::remove_file(&p);
-        (bytes, text)
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let _ = (std::fs::remove_file(&p), std::fs::remove_file(&json));
+        // The masses are exact sums: the same bits on any number of ranks.
+        let mass = ["mass_initial", "mass_final"].map(|k| v[k].as_f64().unwrap().to_bits());
+        ((bytes, mass), text)
     };
     let (one, _) = vtu("1", "1");
     for r in ["2", "4"] {
         let (many, text) = vtu(r, r);
         assert!(
-            one == many,
+            one.0 == many.0,
             "fv on {r} ranks: the VTU differs from one rank"
+        );
+        assert_eq!(
+            one.1, many.1,
+            "fv on {r} ranks: the mass differs from one rank"
         );
         assert!(
             text.contains(&format!("ranks {r} (threads, METIS recursive bisection)")),

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Instant;
 
-use bespoke_comm::{Comm, Expect, Message, Op};
+use bespoke_comm::{Comm, ExactSum, Expect, Message};
 use bespoke_gpu::{Gpu, GpuBuffer, Grid, Kernel, Launch};
 
 use crate::diffusion::{Diffusion, Real};
@@ -429,16 +429,33 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
 
     /// The whole mesh's x (operator numbering), gathered on every rank.
     pub fn x(&self) -> Result<Vec<f64>> {
+        let all = self.comm.all_gather_bytes(&self.owned_values()?)?;
+        Ok(self.place(&all))
+    }
+
+    /// [`x`](Self::x) on rank 0 (`Some`) only: the other ranks send their tets' values and hold no more (what a
+    /// file written by rank 0 needs). Every rank must call it.
+    pub fn x_on_root(&self) -> Result<Option<Vec<f64>>> {
+        let all = self.comm.gather_bytes(0, &self.owned_values()?)?;
+        Ok(all.map(|all| self.place(&all)))
+    }
+
+    /// This rank's owned tets and their values, as (u32 tet, f64 value) little-endian pairs.
+    fn owned_values(&self) -> Result<Vec<u8>> {
         let mine = self.local.x()?;
-        let bytes: Vec<u8> = self
+        Ok(self
             .part
             .owned
             .iter()
             .zip(&mine)
             .flat_map(|(&t, v)| t.to_le_bytes().into_iter().chain(v.to_le_bytes()))
-            .collect();
+            .collect())
+    }
+
+    /// The whole field from every rank's [`owned_values`](Self::owned_values).
+    fn place(&self, all: &[Vec<u8>]) -> Vec<f64> {
         let mut x = vec![f64::NAN; self.part.n];
-        for b in self.comm.all_gather_bytes(&bytes)? {
+        for b in all {
             for c in b.chunks_exact(12) {
                 let t = u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize;
                 let mut v = [0u8; 8];
@@ -446,21 +463,19 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
                 x[t] = f64::from_le_bytes(v);
             }
         }
-        Ok(x)
+        x
     }
 
-    /// Σ V x over the whole mesh (an all-reduce of the ranks' sums).
+    /// Σ V x over the whole mesh, summed exactly over every rank's tets: the bits of `Operator::mass` on the
+    /// whole field, whatever the partition.
     pub fn mass(&self) -> Result<f64> {
         let x = self.local.x()?;
-        let mut m = [self
-            .part
-            .owned
-            .iter()
-            .zip(&x)
-            .map(|(&t, v)| self.part.volumes[t as usize] * v)
-            .sum::<f64>()];
-        self.comm.all_reduce_f64(&mut m, Op::Sum)?;
-        Ok(m[0])
+        let mut m = [ExactSum::new()];
+        for (&t, v) in self.part.owned.iter().zip(&x) {
+            m[0].add(self.part.volumes[t as usize] * v);
+        }
+        self.comm.all_reduce_exact(&mut m)?;
+        Ok(m[0].value())
     }
 
     /// Runs `k` steps, each after the exchange of the ghost values it reads.

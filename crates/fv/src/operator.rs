@@ -1,5 +1,6 @@
 //! Face adjacency, cell geometry and the diffusion operator x'ᵢ = Σⱼ vᵢⱼ (x[idxᵢⱼ] − xᵢ), four slots per tet.
 
+use bespoke_comm::ExactSum;
 use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::{par_fill, prefetch};
 
@@ -323,9 +324,13 @@ impl Operator {
             .fold(0.0, f64::max)
     }
 
-    /// The volume integral Σ Vᵢ·xᵢ of a field (its "mass"; explicit Euler conserves it under zero flux).
+    /// The volume integral Σ Vᵢ·xᵢ of a field (its "mass"; explicit Euler conserves it under zero flux), summed
+    /// exactly and rounded once: the same bits whatever the order of the tets (an ordering's permutation, a
+    /// partition into ranks: `DistDiffusion::mass`), so a drift is the scheme's, not the summation's.
     pub fn mass(&self, x: &[f64]) -> f64 {
-        self.volumes.iter().zip(x).map(|(v, x)| v * x).sum()
+        let mut m = ExactSum::new();
+        self.volumes.iter().zip(x).for_each(|(v, x)| m.add(v * x));
+        m.value()
     }
 
     /// |m₁ − m₀| / |m₀|: the mass drift of a run, relative (guarded against m₀ = 0).

@@ -52,6 +52,7 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
         ] {
             let got = run_threads(p, |comm| {
                 let comm: Rc<dyn Comm> = Rc::new(comm);
+                let comm_rank = comm.rank();
                 let part = partition(&*comm, &op)?;
                 let setup = RankSetup {
                     ordering,
@@ -73,8 +74,24 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                 let mut d = DistDiffusion::<T>::new(gpu, comm, &op, &part, setup)?;
                 d.set_x(&x0)?;
                 let m0 = d.mass()?;
+                // Exact sums: the ranks' mass is the bits of one domain's on the whole field.
+                assert_eq!(m0.to_bits(), op.mass(&d.x()?).to_bits(), "{p} ranks: mass");
                 d.step(steps)?;
                 let m1 = d.mass()?;
+                assert_eq!(m1.to_bits(), op.mass(&d.x()?).to_bits(), "{p} ranks: mass");
+                let (root, whole) = (d.x_on_root()?, d.x()?);
+                assert_eq!(
+                    root.is_some(),
+                    comm_rank == 0,
+                    "only rank 0 holds the gathered field"
+                );
+                if let Some(x) = root {
+                    assert!(
+                        x.iter()
+                            .zip(&whole)
+                            .all(|(a, b)| a.to_bits() == b.to_bits())
+                    );
+                }
                 if boundary == Boundary::ZeroFlux {
                     assert!(
                         (m1 - m0).abs() <= 1e-7 * m0,
