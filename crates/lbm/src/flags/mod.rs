@@ -10,10 +10,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use kinds::Kinds;
+
 use crate::d2q9::C;
 use crate::error::{LbmError, Result};
 
 mod encode;
+mod kinds;
 mod mask;
 
 pub use encode::EncodedFlags;
@@ -91,16 +94,18 @@ const MAX_TABLE: usize = 1 << (32 - INDEX_SHIFT);
 
 /// The cell types of an nx × ny lattice (row-major, y up).
 ///
-/// Stored as one u32 per cell indexing a palette of the distinct cells (a domain has a few kinds and boundary
-/// values: walls, a lid, an inlet profile), and no per-cell array at all while every cell is fluid: 4 bytes a
-/// cell instead of a `Cell`'s 24, none for a periodic box. Every rank of a distributed lattice holds the whole
-/// domain's flags (docs/scale.md), so this is what a rank's host memory grows with beyond its own block.
+/// Stored as an index per cell into a palette of the distinct cells (a domain has a few kinds and boundary
+/// values: walls, a lid, an inlet profile), one byte a cell for up to 256 of them, two up to 65 536, four beyond,
+/// and no per-cell array at all while every cell is fluid: where a `Cell` takes 24 bytes. Every rank of a
+/// distributed lattice holds the whole domain's flags (docs/scale.md), so this is what a rank's host memory grows
+/// with beyond its own block.
 #[derive(Clone, Debug)]
 pub struct Flags {
     nx: usize,
     ny: usize,
-    /// Each cell's index into `palette`, row-major; empty while every cell is fluid.
-    kinds: Vec<u32>,
+    /// Each cell's index into `palette`, row-major, as narrow as the palette allows; none while every cell is
+    /// fluid.
+    kinds: Kinds,
     /// The distinct cells; entry 0 is `Cell::Fluid`.
     palette: Vec<Cell>,
     /// A palette entry's index by its exact bits ([`Cell::saved`]).
@@ -131,7 +136,7 @@ impl Flags {
         Self {
             nx,
             ny,
-            kinds: Vec::new(),
+            kinds: Kinds::Fluid,
             palette: vec![Cell::Fluid],
             index: HashMap::from([(key(Cell::Fluid), 0)]),
             distances: BTreeMap::new(),
@@ -145,41 +150,34 @@ impl Flags {
     }
     /// The cell at row-major index `k` (y·nx + x).
     pub fn cell(&self, k: usize) -> Cell {
-        if self.kinds.is_empty() {
-            assert!(
-                k < self.nx * self.ny,
-                "cell {k} of a {}x{} lattice",
-                self.nx,
-                self.ny
-            );
-            Cell::Fluid
-        } else {
-            self.palette[self.kinds[k] as usize]
-        }
+        assert!(
+            k < self.nx * self.ny,
+            "cell {k} of a {}x{} lattice",
+            self.nx,
+            self.ny
+        );
+        self.palette[self.kinds.get(k) as usize]
     }
     pub fn get(&self, x: usize, y: usize) -> Cell {
         self.cell(y * self.nx + x)
     }
     pub fn set(&mut self, x: usize, y: usize, cell: Cell) {
-        let k = y * self.nx + x;
-        if self.kinds.is_empty() {
-            if cell == Cell::Fluid {
-                assert!(
-                    k < self.nx * self.ny,
-                    "cell {k} of a {}x{} lattice",
-                    self.nx,
-                    self.ny
-                );
-                return;
-            }
-            self.kinds = vec![0; self.nx * self.ny];
+        let (k, n) = (y * self.nx + x, self.nx * self.ny);
+        assert!(
+            x < self.nx && k < n,
+            "cell ({x}, {y}) of a {}x{} lattice",
+            self.nx,
+            self.ny
+        );
+        if self.kinds.is_fluid() && cell == Cell::Fluid {
+            return;
         }
         let next = self.palette.len() as u32;
         let slot = *self.index.entry(key(cell)).or_insert_with(|| {
             self.palette.push(cell);
             next
         });
-        self.kinds[k] = slot;
+        self.kinds.set(k, slot, n);
     }
     /// Every cell, row-major.
     pub fn cells(&self) -> impl ExactSizeIterator<Item = Cell> + '_ {
@@ -187,14 +185,14 @@ impl Flags {
     }
     /// True when no cell is anything but fluid (the kernels then skip the flag field: 4 B per cell less).
     pub fn all_fluid(&self) -> bool {
-        self.kinds.iter().all(|&k| k == 0)
+        self.kinds.iter().all(|k| k == 0)
     }
     pub fn fluid_cells(&self) -> usize {
-        if self.kinds.is_empty() {
+        if self.kinds.is_fluid() {
             return self.nx * self.ny;
         }
         let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
-        self.kinds.iter().filter(|&&k| !solid[k as usize]).count()
+        self.kinds.iter().filter(|&k| !solid[k as usize]).count()
     }
     /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the wall at
     /// x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain half-way
@@ -401,18 +399,17 @@ impl Flags {
     /// distances of links that start in it: the flags of one block of a distributed lattice, halo included.
     pub fn window(&self, origin: [usize; 2], size: [usize; 2]) -> Flags {
         let mut w = Flags::fluid(size[0], size[1]);
-        if !self.kinds.is_empty() {
+        if !self.kinds.is_fluid() {
             // The same palette, so each cell's index carries over as it is.
             w.palette.clone_from(&self.palette);
             w.index.clone_from(&self.index);
-            w.kinds = vec![0; size[0] * size[1]];
+            w.kinds = self.kinds.zeroed_like(size[0] * size[1]);
         }
         for ly in 0..size[1] {
             for lx in 0..size[0] {
                 let (x, y) = self.wrap(origin, lx, ly);
-                if !self.kinds.is_empty() {
-                    w.kinds[ly * size[0] + lx] = self.kinds[y * self.nx + x];
-                }
+                let i = self.kinds.get(y * self.nx + x);
+                w.kinds.set(ly * size[0] + lx, i, size[0] * size[1]);
                 let c = y * self.nx + x;
                 for (&(_, d), &q) in self.distances.range((c, 0)..(c + 1, 0)) {
                     w.distances.insert((ly * size[0] + lx, d), q);
@@ -451,16 +448,16 @@ mod tests {
     fn a_palette_holds_the_distinct_cells_and_fluid_flags_hold_no_array() {
         let mut f = Flags::fluid(64, 48);
         f.set(5, 5, Cell::Fluid);
-        assert!(f.kinds.is_empty() && f.all_fluid());
+        assert!(f.kinds.is_fluid() && f.all_fluid());
         assert_eq!(f.fluid_cells(), 64 * 48);
         f.box_walls();
         for x in 1..63 {
             f.set(x, 47, Cell::MovingWall([0.1, 0.0]));
         }
         f.add_circle([30.0, 20.0], 6.5, true);
-        // Fluid, wall, the lid: one u32 a cell and three palette entries, where a Cell takes 24 bytes.
+        // Fluid, wall, the lid: one byte a cell and three palette entries, where a Cell takes 24 bytes.
         assert_eq!(f.palette.len(), 3);
-        assert_eq!(f.kinds.len(), 64 * 48);
+        assert_eq!(f.kinds.bytes(), 64 * 48);
         assert_eq!(f.get(10, 47), Cell::MovingWall([0.1, 0.0]));
         assert_eq!(f.get(0, 47), Cell::Wall);
         assert_eq!(f.get(30, 20), Cell::Wall);
@@ -502,7 +499,7 @@ mod tests {
                 .filter(|((x, y, _), _)| (24..36).contains(x) && (14..26).contains(y))
                 .count()
         );
-        assert!(Flags::fluid(8, 8).window([4, 4], [8, 8]).kinds.is_empty());
+        assert!(Flags::fluid(8, 8).window([4, 4], [8, 8]).kinds.is_fluid());
     }
 
     #[test]
