@@ -52,12 +52,14 @@ impl Kinds {
         }
     }
 
+    /// Converts the array to the width `index` needs (the old and the new array alive at once, nothing more).
     fn widen_to(&mut self, index: u32) {
-        let all: Vec<u32> = self.iter().collect();
-        *self = if index <= u32::from(u16::MAX) {
-            Self::U16(all.into_iter().map(|i| i as u16).collect())
-        } else {
-            Self::U32(all)
+        let to16 = index <= u32::from(u16::MAX);
+        *self = match std::mem::replace(self, Self::Fluid) {
+            Self::U8(v) if to16 => Self::U16(v.into_iter().map(u16::from).collect()),
+            Self::U8(v) => Self::U32(v.into_iter().map(u32::from).collect()),
+            Self::U16(v) => Self::U32(v.into_iter().map(u32::from).collect()),
+            other => other,
         };
     }
 
