@@ -1,6 +1,8 @@
 //! A lattice's state on the host side: initial states, populations in and out, and the raw words checkpoints
 //! save and restore (for a block of a distributed lattice, the whole domain's, gathered or sliced).
 
+use std::ops::Range;
+
 use crate::config::{Streaming, check_mach};
 use crate::d2q9::{OPP, W, equilibrium_component};
 use crate::error::{LbmError, Result};
@@ -379,22 +381,24 @@ impl Lattice<'_> {
     /// formats before 6, which saved none: it is rebuilt from the words then).
     pub(crate) fn restore_raw(
         &mut self,
-        mut load: impl FnMut(usize) -> Result<Vec<u32>>,
+        mut load: impl FnMut(usize, &[Range<usize>]) -> Result<Vec<u32>>,
         parity: usize,
         steps_done: u64,
         stash: Option<&[StashLink]>,
     ) -> Result<()> {
-        let expect = self.config().layout().words(self.config().cells());
+        // A block reads only the words its cells need (a few ranges a row), not the whole domain's.
+        let needed = self.needed_words();
+        let expect = needed.total();
         let mut direction = |i: usize| -> Result<Vec<u32>> {
-            let w = load(i)?;
+            let w = load(i, needed.ranges())?;
             if w.len() != expect {
                 return Err(LbmError::Shape(format!(
-                    "checkpoint direction {i} holds {} words, expected {expect}",
+                    "checkpoint direction {i} gave {} words, expected {expect}",
                     w.len()
                 )));
             }
             Ok(match self.dist.is_some() {
-                true => self.block_direction(&w),
+                true => self.block_direction(&w, &needed),
                 false => w,
             })
         };

@@ -574,3 +574,53 @@ fn own_fields_reductions_and_the_root_gather_match_one_domain() {
         }
     }
 }
+
+/// A resume on ranks reads each block's words of the checkpoint (a few ranges a row, wrapping around the
+/// domain's x edge where a block's halo does) and continues as one domain does: every layout, cuts along x, y and
+/// both, uneven blocks.
+#[test]
+fn a_resume_on_any_decomposition_continues_as_one_domain() {
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (storage, ny) in [(Storage::F32, 13), (Storage::F16, 12), (Storage::F16, 13)] {
+        if storage == Storage::F16 && ny % 2 == 1 && !gpu.has_f16() {
+            bespoke_gpu::testing::skipped(
+                "one f16 per cell needs SHADER_F16, which the adapter lacks",
+            );
+            continue;
+        }
+        let s = setup(Domain::Channel, 23, ny, storage, Streaming::Ab);
+        let mut one = Lattice::new(gpu, s.0.clone(), s.1.clone()).expect("lattice");
+        one.init_equilibrium(init(seed)).expect("init");
+        one.step(6).expect("steps");
+        let path = dir.path().join(format!("{}-{ny}.ckpt", storage.name()));
+        one.checkpoint(&path, "saved").expect("checkpoint");
+        one.step(4).expect("steps");
+        let want = one.populations().expect("populations");
+        for (p, grid) in [
+            (2, None),
+            (3, Some([3, 1])),
+            (2, Some([1, 2])),
+            (4, Some([2, 2])),
+        ] {
+            let got = run_threads(p, |comm: ThreadComm| {
+                let ranks = Ranks {
+                    grid,
+                    ..Ranks::new(Rc::new(comm))
+                };
+                let (mut lat, _) = Lattice::resume_distributed(gpu, &path, &ranks)?;
+                lat.step(4)?;
+                lat.populations()
+            })
+            .unwrap_or_else(|e| panic!("{p} ranks {grid:?}: {e}"));
+            for (rank, pops) in got.iter().enumerate() {
+                assert!(
+                    *pops == want,
+                    "{} ny {ny} on {p} ranks {grid:?}, rank {rank}: the resumed run differs",
+                    storage.name()
+                );
+            }
+        }
+    }
+}

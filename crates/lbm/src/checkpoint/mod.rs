@@ -156,7 +156,7 @@ impl Lattice<'_> {
         .map_err(|e| LbmError::file(path, e.to_string()))?;
         let mut words = words;
         lattice
-            .restore_raw(|i| words.direction(i), parity, steps, stash.as_deref())
+            .restore_raw(|i, r| words.read(i, r), parity, steps, stash.as_deref())
             .map_err(|e| LbmError::file(path, e.to_string()))?;
         if let Some(v) = unchecked {
             lattice.warn(format!(

@@ -2,6 +2,7 @@
 //! is involved; each direction's words later, from its offset, when the lattice loads it.
 
 use std::io::Read;
+use std::ops::Range;
 use std::path::Path;
 
 use super::{MAGIC, MAGIC_3, MAGIC_4, MAGIC_5};
@@ -35,19 +36,35 @@ pub(crate) struct Words {
 }
 
 impl Words {
-    /// Direction (slot) `i`'s words, read from the file.
-    pub(crate) fn direction(&mut self, i: usize) -> Result<Vec<u32>> {
+    /// The words of `ranges` (word indices, sorted) of direction (slot) `i`, read from the file and
+    /// concatenated: a block's share of the direction, or all of it. A range past the direction's words is an
+    /// error.
+    pub(crate) fn read(&mut self, i: usize, ranges: &[Range<usize>]) -> Result<Vec<u32>> {
         use std::io::{Seek, SeekFrom};
         let (at, n) = self.at[i];
-        let mut bytes = vec![0u8; n * 4];
-        self.file
-            .seek(SeekFrom::Start(at))
-            .and_then(|_| self.file.read_exact(&mut bytes))
-            .map_err(|e| LbmError::io(&self.path, e))?;
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        let total: usize = ranges.iter().map(|r| r.len()).sum();
+        let mut out = Vec::with_capacity(total);
+        let mut bytes = Vec::new();
+        for r in ranges {
+            if r.end > n {
+                // The caller names the file.
+                return Err(LbmError::Shape(format!(
+                    "direction {i} holds {n} words; words {}..{} were asked for",
+                    r.start, r.end
+                )));
+            }
+            bytes.resize(r.len() * 4, 0);
+            self.file
+                .seek(SeekFrom::Start(at + 4 * r.start as u64))
+                .and_then(|_| self.file.read_exact(&mut bytes))
+                .map_err(|e| LbmError::io(&self.path, e))?;
+            out.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+        }
+        Ok(out)
     }
 }
 

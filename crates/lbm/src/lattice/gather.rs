@@ -3,8 +3,11 @@
 
 use bespoke_gpu::bytemuck;
 
+use std::ops::Range;
+
 use super::{Lattice, cell_bits, put_cell_bits};
 use crate::distributed::Block;
+use crate::distributed::word_of;
 use crate::error::{LbmError, Result};
 
 impl Lattice<'_> {
@@ -65,18 +68,54 @@ impl Lattice<'_> {
         out
     }
 
-    /// This block's words (halo included) of one direction of the whole domain's raw state (in the domain's layout).
-    pub(crate) fn block_direction(&self, words: &[u32]) -> Vec<u32> {
+    /// The words of one direction of the domain's raw state (in the domain's layout) this lattice's cells need:
+    /// all of them on a single domain, a block's (halo included) on a distributed lattice, as sorted, disjoint
+    /// ranges of word indices (a few a row), so that a resume reads its block and no more from a checkpoint.
+    pub(crate) fn needed_words(&self) -> WordRanges {
+        let Some(d) = &self.dist else {
+            let all = 0..self.cfg.layout().words(self.cfg.cells());
+            return WordRanges::new(vec![all]);
+        };
+        let (b, gl) = (&d.block, d.global_cfg.layout());
+        let n = b.n[0] * b.n[1];
+        let mut ranges: Vec<Range<usize>> = row_segments(b)
+            .map(|(_, _, c0, len)| {
+                let first = word_of(gl, n, c0).0 as usize;
+                first..word_of(gl, n, c0 + len - 1).0 as usize + 1
+            })
+            .collect();
+        ranges.sort_unstable_by_key(|r| r.start);
+        let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => merged.push(r),
+            }
+        }
+        WordRanges::new(merged)
+    }
+
+    /// This block's words (halo included) of one direction from `words`, the domain's words of `ranges` (as
+    /// [`needed_words`](Self::needed_words) gives them) concatenated.
+    pub(crate) fn block_direction(&self, words: &[u32], ranges: &WordRanges) -> Vec<u32> {
         let d = self.dist();
         let b = &d.block;
         let (gl, ll) = (d.global_cfg.layout(), self.cfg.layout());
         let (n, nl) = (b.n[0] * b.n[1], b.cells());
         let mut out = vec![0u32; ll.words(nl)];
-        for ly in 0..b.size[1] {
-            for lx in 0..b.size[0] {
-                let (x, y) = b.global(lx, ly);
-                let bits = cell_bits(gl, words, n, y * b.n[0] + x);
-                put_cell_bits(ll, &mut out, nl, ly * b.size[0] + lx, bits);
+        for (ly, lx0, c0, len) in row_segments(b) {
+            // A segment's words are consecutive inside one range: one search a segment, not one a cell.
+            let w0 = word_of(gl, n, c0).0 as usize;
+            let p0 = ranges.position(w0).expect("needed_words covers the block");
+            for j in 0..len {
+                let (w, part) = word_of(gl, n, c0 + j);
+                let v = words[p0 + (w as usize - w0)];
+                let bits = match part {
+                    0 => v,
+                    1 => v & 0xffff,
+                    _ => v >> 16,
+                };
+                put_cell_bits(ll, &mut out, nl, ly * b.size[0] + lx0 + j, bits);
             }
         }
         out
@@ -163,4 +202,96 @@ impl Lattice<'_> {
 fn own(b: &Block) -> impl Iterator<Item = (usize, usize)> + use<> {
     let [ox, oy, w, h] = [b.halo[0], b.halo[1], b.size[0], b.size[1]];
     (oy..h - oy).flat_map(move |y| (ox..w - ox).map(move |x| (x, y)))
+}
+
+/// Sorted, disjoint ranges of one direction's word indices, and where each starts in their concatenation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WordRanges {
+    ranges: Vec<Range<usize>>,
+    /// `starts[i]`: the words of the ranges before range i.
+    starts: Vec<usize>,
+}
+
+impl WordRanges {
+    fn new(ranges: Vec<Range<usize>>) -> Self {
+        let starts = ranges
+            .iter()
+            .scan(0, |at, r| {
+                let s = *at;
+                *at += r.len();
+                Some(s)
+            })
+            .collect();
+        Self { ranges, starts }
+    }
+    pub(crate) fn ranges(&self) -> &[Range<usize>] {
+        &self.ranges
+    }
+    /// Words in all the ranges.
+    pub(crate) fn total(&self) -> usize {
+        self.ranges.iter().map(|r| r.len()).sum()
+    }
+    /// Where word `w` sits in the concatenation, if a range holds it.
+    fn position(&self, w: usize) -> Option<usize> {
+        let i = self.ranges.partition_point(|r| r.end <= w);
+        let r = self.ranges.get(i)?;
+        r.contains(&w).then(|| self.starts[i] + (w - r.start))
+    }
+}
+
+/// A block's cells (halo included) as runs of consecutive domain cells: (local row, first local column, the
+/// domain's cell index of the first, length); a row that wraps around the domain's x edge gives two.
+fn row_segments(b: &Block) -> impl Iterator<Item = (usize, usize, usize, usize)> + '_ {
+    (0..b.size[1]).flat_map(move |ly| {
+        let mut lx = 0;
+        std::iter::from_fn(move || {
+            (lx < b.size[0]).then(|| {
+                let (x, y) = b.global(lx, ly);
+                let len = (b.size[0] - lx).min(b.n[0] - x);
+                let seg = (ly, lx, y * b.n[0] + x, len);
+                lx += len;
+                seg
+            })
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Block, WordRanges, row_segments};
+
+    #[test]
+    fn rows_split_where_a_block_wraps_and_ranges_find_their_words() {
+        // Columns 9, 0, 1, 2 of a 10-wide domain (a halo across the x edge), rows 4 and 5.
+        let b = Block {
+            n: [10, 6],
+            origin: [9, 4],
+            size: [4, 2],
+            halo: [1, 1],
+        };
+        let segs: Vec<_> = row_segments(&b).collect();
+        assert_eq!(
+            segs,
+            [(0, 0, 49, 1), (0, 1, 40, 3), (1, 0, 59, 1), (1, 1, 50, 3)]
+        );
+        let r = WordRanges::new(vec![2..5, 9..10, 20..24]);
+        assert_eq!(r.total(), 8);
+        let at: Vec<_> = [1, 2, 4, 5, 9, 10, 20, 23, 24]
+            .map(|w| r.position(w))
+            .to_vec();
+        assert_eq!(
+            at,
+            [
+                None,
+                Some(0),
+                Some(2),
+                None,
+                Some(3),
+                None,
+                Some(4),
+                Some(7),
+                None
+            ]
+        );
+    }
 }
