@@ -335,10 +335,12 @@ for stage in "$@"; do
             .devbin/texture_trial ${LBM_SIZE:-8192 8192} 2>&1 | tee "$OUT/lbm-texture-trial.txt" ;;
         lbm-host)
             # Host memory of a lattice a GPU holds (docs/lbm.md, "Host memory"): the peak resident set of a run
-            # that sets up 16384² (f32, 19 GB on the device), checkpoints it (9.7 GB) and of its resume. On
+            # that sets up 16384² (f32, 19 GB on the device), checkpoints it (9.7 GB), of its resume, and of the
+            # same case on two thread ranks (each its own device, metrics from its own cells: docs/scale.md). On
             # lavapipe the device buffers are host memory; here they are not, so this is the host's own share.
             ck=/tmp/bespoke-lbm-host.ckpt
-            for args in "--size 16384x16384 --steps 10 --checkpoint $ck" "--steps 20 --resume $ck"; do
+            for args in "--size 16384x16384 --steps 10 --checkpoint $ck" "--steps 20 --resume $ck" \
+                    "--size 16384x16384 --steps 10 --ranks 2"; do
                 # shellcheck disable=SC2086
                 python3 -c 'import resource, subprocess, sys
 rc = subprocess.run(sys.argv[1:]).returncode
