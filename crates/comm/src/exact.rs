@@ -14,8 +14,6 @@ const LIMBS: usize = 68;
 const BIAS: i32 = 1074;
 /// Terms added between carry propagations: each adds at most 2³² to a limb, so 2³⁰ of them stay inside an i64.
 const BEFORE_CARRY: u32 = 1 << 30;
-/// Bytes of [`ExactSum::to_bytes`]: the limbs, then the non-finite terms' sum (NaN bits when none).
-pub const EXACT_SUM_BYTES: usize = 8 * LIMBS + 8 + 1;
 
 /// The exact sum of f64 terms, rounded to the nearest f64 (ties to even) when read.
 ///
@@ -146,48 +144,72 @@ impl ExactSum {
         if negative { -v } else { v }
     }
 
-    /// The accumulator as bytes (normalised limbs, then the non-finite terms' sum), for a reduction across ranks.
+    /// The accumulator as bytes, for a reduction across ranks: a flag byte (bit 0: negative, bit 1: a non-finite
+    /// term, whose sum follows as f64), then the magnitude's nonzero limbs only (first index u8, count u8, the
+    /// limbs as i64). A sum of values of a few magnitudes takes a few limbs: tens of bytes, not the 550 of the
+    /// whole accumulator, so the per-row sums of a large domain travel cheaply.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut n = self.clone();
         n.normalise();
-        let mut out = Vec::with_capacity(EXACT_SUM_BYTES);
-        for l in n.limbs {
+        let negative = n.limbs[LIMBS - 1] < 0;
+        if negative {
+            n.limbs.iter_mut().for_each(|l| *l = -*l);
+            n.normalise();
+        }
+        let mut out = vec![u8::from(negative) | (u8::from(n.special.is_some()) << 1)];
+        if let Some(s) = n.special {
+            out.extend_from_slice(&s.to_le_bytes());
+        }
+        let lo = n.limbs.iter().position(|&l| l != 0).unwrap_or(0);
+        let hi = n.limbs.iter().rposition(|&l| l != 0).map_or(lo, |h| h + 1);
+        out.extend_from_slice(&[lo as u8, (hi - lo) as u8]);
+        for l in &n.limbs[lo..hi] {
             out.extend_from_slice(&l.to_le_bytes());
         }
-        out.push(u8::from(n.special.is_some()));
-        out.extend_from_slice(&n.special.unwrap_or(0.0).to_le_bytes());
         out
     }
 
-    /// What [`to_bytes`](Self::to_bytes) wrote; None for anything else (a wrong length, a limb out of range).
-    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() != EXACT_SUM_BYTES {
+    /// One accumulator that [`to_bytes`](Self::to_bytes) wrote at the start of `bytes`, and the bytes it took;
+    /// None for anything else (too short, an unknown flag, limbs past the accumulator or out of range).
+    pub fn from_bytes(bytes: &[u8]) -> Option<(Self, usize)> {
+        let (&flag, mut rest) = bytes.split_first()?;
+        if flag > 3 {
             return None;
         }
-        let word = |i: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&bytes[8 * i..8 * i + 8]);
-            b
+        let mut take = |k: usize| -> Option<&[u8]> {
+            let (a, b) = (rest.get(..k)?, rest.get(k..)?);
+            rest = b;
+            Some(a)
         };
+        let special = match flag & 2 {
+            0 => None,
+            _ => Some(f64::from_le_bytes(take(8)?.try_into().ok()?)),
+        };
+        let [lo, count] = [take(1)?[0] as usize, take(1)?[0] as usize];
+        if lo + count > LIMBS {
+            return None;
+        }
         let mut limbs = [0i64; LIMBS];
-        for (i, l) in limbs.iter_mut().enumerate() {
-            *l = i64::from_le_bytes(word(i));
-            // Normalised limbs only: a sum of many such stays inside an i64.
-            if i < LIMBS - 1 && !(0..1i64 << LIMB_BITS).contains(l) {
+        for (i, l) in limbs.iter_mut().enumerate().skip(lo).take(count) {
+            *l = i64::from_le_bytes(take(8)?.try_into().ok()?);
+            // A normalised magnitude: every limb but the top one inside 32 bits, none negative.
+            if *l < 0 || (i < LIMBS - 1 && *l >= 1i64 << LIMB_BITS) {
                 return None;
             }
         }
-        let (flag, special) = (bytes[8 * LIMBS], &bytes[8 * LIMBS + 1..]);
-        let special = match flag {
-            0 => None,
-            1 => Some(f64::from_le_bytes(special.try_into().ok()?)),
-            _ => return None,
-        };
-        Some(Self {
-            limbs,
-            pending: 0,
-            special,
-        })
+        if flag & 1 == 1 {
+            limbs.iter_mut().for_each(|l| *l = -*l);
+        }
+        let used = bytes.len() - rest.len();
+        Some((
+            Self {
+                limbs,
+                // Negated limbs are not normalised: the next read or merge propagates the carries.
+                pending: 1,
+                special,
+            },
+            used,
+        ))
     }
 }
 
@@ -333,23 +355,55 @@ mod tests {
     }
 
     #[test]
-    fn bytes_round_trip_and_refuse_what_they_did_not_write() {
-        let s = sum(&[3.25, -1e-200, 7e100]);
-        let b = s.to_bytes();
-        assert_eq!(b.len(), EXACT_SUM_BYTES);
-        let back = ExactSum::from_bytes(&b).unwrap();
-        assert_eq!(back.value(), s.value());
-        let inf = sum(&[f64::INFINITY]);
-        assert_eq!(
-            ExactSum::from_bytes(&inf.to_bytes()).unwrap().value(),
-            f64::INFINITY
+    fn bytes_round_trip_compactly_and_refuse_what_they_did_not_write() {
+        let sums = [
+            sum(&[3.25, -1e-200, 7e100]),
+            sum(&[-0.0123, -4.5e-9]),
+            sum(&[]),
+            sum(&[f64::INFINITY, 2.0]),
+            sum(&[-1e-300, 2e-310]),
+        ];
+        let mut all = Vec::new();
+        for s in &sums {
+            let b = s.to_bytes();
+            let (back, used) = ExactSum::from_bytes(&b).unwrap();
+            assert_eq!(used, b.len());
+            assert_eq!(back.value().to_bits(), s.value().to_bits(), "{s:?}");
+            // Merged after the trip, the same as merged before it.
+            let mut a = sum(&[1.0, -3e-5]);
+            let mut c = a.clone();
+            a.merge(&back);
+            c.merge(s);
+            assert_eq!(a.value().to_bits(), c.value().to_bits());
+            all.extend(b);
+        }
+        // A sum of values of two nearby magnitudes takes a few limbs, not the whole accumulator; negative too.
+        assert!(
+            sums[1].to_bytes().len() <= 2 + 2 + 8 * 3,
+            "{}",
+            sums[1].to_bytes().len()
         );
-        assert!(ExactSum::from_bytes(&b[1..]).is_none());
-        let mut bad = b.clone();
-        bad[7] = 0x80; // limb 0 negative: not normalised
-        assert!(ExactSum::from_bytes(&bad).is_none());
-        let mut bad = b;
-        bad[8 * LIMBS] = 2;
-        assert!(ExactSum::from_bytes(&bad).is_none());
+        // Records follow one another.
+        let mut at = 0;
+        for s in &sums {
+            let (back, used) = ExactSum::from_bytes(&all[at..]).unwrap();
+            assert_eq!(back.value().to_bits(), s.value().to_bits());
+            at += used;
+        }
+        assert_eq!(at, all.len());
+        let b = sums[0].to_bytes();
+        assert!(
+            ExactSum::from_bytes(&b[..b.len() - 1]).is_none(),
+            "truncated"
+        );
+        assert!(ExactSum::from_bytes(&[]).is_none());
+        assert!(ExactSum::from_bytes(&[4, 0, 0]).is_none(), "unknown flag");
+        assert!(
+            ExactSum::from_bytes(&[0, 60, 9]).is_none(),
+            "limbs past the accumulator"
+        );
+        let mut bad = vec![0, 3, 1];
+        bad.extend_from_slice(&(1i64 << 40).to_le_bytes());
+        assert!(ExactSum::from_bytes(&bad).is_none(), "a limb past 32 bits");
     }
 }

@@ -35,7 +35,7 @@ mod mpi_comm;
 pub mod scaling;
 mod threads;
 
-pub use exact::{EXACT_SUM_BYTES, ExactSum};
+pub use exact::ExactSum;
 #[cfg(feature = "mpi")]
 pub use mpi_comm::MpiComm;
 pub use threads::{RankFailure, ThreadComm, run_threads};
@@ -151,13 +151,33 @@ pub trait Comm: std::fmt::Debug {
     fn all_reduce_exact(&self, sums: &mut [ExactSum]) -> Result<()> {
         let mine: Vec<u8> = sums.iter().flat_map(|s| s.to_bytes()).collect();
         let all = self.all_gather_bytes(&mine)?;
-        same_lengths(&all, self.rank(), sums.len(), EXACT_SUM_BYTES)?;
-        for (r, bytes) in all.iter().enumerate().filter(|(r, _)| *r != self.rank()) {
-            for (s, b) in sums.iter_mut().zip(bytes.chunks_exact(EXACT_SUM_BYTES)) {
-                let theirs = ExactSum::from_bytes(b).ok_or_else(|| {
+        // Every rank's records parsed before any is merged, so a bad one leaves `sums` as they were.
+        let mut theirs = Vec::with_capacity(all.len());
+        for (r, mut bytes) in all.iter().map(|b| b.as_slice()).enumerate() {
+            let mut got = Vec::with_capacity(sums.len());
+            while !bytes.is_empty() {
+                let (s, used) = ExactSum::from_bytes(bytes).ok_or_else(|| {
                     CommError::Invalid(format!("rank {r} sent a malformed exact sum"))
                 })?;
-                s.merge(&theirs);
+                got.push(s);
+                bytes = &bytes[used..];
+            }
+            if got.len() != sums.len() {
+                return Err(CommError::Mismatch {
+                    what: "the length of an all-reduce".into(),
+                    detail: format!(
+                        "rank {r} gave {} values, rank {} {}",
+                        got.len(),
+                        self.rank(),
+                        sums.len()
+                    ),
+                });
+            }
+            theirs.push(got);
+        }
+        for (_, got) in theirs.iter().enumerate().filter(|(r, _)| *r != self.rank()) {
+            for (s, t) in sums.iter_mut().zip(got) {
+                s.merge(t);
             }
         }
         Ok(())

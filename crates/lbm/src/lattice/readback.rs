@@ -52,6 +52,8 @@ impl Lattice<'_> {
             let n = nx * ny;
             let uy = all.split_off(2 * n);
             let ux = all.split_off(n);
+            // Split off, the tails keep the whole capacity: hand it back.
+            all.shrink_to_fit();
             Fields {
                 nx,
                 ny,
