@@ -163,19 +163,14 @@ pub trait Comm: std::fmt::Debug {
                 bytes = &bytes[used..];
             }
             if got.len() != sums.len() {
-                return Err(CommError::Mismatch {
-                    what: "the length of an all-reduce".into(),
-                    detail: format!(
-                        "rank {r} gave {} values, rank {} {}",
-                        got.len(),
-                        self.rank(),
-                        sums.len()
-                    ),
-                });
+                return Err(length_mismatch(r, got.len(), self.rank(), sums.len()));
             }
             theirs.push(got);
         }
-        for (_, got) in theirs.iter().enumerate().filter(|(r, _)| *r != self.rank()) {
+        for (r, got) in theirs.iter().enumerate() {
+            if r == self.rank() {
+                continue;
+            }
             for (s, t) in sums.iter_mut().zip(got) {
                 s.merge(t);
             }
@@ -220,14 +215,16 @@ pub trait Comm: std::fmt::Debug {
 /// Checks that every rank's part of a reduction holds `count` values of `unit` bytes, as this rank's does.
 fn same_lengths(all: &[Vec<u8>], rank: usize, count: usize, unit: usize) -> Result<()> {
     match all.iter().position(|b| b.len() != count * unit) {
-        Some(r) => Err(CommError::Mismatch {
-            what: "the length of an all-reduce".into(),
-            detail: format!(
-                "rank {r} gave {} values, rank {rank} {count}",
-                all[r].len() / unit
-            ),
-        }),
+        Some(r) => Err(length_mismatch(r, all[r].len() / unit, rank, count)),
         None => Ok(()),
+    }
+}
+
+/// Rank `r` gave `got` values to a reduction where `rank` gave `count`.
+fn length_mismatch(r: usize, got: usize, rank: usize, count: usize) -> CommError {
+    CommError::Mismatch {
+        what: "the length of an all-reduce".into(),
+        detail: format!("rank {r} gave {got} values, rank {rank} {count}"),
     }
 }
 

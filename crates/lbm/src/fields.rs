@@ -33,15 +33,6 @@ impl OwnFields {
         (0..h).flat_map(move |y| (0..w).map(move |x| (x0 + x, y0 + y, y * w + x)))
     }
 
-    /// The index of the domain's cell (x, y) in the arrays, if this part holds it.
-    pub fn index(&self, x: usize, y: usize) -> Option<usize> {
-        let (lx, ly) = (
-            x.checked_sub(self.origin[0])?,
-            y.checked_sub(self.origin[1])?,
-        );
-        (lx < self.size[0] && ly < self.size[1]).then_some(ly * self.size[0] + lx)
-    }
-
     /// The first non-finite value in [`Fields::first_non_finite`]'s order (ρ, then u_x, then u_y; each row-major
     /// over the domain) as one number, so that ranks agree on the domain's first by taking the smallest.
     pub(crate) fn first_non_finite_key(&self) -> Option<u64> {

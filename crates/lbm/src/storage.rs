@@ -72,7 +72,11 @@ pub(crate) fn stored_value(layout: Layout, words: &[u32], n: usize, cell: usize)
 /// The raw bits of `cell`'s value in one direction's words (f32 bits, or f16 bits in the low half).
 pub(crate) fn cell_bits(layout: Layout, words: &[u32], n: usize, cell: usize) -> u32 {
     let (w, part) = crate::distributed::word_of(layout, n, cell);
-    let v = words[w as usize];
+    part_bits(words[w as usize], part)
+}
+
+/// The raw bits of `part` of word `v` (as `word_of` numbers parts: 0 the whole word, 1 its low half, 2 its high).
+pub(crate) fn part_bits(v: u32, part: u32) -> u32 {
     match part {
         0 => v,
         1 => v & 0xffff,

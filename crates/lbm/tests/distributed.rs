@@ -436,7 +436,7 @@ fn a_distributed_timing_warms_a_gpu_with_every_rank_in_step() {
 }
 
 /// What a case's metrics read on ranks: each rank's own cells (together the domain, once each, the bits of one
-/// domain's fields), exact sums and maxima over ranks, a few cells' values, the first non-finite value, and the
+/// domain's fields), exact sums and maxima over ranks, a few cells' values (a probe), the first non-finite value, and the
 /// whole fields on rank 0 alone, all as one domain has them.
 #[test]
 fn own_fields_reductions_and_the_root_gather_match_one_domain() {
@@ -514,8 +514,13 @@ fn own_fields_reductions_and_the_root_gather_match_one_domain() {
                 .map(|v| f64::from(v.abs()))
                 .fold(0.0, f64::max);
             let max = lat.max_over_ranks(local_max)?;
-            let values = lat.values_at(&own, &cells)?;
-            let outside = lat.values_at(&own, &[(23, 0)]).unwrap_err().to_string();
+            // A few cells' values (the cavity's centreline samples) come from a probe on the owning ranks: the
+            // macroscopic pass's bits.
+            let probe = lat.probe(&cells, &[])?;
+            let values: Vec<[f32; 3]> = (lat.read_probe(&probe)?.points.iter())
+                .map(|&(rho, u)| [rho as f32, u[0] as f32, u[1] as f32])
+                .collect();
+            let outside = lat.probe(&[(23, 0)], &[]).unwrap_err().to_string();
             let whole = lat.macroscopic_on_root()?;
             poison(&mut lat)?;
             let own = lat.own_fields()?;

@@ -116,7 +116,6 @@ pub(super) fn run<'g>(
         Storage::F16 => STEADY_F16,
     };
     let (converged, change) = r.run_to_steady(max_steps, INTERVAL, lid, steady)?;
-    let f = r.fields()?;
     let mut m = BTreeMap::new();
     m.insert("re".into(), re);
     m.insert("converged".into(), f64::from(u8::from(converged)));
@@ -143,7 +142,8 @@ pub(super) fn run<'g>(
         .and_then(ghia_table)
     {
         Some((u_ref, v_ref)) => {
-            // The cells of the centreline points' bilinear interpolation, read from the ranks that own them.
+            // The cells of the centreline points' bilinear interpolation, probed on the ranks that own them
+            // (the probe's ρ and u are the macroscopic pass's bits).
             let (nx, ny) = (cfg.nx, cfg.ny);
             let on_u = |y: f64| Fields::bilinear(nx, ny, cell(0.5), cell(y));
             let on_v = |x: f64| Fields::bilinear(nx, ny, cell(x), cell(0.5));
@@ -151,14 +151,18 @@ pub(super) fn run<'g>(
                 .chain(v_ref.iter().map(|p| on_v(p.0)))
                 .flat_map(|w| w.map(|(c, _)| c))
                 .collect();
-            let values = r.lat.values_at(&f, &cells)?;
-            let value: HashMap<_, _> = cells.into_iter().zip(values).collect();
-            // What `Fields::sample` gives on the whole field: component 1 is u_x, 2 u_y.
+            let probe = r.lat.probe(&cells, &[])?;
+            let points = r.lat.read_probe(&probe)?.points;
+            let u: HashMap<_, _> = cells
+                .into_iter()
+                .zip(points.into_iter().map(|p| p.1))
+                .collect();
+            // What `Fields::sample` gives on the whole field: component 0 is u_x, 1 u_y.
             let sample = |w: [((usize, usize), f64); 4], c: usize| -> f64 {
-                w.iter().map(|&(p, w)| w * f64::from(value[&p][c])).sum()
+                w.iter().map(|&(p, w)| w * u[&p][c]).sum()
             };
-            let (ru, wu, au) = rms(&u_ref, |y| sample(on_u(y), 1) / lid);
-            let (rv, wv, av) = rms(&v_ref, |x| sample(on_v(x), 2) / lid);
+            let (ru, wu, au) = rms(&u_ref, |y| sample(on_u(y), 0) / lid);
+            let (rv, wv, av) = rms(&v_ref, |x| sample(on_v(x), 1) / lid);
             m.insert("ghia_rms_u".into(), ru);
             m.insert("ghia_rms_v".into(), rv);
             m.insert("ghia_max_dev_u".into(), wu);
@@ -173,6 +177,5 @@ pub(super) fn run<'g>(
             "Re = {re} has no Ghia table (100, 400, 1000): no comparison"
         )),
     }
-    drop(f); // before `finish` reads the fields again
     r.finish("cavity", m, notes)
 }

@@ -13,7 +13,7 @@ use crate::state::StashLink;
 
 /// A checkpoint read from disk and checked (checksum, format, every field but the populations' values), before
 /// any device is involved. The nine directions' words stay in the file until the lattice loads them, one at a
-/// time ([`Words::direction`]): until 2026-11-29 the whole file and then every word were read into memory (72
+/// time, a block's share on a rank ([`Words::read`]): until 2026-11-29 the whole file and then every word were read into memory (72
 /// bytes a cell in f32), also by the device-free `check` that only compares the configuration.
 pub(crate) struct Saved {
     pub meta: String,

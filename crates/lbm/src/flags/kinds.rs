@@ -25,7 +25,7 @@ impl Kinds {
 
     /// Sets cell k of `n` to `index`, widening (or first allocating) the array where it does not fit.
     pub(super) fn set(&mut self, k: usize, index: u32, n: usize) {
-        if *self == Self::Fluid {
+        if self.is_fluid() {
             if index == 0 {
                 return;
             }
@@ -75,7 +75,7 @@ impl Kinds {
 
     /// No array: every cell fluid.
     pub(super) fn is_fluid(&self) -> bool {
-        *self == Self::Fluid
+        matches!(self, Self::Fluid)
     }
 
     /// An empty array of `n` cells as wide as this one (for a window that copies indices).

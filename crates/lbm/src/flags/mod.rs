@@ -150,12 +150,16 @@ impl Flags {
     }
     /// The cell at row-major index `k` (y·nx + x).
     pub fn cell(&self, k: usize) -> Cell {
-        assert!(
-            k < self.nx * self.ny,
-            "cell {k} of a {}x{} lattice",
-            self.nx,
-            self.ny
-        );
+        if self.kinds.is_fluid() {
+            // No array to bound the index: checked here (an array's own bounds check does it otherwise).
+            assert!(
+                k < self.nx * self.ny,
+                "cell {k} of a {}x{} lattice",
+                self.nx,
+                self.ny
+            );
+            return Cell::Fluid;
+        }
         self.palette[self.kinds.get(k) as usize]
     }
     pub fn get(&self, x: usize, y: usize) -> Cell {

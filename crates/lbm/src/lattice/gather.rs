@@ -9,6 +9,7 @@ use super::{Lattice, cell_bits, put_cell_bits};
 use crate::distributed::Block;
 use crate::distributed::word_of;
 use crate::error::{LbmError, Result};
+use crate::storage::part_bits;
 
 impl Lattice<'_> {
     /// The domain's coordinates of this lattice's cell (x, y).
@@ -109,12 +110,7 @@ impl Lattice<'_> {
             let p0 = ranges.position(w0).expect("needed_words covers the block");
             for j in 0..len {
                 let (w, part) = word_of(gl, n, c0 + j);
-                let v = words[p0 + (w as usize - w0)];
-                let bits = match part {
-                    0 => v,
-                    1 => v & 0xffff,
-                    _ => v >> 16,
-                };
+                let bits = part_bits(words[p0 + (w as usize - w0)], part);
                 put_cell_bits(ll, &mut out, nl, ly * b.size[0] + lx0 + j, bits);
             }
         }

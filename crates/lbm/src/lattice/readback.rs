@@ -1,12 +1,12 @@
 //! ρ and u read back from the device: the whole domain (gathered onto every rank, or onto rank 0 only), or each
-//! rank's own cells, with the reductions over ranks a case's metrics need (exact sums, maxima, a few cells'
-//! values), so that a distributed case holds no more than its block.
+//! rank's own cells, with the reductions over ranks a case's metrics need (exact sums, maxima), so that a
+//! distributed case holds no more than its block. (A few cells' values: `Lattice::probe`.)
 
 use bespoke_comm::{ExactSum, Op};
-use bespoke_gpu::{Arg, GpuBuffer, Grid, Launch, bytemuck};
+use bespoke_gpu::{Arg, GpuBuffer, Grid, Launch};
 
 use super::{Lattice, NAN_F32};
-use crate::error::{LbmError, Result};
+use crate::error::Result;
 use crate::fields::{Fields, OwnFields};
 use crate::kernel::{Mode, Phase, WG};
 
@@ -124,50 +124,6 @@ impl Lattice<'_> {
         let mut v = [f64::from(u8::from(holds))];
         self.reduce_f64(&mut v, Op::Min)?;
         Ok(v[0] == 1.0)
-    }
-
-    /// ρ, u_x and u_y at the domain's cells `cells`, on every rank, from the ranks that own them.
-    pub fn values_at(&self, own: &OwnFields, cells: &[(usize, usize)]) -> Result<Vec<[f32; 3]>> {
-        let [nx, ny] = own.domain;
-        if let Some(&(x, y)) = cells.iter().find(|&&(x, y)| x >= nx || y >= ny) {
-            return Err(LbmError::param(
-                "cell",
-                format!("({x}, {y})"),
-                format!("outside the {nx}x{ny} lattice"),
-            ));
-        }
-        let mine: Vec<u32> = cells
-            .iter()
-            .enumerate()
-            .filter_map(|(j, &(x, y))| Some((j, own.index(x, y)?)))
-            .flat_map(|(j, k)| {
-                [
-                    j as u32,
-                    own.rho[k].to_bits(),
-                    own.ux[k].to_bits(),
-                    own.uy[k].to_bits(),
-                ]
-            })
-            .collect();
-        let all = match self.comm() {
-            Some(comm) => comm.all_gather_bytes(bytemuck::cast_slice(&mine))?,
-            None => vec![bytemuck::cast_slice(&mine).to_vec()],
-        };
-        let mut out = vec![None; cells.len()];
-        for bytes in &all {
-            let words: Vec<u32> = bytemuck::pod_collect_to_vec(bytes);
-            for w in words.chunks_exact(4) {
-                if let Some(slot) = out.get_mut(w[0] as usize) {
-                    *slot = Some([w[1], w[2], w[3]].map(f32::from_bits));
-                }
-            }
-        }
-        out.into_iter()
-            .zip(cells)
-            .map(|(v, (x, y))| {
-                v.ok_or_else(|| LbmError::Ranks(format!("no rank holds cell ({x}, {y})")))
-            })
-            .collect()
     }
 
     fn reduce_f64(&self, v: &mut [f64], op: Op) -> Result<()> {
