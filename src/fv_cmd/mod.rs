@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
-use bespoke::comm::Comm;
+use bespoke::comm::{Comm, launched_rank, launched_size};
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
-use bespoke::fv::distributed::{RankSetup, partition};
+use bespoke::fv::distributed::{RankPart, RankSetup};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
 use bespoke::fv::kernel::{DType, KernelKind, Layout};
@@ -221,8 +221,8 @@ fn operator(mesh: &TetMesh, dirichlet: Option<f64>) -> Result<Operator, Error> {
 /// What `fv run` reads and decides before a device is opened.
 struct RunJob {
     name: String,
-    mesh: TetMesh,
-    op: Operator,
+    /// The mesh and its operator: None on an MPI rank other than 0, which is sent its part.
+    whole: Option<(TetMesh, Operator)>,
     kernel: KernelKind,
     layout: Layout,
     ordering: OrderingKind,
@@ -247,12 +247,20 @@ impl RunJob {
             })?,
         };
         let ordering = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
-        let (name, mesh) = a.mesh.load()?;
-        let op = operator(&mesh, a.dirichlet)?;
+        // Under mpirun only rank 0 reads the mesh and builds the operator (if it cannot, it stops and mpirun ends
+        // the job); the others hold their part alone. Thread ranks share this process's one copy.
+        let mpi_rank = launched_size().filter(|&n| n > 1).and(launched_rank());
+        let (name, whole) = match mpi_rank {
+            Some(r) if r > 0 => (String::new(), None),
+            _ => {
+                let (name, mesh) = a.mesh.load()?;
+                let op = operator(&mesh, a.dirichlet)?;
+                (name, Some((mesh, op)))
+            }
+        };
         Ok(Self {
             name,
-            mesh,
-            op,
+            whole,
             kernel,
             layout,
             ordering,
@@ -272,19 +280,21 @@ fn run_diffusion<T: Real>(
     } else {
         None
     };
-    let (name, mesh, op) = (&job.name, &job.mesh, &job.op);
+    // The whole mesh and operator on rank 0 (and on one domain) alone.
+    let whole = job.whole.as_ref().filter(|_| root);
+    let op = whole.map(|(_, op)| op);
     let (kernel, layout, kind) = (job.kernel, job.layout, job.ordering);
-    let n = op.n();
-    let x0 = op.gaussian_bump();
-    let dt = 0.5 / op.max_row_sum();
+    let x0 = op.map(Operator::gaussian_bump);
     // Masses are exact sums (the same bits in any tet order and on any number of ranks); the whole field is
     // gathered, onto rank 0 alone, only for the VTU.
-    let (x, m0, m1, seconds, ordering_seconds, dist, shape) = match comm {
+    let (x, m0, m1, seconds, ordering_seconds, dist, shape, n, dt) = match comm {
         None => {
+            let (op, x0) = op.zip(x0.as_ref()).ok_or("one domain without its mesh")?;
+            let dt = 0.5 / op.max_row_sum();
             let (perm, ordering_seconds) = order(op, kind)?;
             let permuted = perm.apply_operator(op);
             let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
-            d.set_x(&perm.apply(&x0))?;
+            d.set_x(&perm.apply(x0))?;
             // The initial mass of x as stored (rounded to the precision), so the drift is the steps' alone.
             let m0 = permuted.mass(&d.x()?);
             drop(permuted);
@@ -294,11 +304,14 @@ fn run_diffusion<T: Real>(
             let x = perm.undo(&d.x()?);
             let m1 = op.mass(&x);
             let x = a.vtu.is_some().then_some(x);
-            (x, m0, m1, seconds, ordering_seconds, None, d.shape())
+            let n = op.n();
+            (x, m0, m1, seconds, ordering_seconds, None, d.shape(), n, dt)
         }
         Some(comm) => {
             let t = Instant::now();
-            let part = partition(&*comm, op)?;
+            // METIS on rank 0, each rank sent its own rows: no rank but 0 holds the whole mesh.
+            let part = RankPart::distribute(&*comm, op, kind)?;
+            let (n, dt) = (part.whole_tets(), 0.5 / part.max_row_sum());
             let setup = RankSetup {
                 ordering: kind,
                 kind: kernel,
@@ -306,9 +319,9 @@ fn run_diffusion<T: Real>(
                 dt,
                 overlap: !a.no_overlap,
             };
-            let mut d = DistDiffusion::<T>::new(gpu, comm.clone(), op, &part, setup)?;
+            let mut d = DistDiffusion::<T>::from_part(gpu, comm.clone(), Rc::new(part), setup)?;
             let ordering_seconds = t.elapsed().as_secs_f64();
-            d.set_x(&x0)?;
+            d.set_x_from_root(x0.as_deref())?;
             let m0 = d.mass()?;
             comm.barrier()?;
             let t = Instant::now();
@@ -334,12 +347,23 @@ fn run_diffusion<T: Real>(
                 "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
                 "exchange_seconds_per_step_rank0": per(st.seconds),
             });
-            (x, m0, m1, seconds, ordering_seconds, Some(info), d.shape())
+            (
+                x,
+                m0,
+                m1,
+                seconds,
+                ordering_seconds,
+                Some(info),
+                d.shape(),
+                n,
+                dt,
+            )
         }
     };
     if !root {
         return Ok(());
     }
+    let name = &job.name;
     println!(
         "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel, {} layout) in {seconds:.3} s; \
          mass {m0:.9e} → {m1:.9e} (relative drift {:.2e})",
@@ -363,8 +387,8 @@ fn run_diffusion<T: Real>(
             1e3 * d["exchange_seconds_per_step_rank0"].as_f64().unwrap_or(0.0)
         );
     }
-    if let (Some(p), Some(x)) = (&a.vtu, &x) {
-        write_vtu(p, mesh, &[("x", x), ("x0", &x0)])?;
+    if let (Some(p), Some(x), Some((mesh, _)), Some(x0)) = (&a.vtu, &x, whole, &x0) {
+        write_vtu(p, mesh, &[("x", x), ("x0", x0)])?;
     }
     write_json(
         json_file,

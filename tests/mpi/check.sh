@@ -36,19 +36,20 @@ same_as_one_rank() {
 same_as_one_rank cavity-f32-ab lbm cavity --re 100 --size 48x48 --steps 61
 same_as_one_rank cavity-f16-inplace lbm cavity --re 100 --size 48x48 --steps 61 --storage f16 --streaming inplace
 same_as_one_rank cylinder lbm cylinder --steps 40 --collision bgk
-# Finite volume: METIS parts, ghost layers; the VTU (x at full precision) and the mass must match the run on one
-# rank of the distributed code (a single-domain run sums the zero-flux shift in its ordering's order instead).
-"$bin" fv run --box 10 --steps 40 --ranks 1 --vtu "$work/fv-1.vtu" > "$work/fv-1.out"
+# Finite volume: METIS parts on rank 0, which alone reads the mesh and sends each rank its part and its values;
+# ghost layers; the VTU (x at full precision) and the mass must match the single-domain run (its zero-flux shift
+# is an exact sum, the same bits in any order).
+"$bin" fv run --box 10 --steps 40 --vtu "$work/fv-1.vtu" > "$work/fv-1.out"
 for np in 2 3 4; do
     if timeout 300 mpirun -np "$np" "$bin" fv run --box 10 --steps 40 --vtu "$work/fv-$np.vtu" > "$work/fv-$np.out" 2>&1 \
         && cmp -s "$work/fv-1.vtu" "$work/fv-$np.vtu" && grep -q "ranks $np (mpi" "$work/fv-$np.out"; then
-        ok "fv on $np MPI ranks is bitwise the one-rank run"
+        ok "fv on $np MPI ranks is bitwise the single-domain run"
     else
         bad "fv on $np MPI ranks"; cat "$work/fv-$np.out"
     fi
 done
 for f in crates/fv/data/sphere_h0.2_v4.1_bin.msh crates/fv/data/sphere_h0.2_v2.2.msh; do
-    "$bin" fv run "$f" --steps 30 --dirichlet 0.5 --ranks 1 --vtu "$work/s-1.vtu" > /dev/null
+    "$bin" fv run "$f" --steps 30 --dirichlet 0.5 --vtu "$work/s-1.vtu" > /dev/null
     if timeout 300 mpirun -np 3 "$bin" fv run "$f" --steps 30 --dirichlet 0.5 --vtu "$work/s-3.vtu" > "$work/s.out" 2>&1 \
         && cmp -s "$work/s-1.vtu" "$work/s-3.vtu"; then
         ok "fv $(basename "$f") (Dirichlet) on 3 MPI ranks"
@@ -82,6 +83,9 @@ expect_error "more ranks than the lattice can be cut into" "more ranks than the 
     mpirun -np 4 "$bin" lbm cavity --size 6x6 --steps 10
 expect_error "more ranks than tets" "more ranks than the mesh's 6 tets" \
     mpirun -np 7 "$bin" fv run --box 1 --steps 5
+# Only rank 0 reads the mesh: when it cannot, the job ends with its message, not with ranks waiting for it.
+expect_error "a mesh rank 0 cannot read" "nonexistent" \
+    mpirun -np 3 "$bin" fv run /nonexistent/mesh.msh --steps 5
 expect_error "ranks given different arguments" "disagree on the command line" \
     mpirun -np 1 "$bin" lbm cavity --size 32x32 --steps 10 : -np 1 "$bin" lbm cavity --size 32x32 --steps 20
 # The checkpoint path is a folder: refused before the first step, on every rank (until 2026-11-26 it passed the

@@ -121,6 +121,10 @@ pub trait Comm: std::fmt::Debug {
     }
     /// `data` of rank `root` on every rank.
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()>;
+    /// Rank `root`'s `parts[r]` on rank `r`, each rank receiving its own part alone (what one rank read or
+    /// built for all: no rank but the root ever holds the whole). The root passes `Some` with one part per
+    /// rank, the others `None` (ignored if given).
+    fn scatter_bytes(&self, root: usize, parts: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>>;
     /// Element-wise reduction over the ranks, the same on every rank (reduced in rank order, so the result does
     /// not depend on timing).
     fn all_reduce_f64(&self, values: &mut [f64], op: Op) -> Result<()> {
@@ -239,6 +243,26 @@ pub fn launched_size() -> Option<usize> {
     ]
     .iter()
     .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// This process's rank when an MPI launcher started it, from the variables it sets (as [`launched_size`]);
+/// None otherwise. Known before MPI starts, so a rank can skip what only rank 0 needs (reading a whole mesh).
+pub fn launched_rank() -> Option<usize> {
+    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The root's parts of a scatter: one per rank.
+pub(crate) fn root_parts(parts: Option<Vec<Vec<u8>>>, size: usize) -> Result<Vec<Vec<u8>>> {
+    match parts {
+        Some(p) if p.len() == size => Ok(p),
+        Some(p) => Err(CommError::Invalid(format!(
+            "a scatter's root gave {} parts for {size} ranks",
+            p.len()
+        ))),
+        None => Err(CommError::Invalid("a scatter's root gave no parts".into())),
+    }
 }
 
 /// A collective's root must be a rank of the job.

@@ -3,14 +3,16 @@
 
 use std::os::raw::{c_int, c_void};
 
-use mpi::datatype::PartitionMut;
+use mpi::datatype::{Partition, PartitionMut};
 use mpi::environment::Universe;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
-use crate::{Comm, CommError, Exchange, Expect, Message, Result, check_root, check_start};
+use crate::{
+    Comm, CommError, Exchange, Expect, Message, Result, check_root, check_start, root_parts,
+};
 
 /// The world communicator of an MPI job. Made once per process by [`MpiComm::init`]; dropping it finalises MPI.
 pub struct MpiComm {
@@ -69,6 +71,9 @@ fn mpi_result(code: c_int, what: &str) -> Result<()> {
         Err(CommError::Mpi(format!("{what} returned error code {code}")))
     }
 }
+
+/// The most bytes one round of a scatter moves in all.
+const SCATTER_ROUND: usize = 1 << 30;
 
 fn count(n: usize) -> Result<c_int> {
     c_int::try_from(n)
@@ -240,6 +245,58 @@ impl Comm for MpiComm {
             r.broadcast_into(&mut data[..]);
         }
         Ok(())
+    }
+
+    fn scatter_bytes(&self, root: usize, parts: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
+        check_root(root, self.size(), "scatter")?;
+        let p = self.size();
+        let process = self.world.process_at_rank(root as c_int);
+        let parts = match self.rank() == root {
+            true => Some(root_parts(parts, p)?),
+            false => None,
+        };
+        // Each rank's length, and the longest (the rounds every rank joins).
+        let mut len = 0u64;
+        let mut longest = 0u64;
+        match &parts {
+            Some(parts) => {
+                let lens: Vec<u64> = parts.iter().map(|b| b.len() as u64).collect();
+                process.scatter_into_root(&lens[..], &mut len);
+                longest = lens.iter().copied().max().unwrap_or(0);
+            }
+            None => process.scatter_into(&mut len),
+        }
+        process.broadcast_into(&mut longest);
+        // Rounds of at most SCATTER_ROUND bytes in all (MPI's counts and displacements are ints), each rank's
+        // piece padded by one byte (see `padded`).
+        let chunk = (SCATTER_ROUND / p).max(1);
+        let piece = |l: usize, lo: usize| l.saturating_sub(lo).min(chunk);
+        let mut mine = Vec::with_capacity(len as usize);
+        for lo in (0..longest as usize).step_by(chunk) {
+            let mut recv = vec![0u8; piece(len as usize, lo) + 1];
+            match &parts {
+                Some(parts) => {
+                    let counts: Vec<c_int> = parts
+                        .iter()
+                        .map(|b| count(piece(b.len(), lo) + 1))
+                        .collect::<Result<_>>()?;
+                    let mut displs = Vec::with_capacity(p);
+                    let mut send = Vec::new();
+                    for b in parts {
+                        displs.push(count(send.len())?);
+                        let from = lo.min(b.len());
+                        send.extend_from_slice(&b[from..from + piece(b.len(), lo)]);
+                        send.push(0);
+                    }
+                    let partition = Partition::new(&send[..], counts, &displs[..]);
+                    process.scatter_varcount_into_root(&partition, &mut recv[..]);
+                }
+                None => process.scatter_varcount_into(&mut recv[..]),
+            }
+            recv.pop();
+            mine.extend_from_slice(&recv);
+        }
+        Ok(mine)
     }
 
     fn fail(&self, message: &str) {

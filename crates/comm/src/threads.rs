@@ -9,12 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{
-    Comm, CommError, Exchange, Expect, Message, RESERVED_TAGS, Result, Tag, check_root, check_start,
+    Comm, CommError, Exchange, Expect, Message, RESERVED_TAGS, Result, Tag, check_root,
+    check_start, root_parts,
 };
 
 const TAG_GATHER: Tag = RESERVED_TAGS;
 const TAG_BCAST: Tag = RESERVED_TAGS + 1;
 const TAG_GATHER_ROOT: Tag = RESERVED_TAGS + 2;
+const TAG_SCATTER: Tag = RESERVED_TAGS + 3;
 /// How often a blocked rank looks at the failure flag.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -366,6 +368,26 @@ impl Comm for ThreadComm {
         Ok(())
     }
 
+    fn scatter_bytes(&self, root: usize, parts: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
+        check_root(root, self.size, "scatter")?;
+        self.check_failed()?;
+        if self.rank == root {
+            let mut mine = Vec::new();
+            for (q, b) in root_parts(parts, self.size)?.into_iter().enumerate() {
+                if q == root {
+                    mine = b;
+                } else {
+                    self.send(q, TAG_SCATTER, Payload::Bytes(b))?;
+                }
+            }
+            return Ok(mine);
+        }
+        match self.recv(root, TAG_SCATTER)? {
+            Payload::Bytes(b) => Ok(b),
+            Payload::Words(_) => Err(CommError::Invalid("words under the scatter tag".into())),
+        }
+    }
+
     fn fail(&self, message: &str) {
         let mut g = self.failed.lock().unwrap_or_else(|p| p.into_inner());
         g.get_or_insert((self.rank, message.to_owned()));
@@ -445,6 +467,47 @@ mod tests {
             assert_eq!(m, 3.0);
             assert_eq!(b, b"two");
         }
+    }
+
+    /// A scatter from a root: each rank gets its own part (an empty one too), twice in a row without a barrier
+    /// between; a root with the wrong number of parts, or outside the job, is an error.
+    #[test]
+    fn a_scatter_gives_each_rank_its_part() {
+        let out = run_threads(3, |c| {
+            let r = c.rank();
+            let parts = |salt: u8| -> Vec<Vec<u8>> {
+                (0..3u8)
+                    .map(|q| (0..q * 3).map(|k| salt + 10 * q + k).collect())
+                    .collect()
+            };
+            let first = c.scatter_bytes(1, (r == 1).then(|| parts(0)))?;
+            let second = c.scatter_bytes(1, (r == 1).then(|| parts(100)))?;
+            // Parts given on a rank that is not the root are ignored.
+            let third = c.scatter_bytes(
+                0,
+                Some(match r {
+                    0 => vec![vec![7], vec![8], vec![9]],
+                    _ => vec![vec![99]],
+                }),
+            )?;
+            assert!(matches!(
+                c.scatter_bytes(3, None),
+                Err(CommError::Invalid(_))
+            ));
+            Ok::<_, CommError>((first, second, third))
+        })
+        .unwrap();
+        for (r, (first, second, third)) in out.into_iter().enumerate() {
+            let want = |salt: u8| -> Vec<u8> {
+                (0..r as u8 * 3).map(|k| salt + 10 * r as u8 + k).collect()
+            };
+            assert_eq!(first, want(0));
+            assert_eq!(second, want(100));
+            assert_eq!(third, vec![7 + r as u8]);
+        }
+        let err =
+            run_threads(2, |c| c.scatter_bytes(0, (c.rank() == 0).then(Vec::new))).unwrap_err();
+        assert!(err.message.contains("gave 0 parts for 2 ranks"), "{err}");
     }
 
     /// A gather to a root: only the root receives, every rank's bytes in rank order (an empty one too), twice

@@ -71,6 +71,14 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                 let mut e = DistDiffusion::<T>::from_part(gpu, comm.clone(), shared, other)?;
                 e.set_x(&x0)?;
                 e.step(steps)?;
+                // Rank 0 alone holds the operator and the field: each rank is sent its slice and its values.
+                let root = (comm.rank() == 0).then_some(&op);
+                let sent = Rc::new(RankPart::distribute(&*comm, root, ordering)?);
+                assert_eq!(sent.whole_tets(), n);
+                assert_eq!(sent.max_row_sum().to_bits(), op.max_row_sum().to_bits());
+                let mut f = DistDiffusion::<T>::from_part(gpu, comm.clone(), sent, setup)?;
+                f.set_x_from_root(root.map(|_| x0.as_slice()))?;
+                f.step(steps)?;
                 let mut d = DistDiffusion::<T>::new(gpu, comm, &op, &part, setup)?;
                 d.set_x(&x0)?;
                 let m0 = d.mass()?;
@@ -114,6 +122,13 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                         .all(|(a, b)| a.to_bits() == b.to_bits()),
                     "{p} ranks: overlap {overlap} and {} differ",
                     !overlap
+                );
+                assert_eq!(f.sizes(), d.sizes(), "{p} ranks: the part sent from rank 0");
+                assert!(
+                    x.iter()
+                        .zip(f.x()?)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{p} ranks: the part sent from rank 0 steps to other bits"
                 );
                 Ok::<_, FvError>(x.iter().map(|v| v.to_bits()).collect::<Vec<u64>>())
             })
@@ -204,4 +219,69 @@ fn bad_partitions_are_errors() {
     assert!(err.message.contains("the part of rank"), "{err}");
     let err = RankPart::new(2, 2, &op, &vec![0; op.n()], setup.ordering).unwrap_err();
     assert!(err.to_string().contains("ranks 0 to 1"), "{err}");
+}
+
+/// Rank 0 alone holds the mesh: what it lacks or gets wrong is every rank's error, by name, never a hang.
+#[test]
+fn what_rank_0_sends_fails_every_rank_alike() {
+    let Some(gpu) = test_gpu() else { return };
+    let op = mesh_op(Boundary::ZeroFlux);
+    let n = op.n();
+    let setup = RankSetup {
+        ordering: OrderingKind::AsRead,
+        kind: KernelKind::Gather,
+        layout: Layout::SlotMajor,
+        dt: 0.5 / op.max_row_sum(),
+        overlap: true,
+    };
+    let all_fail = |what: &str, got: Vec<Result<(), FvError>>, want: &str| {
+        for (rank, r) in got.into_iter().enumerate() {
+            let e = r.expect_err(what);
+            assert!(e.to_string().contains(want), "{what}, rank {rank}: {e}");
+        }
+    };
+    let run =
+        |f: &(dyn Fn(Rc<dyn Comm>) -> Result<(), FvError> + Sync)| -> Vec<Result<(), FvError>> {
+            // Each rank's own result (an error is a value here, so every rank reports it).
+            run_threads(3, |comm| Ok::<_, FvError>(f(Rc::new(comm))))
+                .expect("no rank fails the job")
+        };
+    all_fail(
+        "no operator on rank 0",
+        run(&|comm| RankPart::distribute(&*comm, None, OrderingKind::AsRead).map(|_| ())),
+        "no operator to distribute",
+    );
+    let small = Operator {
+        values: op.values[..2].to_vec(),
+        indices: vec![[0; 4], [1; 4]],
+        volumes: op.volumes[..2].to_vec(),
+        centroids: op.centroids[..2].to_vec(),
+        boundary: Boundary::ZeroFlux,
+    };
+    all_fail(
+        "more ranks than tets",
+        run(&|comm| {
+            let root = (comm.rank() == 0).then_some(&small);
+            RankPart::distribute(&*comm, root, OrderingKind::AsRead).map(|_| ())
+        }),
+        "more ranks than the mesh's 2 tets",
+    );
+    let mut bad = field(n, fresh_seed());
+    bad[n / 2] = f64::NAN;
+    for (what, x, want) in [
+        ("a NaN on rank 0", Some(bad.as_slice()), "is not finite"),
+        ("a short field on rank 0", Some(&bad[1..]), "values for"),
+        ("no field on rank 0", None, "no field to send"),
+    ] {
+        all_fail(
+            what,
+            run(&|comm| {
+                let root = (comm.rank() == 0).then_some(&op);
+                let part = Rc::new(RankPart::distribute(&*comm, root, setup.ordering)?);
+                let mut d = DistDiffusion::<f32>::from_part(gpu, comm.clone(), part, setup)?;
+                d.set_x_from_root(if comm.rank() == 0 { x } else { None })
+            }),
+            want,
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! The device driver: k explicit Euler steps x ← x + Δt·L·x without reading back in between.
 
+use bespoke_comm::ExactSum;
 use bespoke_gpu::wgpu::TextureFormat;
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Kernel, Launch, Timing};
 
@@ -368,11 +369,13 @@ impl<'g, T: Real> Diffusion<'g, T> {
     pub fn set_x(&mut self, x: &[f64]) -> Result<()> {
         check_field(x, self.n)?;
         if let Some(vol) = &self.volumes {
-            let (m, w) = x
-                .iter()
-                .zip(vol)
-                .fold((0.0, 0.0), |(m, w), (x, v)| (m + x * v, w + v));
-            self.shift = m / w;
+            // Exact sums: the same bits in any tet order (an ordering's, a partition's: `DistDiffusion`).
+            let (mut m, mut w) = (ExactSum::new(), ExactSum::new());
+            for (x, v) in x.iter().zip(vol) {
+                m.add(x * v);
+                w.add(*v);
+            }
+            self.shift = m.value() / w.value();
         }
         let mut v: Vec<T> = x.iter().map(|&a| T::from_f64(a - self.shift)).collect();
         v.resize(self.ghost_at, T::from_f64(0.0));

@@ -1,4 +1,4 @@
-//! Diffusion across ranks: a METIS partition of the tets (computed on rank 0, broadcast), each rank its
+//! Diffusion across ranks: a METIS partition of the tets (computed on rank 0), each rank its
 //! own tets (interior first, then those with a neighbour on another rank, each group in the in-rank ordering
 //! asked for) plus a ghost layer of its neighbours' tets, and before every step the ghost values moved from
 //! their owners: packed on the device, read back, exchanged through [`Comm`], uploaded and unpacked.
@@ -6,8 +6,12 @@
 //! A rank's operator rows are the whole operator's rows (same values, same slot order, indices renumbered), and
 //! every rank stores x less the whole domain's shift, so each tet's update is the single-domain update bit for
 //! bit; ghost rows are identity rows (no coefficients) that the exchange overwrites.
+//!
+//! The host side is [`part`]: rank 0 alone may hold the whole mesh ([`RankPart::distribute`],
+//! [`DistDiffusion::set_x_from_root`], [`DistDiffusion::x_on_root`]), the other ranks their part.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod part;
+
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -18,7 +22,9 @@ use crate::diffusion::{Diffusion, Real};
 use crate::error::{FvError, Result};
 use crate::kernel::{DType, KernelKind, Layout, WG};
 use crate::operator::{Boundary, Operator};
-use crate::ordering::{OrderingKind, metis_partition, order};
+use crate::ordering::OrderingKind;
+
+pub use part::{RankPart, partition};
 
 /// Halo traffic so far on this rank.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -91,201 +97,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         what = if unpack { "unpack" } else { "pack" },
         access = if unpack { "read" } else { "read_write" },
     )
-}
-
-/// Every rank's part (`part[t]`): METIS on rank 0 (recursive bisection up to 8 parts, k-way past), broadcast, so that every rank holds the same.
-pub fn partition(comm: &dyn Comm, op: &Operator) -> Result<Vec<u32>> {
-    let p = comm.size();
-    if p > op.n() {
-        return Err(FvError::param(
-            "ranks",
-            p,
-            format!("more ranks than the mesh's {} tets", op.n()),
-        ));
-    }
-    let mut bytes = Vec::new();
-    let mut err = Vec::new();
-    if comm.rank() == 0 {
-        match metis_partition(op, p) {
-            Ok(part) => bytes = part.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            Err(e) => err = e.to_string().into_bytes(),
-        }
-    }
-    comm.broadcast_bytes(0, &mut err)?;
-    if !err.is_empty() {
-        return Err(FvError::Metis(format!(
-            "on rank 0: {}",
-            String::from_utf8_lossy(&err)
-        )));
-    }
-    comm.broadcast_bytes(0, &mut bytes)?;
-    let part: Vec<u32> = bytes
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let mut count = vec![0usize; p];
-    for &q in &part {
-        count[q as usize] += 1;
-    }
-    if let Some(q) = count.iter().position(|&c| c == 0) {
-        return Err(FvError::Metis(format!(
-            "the partition into {p} parts left part {q} empty"
-        )));
-    }
-    Ok(part)
-}
-
-/// One rank's share of a partitioned operator, built on the host once and shared by every setup that steps it
-/// ([`DistDiffusion::from_part`]): its own tets in the in-rank ordering (interior first), its ghosts, its rows
-/// renumbered, and the exchange lists. Nothing in it touches a device.
-#[derive(Debug)]
-pub struct RankPart {
-    rank: usize,
-    ranks: usize,
-    ordering: OrderingKind,
-    /// Global tet of each owned local tet (local 0..own).
-    owned: Vec<u32>,
-    /// Owned tets with no neighbour on another rank (they come first).
-    interior: usize,
-    /// Global tet of each ghost (local own..own + ghosts).
-    ghosts: Vec<u32>,
-    /// Tets in the whole mesh.
-    n: usize,
-    /// The whole mesh's volumes (the shift and the mass are whole-domain sums).
-    volumes: Vec<f64>,
-    boundary: Boundary,
-    /// The whole operator's largest row sum (its Δt bound, the same on every rank).
-    max_row_sum: f64,
-    /// This rank's rows: owned rows renumbered, then identity rows for the ghosts.
-    local: Operator,
-    /// Per peer: the local tets it needs from this rank, and the ghosts it fills here.
-    sends: Vec<(usize, Vec<u32>)>,
-    recvs: Vec<(usize, Vec<u32>)>,
-}
-
-impl RankPart {
-    /// Rank `rank` of `ranks`'s part of `op` (the whole operator, the same on every rank) partitioned by `part`
-    /// (every tet's rank), its own tets in `ordering` (of the sub-operator), interior first.
-    pub fn new(
-        rank: usize,
-        ranks: usize,
-        op: &Operator,
-        part: &[u32],
-        ordering: OrderingKind,
-    ) -> Result<Self> {
-        let (me, p, n) = (rank, ranks, op.n());
-        if me >= p {
-            return Err(FvError::param(
-                "rank",
-                me,
-                format!("a job of {p} ranks has ranks 0 to {}", p.max(1) - 1),
-            ));
-        }
-        if part.len() != n || part.iter().any(|&q| q as usize >= p) {
-            return Err(FvError::Shape(format!(
-                "a partition of {} entries into ranks below {p} for {n} tets",
-                part.len()
-            )));
-        }
-        let owner = |t: u32| part[t as usize] as usize;
-        let off_rank = |t: usize| {
-            op.indices[t]
-                .iter()
-                .any(|&j| (j as usize) < n && owner(j) != owner(t as u32))
-        };
-        // Own tets in the in-rank ordering (of the sub-operator), interior first.
-        let mine: Vec<u32> = (0..n as u32).filter(|&t| owner(t) == me).collect();
-        let sub = sub_operator(op, &mine);
-        let (perm, _) = order(&sub, ordering)?;
-        drop(sub);
-        let ordered: Vec<u32> = perm
-            .new_to_old()
-            .iter()
-            .map(|&i| mine[i as usize])
-            .collect();
-        let (mut owned, boundary): (Vec<u32>, Vec<u32>) =
-            ordered.iter().partition(|&&t| !off_rank(t as usize));
-        let interior = owned.len();
-        owned.extend(boundary);
-        // Ghosts: off-rank neighbours, by owner then global tet (the order their owner sends them in).
-        let ghosts: BTreeSet<(usize, u32)> = owned
-            .iter()
-            .flat_map(|&t| op.indices[t as usize].iter().copied())
-            .filter(|&j| (j as usize) < n && owner(j) != me)
-            .map(|j| (owner(j), j))
-            .collect();
-        let ghosts: Vec<u32> = ghosts.into_iter().map(|(_, j)| j).collect();
-        let nl = owned.len() + ghosts.len();
-        // Global tet → local index (a dense table: a tree of 10 M entries took most of a 62 s setup).
-        let local_of = local_index(n, owned.iter().chain(&ghosts).copied());
-        // Rows: owned rows renumbered (the Dirichlet ghost n → nl), then identity rows for the ghosts.
-        let mut lop = Operator {
-            values: Vec::with_capacity(nl),
-            indices: Vec::with_capacity(nl),
-            volumes: Vec::with_capacity(nl),
-            centroids: Vec::with_capacity(nl),
-            boundary: op.boundary,
-        };
-        for (l, &t) in owned.iter().chain(&ghosts).enumerate() {
-            let t = t as usize;
-            let own = l < owned.len();
-            lop.values.push(if own { op.values[t] } else { [0.0; 4] });
-            lop.indices.push(if own {
-                op.indices[t].map(|j| {
-                    if j as usize == n {
-                        nl as u32
-                    } else {
-                        local_of[j as usize]
-                    }
-                })
-            } else {
-                [l as u32; 4]
-            });
-            lop.volumes.push(op.volumes[t]);
-            lop.centroids.push(op.centroids[t]);
-        }
-        // Exchange lists: what each peer needs from me (its ghosts that I own), what I receive (mine it owns).
-        let mut recvs: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
-        for &g in &ghosts {
-            recvs
-                .entry(owner(g))
-                .or_default()
-                .push(local_of[g as usize]);
-        }
-        let mut sends: BTreeMap<usize, BTreeSet<u32>> = BTreeMap::new();
-        for &t in &owned {
-            for &j in &op.indices[t as usize] {
-                if (j as usize) < n && owner(j) != me {
-                    sends.entry(owner(j)).or_default().insert(t);
-                }
-            }
-        }
-        let sends: Vec<(usize, Vec<u32>)> = sends
-            .into_iter()
-            .map(|(q, s)| (q, s.into_iter().map(|t| local_of[t as usize]).collect()))
-            .collect();
-        let recvs: Vec<(usize, Vec<u32>)> = recvs.into_iter().collect();
-        Ok(Self {
-            rank: me,
-            ranks: p,
-            ordering,
-            owned,
-            interior,
-            ghosts,
-            n,
-            volumes: op.volumes.clone(),
-            boundary: op.boundary,
-            max_row_sum: op.max_row_sum(),
-            local: lop,
-            sends,
-            recvs,
-        })
-    }
-
-    /// Own tets, of which interior (no neighbour on another rank), and ghosts.
-    pub fn sizes(&self) -> (usize, usize, usize) {
-        (self.owned.len(), self.interior, self.ghosts.len())
-    }
 }
 
 impl<'g, T: Real> DistDiffusion<'g, T> {
@@ -405,18 +216,6 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     /// Sets x from the whole mesh's values (n entries, the operator's numbering), on every rank.
     pub fn set_x(&mut self, x: &[f64]) -> Result<()> {
         crate::diffusion::check_field(x, self.part.n)?;
-        // The shift a single domain stores with (the Dirichlet value, or the volume-weighted mean in the
-        // operator's numbering): every rank the same, to the bit.
-        let shift = match self.part.boundary {
-            Boundary::Dirichlet(v) => v,
-            Boundary::ZeroFlux => {
-                let (m, w) = x
-                    .iter()
-                    .zip(&self.part.volumes)
-                    .fold((0.0, 0.0), |(m, w), (x, v)| (m + x * v, w + v));
-                m / w
-            }
-        };
         let local: Vec<f64> = self
             .part
             .owned
@@ -424,7 +223,90 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             .chain(&self.part.ghosts)
             .map(|&t| x[t as usize])
             .collect();
-        self.local.set_x_shifted(&local, shift)
+        self.set_local_x(&local)
+    }
+
+    /// Sets x from the whole mesh's values that rank 0 alone holds (`Some` there, n entries in the operator's
+    /// numbering; `None` on the other ranks): each rank is sent the values of its own tets and ghosts, and no
+    /// other rank holds the whole field. Every rank must call it; a bad field on rank 0 is every rank's error.
+    pub fn set_x_from_root(&mut self, x: Option<&[f64]>) -> Result<()> {
+        let comm = self.comm.clone();
+        let (me, p) = (comm.rank(), comm.size());
+        // Rank 0 learns every rank's tets (own then ghosts) from them, and sends each its values.
+        let wanted: Vec<u8> = self
+            .part
+            .owned
+            .iter()
+            .chain(&self.part.ghosts)
+            .flat_map(|t| t.to_le_bytes())
+            .collect();
+        let wanted = comm.gather_bytes(0, &wanted)?;
+        let mut failed = None;
+        let parts = wanted.map(|wanted| {
+            let checked = x
+                .ok_or_else(|| FvError::Shape("rank 0 was given no field to send".into()))
+                .and_then(|x| crate::diffusion::check_field(x, self.part.n).map(|_| x));
+            match checked {
+                Ok(x) => wanted
+                    .iter()
+                    .map(|w| {
+                        let mut b = vec![1u8];
+                        for t in w.chunks_exact(4) {
+                            let t = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize;
+                            b.extend(x[t].to_le_bytes());
+                        }
+                        b
+                    })
+                    .collect(),
+                Err(e) => {
+                    let mut b = vec![0u8];
+                    b.extend(e.to_string().into_bytes());
+                    failed = Some(e);
+                    vec![b; p]
+                }
+            }
+        });
+        let got = comm.scatter_bytes(0, parts)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let nl = self.part.owned.len() + self.part.ghosts.len();
+        match got.split_first() {
+            Some((1, v)) if v.len() == 8 * nl => {
+                let local: Vec<f64> = v
+                    .chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                    .collect();
+                self.set_local_x(&local)
+            }
+            Some((0, why)) => Err(FvError::Comm(bespoke_comm::CommError::PeerFailed {
+                rank: 0,
+                message: String::from_utf8_lossy(why).into_owned(),
+            })),
+            _ => Err(FvError::Shape(format!(
+                "rank {me} was sent {} bytes of x for {nl} tets",
+                got.len()
+            ))),
+        }
+    }
+
+    /// Sets x from this rank's own tets' then ghosts' values, stored less the whole domain's shift (the
+    /// Dirichlet value, or the volume-weighted mean as exact sums over every rank's tets: the bits a single
+    /// domain computes, in any tet order). Every rank must call it.
+    fn set_local_x(&mut self, local: &[f64]) -> Result<()> {
+        let own = self.part.owned.len();
+        let mut sums = [ExactSum::new(), ExactSum::new()];
+        for (x, v) in local[..own].iter().zip(&self.part.local.volumes) {
+            sums[0].add(x * v);
+            sums[1].add(*v);
+        }
+        // Every rank joins the reduction, whatever the boundary, so that a bad value fails them alike.
+        self.comm.all_reduce_exact(&mut sums)?;
+        let shift = match self.part.boundary {
+            Boundary::Dirichlet(v) => v,
+            Boundary::ZeroFlux => sums[0].value() / sums[1].value(),
+        };
+        self.local.set_x_shifted(local, shift)
     }
 
     /// The whole mesh's x (operator numbering), gathered on every rank.
@@ -471,8 +353,15 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     pub fn mass(&self) -> Result<f64> {
         let x = self.local.x()?;
         let mut m = [ExactSum::new()];
-        for (&t, v) in self.part.owned.iter().zip(&x) {
-            m[0].add(self.part.volumes[t as usize] * v);
+        for (v, x) in self
+            .part
+            .local
+            .volumes
+            .iter()
+            .zip(&x)
+            .take(self.part.owned.len())
+        {
+            m[0].add(v * x);
         }
         self.comm.all_reduce_exact(&mut m)?;
         Ok(m[0].value())
@@ -562,40 +451,6 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
 /// An entry list never empty (a binding needs a byte).
 fn padded(v: &[u32]) -> Vec<u32> {
     if v.is_empty() { vec![0] } else { v.to_vec() }
-}
-
-/// The rows of `tets` as an operator of their own, for the in-rank ordering: neighbours outside dropped (as a
-/// zero-flux face).
-/// For each of `n` global tets its position in `tets` ([`NOT_LOCAL`] where it is not among them).
-fn local_index(n: usize, tets: impl Iterator<Item = u32>) -> Vec<u32> {
-    let mut local = vec![NOT_LOCAL; n];
-    for (l, t) in tets.enumerate() {
-        local[t as usize] = l as u32;
-    }
-    local
-}
-
-/// [`local_index`]'s mark of a tet that is not local.
-const NOT_LOCAL: u32 = u32::MAX;
-
-fn sub_operator(op: &Operator, tets: &[u32]) -> Operator {
-    let local = local_index(op.n(), tets.iter().copied());
-    let local = |j: u32| local.get(j as usize).copied().filter(|&l| l != NOT_LOCAL);
-    let m = tets.len() as u32;
-    Operator {
-        values: tets.iter().map(|&t| op.values[t as usize]).collect(),
-        indices: tets
-            .iter()
-            .enumerate()
-            .map(|(l, &t)| {
-                op.indices[t as usize]
-                    .map(|j| local(j).unwrap_or(if j as usize == op.n() { m } else { l as u32 }))
-            })
-            .collect(),
-        volumes: tets.iter().map(|&t| op.volumes[t as usize]).collect(),
-        centroids: tets.iter().map(|&t| op.centroids[t as usize]).collect(),
-        boundary: op.boundary,
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,635 @@
+//! The host side of a distributed diffusion: the partition, and each rank's part of the operator.
+//!
+//! A part is made from a [`Slice`]: the rank's own rows of the whole operator (global numbering) and, for each
+//! off-rank neighbour they name, its owner, volume and centroid. Rank 0 alone may hold the whole operator
+//! ([`RankPart::distribute`]: METIS there, each rank sent its slice, nothing whole anywhere else), or every rank
+//! may ([`RankPart::new`]: the slice taken locally); both build the same part from the same slice.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bespoke_comm::{Comm, CommError};
+
+use crate::error::{FvError, Result};
+use crate::operator::{Boundary, Operator};
+use crate::ordering::{OrderingKind, metis_partition, order};
+
+/// Every rank's part (`part[t]`): METIS on rank 0 (recursive bisection up to 8 parts, k-way past), broadcast, so
+/// that every rank holds the same. [`RankPart::distribute`] keeps it on rank 0.
+pub fn partition(comm: &dyn Comm, op: &Operator) -> Result<Vec<u32>> {
+    let p = comm.size();
+    check_ranks(p, op.n())?;
+    let mut bytes = Vec::new();
+    let mut err = Vec::new();
+    if comm.rank() == 0 {
+        match metis_parts(op, p) {
+            Ok(part) => bytes = part.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            Err(e) => err = e.to_string().into_bytes(),
+        }
+    }
+    comm.broadcast_bytes(0, &mut err)?;
+    if !err.is_empty() {
+        return Err(FvError::Metis(format!(
+            "on rank 0: {}",
+            String::from_utf8_lossy(&err)
+        )));
+    }
+    comm.broadcast_bytes(0, &mut bytes)?;
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn check_ranks(p: usize, n: usize) -> Result<()> {
+    if p > n {
+        return Err(FvError::param(
+            "ranks",
+            p,
+            format!("more ranks than the mesh's {n} tets"),
+        ));
+    }
+    Ok(())
+}
+
+/// METIS's `p` parts of `op`, none empty.
+fn metis_parts(op: &Operator, p: usize) -> Result<Vec<u32>> {
+    let part = metis_partition(op, p)?;
+    let mut count = vec![0usize; p];
+    for &q in &part {
+        count[q as usize] += 1;
+    }
+    if let Some(q) = count.iter().position(|&c| c == 0) {
+        return Err(FvError::Metis(format!(
+            "the partition into {p} parts left part {q} empty"
+        )));
+    }
+    Ok(part)
+}
+
+/// One rank's share of a partitioned operator, built on the host once and shared by every setup that steps it
+/// (`DistDiffusion::from_part`): its own tets in the in-rank ordering (interior first), its ghosts, its rows
+/// renumbered, and the exchange lists. Nothing in it touches a device, and nothing in it is of the whole mesh.
+#[derive(Debug)]
+pub struct RankPart {
+    pub(super) rank: usize,
+    pub(super) ranks: usize,
+    pub(super) ordering: OrderingKind,
+    /// Global tet of each owned local tet (local 0..own).
+    pub(super) owned: Vec<u32>,
+    /// Owned tets with no neighbour on another rank (they come first).
+    pub(super) interior: usize,
+    /// Global tet of each ghost (local own..own + ghosts).
+    pub(super) ghosts: Vec<u32>,
+    /// Tets in the whole mesh.
+    pub(super) n: usize,
+    pub(super) boundary: Boundary,
+    /// The whole operator's largest row sum (its Δt bound, the same on every rank).
+    pub(super) max_row_sum: f64,
+    /// This rank's rows: owned rows renumbered, then identity rows for the ghosts.
+    pub(super) local: Operator,
+    /// Per peer: the local tets it needs from this rank, and the ghosts it fills here.
+    pub(super) sends: Vec<(usize, Vec<u32>)>,
+    pub(super) recvs: Vec<(usize, Vec<u32>)>,
+}
+
+impl RankPart {
+    /// Rank `rank` of `ranks`'s part of `op` (the whole operator, the same on every rank) partitioned by `part`
+    /// (every tet's rank), its own tets in `ordering` (of the sub-operator), interior first.
+    pub fn new(
+        rank: usize,
+        ranks: usize,
+        op: &Operator,
+        part: &[u32],
+        ordering: OrderingKind,
+    ) -> Result<Self> {
+        let n = op.n();
+        if rank >= ranks {
+            return Err(FvError::param(
+                "rank",
+                rank,
+                format!("a job of {ranks} ranks has ranks 0 to {}", ranks.max(1) - 1),
+            ));
+        }
+        if part.len() != n || part.iter().any(|&q| q as usize >= ranks) {
+            return Err(FvError::Shape(format!(
+                "a partition of {} entries into ranks below {ranks} for {n} tets",
+                part.len()
+            )));
+        }
+        let own: Vec<u32> = (0..n as u32)
+            .filter(|&t| part[t as usize] as usize == rank)
+            .collect();
+        Self::from_slice(Slice::of(op, part, (rank, ranks), own), ordering)
+    }
+
+    /// This rank's part of the operator that rank 0 alone holds (`Some` there; the other ranks pass `None`):
+    /// METIS on rank 0, then each rank sent its own rows and its ghosts' owners ([`Comm::scatter_bytes`]), so
+    /// that no other rank ever holds the whole mesh. Every rank must call it; an error on rank 0 (no operator,
+    /// more ranks than tets, METIS) is every rank's. The same part as [`RankPart::new`] with the same partition.
+    pub fn distribute(
+        comm: &dyn Comm,
+        op: Option<&Operator>,
+        ordering: OrderingKind,
+    ) -> Result<Self> {
+        let (me, p) = (comm.rank(), comm.size());
+        let mut failed = None;
+        let parts = (me == 0).then(|| match root_slices(op, p) {
+            Ok(parts) => parts,
+            Err(e) => {
+                let bytes = Slice::error_bytes(&e.to_string());
+                failed = Some(e);
+                vec![bytes; p]
+            }
+        });
+        let bytes = comm.scatter_bytes(0, parts)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let slice = Slice::from_bytes(&bytes)?;
+        if (slice.rank, slice.ranks) != (me, p) {
+            return Err(FvError::Shape(format!(
+                "rank {me} of {p} was sent the part of rank {} of {}",
+                slice.rank, slice.ranks
+            )));
+        }
+        Self::from_slice(slice, ordering)
+    }
+
+    /// The part `s` describes, its own tets in `ordering`, interior first.
+    fn from_slice(s: Slice, ordering: OrderingKind) -> Result<Self> {
+        let (me, p, n) = (s.rank, s.ranks, s.n);
+        let (m, g) = (s.own.len(), s.others.len());
+        // Each slot as an index into the slice: own tets 0..m, off-rank neighbours m..m + g, the Dirichlet
+        // ghost m + g.
+        let rows = s.resolve()?;
+        let d = (m + g) as u32;
+        let off_rank = |i: usize| rows[i].iter().any(|&c| c >= m as u32 && c < d);
+        // Own tets in the in-rank ordering (of the sub-operator: neighbours elsewhere dropped, as a zero-flux
+        // face), interior first.
+        let sub = Operator {
+            values: s.values.clone(),
+            indices: rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    r.map(|c| match c {
+                        c if c < m as u32 => c,
+                        c if c == d => m as u32,
+                        _ => i as u32,
+                    })
+                })
+                .collect(),
+            volumes: s.volumes.clone(),
+            centroids: s.centroids.clone(),
+            boundary: s.boundary,
+        };
+        let (perm, _) = order(&sub, ordering)?;
+        drop(sub);
+        let (mut mine, boundary): (Vec<usize>, Vec<usize>) = perm
+            .new_to_old()
+            .iter()
+            .map(|&i| i as usize)
+            .partition(|&i| !off_rank(i));
+        let interior = mine.len();
+        mine.extend(boundary);
+        // Ghosts: off-rank neighbours, by owner then global tet (the order their owner sends them in).
+        let mut theirs: Vec<usize> = (0..g).collect();
+        theirs.sort_by_key(|&k| (s.others[k].1, s.others[k].0));
+        let nl = m + g;
+        let mut local = vec![0u32; nl];
+        for (l, &i) in mine.iter().enumerate() {
+            local[i] = l as u32;
+        }
+        for (q, &k) in theirs.iter().enumerate() {
+            local[m + k] = (m + q) as u32;
+        }
+        let local_of = |c: u32| if c == d { nl as u32 } else { local[c as usize] };
+        // Rows: owned rows renumbered (the Dirichlet ghost → nl), then identity rows for the ghosts.
+        let mut lop = Operator {
+            values: Vec::with_capacity(nl),
+            indices: Vec::with_capacity(nl),
+            volumes: Vec::with_capacity(nl),
+            centroids: Vec::with_capacity(nl),
+            boundary: s.boundary,
+        };
+        for &i in &mine {
+            lop.values.push(s.values[i]);
+            lop.indices.push(rows[i].map(local_of));
+            lop.volumes.push(s.volumes[i]);
+            lop.centroids.push(s.centroids[i]);
+        }
+        for (q, &k) in theirs.iter().enumerate() {
+            lop.values.push([0.0; 4]);
+            lop.indices.push([(m + q) as u32; 4]);
+            lop.volumes.push(s.other_volumes[k]);
+            lop.centroids.push(s.other_centroids[k]);
+        }
+        // Exchange lists: what each peer needs from me (its ghosts that I own, by global tet), what I receive.
+        let mut recvs: BTreeMap<usize, Vec<u32>> = BTreeMap::new();
+        for (q, &k) in theirs.iter().enumerate() {
+            recvs
+                .entry(s.others[k].1 as usize)
+                .or_default()
+                .push((m + q) as u32);
+        }
+        let mut sends: BTreeMap<usize, BTreeSet<(u32, u32)>> = BTreeMap::new();
+        for &i in &mine {
+            for &c in &rows[i] {
+                if c >= m as u32 && c < d {
+                    let owner = s.others[c as usize - m].1 as usize;
+                    sends.entry(owner).or_default().insert((s.own[i], local[i]));
+                }
+            }
+        }
+        Ok(Self {
+            rank: me,
+            ranks: p,
+            ordering,
+            owned: mine.iter().map(|&i| s.own[i]).collect(),
+            interior,
+            ghosts: theirs.iter().map(|&k| s.others[k].0).collect(),
+            n,
+            boundary: s.boundary,
+            max_row_sum: s.max_row_sum,
+            local: lop,
+            sends: sends
+                .into_iter()
+                .map(|(q, v)| (q, v.into_iter().map(|(_, l)| l).collect()))
+                .collect(),
+            recvs: recvs.into_iter().collect(),
+        })
+    }
+
+    /// Own tets, of which interior (no neighbour on another rank), and ghosts.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.owned.len(), self.interior, self.ghosts.len())
+    }
+
+    /// Tets in the whole mesh.
+    pub fn whole_tets(&self) -> usize {
+        self.n
+    }
+
+    /// The whole operator's largest row sum (Δt < 1 / it), the same on every rank.
+    pub fn max_row_sum(&self) -> f64 {
+        self.max_row_sum
+    }
+}
+
+/// Rank 0's slices for `p` ranks, as bytes.
+fn root_slices(op: Option<&Operator>, p: usize) -> Result<Vec<Vec<u8>>> {
+    let op =
+        op.ok_or_else(|| FvError::Shape("rank 0 was given no operator to distribute".into()))?;
+    check_ranks(p, op.n())?;
+    let part = metis_parts(op, p)?;
+    let mut tets = vec![Vec::new(); p];
+    for (t, &q) in part.iter().enumerate() {
+        tets[q as usize].push(t as u32);
+    }
+    Ok(tets
+        .into_iter()
+        .enumerate()
+        .map(|(q, own)| Slice::of(op, &part, (q, p), own).to_bytes())
+        .collect())
+}
+
+/// What a rank needs of the whole operator to build its part: its own rows (global numbering, tets ascending)
+/// and, for every off-rank neighbour they name (ascending), its owner, volume and centroid.
+#[derive(Debug, PartialEq)]
+struct Slice {
+    rank: usize,
+    ranks: usize,
+    n: usize,
+    boundary: Boundary,
+    max_row_sum: f64,
+    own: Vec<u32>,
+    values: Vec<[f64; 4]>,
+    indices: Vec<[u32; 4]>,
+    volumes: Vec<f64>,
+    centroids: Vec<[f64; 3]>,
+    /// (tet, owner).
+    others: Vec<(u32, u32)>,
+    other_volumes: Vec<f64>,
+    other_centroids: Vec<[f64; 3]>,
+}
+
+/// Bytes of one own row and of one neighbour in [`Slice::to_bytes`].
+const OWN_BYTES: usize = 4 + 32 + 16 + 8 + 24;
+const OTHER_BYTES: usize = 4 + 4 + 8 + 24;
+/// Header: flag, rank, ranks, n, boundary kind, its value, max row sum, own count, neighbour count.
+const HEADER_BYTES: usize = 1 + 8 * 3 + 1 + 8 + 8 + 8 * 2;
+
+impl Slice {
+    /// Rank `rank` of `ranks`'s slice of `op` under `part`, `own` its tets ascending.
+    fn of(op: &Operator, part: &[u32], (rank, ranks): (usize, usize), own: Vec<u32>) -> Self {
+        let n = op.n();
+        let mut others: Vec<(u32, u32)> = own
+            .iter()
+            .flat_map(|&t| op.indices[t as usize])
+            .filter(|&j| (j as usize) < n && part[j as usize] as usize != rank)
+            .map(|j| (j, part[j as usize]))
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        Self {
+            rank,
+            ranks,
+            n,
+            boundary: op.boundary,
+            max_row_sum: op.max_row_sum(),
+            values: own.iter().map(|&t| op.values[t as usize]).collect(),
+            indices: own.iter().map(|&t| op.indices[t as usize]).collect(),
+            volumes: own.iter().map(|&t| op.volumes[t as usize]).collect(),
+            centroids: own.iter().map(|&t| op.centroids[t as usize]).collect(),
+            own,
+            other_volumes: others
+                .iter()
+                .map(|&(j, _)| op.volumes[j as usize])
+                .collect(),
+            other_centroids: others
+                .iter()
+                .map(|&(j, _)| op.centroids[j as usize])
+                .collect(),
+            others,
+        }
+    }
+
+    /// Every slot of the own rows as an index into the slice (own tets 0..m, neighbours m..m + g, the Dirichlet
+    /// ghost m + g), after checking that the slice is whole: tets ascending and below n, neighbours on other
+    /// ranks of the job, every slot one of them.
+    fn resolve(&self) -> Result<Vec<[u32; 4]>> {
+        let (m, g, n) = (self.own.len(), self.others.len(), self.n);
+        let bad = |why: String| FvError::Shape(format!("the part of rank {}: {why}", self.rank));
+        if self.rank >= self.ranks {
+            return Err(bad(format!("a job of {} ranks", self.ranks)));
+        }
+        if m + g >= u32::MAX as usize {
+            return Err(bad(format!("{m} tets and {g} ghosts exceed u32 indices")));
+        }
+        if let Some(w) = self.own.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(bad(format!("own tets out of order at {}", w[1])));
+        }
+        if let Some(w) = self.others.windows(2).find(|w| w[0].0 >= w[1].0) {
+            return Err(bad(format!("neighbours out of order at {}", w[1].0)));
+        }
+        if let Some(&t) = self
+            .own
+            .iter()
+            .chain(self.others.iter().map(|(t, _)| t))
+            .find(|&&t| t as usize >= n)
+        {
+            return Err(bad(format!("tet {t} in a mesh of {n}")));
+        }
+        if let Some(&(t, q)) = self
+            .others
+            .iter()
+            .find(|&&(_, q)| q as usize >= self.ranks || q as usize == self.rank)
+        {
+            return Err(bad(format!("neighbour {t} owned by rank {q}")));
+        }
+        self.own
+            .iter()
+            .zip(&self.indices)
+            .map(|(&t, row)| {
+                let mut out = [0u32; 4];
+                for (o, &j) in out.iter_mut().zip(row) {
+                    *o = if j as usize == n {
+                        (m + g) as u32
+                    } else if let Ok(i) = self.own.binary_search(&j) {
+                        i as u32
+                    } else if let Ok(k) = self.others.binary_search_by_key(&j, |&(t, _)| t) {
+                        (m + k) as u32
+                    } else {
+                        return Err(bad(format!(
+                            "tet {t}'s neighbour {j} is neither its own nor a listed neighbour"
+                        )));
+                    };
+                }
+                Ok(out)
+            })
+            .collect()
+    }
+
+    /// A slice that says rank 0 failed, with why.
+    fn error_bytes(message: &str) -> Vec<u8> {
+        let mut b = vec![0u8];
+        b.extend_from_slice(message.as_bytes());
+        b
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        let (m, g) = (self.own.len(), self.others.len());
+        let mut b = Vec::with_capacity(HEADER_BYTES + m * OWN_BYTES + g * OTHER_BYTES);
+        b.push(1);
+        for v in [self.rank, self.ranks, self.n] {
+            b.extend((v as u64).to_le_bytes());
+        }
+        let (kind, value) = match self.boundary {
+            Boundary::ZeroFlux => (0u8, 0.0),
+            Boundary::Dirichlet(v) => (1, v),
+        };
+        b.push(kind);
+        b.extend(value.to_le_bytes());
+        b.extend(self.max_row_sum.to_le_bytes());
+        b.extend((m as u64).to_le_bytes());
+        b.extend((g as u64).to_le_bytes());
+        for i in 0..m {
+            b.extend(self.own[i].to_le_bytes());
+            self.values[i]
+                .iter()
+                .for_each(|v| b.extend(v.to_le_bytes()));
+            self.indices[i]
+                .iter()
+                .for_each(|v| b.extend(v.to_le_bytes()));
+            b.extend(self.volumes[i].to_le_bytes());
+            self.centroids[i]
+                .iter()
+                .for_each(|v| b.extend(v.to_le_bytes()));
+        }
+        for k in 0..g {
+            b.extend(self.others[k].0.to_le_bytes());
+            b.extend(self.others[k].1.to_le_bytes());
+            b.extend(self.other_volumes[k].to_le_bytes());
+            self.other_centroids[k]
+                .iter()
+                .for_each(|v| b.extend(v.to_le_bytes()));
+        }
+        b
+    }
+
+    /// The slice in `b`, or rank 0's error, or what is wrong with the bytes.
+    fn from_bytes(b: &[u8]) -> Result<Self> {
+        let malformed = |why: &str| FvError::Shape(format!("a malformed part from rank 0: {why}"));
+        match b.first() {
+            Some(1) => {}
+            Some(0) => {
+                return Err(FvError::Comm(CommError::PeerFailed {
+                    rank: 0,
+                    message: String::from_utf8_lossy(&b[1..]).into_owned(),
+                }));
+            }
+            _ => return Err(malformed("no flag byte")),
+        }
+        if b.len() < HEADER_BYTES {
+            return Err(malformed(&format!("{} bytes", b.len())));
+        }
+        let mut r = Reader { b, at: 1 };
+        let (rank, ranks, n) = (r.usize(), r.usize(), r.usize());
+        let kind = r.b[r.at];
+        r.at += 1;
+        let value = r.f64();
+        let boundary = match kind {
+            0 => Boundary::ZeroFlux,
+            1 => Boundary::Dirichlet(value),
+            k => return Err(malformed(&format!("boundary kind {k}"))),
+        };
+        let max_row_sum = r.f64();
+        let (m, g) = (r.usize(), r.usize());
+        let want = m
+            .checked_mul(OWN_BYTES)
+            .zip(g.checked_mul(OTHER_BYTES))
+            .and_then(|(a, c)| a.checked_add(c)?.checked_add(HEADER_BYTES));
+        if want != Some(b.len()) {
+            return Err(malformed(&format!(
+                "{} bytes for {m} tets and {g} neighbours",
+                b.len()
+            )));
+        }
+        let mut s = Self {
+            rank,
+            ranks,
+            n,
+            boundary,
+            max_row_sum,
+            own: Vec::with_capacity(m),
+            values: Vec::with_capacity(m),
+            indices: Vec::with_capacity(m),
+            volumes: Vec::with_capacity(m),
+            centroids: Vec::with_capacity(m),
+            others: Vec::with_capacity(g),
+            other_volumes: Vec::with_capacity(g),
+            other_centroids: Vec::with_capacity(g),
+        };
+        for _ in 0..m {
+            s.own.push(r.u32());
+            s.values.push(std::array::from_fn(|_| r.f64()));
+            s.indices.push(std::array::from_fn(|_| r.u32()));
+            s.volumes.push(r.f64());
+            s.centroids.push(std::array::from_fn(|_| r.f64()));
+        }
+        for _ in 0..g {
+            s.others.push((r.u32(), r.u32()));
+            s.other_volumes.push(r.f64());
+            s.other_centroids.push(std::array::from_fn(|_| r.f64()));
+        }
+        Ok(s)
+    }
+}
+
+/// Little-endian fields read in turn from bytes whose length was checked first.
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take<const K: usize>(&mut self) -> [u8; K] {
+        let mut v = [0u8; K];
+        v.copy_from_slice(&self.b[self.at..self.at + K]);
+        self.at += K;
+        v
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn usize(&mut self) -> usize {
+        u64::from_le_bytes(self.take()) as usize
+    }
+    fn f64(&mut self) -> f64 {
+        f64::from_le_bytes(self.take())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::BoxMesh;
+    use crate::operator::adjacency;
+
+    fn op(boundary: Boundary) -> Operator {
+        let mesh = BoxMesh {
+            cells: [4, 3, 3],
+            jitter: 0.2,
+            shuffle: Some(5),
+            seed: 3,
+        }
+        .build()
+        .expect("mesh");
+        let adj = adjacency(&mesh).expect("adjacency");
+        Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator")
+    }
+
+    /// A slice survives its bytes; damaged bytes are errors naming the damage, never a panic or a part.
+    #[test]
+    fn slices_round_trip_and_damage_is_an_error() {
+        for boundary in [Boundary::ZeroFlux, Boundary::Dirichlet(0.5)] {
+            let op = op(boundary);
+            let part = metis_parts(&op, 3).expect("partition");
+            for q in 0..3 {
+                let own = (0..op.n() as u32)
+                    .filter(|&t| part[t as usize] == q)
+                    .collect();
+                let s = Slice::of(&op, &part, (q as usize, 3), own);
+                assert!(!s.others.is_empty());
+                let b = s.to_bytes();
+                assert_eq!(Slice::from_bytes(&b).expect("read"), s);
+                for cut in [0, 1, HEADER_BYTES - 1, HEADER_BYTES, b.len() - 1] {
+                    let e = Slice::from_bytes(&b[..cut]).unwrap_err();
+                    assert!(e.to_string().contains("malformed part"), "{cut}: {e}");
+                }
+                let mut long = b.clone();
+                long.push(0);
+                assert!(Slice::from_bytes(&long).is_err());
+            }
+        }
+        let e = Slice::from_bytes(&Slice::error_bytes("METIS: no")).unwrap_err();
+        assert!(e.to_string().contains("rank 0 failed: METIS: no"), "{e}");
+    }
+
+    /// A slice that names a neighbour it does not list, lists one on its own rank, or is out of order is
+    /// refused by name.
+    #[test]
+    fn inconsistent_slices_are_refused() {
+        let op = op(Boundary::ZeroFlux);
+        let part = metis_parts(&op, 2).expect("partition");
+        let own = |q| {
+            (0..op.n() as u32)
+                .filter(|&t| part[t as usize] == q)
+                .collect()
+        };
+        let s = Slice::of(&op, &part, (0, 2), own(0));
+        let mut a = Slice::of(&op, &part, (0, 2), own(0));
+        a.others.remove(0);
+        a.other_volumes.remove(0);
+        a.other_centroids.remove(0);
+        let e = RankPart::from_slice(a, OrderingKind::AsRead).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("neither its own nor a listed neighbour"),
+            "{e}"
+        );
+        let mut b = Slice::of(&op, &part, (0, 2), own(0));
+        b.others[0].1 = 0;
+        let e = RankPart::from_slice(b, OrderingKind::AsRead).unwrap_err();
+        assert!(e.to_string().contains("owned by rank 0"), "{e}");
+        let mut c = Slice::of(&op, &part, (0, 2), own(0));
+        c.own.swap(0, 1);
+        let e = RankPart::from_slice(c, OrderingKind::AsRead).unwrap_err();
+        assert!(e.to_string().contains("out of order"), "{e}");
+        let mut d = Slice::of(&op, &part, (0, 2), own(0));
+        d.own[0] = op.n() as u32 + 5;
+        d.own.sort_unstable();
+        assert!(RankPart::from_slice(d, OrderingKind::AsRead).is_err());
+        RankPart::from_slice(s, OrderingKind::AsRead).expect("the slice as made");
+    }
+}
