@@ -121,10 +121,11 @@ pub trait Comm: std::fmt::Debug {
     }
     /// `data` of rank `root` on every rank.
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()>;
-    /// Rank `root`'s `parts[r]` on rank `r`, each rank receiving its own part alone (what one rank read or
-    /// built for all: no rank but the root ever holds the whole). The root passes `Some` with one part per
-    /// rank, the others `None` (ignored if given).
-    fn scatter_bytes(&self, root: usize, parts: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>>;
+    /// Rank `root`'s part for rank `r` on rank `r`, each rank receiving its own part alone (what one rank read
+    /// or built for all: no rank but the root ever holds the whole). The root passes `Some(make)`, and `make(r)`
+    /// is called for every rank in turn, each part sent before the next is made, so the root holds one at a
+    /// time; the other ranks pass `None` (ignored if given).
+    fn scatter_bytes(&self, root: usize, make: Option<Parts<'_>>) -> Result<Vec<u8>>;
     /// Element-wise reduction over the ranks, the same on every rank (reduced in rank order, so the result does
     /// not depend on timing).
     fn all_reduce_f64(&self, values: &mut [f64], op: Op) -> Result<()> {
@@ -253,16 +254,12 @@ pub fn launched_rank() -> Option<usize> {
         .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
 }
 
-/// The root's parts of a scatter: one per rank.
-pub(crate) fn root_parts(parts: Option<Vec<Vec<u8>>>, size: usize) -> Result<Vec<Vec<u8>>> {
-    match parts {
-        Some(p) if p.len() == size => Ok(p),
-        Some(p) => Err(CommError::Invalid(format!(
-            "a scatter's root gave {} parts for {size} ranks",
-            p.len()
-        ))),
-        None => Err(CommError::Invalid("a scatter's root gave no parts".into())),
-    }
+/// What a scatter's root makes each rank's part with ([`Comm::scatter_bytes`]).
+pub type Parts<'a> = &'a mut dyn FnMut(usize) -> Vec<u8>;
+
+/// The root's maker of a scatter's parts.
+pub(crate) fn root_parts(make: Option<Parts<'_>>) -> Result<Parts<'_>> {
+    make.ok_or_else(|| CommError::Invalid("a scatter's root gave no parts".into()))
 }
 
 /// A collective's root must be a rank of the job.

@@ -3,7 +3,7 @@
 
 use std::os::raw::{c_int, c_void};
 
-use mpi::datatype::{Partition, PartitionMut};
+use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
 use mpi::ffi;
 use mpi::raw::AsRaw;
@@ -11,12 +11,15 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use crate::{
-    Comm, CommError, Exchange, Expect, Message, Result, check_root, check_start, root_parts,
+    Comm, CommError, Exchange, Expect, Message, Parts, Result, check_root, check_start, root_parts,
 };
 
 /// The world communicator of an MPI job. Made once per process by [`MpiComm::init`]; dropping it finalises MPI.
 pub struct MpiComm {
     world: SimpleCommunicator,
+    /// A duplicate of `world` for the point-to-point messages of collectives (`scatter_bytes`), whose own
+    /// context keeps them apart from the solvers' exchanges on `world`. Freed before MPI is finalised.
+    collectives: SimpleCommunicator,
     // Dropped last: finalises MPI.
     _universe: Universe,
 }
@@ -49,6 +52,7 @@ impl MpiComm {
             }
         }));
         Some(Self {
+            collectives: world.duplicate(),
             world,
             _universe: universe,
         })
@@ -72,8 +76,9 @@ fn mpi_result(code: c_int, what: &str) -> Result<()> {
     }
 }
 
-/// The most bytes one round of a scatter moves in all.
-const SCATTER_ROUND: usize = 1 << 30;
+/// The most bytes one message of a scatter carries, and its tag (on the collectives' communicator).
+const SCATTER_PIECE: usize = 1 << 30;
+const SCATTER_TAG: c_int = 1;
 
 fn count(n: usize) -> Result<c_int> {
     c_int::try_from(n)
@@ -247,54 +252,33 @@ impl Comm for MpiComm {
         Ok(())
     }
 
-    fn scatter_bytes(&self, root: usize, parts: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
+    fn scatter_bytes(&self, root: usize, make: Option<Parts<'_>>) -> Result<Vec<u8>> {
         check_root(root, self.size(), "scatter")?;
-        let p = self.size();
-        let process = self.world.process_at_rank(root as c_int);
-        let parts = match self.rank() == root {
-            true => Some(root_parts(parts, p)?),
-            false => None,
-        };
-        // Each rank's length, and the longest (the rounds every rank joins).
-        let mut len = 0u64;
-        let mut longest = 0u64;
-        match &parts {
-            Some(parts) => {
-                let lens: Vec<u64> = parts.iter().map(|b| b.len() as u64).collect();
-                process.scatter_into_root(&lens[..], &mut len);
-                longest = lens.iter().copied().max().unwrap_or(0);
-            }
-            None => process.scatter_into(&mut len),
-        }
-        process.broadcast_into(&mut longest);
-        // Rounds of at most SCATTER_ROUND bytes in all (MPI's counts and displacements are ints), each rank's
-        // piece padded by one byte (see `padded`).
-        let chunk = (SCATTER_ROUND / p).max(1);
-        let piece = |l: usize, lo: usize| l.saturating_sub(lo).min(chunk);
-        let mut mine = Vec::with_capacity(len as usize);
-        for lo in (0..longest as usize).step_by(chunk) {
-            let mut recv = vec![0u8; piece(len as usize, lo) + 1];
-            match &parts {
-                Some(parts) => {
-                    let counts: Vec<c_int> = parts
-                        .iter()
-                        .map(|b| count(piece(b.len(), lo) + 1))
-                        .collect::<Result<_>>()?;
-                    let mut displs = Vec::with_capacity(p);
-                    let mut send = Vec::new();
-                    for b in parts {
-                        displs.push(count(send.len())?);
-                        let from = lo.min(b.len());
-                        send.extend_from_slice(&b[from..from + piece(b.len(), lo)]);
-                        send.push(0);
-                    }
-                    let partition = Partition::new(&send[..], counts, &displs[..]);
-                    process.scatter_varcount_into_root(&partition, &mut recv[..]);
+        // Point to point on the job's second communicator (its own context: no solver message can match), the
+        // root sending each rank its length, then its bytes in pieces of at most SCATTER_PIECE (MPI's counts
+        // are ints), one rank after another, each part made just before it is sent.
+        if self.rank() == root {
+            let make = root_parts(make)?;
+            let mut mine = Vec::new();
+            for q in 0..self.size() {
+                let b = make(q);
+                if q == root {
+                    mine = b;
+                    continue;
                 }
-                None => process.scatter_varcount_into(&mut recv[..]),
+                let to = self.collectives.process_at_rank(q as c_int);
+                to.send_with_tag(&(b.len() as u64), SCATTER_TAG);
+                for piece in b.chunks(SCATTER_PIECE) {
+                    to.send_with_tag(piece, SCATTER_TAG);
+                }
             }
-            recv.pop();
-            mine.extend_from_slice(&recv);
+            return Ok(mine);
+        }
+        let from = self.collectives.process_at_rank(root as c_int);
+        let (len, _) = from.receive_with_tag::<u64>(SCATTER_TAG);
+        let mut mine = vec![0u8; len as usize];
+        for piece in mine.chunks_mut(SCATTER_PIECE) {
+            from.receive_into_with_tag(piece, SCATTER_TAG);
         }
         Ok(mine)
     }

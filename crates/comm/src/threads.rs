@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::{
-    Comm, CommError, Exchange, Expect, Message, RESERVED_TAGS, Result, Tag, check_root,
+    Comm, CommError, Exchange, Expect, Message, Parts, RESERVED_TAGS, Result, Tag, check_root,
     check_start, root_parts,
 };
 
@@ -368,12 +368,14 @@ impl Comm for ThreadComm {
         Ok(())
     }
 
-    fn scatter_bytes(&self, root: usize, parts: Option<Vec<Vec<u8>>>) -> Result<Vec<u8>> {
+    fn scatter_bytes(&self, root: usize, make: Option<Parts<'_>>) -> Result<Vec<u8>> {
         check_root(root, self.size, "scatter")?;
         self.check_failed()?;
         if self.rank == root {
+            let make = root_parts(make)?;
             let mut mine = Vec::new();
-            for (q, b) in root_parts(parts, self.size)?.into_iter().enumerate() {
+            for q in 0..self.size {
+                let b = make(q);
                 if q == root {
                     mine = b;
                 } else {
@@ -475,39 +477,40 @@ mod tests {
     fn a_scatter_gives_each_rank_its_part() {
         let out = run_threads(3, |c| {
             let r = c.rank();
-            let parts = |salt: u8| -> Vec<Vec<u8>> {
-                (0..3u8)
-                    .map(|q| (0..q * 3).map(|k| salt + 10 * q + k).collect())
-                    .collect()
+            let part = |salt: u8, q: usize| -> Vec<u8> {
+                (0..q as u8 * 3).map(|k| salt + 10 * q as u8 + k).collect()
             };
-            let first = c.scatter_bytes(1, (r == 1).then(|| parts(0)))?;
-            let second = c.scatter_bytes(1, (r == 1).then(|| parts(100)))?;
-            // Parts given on a rank that is not the root are ignored.
+            let mut made = Vec::new();
+            let first = c.scatter_bytes(1, (r == 1).then_some(&mut |q| part(0, q)))?;
+            let mut second_parts = |q: usize| {
+                made.push(q);
+                part(100, q)
+            };
+            let second = c.scatter_bytes(1, (r == 1).then_some(&mut second_parts))?;
+            // A maker given on a rank that is not the root is ignored.
             let third = c.scatter_bytes(
                 0,
-                Some(match r {
-                    0 => vec![vec![7], vec![8], vec![9]],
-                    _ => vec![vec![99]],
-                }),
+                Some(&mut |q| vec![if r == 0 { 7 + q as u8 } else { 99 }]),
             )?;
             assert!(matches!(
                 c.scatter_bytes(3, None),
                 Err(CommError::Invalid(_))
             ));
-            Ok::<_, CommError>((first, second, third))
+            Ok::<_, CommError>((first, second, third, made))
         })
         .unwrap();
-        for (r, (first, second, third)) in out.into_iter().enumerate() {
+        for (r, (first, second, third, made)) in out.into_iter().enumerate() {
             let want = |salt: u8| -> Vec<u8> {
                 (0..r as u8 * 3).map(|k| salt + 10 * r as u8 + k).collect()
             };
             assert_eq!(first, want(0));
             assert_eq!(second, want(100));
             assert_eq!(third, vec![7 + r as u8]);
+            // The root makes each rank's part once, in rank order.
+            assert_eq!(made, if r == 1 { vec![0, 1, 2] } else { vec![] });
         }
-        let err =
-            run_threads(2, |c| c.scatter_bytes(0, (c.rank() == 0).then(Vec::new))).unwrap_err();
-        assert!(err.message.contains("gave 0 parts for 2 ranks"), "{err}");
+        let err = run_threads(2, |c| c.scatter_bytes(0, None)).unwrap_err();
+        assert!(err.message.contains("gave no parts"), "{err}");
     }
 
     /// A gather to a root: only the root receives, every rank's bytes in rank order (an empty one too), twice

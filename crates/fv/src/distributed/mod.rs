@@ -231,7 +231,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     /// other rank holds the whole field. Every rank must call it; a bad field on rank 0 is every rank's error.
     pub fn set_x_from_root(&mut self, x: Option<&[f64]>) -> Result<()> {
         let comm = self.comm.clone();
-        let (me, p) = (comm.rank(), comm.size());
+        let me = comm.rank();
         // Rank 0 learns every rank's tets (own then ghosts) from them, and sends each its values.
         let wanted: Vec<u8> = self
             .part
@@ -241,33 +241,30 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             .flat_map(|t| t.to_le_bytes())
             .collect();
         let wanted = comm.gather_bytes(0, &wanted)?;
-        let mut failed = None;
-        let parts = wanted.map(|wanted| {
-            let checked = x
-                .ok_or_else(|| FvError::Shape("rank 0 was given no field to send".into()))
-                .and_then(|x| crate::diffusion::check_field(x, self.part.n).map(|_| x));
-            match checked {
-                Ok(x) => wanted
-                    .iter()
-                    .map(|w| {
-                        let mut b = vec![1u8];
-                        for t in w.chunks_exact(4) {
-                            let t = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize;
-                            b.extend(x[t].to_le_bytes());
-                        }
-                        b
-                    })
-                    .collect(),
-                Err(e) => {
-                    let mut b = vec![0u8];
-                    b.extend(e.to_string().into_bytes());
-                    failed = Some(e);
-                    vec![b; p]
-                }
-            }
+        let checked = wanted.as_ref().map(|_| {
+            x.ok_or_else(|| FvError::Shape("rank 0 was given no field to send".into()))
+                .and_then(|x| crate::diffusion::check_field(x, self.part.n).map(|_| x))
         });
-        let got = comm.scatter_bytes(0, parts)?;
-        if let Some(e) = failed {
+        // Each rank's values made as they are sent; rank 0's error instead, to every rank.
+        let mut make = |q: usize| match (&checked, &wanted) {
+            (Some(Ok(x)), Some(wanted)) => {
+                let mut b = Vec::with_capacity(1 + 2 * wanted[q].len());
+                b.push(1u8);
+                for t in wanted[q].chunks_exact(4) {
+                    let t = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize;
+                    b.extend(x[t].to_le_bytes());
+                }
+                b
+            }
+            (Some(Err(e)), _) => {
+                let mut b = vec![0u8];
+                b.extend(e.to_string().into_bytes());
+                b
+            }
+            _ => Vec::new(),
+        };
+        let got = comm.scatter_bytes(0, wanted.is_some().then_some(&mut make))?;
+        if let Some(Err(e)) = checked {
             return Err(e);
         }
         let nl = self.part.owned.len() + self.part.ghosts.len();

@@ -132,20 +132,22 @@ impl RankPart {
         ordering: OrderingKind,
     ) -> Result<Self> {
         let (me, p) = (comm.rank(), comm.size());
-        let mut failed = None;
-        let parts = (me == 0).then(|| match root_slices(op, p) {
-            Ok(parts) => parts,
-            Err(e) => {
-                let bytes = Slice::error_bytes(&e.to_string());
-                failed = Some(e);
-                vec![bytes; p]
+        // Rank 0: the partition and each rank's tets, then each rank's slice made as it is sent (one at a
+        // time: the slices of all ranks together are ~84 B a tet more); an error instead, sent to every rank.
+        let mut root = (me == 0).then(|| root_tets(op, p));
+        let mut make = |q: usize| match &mut root {
+            Some(Ok((op, part, tets))) => {
+                Slice::of(op, part, (q, p), std::mem::take(&mut tets[q])).to_bytes()
             }
-        });
-        let bytes = comm.scatter_bytes(0, parts)?;
-        if let Some(e) = failed {
+            Some(Err(e)) => Slice::error_bytes(&e.to_string()),
+            None => Vec::new(),
+        };
+        let bytes = comm.scatter_bytes(0, (me == 0).then_some(&mut make))?;
+        if let Some(Err(e)) = root {
             return Err(e);
         }
         let slice = Slice::from_bytes(&bytes)?;
+        drop(bytes);
         if (slice.rank, slice.ranks) != (me, p) {
             return Err(FvError::Shape(format!(
                 "rank {me} of {p} was sent the part of rank {} of {}",
@@ -156,7 +158,7 @@ impl RankPart {
     }
 
     /// The part `s` describes, its own tets in `ordering`, interior first.
-    fn from_slice(s: Slice, ordering: OrderingKind) -> Result<Self> {
+    fn from_slice(mut s: Slice, ordering: OrderingKind) -> Result<Self> {
         let (me, p, n) = (s.rank, s.ranks, s.n);
         let (m, g) = (s.own.len(), s.others.len());
         // Each slot as an index into the slice: own tets 0..m, off-rank neighbours m..m + g, the Dirichlet
@@ -166,8 +168,9 @@ impl RankPart {
         let off_rank = |i: usize| rows[i].iter().any(|&c| c >= m as u32 && c < d);
         // Own tets in the in-rank ordering (of the sub-operator: neighbours elsewhere dropped, as a zero-flux
         // face), interior first.
+        // (The slice's rows move into it and back: a copy would be ~64 B an own tet more at the peak.)
         let sub = Operator {
-            values: s.values.clone(),
+            values: std::mem::take(&mut s.values),
             indices: rows
                 .iter()
                 .enumerate()
@@ -179,12 +182,12 @@ impl RankPart {
                     })
                 })
                 .collect(),
-            volumes: s.volumes.clone(),
-            centroids: s.centroids.clone(),
+            volumes: std::mem::take(&mut s.volumes),
+            centroids: std::mem::take(&mut s.centroids),
             boundary: s.boundary,
         };
         let (perm, _) = order(&sub, ordering)?;
-        drop(sub);
+        (s.values, s.volumes, s.centroids) = (sub.values, sub.volumes, sub.centroids);
         let (mut mine, boundary): (Vec<usize>, Vec<usize>) = perm
             .new_to_old()
             .iter()
@@ -276,8 +279,11 @@ impl RankPart {
     }
 }
 
-/// Rank 0's slices for `p` ranks, as bytes.
-fn root_slices(op: Option<&Operator>, p: usize) -> Result<Vec<Vec<u8>>> {
+/// Rank 0's operator, its partition (every tet's part) and each part's tets, ascending.
+type RootParts<'a> = (&'a Operator, Vec<u32>, Vec<Vec<u32>>);
+
+/// [`RootParts`] into `p` parts.
+fn root_tets(op: Option<&Operator>, p: usize) -> Result<RootParts<'_>> {
     let op =
         op.ok_or_else(|| FvError::Shape("rank 0 was given no operator to distribute".into()))?;
     check_ranks(p, op.n())?;
@@ -286,11 +292,7 @@ fn root_slices(op: Option<&Operator>, p: usize) -> Result<Vec<Vec<u8>>> {
     for (t, &q) in part.iter().enumerate() {
         tets[q as usize].push(t as u32);
     }
-    Ok(tets
-        .into_iter()
-        .enumerate()
-        .map(|(q, own)| Slice::of(op, &part, (q, p), own).to_bytes())
-        .collect())
+    Ok((op, part, tets))
 }
 
 /// What a rank needs of the whole operator to build its part: its own rows (global numbering, tets ascending)
