@@ -28,6 +28,17 @@ fn mesh_op(boundary: Boundary) -> Operator {
     Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator")
 }
 
+/// As read, gather, slot-major, half the largest stable Δt, overlapped.
+fn plain_setup(op: &Operator) -> RankSetup {
+    RankSetup {
+        ordering: OrderingKind::AsRead,
+        kind: KernelKind::Gather,
+        layout: Layout::SlotMajor,
+        dt: 0.5 / op.max_row_sum(),
+        overlap: true,
+    }
+}
+
 fn field(n: usize, seed: u64) -> Vec<f64> {
     let mut r = seeded(seed);
     (0..n).map(|_| 1.0 + r.random::<f64>()).collect()
@@ -178,13 +189,7 @@ fn every_kernel_and_layout_matches_one_domain_bit_for_bit() {
 fn bad_partitions_are_errors() {
     let Some(gpu) = test_gpu() else { return };
     let op = mesh_op(Boundary::ZeroFlux);
-    let setup = RankSetup {
-        ordering: OrderingKind::AsRead,
-        kind: KernelKind::Gather,
-        layout: Layout::SlotMajor,
-        dt: 0.5 / op.max_row_sum(),
-        overlap: true,
-    };
+    let setup = plain_setup(&op);
     let err = run_threads(2, |comm| {
         let comm: Rc<dyn Comm> = Rc::new(comm);
         // A partition naming a rank past the job's.
@@ -227,13 +232,7 @@ fn what_rank_0_sends_fails_every_rank_alike() {
     let Some(gpu) = test_gpu() else { return };
     let op = mesh_op(Boundary::ZeroFlux);
     let n = op.n();
-    let setup = RankSetup {
-        ordering: OrderingKind::AsRead,
-        kind: KernelKind::Gather,
-        layout: Layout::SlotMajor,
-        dt: 0.5 / op.max_row_sum(),
-        overlap: true,
-    };
+    let setup = plain_setup(&op);
     let all_fail = |what: &str, got: Vec<Result<(), FvError>>, want: &str| {
         for (rank, r) in got.into_iter().enumerate() {
             let e = r.expect_err(what);
