@@ -58,6 +58,14 @@ for f in crates/fv/data/sphere_h0.2_v4.1_bin.msh crates/fv/data/sphere_h0.2_v2.2
     fi
 done
 
+# The scaling protocol's FV setups under MPI: rank 0 alone makes each coupled box and sends the parts.
+if timeout 300 mpirun -np 2 "$bin" scale --code fv --cubes 8 --steps 2 --rounds 1 > "$work/scale.out" 2>&1 \
+    && grep -q "weak, 2 ranks" "$work/scale.out" && grep -q "strong, 2 ranks" "$work/scale.out"; then
+    ok "fv scaling on 2 MPI ranks"
+else
+    bad "fv scaling on 2 MPI ranks"; cat "$work/scale.out"
+fi
+
 # Blocks along both axes, no overlap.
 if timeout 300 mpirun -np 4 "$bin" lbm cavity --re 100 --size 48x48 --steps 61 --ranks 2x2 --no-overlap \
     --checkpoint "$work/grid.ckpt" > "$work/grid.out" 2>&1 && cmp -s "$work/cavity-f32-ab-1.ckpt" "$work/grid.ckpt"; then

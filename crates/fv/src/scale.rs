@@ -10,7 +10,7 @@ use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::diffusion::Diffusion;
-use crate::distributed::{DistDiffusion, RankPart, RankSetup, partition};
+use crate::distributed::{DistDiffusion, RankPart, RankSetup};
 use crate::error::{FvError, Result};
 use crate::generate::BoxMesh;
 use crate::kernel::{KernelKind, Layout};
@@ -101,10 +101,9 @@ fn box_operator(
 /// A box the coupled setups step, and what they derive from it (each made once).
 struct CoupledMesh {
     cells: [usize; 3],
-    /// The box in the generator's numbering: partitioned as it is, each rank then ordering its own part.
-    whole: Arc<Operator>,
-    /// Every tet's rank (METIS on rank 0).
-    part: Option<Rc<Vec<u32>>>,
+    /// The box in the generator's numbering, on rank 0 alone: partitioned as it is there, each rank sent its
+    /// part, which it orders in-rank.
+    whole: Option<Arc<Operator>>,
     /// This rank's share of the partitioned operator.
     rank_part: Option<Rc<RankPart>>,
 }
@@ -113,18 +112,18 @@ struct CoupledMesh {
 #[derive(Clone, Copy)]
 enum Stage {
     Mesh,
+    /// METIS on rank 0, then each rank sent its part and making its share of the box (its in-rank ordering,
+    /// ghosts and exchange lists): [`RankPart::distribute`].
     Partition,
     /// The in-rank ordering of a whole box, for a rank alone.
     Ordering,
-    /// A rank's share of a partitioned box (its in-rank ordering, ghosts and exchange lists).
-    RankPart,
 }
 
 /// Host seconds spent making meshes, partitions and orderings on this rank, per [`Stage`], and by the clock (a
 /// box another thread rank made counts in its stages, whether or not this rank waited for it).
 #[derive(Default)]
 struct HostSetup {
-    seconds: [f64; 4],
+    seconds: [f64; 3],
     wall: f64,
 }
 
@@ -149,9 +148,8 @@ impl HostSetup {
         if root {
             let what = match stage {
                 Stage::Mesh => "built",
-                Stage::Partition => "partitioned (METIS on rank 0)",
+                Stage::Partition => "partitioned (METIS on rank 0) and sent as the ranks' parts",
                 Stage::Ordering => "ordered",
-                Stage::RankPart => "split into rank 0's part",
             };
             eprintln!("fv scale: {tets} tets {what} in {seconds:.1} s");
         }
@@ -212,16 +210,23 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
         host.add(Stage::Ordering, root, op.n(), order_s);
         Ok::<_, FvError>((cells, op))
     };
+    // Rank 0 alone makes a coupled box (under mpirun the other ranks never hold it; thread ranks share its copy).
     let make_coupled = |cells: [usize; 3], host: &mut HostSetup| -> Result<CoupledMesh> {
-        let (whole, [mesh_s, _]) = box_operator(cells, None)?;
-        host.add(Stage::Mesh, root, whole.n(), mesh_s);
+        let whole = match root {
+            true => {
+                let (whole, [mesh_s, _]) = box_operator(cells, None)?;
+                host.add(Stage::Mesh, root, whole.n(), mesh_s);
+                Some(whole)
+            }
+            false => None,
+        };
         Ok(CoupledMesh {
             cells,
             whole,
-            part: None,
             rank_part: None,
         })
     };
+    let coupled_tets = |m: &CoupledMesh| m.whole.as_ref().map_or(0, |w| w.n());
     let mut meshes = vec![make_coupled(coupled, &mut host)?];
     let mut singles = vec![alone];
     if !singles.contains(&s) {
@@ -235,15 +240,11 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             Ok(())
         })
     };
-    // Every rank takes part in the partition's broadcast, whatever it made beside it (an error then, not a hang).
-    let part = host.timed(Stage::Partition, root, meshes[0].whole.n(), || {
-        partition(&*cc, &meshes[0].whole)
+    // Every rank takes part in the parts' scatter, whatever it made beside it (an error then, not a hang).
+    let rank_part = host.timed(Stage::Partition, root, coupled_tets(&meshes[0]), || {
+        RankPart::distribute(&*cc, meshes[0].whole.as_deref(), o.ordering)
     })?;
     beside?;
-    let rank_part = host.timed(Stage::RankPart, root, meshes[0].whole.n(), || {
-        RankPart::new(cc.rank(), p, &meshes[0].whole, &part, o.ordering)
-    })?;
-    meshes[0].part = Some(Rc::new(part));
     meshes[0].rank_part = Some(Rc::new(rank_part));
     for &cells in &singles {
         if !ordered.iter().any(|(c, _)| *c == cells) {
@@ -278,29 +279,20 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
                 meshes.len() - 1
             }
         };
+        let tets = coupled_tets(&meshes[at]);
         let shared = &mut meshes[at];
-        let op = shared.whole.clone();
-        let dt = 0.5 / op.max_row_sum();
-        let x0 = x_of(&op);
-        let part = match &shared.part {
-            Some(part) => part.clone(),
-            None => {
-                let part =
-                    Rc::new(host.timed(Stage::Partition, root, op.n(), || partition(&*cc, &op))?);
-                shared.part = Some(part.clone());
-                part
-            }
-        };
         let rank_part = match &shared.rank_part {
             Some(r) => r.clone(),
             None => {
-                let r = Rc::new(host.timed(Stage::RankPart, root, op.n(), || {
-                    RankPart::new(cc.rank(), p, &op, &part, o.ordering)
+                let r = Rc::new(host.timed(Stage::Partition, root, tets, || {
+                    RankPart::distribute(&*cc, shared.whole.as_deref(), o.ordering)
                 })?);
                 shared.rank_part = Some(r.clone());
                 r
             }
         };
+        let dt = 0.5 / rank_part.max_row_sum();
+        let x0 = shared.whole.as_deref().map(x_of);
         host.wall += t.elapsed().as_secs_f64();
         let setup = RankSetup {
             ordering: o.ordering,
@@ -310,7 +302,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             overlap,
         };
         let mut d = DistDiffusion::<f32>::from_part(gpu, cc.clone(), rank_part, setup)?;
-        d.set_x(&x0)?;
+        d.set_x_from_root(x0.as_deref())?;
         d.step(2)?;
         Ok(Some(Box::new(move || {
             let before = d.exchange_stats().clone();
@@ -329,13 +321,13 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
         }) as Timer<'_, FvError>))
     })?;
     if root {
-        let [mesh, part, ord, rank] = host.seconds;
+        let [mesh, part, ord] = host.seconds;
         eprintln!(
-            "{code}: host setup on rank 0 {:.1} s by the clock (its stages {:.1} s: meshes {mesh:.1} s, METIS \
-             {part:.1} s, in-rank {} orderings {ord:.1} s, rank parts {rank:.1} s; a box another thread rank made \
-             beside METIS counts in the stages, not on the clock)",
+            "{code}: host setup on rank 0 {:.1} s by the clock (its stages {:.1} s: meshes {mesh:.1} s, METIS and \
+             rank parts {part:.1} s, in-rank {} orderings {ord:.1} s; a box another thread rank made beside METIS \
+             counts in the stages, not on the clock)",
             host.wall,
-            mesh + part + ord + rank,
+            mesh + part + ord,
             o.ordering.name(),
         );
     }
