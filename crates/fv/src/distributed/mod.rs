@@ -7,10 +7,11 @@
 //! every rank stores x less the whole domain's shift, so each tet's update is the single-domain update bit for
 //! bit; ghost rows are identity rows (no coefficients) that the exchange overwrites.
 //!
-//! The host side is [`part`]: rank 0 alone may hold the whole mesh ([`RankPart::distribute`],
+//! The host side is `part.rs` and `slice.rs`: rank 0 alone may hold the whole mesh ([`RankPart::distribute`],
 //! [`DistDiffusion::set_x_from_root`], [`DistDiffusion::x_on_root`]), the other ranks their part.
 
 mod part;
+mod slice;
 
 use std::rc::Rc;
 use std::time::Instant;
