@@ -53,7 +53,7 @@ fn check_ranks(p: usize, n: usize) -> Result<()> {
 }
 
 /// METIS's `p` parts of `op`, none empty.
-pub(super) fn metis_parts(op: &Operator, p: usize) -> Result<Vec<u32>> {
+fn metis_parts(op: &Operator, p: usize) -> Result<Vec<u32>> {
     let part = metis_partition(op, p)?;
     let mut count = vec![0usize; p];
     for &q in &part {
@@ -297,12 +297,13 @@ fn root_tets(op: Option<&Operator>, p: usize) -> Result<RootParts<'_>> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
+    use crate::distributed::slice::HEADER_BYTES;
     use crate::generate::BoxMesh;
     use crate::operator::adjacency;
 
-    pub(in crate::distributed) fn op(boundary: Boundary) -> Operator {
+    fn op(boundary: Boundary) -> Operator {
         let mesh = BoxMesh {
             cells: [4, 3, 3],
             jitter: 0.2,
@@ -313,6 +314,33 @@ pub(super) mod tests {
         .expect("mesh");
         let adj = adjacency(&mesh).expect("adjacency");
         Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator")
+    }
+
+    /// A slice survives its bytes; damaged bytes are errors naming the damage, never a panic or a part.
+    #[test]
+    fn slices_round_trip_and_damage_is_an_error() {
+        for boundary in [Boundary::ZeroFlux, Boundary::Dirichlet(0.5)] {
+            let op = op(boundary);
+            let part = metis_parts(&op, 3).expect("partition");
+            for q in 0..3 {
+                let own = (0..op.n() as u32)
+                    .filter(|&t| part[t as usize] == q)
+                    .collect();
+                let s = Slice::of(&op, &part, (q as usize, 3), own);
+                assert!(!s.others.is_empty());
+                let b = s.to_bytes();
+                assert_eq!(Slice::from_bytes(&b).expect("read"), s);
+                for cut in [0, 1, HEADER_BYTES - 1, HEADER_BYTES, b.len() - 1] {
+                    let e = Slice::from_bytes(&b[..cut]).unwrap_err();
+                    assert!(e.to_string().contains("malformed part"), "{cut}: {e}");
+                }
+                let mut long = b.clone();
+                long.push(0);
+                assert!(Slice::from_bytes(&long).is_err());
+            }
+        }
+        let e = Slice::from_bytes(&Slice::error_bytes("METIS: no")).unwrap_err();
+        assert!(e.to_string().contains("rank 0 failed: METIS: no"), "{e}");
     }
 
     /// A slice that names a neighbour it does not list, lists one on its own rank, or is out of order is

@@ -1,5 +1,5 @@
-//! A rank's slice of the whole operator, what [`RankPart`](super::RankPart) is made from, and its bytes (what rank 0
-//! sends each rank: [`RankPart::distribute`](super::RankPart::distribute)).
+//! A rank's slice of the whole operator, what a rank's part is made from (`part.rs`), and its bytes (what rank 0
+//! sends each rank).
 
 use bespoke_comm::CommError;
 
@@ -265,38 +265,5 @@ impl Reader<'_> {
     }
     fn f64(&mut self) -> f64 {
         f64::from_le_bytes(self.take())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::distributed::part::{metis_parts, tests::op};
-
-    /// A slice survives its bytes; damaged bytes are errors naming the damage, never a panic or a part.
-    #[test]
-    fn slices_round_trip_and_damage_is_an_error() {
-        for boundary in [Boundary::ZeroFlux, Boundary::Dirichlet(0.5)] {
-            let op = op(boundary);
-            let part = metis_parts(&op, 3).expect("partition");
-            for q in 0..3 {
-                let own = (0..op.n() as u32)
-                    .filter(|&t| part[t as usize] == q)
-                    .collect();
-                let s = Slice::of(&op, &part, (q as usize, 3), own);
-                assert!(!s.others.is_empty());
-                let b = s.to_bytes();
-                assert_eq!(Slice::from_bytes(&b).expect("read"), s);
-                for cut in [0, 1, HEADER_BYTES - 1, HEADER_BYTES, b.len() - 1] {
-                    let e = Slice::from_bytes(&b[..cut]).unwrap_err();
-                    assert!(e.to_string().contains("malformed part"), "{cut}: {e}");
-                }
-                let mut long = b.clone();
-                long.push(0);
-                assert!(Slice::from_bytes(&long).is_err());
-            }
-        }
-        let e = Slice::from_bytes(&Slice::error_bytes("METIS: no")).unwrap_err();
-        assert!(e.to_string().contains("rank 0 failed: METIS: no"), "{e}");
     }
 }
