@@ -24,6 +24,7 @@ use crate::error::{FvError, Result};
 use crate::kernel::{DType, KernelKind, Layout, WG};
 use crate::operator::{Boundary, Operator};
 use crate::ordering::OrderingKind;
+use slice::{FROM_ROOT_PART, from_root, root_failed};
 
 pub use part::{RankPart, partition};
 
@@ -250,18 +251,14 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
         let mut make = |q: usize| match (&checked, &wanted) {
             (Some(Ok(x)), Some(wanted)) => {
                 let mut b = Vec::with_capacity(1 + 2 * wanted[q].len());
-                b.push(1u8);
+                b.push(FROM_ROOT_PART);
                 for t in wanted[q].chunks_exact(4) {
                     let t = u32::from_le_bytes([t[0], t[1], t[2], t[3]]) as usize;
                     b.extend(x[t].to_le_bytes());
                 }
                 b
             }
-            (Some(Err(e)), _) => {
-                let mut b = vec![0u8];
-                b.extend(e.to_string().into_bytes());
-                b
-            }
+            (Some(Err(e)), _) => root_failed(&e.to_string()),
             _ => Vec::new(),
         };
         let got = comm.scatter_bytes(0, wanted.is_some().then_some(&mut make))?;
@@ -269,23 +266,18 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             return Err(e);
         }
         let nl = self.part.owned.len() + self.part.ghosts.len();
-        match got.split_first() {
-            Some((1, v)) if v.len() == 8 * nl => {
-                let local: Vec<f64> = v
-                    .chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect();
-                self.set_local_x(&local)
-            }
-            Some((0, why)) => Err(FvError::Comm(bespoke_comm::CommError::PeerFailed {
-                rank: 0,
-                message: String::from_utf8_lossy(why).into_owned(),
-            })),
-            _ => Err(FvError::Shape(format!(
+        let v = from_root(&got)?;
+        if v.len() != 8 * nl {
+            return Err(FvError::Shape(format!(
                 "rank {me} was sent {} bytes of x for {nl} tets",
-                got.len()
-            ))),
+                v.len()
+            )));
         }
+        let local: Vec<f64> = v
+            .chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        self.set_local_x(&local)
     }
 
     /// Sets x from this rank's own tets' then ghosts' values, stored less the whole domain's shift (the

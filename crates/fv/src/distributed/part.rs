@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bespoke_comm::Comm;
 
-use super::slice::Slice;
+use super::slice::{Slice, root_failed};
 use crate::error::{FvError, Result};
 use crate::operator::{Boundary, Operator};
 use crate::ordering::{OrderingKind, metis_partition, order};
@@ -140,7 +140,7 @@ impl RankPart {
             Some(Ok((op, part, tets))) => {
                 Slice::of(op, part, (q, p), std::mem::take(&mut tets[q])).to_bytes()
             }
-            Some(Err(e)) => Slice::error_bytes(&e.to_string()),
+            Some(Err(e)) => root_failed(&e.to_string()),
             None => Vec::new(),
         };
         let bytes = comm.scatter_bytes(0, (me == 0).then_some(&mut make))?;
@@ -339,7 +339,7 @@ mod tests {
                 assert!(Slice::from_bytes(&long).is_err());
             }
         }
-        let e = Slice::from_bytes(&Slice::error_bytes("METIS: no")).unwrap_err();
+        let e = Slice::from_bytes(&root_failed("METIS: no")).unwrap_err();
         assert!(e.to_string().contains("rank 0 failed: METIS: no"), "{e}");
     }
 

@@ -128,17 +128,10 @@ impl Slice {
             .collect()
     }
 
-    /// A slice that says rank 0 failed, with why.
-    pub(super) fn error_bytes(message: &str) -> Vec<u8> {
-        let mut b = vec![0u8];
-        b.extend_from_slice(message.as_bytes());
-        b
-    }
-
     pub(super) fn to_bytes(&self) -> Vec<u8> {
         let (m, g) = (self.own.len(), self.others.len());
         let mut b = Vec::with_capacity(HEADER_BYTES + m * OWN_BYTES + g * OTHER_BYTES);
-        b.push(1);
+        b.push(FROM_ROOT_PART);
         for v in [self.rank, self.ranks, self.n] {
             b.extend((v as u64).to_le_bytes());
         }
@@ -178,16 +171,7 @@ impl Slice {
     /// The slice in `b`, or rank 0's error, or what is wrong with the bytes.
     pub(super) fn from_bytes(b: &[u8]) -> Result<Self> {
         let malformed = |why: &str| FvError::Shape(format!("a malformed part from rank 0: {why}"));
-        match b.first() {
-            Some(1) => {}
-            Some(0) => {
-                return Err(FvError::Comm(CommError::PeerFailed {
-                    rank: 0,
-                    message: String::from_utf8_lossy(&b[1..]).into_owned(),
-                }));
-            }
-            _ => return Err(malformed("no flag byte")),
-        }
+        from_root(b)?;
         if b.len() < HEADER_BYTES {
             return Err(malformed(&format!("{} bytes", b.len())));
         }
@@ -241,6 +225,31 @@ impl Slice {
             s.other_centroids.push(std::array::from_fn(|_| r.f64()));
         }
         Ok(s)
+    }
+}
+
+/// The first byte of what rank 0 sends a rank when a part follows ([`Slice::to_bytes`], a rank's values of x);
+/// [`root_failed`] sends 0 and why, so that every rank fails with rank 0's error.
+pub(super) const FROM_ROOT_PART: u8 = 1;
+
+/// What rank 0 sends every rank when it failed: 0, then why.
+pub(super) fn root_failed(why: &str) -> Vec<u8> {
+    let mut b = vec![0u8];
+    b.extend_from_slice(why.as_bytes());
+    b
+}
+
+/// The part in what rank 0 sent (after its flag byte), or rank 0's failure as this rank's error.
+pub(super) fn from_root(b: &[u8]) -> Result<&[u8]> {
+    match b.split_first() {
+        Some((&FROM_ROOT_PART, part)) => Ok(part),
+        Some((0, why)) => Err(FvError::Comm(CommError::PeerFailed {
+            rank: 0,
+            message: String::from_utf8_lossy(why).into_owned(),
+        })),
+        _ => Err(FvError::Shape(
+            "a malformed part from rank 0: no flag byte".into(),
+        )),
     }
 }
 
