@@ -1,4 +1,4 @@
-//! WGSL for one explicit Euler step of the ELLPACK operator, y = x + Δt·Σ_s v_s (x[idx_s] − x): the gather kernel
+//! WGSL for one explicit Euler step of the ELLPACK operator, `y = x + Δt·Σ_s v_s (x[idx_s] − x)`: the gather kernel
 //! (one invocation per tet, x from global memory) and the block-cached kernel (a workgroup loads its block of x
 //! into workgroup memory and reads in-block neighbours from there).
 
@@ -172,7 +172,7 @@ impl Shape {
 }
 
 /// Bindings, slot-major: 0–3 values of slots 0–3, 4–7 indices, 8 x (n + 1 entries, ghost last), 9 y.
-/// Tet-major: 0 values (vec4 per tet), 1 indices (vec4<u32>), 2 x, 3 y. Texture: as tet-major, 0 and 1 being
+/// Tet-major: 0 values (vec4 per tet), 1 indices (`vec4<u32>`), 2 x, 3 y. Texture: as tet-major, 0 and 1 being
 /// textures of [`texture_width`] texels per row.
 pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f64) -> String {
     step_rows_wgsl(kind, layout, dtype, n, dt, 0..n, Shape::default())

@@ -1,4 +1,4 @@
-//! Face adjacency, cell geometry and the diffusion operator x'ᵢ = Σⱼ vᵢⱼ (x[idxᵢⱼ] − xᵢ), four slots per tet.
+//! Face adjacency, cell geometry and the diffusion operator `x'ᵢ = Σⱼ vᵢⱼ (x[idxᵢⱼ] − xᵢ)`, four slots per tet.
 
 use bespoke_comm::ExactSum;
 use bespoke_gpu::rng::{Rng, seeded};
@@ -359,7 +359,7 @@ impl Operator {
             .collect()
     }
 
-    /// The ghost value x[n] (Dirichlet value, or 0).
+    /// The ghost value `x[n]` (Dirichlet value, or 0).
     pub fn ghost(&self) -> f64 {
         match self.boundary {
             Boundary::Dirichlet(v) => v,

@@ -68,7 +68,7 @@ pub(crate) fn warm_up(run_batch: impl FnMut(usize) -> Result<f64>) -> Result<f64
     warm_up_agreed(run_batch, |spent, rate| Ok((spent, rate)))
 }
 
-/// [`warm_up`] where several processes must run the same batches (ranks whose steps exchange halos): after each
+/// `warm_up` where several processes must run the same batches (ranks whose steps exchange halos): after each
 /// batch, `agree(spent, rate)` turns this process's seconds so far and seconds per repetition into values every
 /// process sees alike (the least seconds spent and the slowest rate over the ranks), and every decision (the
 /// stop, the next batch's size) is made on those, so every process runs the same count. Returns this process's

@@ -28,7 +28,7 @@ pub const W: [f64; 9] = [
     1.0 / 36.0,
 ];
 
-/// Index of the opposite direction: C[OPP[i]] = −C[i].
+/// Index of the opposite direction: `C[OPP[i]] = −C[i]`.
 pub const OPP: [usize; 9] = [0, 3, 4, 1, 2, 7, 8, 5, 6];
 
 /// Second-order equilibrium f_eq,i(ρ, u) = w_i ρ (1 + 3 c·u + 9/2 (c·u)² − 3/2 u·u).

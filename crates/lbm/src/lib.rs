@@ -3,7 +3,7 @@
 //! One fused stream-collide kernel per step, generated as WGSL for the lattice's storage (f32, or f16 holding
 //! (f − w)·2¹⁴, two cells per u32 word, or one f16 per cell for an odd ny), streaming pattern (two-lattice pull, or in-place AA), collision (BGK, TRT) and Guo body force;
 //! cells are fluid, walls (half-way bounce-back, optionally moving), velocity inlets or density outlets. Fields
-//! are read back only when asked; probes evaluate a few cells and the force on chosen wall links on the device. [`reference`] holds the f64 CPU step the tests compare against.
+//! are read back only when asked; probes evaluate a few cells and the force on chosen wall links on the device. [`reference`](mod@reference) holds the f64 CPU step the tests compare against.
 //!
 //! ```no_run
 //! use bespoke_gpu::Gpu;

@@ -1,9 +1,9 @@
 //! bespoke-mm: WGSL matrix-multiply generators.
 //!
 //! - [`dense`]: a register-blocked, workgroup-tiled GEMM C = α·A·B + β·C over a legal tiling space.
-//! - [`popcount`]: the same tiling for C[i][j] = Σ popcount(A[i][w] & B[j][w]); [`ld`]: r² from it.
+//! - [`popcount`]: the same tiling for `C[i][j] = Σ popcount(A[i][w] & B[j][w])`; [`ld`]: r² from it.
 //! - [`specialise`]: the matrix-specialising generator (GiMMiK-class) and its tuner.
-//! - [`reference`]: the f64 CPU reference every kernel is compared with.
+//! - [`reference`](mod@reference): the f64 CPU reference every kernel is compared with.
 //!
 //! Generating a specialised kernel needs no device: the WGSL below is what the tuner would time.
 //!

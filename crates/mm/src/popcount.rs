@@ -1,4 +1,4 @@
-//! Popcount GEMM: C[i][j] = Σ_w countOneBits(A[i][w] & B[j][w]) for bit-packed u32 rows, with the dense GEMM's
+//! Popcount GEMM: `C[i][j] = Σ_w countOneBits(A[i][w] & B[j][w])` for bit-packed u32 rows, with the dense GEMM's
 //! tiling (register tile × workgroup tile × k-depth staged in workgroup memory) and its model, measured for the
 //! AND-popcount-add step instead of the FMA.
 
@@ -288,7 +288,7 @@ pub fn popcount_plan(
     Ok(PopcountPlan { launches })
 }
 
-/// CPU reference: C[i][j] = Σ_w popcount(A[i][w] & B[j][w]).
+/// CPU reference: `C[i][j] = Σ_w popcount(A[i][w] & B[j][w])`.
 pub fn popcount_ref(shape: &PopShape, a: &[u32], b: &[u32]) -> Vec<u32> {
     let mut c = vec![0u32; shape.m * shape.n];
     for i in 0..shape.m {

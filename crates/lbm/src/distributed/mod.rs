@@ -2,7 +2,7 @@
 //! neighbours, and the halo exchange each step needs (docs/scale.md). The lattice's side of it, the
 //! step with its exchange and the gathers, is `lattice/exchange.rs`; here stand the decomposition and the plan.
 //!
-//! Every rank builds the whole domain's flags and encodes its window of them ([`Flags::encode_window`]), so a
+//! Every rank builds the whole domain's flags and encodes its window of them ([`crate::Flags::encode_window`]), so a
 //! block's kernels do, cell for cell, the arithmetic of the single-domain kernels: a distributed run is bitwise
 //! identical to a single-domain one. Only the populations that cross a cut move: 3 per edge cell and 1 per
 //! corner per step, packed on the device into one small buffer, read back, exchanged through [`Comm`], uploaded

@@ -256,7 +256,7 @@ pub struct Measured {
     /// (accumulators per invocation, GFLOP/s) at a full device, launch overhead taken out.
     pub fma_by_accumulators: Vec<(u32, f64)>,
     /// The same from 8 accumulators up at the largest workgroup the adapter allows (up to 1024) when it is larger
-    /// than [`WG`], as many invocations in all: where registers run out at that size.
+    /// than `WG`, as many invocations in all: where registers run out at that size.
     pub fma_by_accumulators_at: Vec<(u32, Vec<(u32, f64)>)>,
     /// Seconds per FMA along one dependent chain.
     pub fma_latency_s: f64,

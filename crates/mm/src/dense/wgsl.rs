@@ -453,7 +453,7 @@ fn register_step(p: &DenseParams, dtype: DType, k: &str) -> String {
     s
 }
 
-/// Sums the split-K slices: C = α·Σ_z W[z] + β·C, one invocation per vector of C.
+/// Sums the split-K slices: `C = α·Σ_z W[z] + β·C`, one invocation per vector of C.
 pub fn splitk_reduce_wgsl(dtype: DType, vec: u32, splits: u32, epi: Epilogue) -> String {
     let t = dtype.wgsl();
     let vt = if vec == 1 {

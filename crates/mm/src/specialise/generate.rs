@@ -73,10 +73,8 @@ fn folds_anything(work: &Work) -> bool {
 }
 
 /// WGSL for `variant` computing `layout`'s part of C = A·B + β·C with A's non-zeros `a_rows` inlined (the
-/// rolled family's source does not depend on them: its table comes from [`rolled_table`]; here it declares
+/// rolled family's source does not depend on them: its table comes from `families::rolled_table`; here it declares
 /// tables of the default [`TableSize`], [`generate_for`] takes the adapter's).
-///
-/// [`rolled_table`]: super::families::rolled_table
 pub fn generate(
     a_rows: &[RowTerms],
     layout: &Layout,

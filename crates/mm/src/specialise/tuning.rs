@@ -20,7 +20,7 @@ pub enum DenseSource {
 /// How to tune.
 #[derive(Clone, Debug)]
 pub struct TuneOptions {
-    /// Specialised variants to try; `None`: [`default_variants`] for the adapter.
+    /// Specialised variants to try; `None`: `default_variants` for the adapter.
     pub variants: Option<Vec<Variant>>,
     pub dense: DenseSource,
     /// Timed repetitions of each finalist (median kept).

@@ -33,7 +33,7 @@ pub struct TableSize {
 }
 
 impl TableSize {
-    /// [`TABLE_BYTES`], or less where the adapter's uniform bindings are smaller.
+    /// `TABLE_BYTES`, or less where the adapter's uniform bindings are smaller.
     pub fn for_limit(max_uniform_binding: u64) -> Self {
         let bytes = (max_uniform_binding.min(TABLE_BYTES as u64) as usize) / 32 * 32;
         Self { bytes }
