@@ -104,8 +104,84 @@ pub fn differing_bits<T: bytemuck::Pod>(a: &[T], b: &[T]) -> usize {
         .count()
 }
 
+/// Replacements for a number in a damaged text file: too large for any count, past 32 bits, negative, zero, not a
+/// number, past f32's range, a fraction where an integer belongs.
+const NUMBERS: [&str; 7] = [
+    "99999999999999999999",
+    "4294967296",
+    "-1",
+    "0",
+    "nan",
+    "1e308",
+    "2.5",
+];
+
+/// `bytes` (a file's contents) damaged at random, and how: a few bytes overwritten, cut short, a stretch deleted or
+/// repeated, or (in text) a number replaced by a huge, negative, zero or non-numeric one. For tests that a reader
+/// gives an error or a sound result for every damaged file, never a panic.
+pub fn damage(bytes: &[u8], rng: &mut impl rand::Rng) -> (String, Vec<u8>) {
+    let mut b = bytes.to_vec();
+    let len = b.len();
+    if len == 0 {
+        return ("nothing (empty)".into(), b);
+    }
+    let at = rng.random_range(0..len);
+    match rng.random_range(0..5) {
+        0 => {
+            let n = rng.random_range(1..=8);
+            for _ in 0..n {
+                let i = rng.random_range(0..len);
+                b[i] = rng.random();
+            }
+            (format!("{n} bytes overwritten from about {at}"), b)
+        }
+        1 => {
+            b.truncate(at);
+            (format!("cut at {at}"), b)
+        }
+        2 => {
+            let end = (at + rng.random_range(1..200)).min(len);
+            b.drain(at..end);
+            (format!("bytes {at}..{end} deleted"), b)
+        }
+        3 => {
+            let end = (at + rng.random_range(1..200)).min(len);
+            let piece = b[at..end].to_vec();
+            b.splice(at..at, piece);
+            (format!("bytes {at}..{end} repeated"), b)
+        }
+        _ => {
+            // The number (a run of ASCII digits) at or after `at`.
+            let Some(start) = (at..len).find(|&i| b[i].is_ascii_digit()) else {
+                return ("nothing (no number after the point chosen)".into(), b);
+            };
+            let end = (start..len)
+                .find(|&i| !b[i].is_ascii_digit())
+                .unwrap_or(len);
+            let with = NUMBERS[rng.random_range(0..NUMBERS.len())];
+            b.splice(start..end, with.bytes());
+            (format!("the number at byte {start} replaced by {with}"), b)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn damage_changes_the_bytes_and_says_how() {
+        let text = b"%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 0.5\n2 3 -1\n";
+        let mut rng = crate::rng::seeded(1);
+        let mut changed = 0;
+        for _ in 0..200 {
+            let (what, d) = super::damage(text, &mut rng);
+            assert!(!what.is_empty());
+            changed += usize::from(d != text);
+        }
+        // Overwritten bytes may repeat the old ones, and a number may be replaced by itself ("0"): most change.
+        assert!(changed > 180, "{changed} of 200 changed");
+        assert_eq!(super::damage(b"", &mut rng).1, b"");
+    }
+
     #[test]
     fn differing_bits_counts_bits_not_values() {
         let nan = f64::NAN;

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use crate::config::{Streaming, check_mach};
+use crate::config::{Layout, Streaming, check_mach};
 use crate::d2q9::{OPP, W, equilibrium_component};
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
@@ -389,12 +389,19 @@ impl Lattice<'_> {
         // A block reads only the words its cells need (a few ranges a row), not the whole domain's.
         let needed = self.needed_words();
         let expect = needed.total();
+        let layout = self.cfg.layout();
         let mut direction = |i: usize| -> Result<Vec<u32>> {
             let w = load(i, needed.ranges())?;
             if w.len() != expect {
                 return Err(LbmError::Shape(format!(
                     "checkpoint direction {i} gave {} words, expected {expect}",
                     w.len()
+                )));
+            }
+            if let Some(k) = first_non_finite_word(layout, &w) {
+                return Err(LbmError::Shape(format!(
+                    "checkpoint direction {i} holds a non-finite population (word {k} of those read): the state \
+                     it saved had diverged, or the file is damaged"
                 )));
             }
             Ok(match self.dist.is_some() {
@@ -463,6 +470,55 @@ impl StashLink {
             cell: u64::from(w[0]) | (u64::from(w[1]) << 32),
             dir: w[2],
             bits: w[3],
+        }
+    }
+}
+
+/// The first of `words` (a direction's stored words in `layout`) that holds an infinity or a NaN: an f32 word, or
+/// either f16 half of a word (padding halves are zero).
+pub(crate) fn first_non_finite_word(layout: Layout, words: &[u32]) -> Option<usize> {
+    let f16_bad = |h: u32| h & 0x7c00 == 0x7c00;
+    words.iter().position(|&w| match layout {
+        Layout::F32 => w & 0x7f80_0000 == 0x7f80_0000,
+        Layout::F16Paired | Layout::F16Single => f16_bad(w & 0xffff) || f16_bad(w >> 16),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Layout, first_non_finite_word};
+
+    #[test]
+    fn non_finite_words_are_found_in_every_layout() {
+        let f32s = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            first_non_finite_word(Layout::F32, &f32s(&[1.0, -0.0, f32::MAX, 1e-40])),
+            None
+        );
+        assert_eq!(
+            first_non_finite_word(Layout::F32, &f32s(&[1.0, f32::NAN])),
+            Some(1)
+        );
+        assert_eq!(
+            first_non_finite_word(Layout::F32, &f32s(&[f32::NEG_INFINITY])),
+            Some(0)
+        );
+        let pair =
+            |lo: half::f16, hi: half::f16| u32::from(lo.to_bits()) | u32::from(hi.to_bits()) << 16;
+        let (one, max) = (half::f16::ONE, half::f16::MAX);
+        for layout in [Layout::F16Paired, Layout::F16Single] {
+            assert_eq!(
+                first_non_finite_word(layout, &[pair(one, max), pair(max, half::f16::ZERO)]),
+                None
+            );
+            assert_eq!(
+                first_non_finite_word(layout, &[pair(one, one), pair(one, half::f16::NAN)]),
+                Some(1)
+            );
+            assert_eq!(
+                first_non_finite_word(layout, &[pair(half::f16::INFINITY, one)]),
+                Some(0)
+            );
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A run restarted from a checkpoint continues bit for bit like one that never stopped (wall distances
 //! included); bad files are errors.
 
-use bespoke_gpu::testing::{emulating, test_gpu};
+use bespoke_gpu::rng::seeded;
+use bespoke_gpu::testing::{emulating, fresh_seed, test_gpu};
 use bespoke_gpu::{Gpu, GpuOptions, Quirks};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -421,4 +422,117 @@ fn an_unwritable_checkpoint_is_refused_before_the_first_step() {
         }
     }
     assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 0);
+}
+
+/// A checkpoint damaged at random (`testing::damage`) with its checksum made to match again — what a faulty
+/// writer or a format-4 file without a checksum would hand the reader — is refused by name or resumes into a
+/// lattice of finite populations: never a panic, never an allocation the file's bytes cannot back.
+#[test]
+fn a_damaged_checkpoint_with_a_matching_checksum_is_refused_or_sound() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let Some(gpu) = test_gpu() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut flags = Flags::fluid(14, 10);
+    flags.channel_walls();
+    flags.add_circle([6.5, 4.7], 2.1, true);
+    let mut lat =
+        Lattice::new(gpu, Config::new(14, 10, Collision::trt(1.2)), flags).expect("lattice");
+    lat.init_equilibrium(|x, y| (1.0 + 0.001 * (x + y) as f64, [0.01, 0.0]))
+        .expect("init");
+    lat.step(5).expect("steps");
+    let good = dir.path().join("good.ckpt");
+    lat.checkpoint(&good, "damage").expect("save");
+    let bytes = std::fs::read(&good).expect("read");
+    let body = &bytes[..bytes.len() - 4];
+    let seed = fresh_seed();
+    let mut rng = seeded(seed);
+    let (mut failures, mut refused, mut resumed) = (Vec::new(), 0, 0);
+    let bad = dir.path().join("bad.ckpt");
+    for _ in 0..60 {
+        let (what, mut damaged) = bespoke_gpu::testing::damage(body, &mut rng);
+        let crc = crc32fast::hash(&damaged);
+        damaged.extend_from_slice(&crc.to_le_bytes());
+        std::fs::write(&bad, &damaged).expect("write");
+        match catch_unwind(AssertUnwindSafe(|| Lattice::resume(gpu, &bad))) {
+            Err(_) => failures.push(format!("{what}: panicked")),
+            Ok(Ok((lat, _))) => {
+                let pops = lat.populations().expect("populations");
+                if pops.iter().any(|v| !v.is_finite()) {
+                    failures.push(format!("{what}: resumed with non-finite populations"));
+                }
+                resumed += 1;
+            }
+            Ok(Err(e)) => {
+                assert!(!e.to_string().is_empty(), "{what}: an empty error");
+                refused += 1;
+            }
+        }
+    }
+    eprintln!(
+        "{refused} refused, {resumed} resumed (damage to a population's value leaves a valid file)"
+    );
+    assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n"));
+    assert!(
+        refused > 10,
+        "only {refused} of 60 damaged checkpoints refused"
+    );
+}
+
+/// A run that diverges between periodic checkpoints fails by name and leaves its last good checkpoint, which
+/// resumes; a lattice whose state has diverged refuses to write a checkpoint over the previous one.
+#[test]
+fn a_diverged_state_never_replaces_the_last_good_checkpoint() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("cavity.ckpt");
+    // Re 10 000 on 64² (ω 1.992): BGK diverges within 1000 steps (tests/cli_lbm_fv.rs).
+    let opts = CaseOptions {
+        size: Some((64, 64)),
+        steps: Some(3000),
+        re: Some(10_000.0),
+        collision: Some(bespoke_lbm::cases::CollisionKind::Bgk),
+        checkpoint: Some(path.clone()),
+        checkpoint_every: Some(100),
+        ..CaseOptions::default()
+    };
+    let e = run_case(gpu, &Case::Cavity, &opts, &mut |_, _| {})
+        .expect_err("an unstable run passed")
+        .to_string();
+    // The run's own check (every rank alike, naming the step and the cell), not the writer's refusal.
+    assert!(e.contains("diverged by step"), "{e}");
+    let (mut lat, _) = Lattice::resume(gpu, &path).expect("the last good checkpoint resumes");
+    let saved_at = lat.steps_done();
+    assert!(
+        saved_at >= 100 && saved_at.is_multiple_of(100),
+        "saved at {saved_at}"
+    );
+    assert!(
+        lat.populations()
+            .expect("read")
+            .iter()
+            .all(|v| v.is_finite())
+    );
+    // The library itself: step the resumed state on until it diverges; its checkpoint is refused and the file
+    // keeps the good state.
+    let good = std::fs::read(&path).expect("read");
+    let mut diverged = false;
+    for _ in 0..30 {
+        lat.step(100).expect("steps");
+        if lat
+            .populations()
+            .expect("read")
+            .iter()
+            .any(|v| !v.is_finite())
+        {
+            diverged = true;
+            break;
+        }
+    }
+    assert!(diverged, "the state did not diverge within 3000 more steps");
+    let e = lat
+        .checkpoint(&path, "diverged")
+        .expect_err("a diverged state was written")
+        .to_string();
+    assert!(e.contains("non-finite") && e.contains("cavity.ckpt"), "{e}");
+    assert_eq!(std::fs::read(&path).expect("read"), good);
 }

@@ -115,15 +115,19 @@ impl<'a, 'g> Runner<'a, 'g> {
                     crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
                 }
             }
-            if let (Some(e), Some(path)) = (self.every, &self.checkpoint)
+            // A checkpoint only of a state that has not diverged (checked on every rank alike: `fields` fails
+            // with the step and the cell), so the last good one is never replaced by one that cannot resume.
+            if let (Some(e), Some(path)) = (self.every, self.checkpoint.clone())
                 && self.lat.steps_done().is_multiple_of(e)
             {
-                self.lat.checkpoint(path, &meta(self.case, self.u))?;
+                self.fields()?;
+                self.lat.checkpoint(&path, &meta(self.case, self.u))?;
             }
             if self.stop_requested()? {
-                let saved = match &self.checkpoint {
+                let saved = match self.checkpoint.clone() {
                     Some(path) => {
-                        self.lat.checkpoint(path, &meta(self.case, self.u))?;
+                        self.fields()?;
+                        self.lat.checkpoint(&path, &meta(self.case, self.u))?;
                         Some(path.display().to_string())
                     }
                     None => None,

@@ -21,6 +21,7 @@ use bespoke_gpu::Gpu;
 use crate::config::{Collision, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::lattice::Lattice;
+use crate::state::first_non_finite_word;
 pub(crate) use read::Saved;
 use write::{Sink, put_bytes, put_cells, put_u64};
 
@@ -101,10 +102,19 @@ impl Lattice<'_> {
             }
             out.put(&tail);
         }
-        // Rank 0 gets each direction whole; the others, whose sink writes nothing, hold only their block.
-        self.raw_state_each(|_, words| {
+        // Rank 0 gets each direction whole; the others, whose sink writes nothing, hold only their block. A
+        // non-finite population (a run that diverged) is not written over the previous checkpoint: it could not
+        // be resumed (`restore_raw` refuses it), and the state it would replace could.
+        let layout = cfg.layout();
+        let mut diverged = None;
+        self.raw_state_each(|i, words| {
             if let Some(w) = words {
-                out.put_words(&w);
+                if diverged.is_none() {
+                    diverged = first_non_finite_word(layout, &w).map(|k| (i, k));
+                }
+                if diverged.is_none() {
+                    out.put_words(&w);
+                }
             }
         })?;
         let stash = self.stash_links()?;
@@ -116,6 +126,17 @@ impl Lattice<'_> {
             tail.extend_from_slice(&l.bits.to_le_bytes());
         }
         out.put(&tail);
+        if let Some((slot, word)) = diverged {
+            // Dropped uncommitted: the previous file stays as it was.
+            drop(out);
+            return Err(LbmError::file(
+                path,
+                format!(
+                    "not written: the state holds a non-finite population (slot {slot}, word {word}), the run has \
+                     diverged; the previous checkpoint, if any, is kept"
+                ),
+            ));
+        }
         out.finish()
     }
 

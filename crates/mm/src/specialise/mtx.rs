@@ -356,4 +356,46 @@ mod tests {
             assert!(e.contains(want) && e.starts_with("f.mtx"), "{text:?}: {e}");
         }
     }
+
+    /// The shipped PyFR operators damaged at random (`testing::damage`) give an error naming the file, or an
+    /// operator of finite values: never a panic.
+    #[test]
+    fn damaged_operators_give_an_error_or_finite_values_never_a_panic() {
+        use std::panic::{AssertUnwindSafe, catch_unwind};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyfr");
+        let seed = bespoke_gpu::testing::fresh_seed();
+        let mut rng = bespoke_gpu::rng::seeded(seed);
+        let (mut failures, mut errors, mut read) = (Vec::new(), 0, 0);
+        let mut paths: Vec<_> = std::fs::read_dir(&dir)
+            .expect("shipped operators")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        paths.sort();
+        for path in paths {
+            let bytes = std::fs::read(&path).expect("shipped operator");
+            for _ in 0..30 {
+                let (what, damaged) = bespoke_gpu::testing::damage(&bytes, &mut rng);
+                let text = String::from_utf8_lossy(&damaged);
+                match catch_unwind(AssertUnwindSafe(|| parse_mtx(&text, "f.mtx"))) {
+                    Err(_) => failures.push(format!("{}, {what}: panicked", path.display())),
+                    Ok(Ok(op)) if op.values().iter().any(|v| !v.is_finite()) => failures.push(
+                        format!("{}, {what}: read with a non-finite value", path.display()),
+                    ),
+                    Ok(Ok(_)) => read += 1,
+                    Ok(Err(e)) => {
+                        assert!(e.to_string().starts_with("f.mtx"), "{what}: {e}");
+                        errors += 1;
+                    }
+                }
+            }
+        }
+        eprintln!(
+            "{errors} damaged operators refused, {read} read (damage may leave a valid file)"
+        );
+        assert!(failures.is_empty(), "seed {seed}:\n{}", failures.join("\n"));
+        assert!(
+            errors > 100,
+            "only {errors} of 270 damaged operators refused"
+        );
+    }
 }
