@@ -629,3 +629,36 @@ fn a_resume_on_any_decomposition_continues_as_one_domain() {
         }
     }
 }
+
+/// A lattice whose directions are past the adapter's binding limit cannot run as one domain; split over thread
+/// ranks that share the adapter, each block within the limit, it runs, with one domain's bits (the one domain
+/// stepped on a device without the limit). What the refusal tells a user to do.
+#[test]
+fn a_lattice_past_one_binding_runs_split_over_ranks_on_the_same_adapter() {
+    let Some(shared) = test_gpu() else { return };
+    let (nx, ny) = (16, 64);
+    // One f32 direction: 4096 bytes; each of two blocks cut along y (33 rows with its halo row): 2112; the halo
+    // pack's entries (16 bytes a population sent, 3 a cut's cell): about 800.
+    let limited = emulating(
+        shared,
+        GpuOptions {
+            max_binding_bytes: Some(3072),
+            ..Default::default()
+        },
+    );
+    let s = setup(Domain::Channel, nx, ny, Storage::F32, Streaming::Ab);
+    let e = Lattice::new(&limited, s.0.clone(), s.1.clone())
+        .expect_err("one domain past the binding limit")
+        .to_string();
+    assert!(e.contains("binding limit") && e.contains("--ranks"), "{e}");
+    let seed = fresh_seed();
+    let mut one = Lattice::new(shared, s.0.clone(), s.1.clone()).expect("one domain");
+    one.init_equilibrium(init(seed)).expect("init");
+    let want = observe(&mut one, 9);
+    for (rank, got) in distributed(&limited, 2, Some([1, 2]), true, &s, seed, 9)
+        .iter()
+        .enumerate()
+    {
+        assert!(got == &want, "rank {rank}: differs from one domain");
+    }
+}

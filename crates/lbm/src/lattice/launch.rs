@@ -51,7 +51,8 @@ pub fn check_fits_within(binding_limit: u64, cfg: &Config) -> Result<()> {
     if dir_bytes > binding_limit {
         return Err(LbmError::Unsupported(format!(
             "a {}x{} lattice needs {dir_bytes} bytes per direction, past the adapter's binding limit of \
-             {binding_limit} bytes; use f16 storage or a smaller domain",
+             {binding_limit} bytes; use f16 storage, a smaller domain, or blocks on several ranks (`--ranks N`; \
+             thread ranks may share one GPU, each block within the limit)",
             cfg.nx, cfg.ny,
         )));
     }
