@@ -175,11 +175,8 @@ fn restart_is_bit_identical_on(gpu: &Gpu) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_flipped_bit_anywhere_is_refused() {
-    let Some(gpu) = test_gpu() else { return };
-    let dir = std::env::temp_dir().join(format!("bespoke-lbm-flip-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+/// The bytes of a checkpoint of a 14 × 10 channel with an interpolated circle after 5 steps, written to `path`.
+fn small_checkpoint(gpu: &Gpu, path: &std::path::Path) -> Vec<u8> {
     let mut flags = Flags::fluid(14, 10);
     flags.channel_walls();
     flags.add_circle([6.5, 4.7], 2.1, true);
@@ -188,9 +185,16 @@ fn a_flipped_bit_anywhere_is_refused() {
     lat.init_equilibrium(|x, y| (1.0 + 0.001 * (x + y) as f64, [0.01, 0.0]))
         .expect("init");
     lat.step(5).expect("steps");
-    let good = dir.join("good.ckpt");
-    lat.checkpoint(&good, "flip").expect("save");
-    let bytes = std::fs::read(&good).expect("read");
+    lat.checkpoint(path, "small").expect("save");
+    std::fs::read(path).expect("read")
+}
+
+#[test]
+fn a_flipped_bit_anywhere_is_refused() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = std::env::temp_dir().join(format!("bespoke-lbm-flip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bytes = small_checkpoint(gpu, &dir.join("good.ckpt"));
     let n = bytes.len();
     // The header (metadata, sizes), the flags, the wall distances, the populations, the checksum itself.
     for at in [9, 20, 60, n / 3, n / 2, n - 100, n - 5, n - 1] {
@@ -432,17 +436,7 @@ fn a_damaged_checkpoint_with_a_matching_checksum_is_refused_or_sound() {
     use std::panic::{AssertUnwindSafe, catch_unwind};
     let Some(gpu) = test_gpu() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut flags = Flags::fluid(14, 10);
-    flags.channel_walls();
-    flags.add_circle([6.5, 4.7], 2.1, true);
-    let mut lat =
-        Lattice::new(gpu, Config::new(14, 10, Collision::trt(1.2)), flags).expect("lattice");
-    lat.init_equilibrium(|x, y| (1.0 + 0.001 * (x + y) as f64, [0.01, 0.0]))
-        .expect("init");
-    lat.step(5).expect("steps");
-    let good = dir.path().join("good.ckpt");
-    lat.checkpoint(&good, "damage").expect("save");
-    let bytes = std::fs::read(&good).expect("read");
+    let bytes = small_checkpoint(gpu, &dir.path().join("good.ckpt"));
     let body = &bytes[..bytes.len() - 4];
     let seed = fresh_seed();
     let mut rng = seeded(seed);
