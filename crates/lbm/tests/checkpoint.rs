@@ -529,4 +529,20 @@ fn a_diverged_state_never_replaces_the_last_good_checkpoint() {
         .to_string();
     assert!(e.contains("non-finite") && e.contains("cavity.ckpt"), "{e}");
     assert_eq!(std::fs::read(&path).expect("read"), good);
+    // Across two thread ranks: rank 0 alone sees the words, and every rank refuses.
+    let at = lat.steps_done();
+    let errors = bespoke_comm::run_threads(2, |comm| {
+        let ranks = bespoke_lbm::distributed::Ranks::new(std::rc::Rc::new(comm));
+        let (mut lat, _) = Lattice::resume_distributed(gpu, &path, &ranks)?;
+        lat.step(at - saved_at)?;
+        Ok::<_, LbmError>(lat.checkpoint(&path, "diverged").map_err(|e| e.to_string()))
+    })
+    .expect("two ranks");
+    for (rank, e) in errors.iter().enumerate() {
+        let e = e
+            .as_ref()
+            .expect_err("a diverged state was written on two ranks");
+        assert!(e.contains("non-finite"), "rank {rank}: {e}");
+    }
+    assert_eq!(std::fs::read(&path).expect("read"), good);
 }

@@ -126,14 +126,18 @@ impl Lattice<'_> {
             tail.extend_from_slice(&l.bits.to_le_bytes());
         }
         out.put(&tail);
-        if let Some((slot, word)) = diverged {
+        // Rank 0 alone saw the words; every rank returns its verdict (a collective, called alike on every rank).
+        if !self.all_ranks(diverged.is_none())? {
             // Dropped uncommitted: the previous file stays as it was.
             drop(out);
+            let at = diverged.map_or(String::new(), |(slot, word)| {
+                format!(" (slot {slot}, word {word})")
+            });
             return Err(LbmError::file(
                 path,
                 format!(
-                    "not written: the state holds a non-finite population (slot {slot}, word {word}), the run has \
-                     diverged; the previous checkpoint, if any, is kept"
+                    "not written: the state holds a non-finite population{at}, the run has diverged; the previous \
+                     checkpoint, if any, is kept"
                 ),
             ));
         }
