@@ -41,6 +41,13 @@ pub enum LbmError {
     /// A malformed input or checkpoint file.
     #[error("{path}: {why}")]
     File { path: String, why: String },
+    /// A checkpoint not written: the state holds a non-finite population (`at`: where, on the rank that saw it),
+    /// the run has diverged. The previous file, if any, is kept. Returned on every rank of a distributed lattice.
+    #[error(
+        "{path}: not written: the state holds a non-finite population{at}, the run has diverged; the previous \
+         checkpoint, if any, is kept"
+    )]
+    DivergedCheckpoint { path: String, at: String },
     #[error("{path}: {err}")]
     Io { path: String, err: std::io::Error },
     /// A stop was asked for (a signal); the state was saved where `saved` says, if anywhere.

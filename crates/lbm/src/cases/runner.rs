@@ -115,19 +115,15 @@ impl<'a, 'g> Runner<'a, 'g> {
                     crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
                 }
             }
-            // A checkpoint only of a state that has not diverged (checked on every rank alike: `fields` fails
-            // with the step and the cell), so the last good one is never replaced by one that cannot resume.
             if let (Some(e), Some(path)) = (self.every, self.checkpoint.clone())
                 && self.lat.steps_done().is_multiple_of(e)
             {
-                self.fields()?;
-                self.lat.checkpoint(&path, &meta(self.case, self.u))?;
+                self.checkpoint(&path)?;
             }
             if self.stop_requested()? {
                 let saved = match self.checkpoint.clone() {
                     Some(path) => {
-                        self.fields()?;
-                        self.lat.checkpoint(&path, &meta(self.case, self.u))?;
+                        self.checkpoint(&path)?;
                         Some(path.display().to_string())
                     }
                     None => None,
@@ -140,6 +136,19 @@ impl<'a, 'g> Runner<'a, 'g> {
             (self.progress)(self.done, self.planned.max(self.done));
         }
         Ok(())
+    }
+
+    /// Saves the state to `path`. A state that has diverged is not written (the last good checkpoint stays:
+    /// [`LbmError::DivergedCheckpoint`], on every rank alike), and the run then fails naming the step and the
+    /// cell, as its fields check would.
+    fn checkpoint(&mut self, path: &std::path::Path) -> Result<()> {
+        match self.lat.checkpoint(path, &meta(self.case, self.u)) {
+            Err(e @ LbmError::DivergedCheckpoint { .. }) => {
+                self.fields()?;
+                Err(e)
+            }
+            other => other,
+        }
     }
 
     /// Whether a stop was asked for, on any rank (all ranks then stop after the same batch).

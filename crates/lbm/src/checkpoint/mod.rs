@@ -130,16 +130,12 @@ impl Lattice<'_> {
         if !self.all_ranks(diverged.is_none())? {
             // Dropped uncommitted: the previous file stays as it was.
             drop(out);
-            let at = diverged.map_or(String::new(), |(slot, word)| {
-                format!(" (slot {slot}, word {word})")
+            return Err(LbmError::DivergedCheckpoint {
+                path: path.display().to_string(),
+                at: diverged.map_or(String::new(), |(slot, word)| {
+                    format!(" (slot {slot}, word {word})")
+                }),
             });
-            return Err(LbmError::file(
-                path,
-                format!(
-                    "not written: the state holds a non-finite population{at}, the run has diverged; the previous \
-                     checkpoint, if any, is kept"
-                ),
-            ));
         }
         out.finish()
     }
