@@ -10,8 +10,16 @@ pub fn gpu_required() -> bool {
     std::env::var("BESPOKE_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
-static SHARED: LazyLock<Result<Gpu, String>> =
-    LazyLock::new(|| Gpu::new().map_err(|e| e.to_string()));
+/// Timings on it skip the GPU's clock warm-up: the suite checks results, and on an H200 it tunes hundreds of
+/// kernels, each cold timing of which would first spend 0.5–2 s raising the clocks. Tests of the warm-up itself
+/// open a device of their own (`emulating`).
+static SHARED: LazyLock<Result<Gpu, String>> = LazyLock::new(|| {
+    Gpu::with_options(GpuOptions {
+        skip_warm_up: true,
+        ..GpuOptions::default()
+    })
+    .map_err(|e| e.to_string())
+});
 
 /// The shared test device, or `None` (with a printed reason) when there is none and it is not required.
 ///

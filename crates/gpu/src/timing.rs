@@ -201,7 +201,7 @@ impl Gpu {
             .ok()
             .and_then(|w| *w)
             .is_some_and(|until| Instant::now() < until);
-        if self.is_cpu() || warm {
+        if !self.warms_up() || warm {
             return Ok(0.0);
         }
         warm_up(|n| {

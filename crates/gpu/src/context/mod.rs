@@ -46,6 +46,8 @@ pub struct Gpu {
     pub(crate) lost: Arc<Mutex<Option<String>>>,
     /// Until when the clocks count as raised by the last timing (`Gpu::time`).
     pub(crate) warm_until: Mutex<Option<std::time::Instant>>,
+    /// `GpuOptions::skip_warm_up`.
+    skip_warm_up: bool,
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
     /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
     pub(crate) copy_variant: Mutex<Option<crate::copy_walk::CopyVariant>>,
@@ -197,6 +199,9 @@ impl Gpu {
         if opts.quirks.folds_f16_round_trip {
             emulation += "-foldf16";
         }
+        if opts.skip_warm_up {
+            emulation += "-nowarm";
+        }
         let mut gpu = Self {
             device,
             queue,
@@ -214,6 +219,7 @@ impl Gpu {
             async_errors,
             lost,
             warm_until: Mutex::new(None),
+            skip_warm_up: opts.skip_warm_up,
             copy_variant: Mutex::new(None),
             _close_turn: CloseTurn,
             _close_done: CloseDone,
@@ -256,6 +262,11 @@ impl Gpu {
     /// `GpuOptions::adapter_class` overrides it (tests of a choice's other branch).
     pub fn is_cpu(&self) -> bool {
         self.class == AdapterClass::Cpu
+    }
+    /// Whether timings first raise the clocks (`Gpu::time`'s warm-up): a GPU's, unless opened with
+    /// `GpuOptions::skip_warm_up`; never a CPU adapter's.
+    pub fn warms_up(&self) -> bool {
+        !self.is_cpu() && !self.skip_warm_up
     }
     /// The driver behaviours this device emulates (`GpuOptions::quirks`; none unless asked for).
     pub fn quirks(&self) -> Quirks {

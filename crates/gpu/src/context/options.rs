@@ -36,6 +36,10 @@ pub struct GpuOptions {
     pub adapter_class: Option<AdapterClass>,
     /// Driver behaviours to emulate (tests make a GPU driver's choices happen on lavapipe).
     pub quirks: Quirks,
+    /// Time without raising a GPU's clocks first ([`Gpu::time`](crate::Gpu::time)'s warm-up of 0.5–2 s after an
+    /// idle spell): for tests of results, not of speed, on a GPU (the shared test device; a GPU's test suite
+    /// tunes hundreds of kernels). Choices tuned so are keyed apart from the adapter's own (`-nowarm`).
+    pub skip_warm_up: bool,
 }
 
 /// Whether an adapter runs kernels on a CPU (one workgroup per thread) or on a GPU.

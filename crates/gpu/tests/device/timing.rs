@@ -104,6 +104,26 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
             "a CPU adapter was warmed"
         );
     }
+    // A GPU opened to skip the warm-up (the shared test device is) times at once, and keys its choices apart.
+    let unwarmed = bespoke_gpu::testing::emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(AdapterClass::Gpu),
+            skip_warm_up: true,
+            ..GpuOptions::default()
+        },
+    );
+    std::thread::sleep(STILL_WARM + std::time::Duration::from_millis(20));
+    assert_eq!(
+        time_a_copy(&unwarmed).warmed_seconds,
+        0.0,
+        "warmed though asked not to"
+    );
+    assert!(!unwarmed.warms_up() && !shared.warms_up());
+    assert!(
+        unwarmed.adapter_key().ends_with("-nowarm") && shared.adapter_key().contains("-nowarm")
+    );
+    assert_ne!(unwarmed.adapter_key(), gpu.adapter_key());
 }
 
 /// The probe chooses its walk at its full default size on a GPU (a 64 MiB trial picked the slower walk on an

@@ -389,14 +389,18 @@ impl<'g> Lattice<'g> {
     /// A GPU's clocks raised before a distributed timing, as `Gpu::time` raises them (docs/gpu.md, "Timing"), by
     /// `bespoke_gpu::warm_up_agreed`: the halo exchange is collective, so every rank must step the same count,
     /// and each batch's size and the stop are decided on the least seconds spent and the slowest rate over the
-    /// ranks. Every timing warms (a rank's own "still warm" clock could differ from another's). A CPU adapter is
-    /// not warmed: 0.
+    /// ranks. Every timing warms (a rank's own "still warm" clock could differ from another's). CPU adapters and
+    /// devices opened with `GpuOptions::skip_warm_up` are not warmed (0), unless another rank's device is.
     fn raise_clocks_distributed(&mut self) -> Result<f64> {
         use bespoke_comm::Op;
         let Some(comm) = self.comm().cloned() else {
             return Ok(0.0);
         };
-        if self.gpu.is_cpu() {
+        // Whether to warm is agreed too (any rank's GPU warms them all): ranks that disagreed would run
+        // different counts of collective steps.
+        let mut warms = [f64::from(u8::from(self.gpu.warms_up()))];
+        comm.all_reduce_f64(&mut warms, Op::Max)?;
+        if warms[0] == 0.0 {
             return Ok(0.0);
         }
         bespoke_gpu::warm_up_agreed(
