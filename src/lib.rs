@@ -18,3 +18,37 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Where a command's time goes (`BESPOKE_PHASE_TIMES`): the gpu crate's, so the kernel crates' tuners print theirs.
 pub use bespoke_gpu::{phase, phase_since};
+
+/// Set (to anything but empty or `0`): timings skip a GPU's clock warm-up (`GpuOptions::skip_warm_up`, tuned
+/// choices keyed apart). The CLI's tests set it: they check results, and on a GPU each cold timing would first
+/// spend 0.5–2 s raising the clocks.
+pub const SKIP_WARM_UP: &str = "BESPOKE_SKIP_WARM_UP";
+
+/// The options every device of the CLI and the bench opens with ([`SKIP_WARM_UP`]).
+pub fn gpu_options() -> bespoke_gpu::GpuOptions {
+    bespoke_gpu::GpuOptions {
+        skip_warm_up: flag_set(std::env::var(SKIP_WARM_UP).ok().as_deref()),
+        ..bespoke_gpu::GpuOptions::default()
+    }
+}
+
+/// Whether an environment flag's value sets it: anything but absent, empty or `0`.
+fn flag_set(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_flag_is_set_by_anything_but_absent_empty_or_zero() {
+        for (v, set) in [
+            (None, false),
+            (Some(""), false),
+            (Some("0"), false),
+            (Some("1"), true),
+            (Some("yes"), true),
+        ] {
+            assert_eq!(super::flag_set(v), set, "{v:?}");
+        }
+    }
+}

@@ -89,7 +89,7 @@ enum Command {
 pub(crate) fn open_gpu() -> Result<Gpu, Error> {
     Ok(Gpu::with_options(GpuOptions {
         persist_pipeline_cache: true,
-        ..Default::default()
+        ..bespoke::gpu_options()
     })?)
 }
 

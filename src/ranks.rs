@@ -51,7 +51,7 @@ fn open_gpu(rank: Option<usize>) -> Result<Gpu, Error> {
     Ok(Gpu::with_options(GpuOptions {
         persist_pipeline_cache: true,
         rank,
-        ..Default::default()
+        ..bespoke::gpu_options()
     })?)
 }
 

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -11,12 +13,7 @@ use std::time::{Duration, Instant};
 use bespoke::gpu::testing::test_gpu;
 
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_bespoke"));
-    c.env(
-        "BESPOKE_CACHE_DIR",
-        std::env::temp_dir().join("bespoke-cli-test-cache"),
-    );
-    c
+    common::bespoke_command()
 }
 
 fn tmp(name: &str) -> PathBuf {

@@ -4,8 +4,9 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 use bespoke::gpu::testing::test_gpu;
 use serde_json::Value;
@@ -45,11 +46,7 @@ fn cli_timeout() -> std::time::Duration {
 fn bespoke_untimed(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     use std::io::Read;
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bespoke"))
-        .env(
-            "BESPOKE_CACHE_DIR",
-            std::env::temp_dir().join("bespoke-cli-test-cache"),
-        )
+    let mut child = common::bespoke_command()
         .envs(env.iter().copied())
         .args(args)
         .stdout(Stdio::piped())

@@ -83,7 +83,7 @@ pub fn thread_reports(
     let reports = run_threads(ranks, |comm| {
         let gpu = Gpu::with_options(GpuOptions {
             rank: Some(bespoke_comm::Comm::rank(&comm)),
-            ..Default::default()
+            ..crate::gpu_options()
         })?;
         let comm: Rc<dyn bespoke_comm::Comm> = Rc::new(comm);
         let a = bespoke_lbm::scale::scale(&gpu, comm.clone(), lbm)?;

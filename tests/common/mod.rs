@@ -7,13 +7,20 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// The binary as the CLI tests run it: one model cache for every test (the micro-benchmarks run once per adapter,
+/// not once per test), and timings without a GPU's clock warm-up (the tests check results, not speed).
+pub fn bespoke_command() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bespoke"));
+    c.env(
+        "BESPOKE_CACHE_DIR",
+        std::env::temp_dir().join("bespoke-cli-test-cache"),
+    )
+    .env("BESPOKE_SKIP_WARM_UP", "1");
+    c
+}
+
 pub fn bespoke(args: &[&str]) -> std::process::Output {
-    // One model cache for every test, so the micro-benchmarks run once per adapter, not once per test.
-    Command::new(env!("CARGO_BIN_EXE_bespoke"))
-        .env(
-            "BESPOKE_CACHE_DIR",
-            std::env::temp_dir().join("bespoke-cli-test-cache"),
-        )
+    bespoke_command()
         .args(args)
         .output()
         .expect("the bespoke binary runs")
