@@ -27,28 +27,7 @@ pub const SKIP_WARM_UP: &str = "BESPOKE_SKIP_WARM_UP";
 /// The options every device of the CLI and the bench opens with ([`SKIP_WARM_UP`]).
 pub fn gpu_options() -> bespoke_gpu::GpuOptions {
     bespoke_gpu::GpuOptions {
-        skip_warm_up: flag_set(std::env::var(SKIP_WARM_UP).ok().as_deref()),
+        skip_warm_up: bespoke_gpu::env_flag(SKIP_WARM_UP),
         ..bespoke_gpu::GpuOptions::default()
-    }
-}
-
-/// Whether an environment flag's value sets it: anything but absent, empty or `0`.
-fn flag_set(value: Option<&str>) -> bool {
-    value.is_some_and(|v| !v.is_empty() && v != "0")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_flag_is_set_by_anything_but_absent_empty_or_zero() {
-        for (v, set) in [
-            (None, false),
-            (Some(""), false),
-            (Some("0"), false),
-            (Some("1"), true),
-            (Some("yes"), true),
-        ] {
-            assert_eq!(super::flag_set(v), set, "{v:?}");
-        }
     }
 }

@@ -236,12 +236,7 @@ impl Comm for MpiComm {
     }
 
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
-        if root >= self.size() {
-            return Err(CommError::Invalid(format!(
-                "broadcast root {root} in a job of {} ranks",
-                self.size()
-            )));
-        }
+        check_root(root, self.size(), "broadcast")?;
         let r = self.world.process_at_rank(root as c_int);
         let mut n = data.len() as u64;
         r.broadcast_into(&mut n);

@@ -40,7 +40,7 @@ mod validate;
 pub use buffer::{GpuBuffer, Window, packed_len};
 pub use context::{
     AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES,
-    list_adapters,
+    env_flag, list_adapters,
 };
 pub use disk::{
     AtomicFile, DiskCache, Lookup, check_writable, remembered_json, user_cache_dir, write_atomic,

@@ -7,7 +7,7 @@ use crate::context::{Gpu, GpuOptions};
 
 /// True when `BESPOKE_REQUIRE_GPU` is set to anything but `0` or empty.
 pub fn gpu_required() -> bool {
-    std::env::var("BESPOKE_REQUIRE_GPU").is_ok_and(|v| !v.is_empty() && v != "0")
+    crate::env_flag("BESPOKE_REQUIRE_GPU")
 }
 
 /// Timings on it skip the GPU's clock warm-up: the suite checks results, and on an H200 it tunes hundreds of

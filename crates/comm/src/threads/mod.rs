@@ -159,12 +159,7 @@ impl ThreadComm {
                 if r == self.rank {
                     return Ok(mine.to_vec());
                 }
-                match self.recv(r, tag)? {
-                    Payload::Bytes(b) => Ok(b),
-                    Payload::Words(_) => Err(CommError::Invalid(format!(
-                        "words under the gather tag {tag}"
-                    ))),
-                }
+                self.recv_bytes(r, tag, "gather")
             })
             .collect()
     }
@@ -205,6 +200,16 @@ impl ThreadComm {
             .borrow_mut()
             .get_mut(&(src, tag))
             .and_then(VecDeque::pop_front)
+    }
+
+    /// The next bytes from `src` under the tag of collective `what` (words there are an error).
+    fn recv_bytes(&self, src: usize, tag: Tag, what: &str) -> Result<Vec<u8>> {
+        match self.recv(src, tag)? {
+            Payload::Bytes(b) => Ok(b),
+            Payload::Words(_) => Err(CommError::Invalid(format!(
+                "words under the {what} tag {tag}"
+            ))),
+        }
     }
 
     /// Blocks for the next payload from `src` under `tag`, giving up when the job has failed or `src` has
@@ -346,12 +351,7 @@ impl Comm for ThreadComm {
     }
 
     fn broadcast_bytes(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
-        if root >= self.size {
-            return Err(CommError::Invalid(format!(
-                "broadcast root {root} in a job of {} ranks",
-                self.size
-            )));
-        }
+        check_root(root, self.size, "broadcast")?;
         self.check_failed()?;
         if self.rank == root {
             for peer in (0..self.size).filter(|&p| p != root) {
@@ -359,12 +359,7 @@ impl Comm for ThreadComm {
             }
             return Ok(());
         }
-        match self.recv(root, TAG_BCAST)? {
-            Payload::Bytes(b) => *data = b,
-            Payload::Words(_) => {
-                return Err(CommError::Invalid("words under the broadcast tag".into()));
-            }
-        }
+        *data = self.recv_bytes(root, TAG_BCAST, "broadcast")?;
         Ok(())
     }
 
@@ -384,10 +379,7 @@ impl Comm for ThreadComm {
             }
             return Ok(mine);
         }
-        match self.recv(root, TAG_SCATTER)? {
-            Payload::Bytes(b) => Ok(b),
-            Payload::Words(_) => Err(CommError::Invalid("words under the scatter tag".into())),
-        }
+        self.recv_bytes(root, TAG_SCATTER, "scatter")
     }
 
     fn fail(&self, message: &str) {

@@ -17,7 +17,9 @@ mod options;
 pub use adapters::{AdapterSummary, list_adapters};
 use adapters::{backend_rank, type_rank};
 use close::{CloseDone, CloseTurn};
-pub use options::{AdapterClass, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES};
+pub use options::{
+    AdapterClass, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES, env_flag,
+};
 
 /// One opened device plus everything kernels share: the pipeline cache and the error sink.
 pub struct Gpu {

@@ -42,6 +42,16 @@ pub struct GpuOptions {
     pub skip_warm_up: bool,
 }
 
+/// Whether the environment variable `name` is set as a flag: to anything but empty or `0` (`BESPOKE_REQUIRE_GPU`,
+/// the CLI's `BESPOKE_SKIP_WARM_UP`).
+pub fn env_flag(name: &str) -> bool {
+    flag_value(std::env::var(name).ok().as_deref())
+}
+
+fn flag_value(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// Whether an adapter runs kernels on a CPU (one workgroup per thread) or on a GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AdapterClass {
@@ -89,4 +99,20 @@ pub struct GpuInfo {
     pub limits: KernelLimits,
     /// The per-binding size the chunking logic uses (≤ the device limit; lowered by `GpuOptions`).
     pub binding_limit: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_flag_is_set_by_anything_but_absent_empty_or_zero() {
+        for (v, set) in [
+            (None, false),
+            (Some(""), false),
+            (Some("0"), false),
+            (Some("1"), true),
+            (Some("yes"), true),
+        ] {
+            assert_eq!(super::flag_value(v), set, "{v:?}");
+        }
+    }
 }
