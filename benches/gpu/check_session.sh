@@ -47,6 +47,35 @@ awk -v a="$order_end" -v b="$fv_start" 'BEGIN { exit !(a <= b) }' || fail "bench
 tar tzf "$work/out/session-all.tar.gz" > "$work/archive.txt" || fail "the archive does not list"
 grep -q 'fv-order.txt' "$work/archive.txt" || fail "fv-order's log is not in the archive"
 
+# peers-compile: the peers' compiles (a stand-in peer script, 2 s a precision) in the background beside info, and
+# a peers stage waits for them.
+mkdir -p "$work/benches/peers" "$work/site/gimmik"
+: > "$work/site/gimmik/__init__.py"
+cat > "$work/benches/peers/gimmik_cublas.py" <<'EOF2'
+import sys, time
+log = open(".devbin/calls.log", "a")
+print(f"{time.time()} start peer {' '.join(sys.argv[1:])}", file=log, flush=True)
+if "--compile-only" in sys.argv:
+    time.sleep(2)
+print(f"{time.time()} end peer {' '.join(sys.argv[1:])}", file=log, flush=True)
+EOF2
+rm -rf "$work/out" "$work/out-work" "$calls"
+OUT=$work/out PEER_SITE=$work/site benches/gpu/session.sh peers-compile info@20 peers9-f32@20 \
+    > "$work/run-peers.txt" 2>&1 || fail "session.sh failed: $(cat "$work/run-peers.txt")"
+grep -q '^== peers-compile: in the background' "$work/out-work/stages.txt" || fail "peers-compile did not start in the background"
+grep -q '^== peers-compile waited for [0-9]* s before peers9-f32' "$work/out-work/stages.txt" \
+    || fail "peers9-f32 did not wait for peers-compile"
+for d in f32 f64; do
+    grep -q " start peer tests/data/pyfr --n 1048576 --dtype $d --compile-only --compile-threads 4" "$calls" \
+        || fail "peers-compile did not compile $d: $(cat "$work/out-work/peers-compile.txt")"
+done
+compile_start=$(t start "peer tests/data/pyfr --n 1048576 --dtype f32 --compile-only")
+compile_end=$(t end "peer tests/data/pyfr --n 1048576 --dtype f64 --compile-only")
+peers_start=$(grep ' start peer .*--json' "$calls" | head -1 | cut -d' ' -f1)
+[ -n "$peers_start" ] || fail "peers9-f32 did not run the peer script"
+awk -v a="$compile_start" -v b="$(t end info)" 'BEGIN { exit !(a < b) }' || fail "peers-compile did not run beside info"
+awk -v a="$compile_end" -v b="$peers_start" 'BEGIN { exit !(a <= b) }' || fail "peers9-f32 started before the compiles ended"
+
 # A deadline that leaves under 10 s after the first stage skips the next one.
 rm -rf "$work/out" "$work/out-work" "$calls"
 OUT=$work/out SESSION_DEADLINE=10 benches/gpu/session.sh info@5 bench-copy@20 > "$work/run2.txt" 2>&1 \
@@ -134,7 +163,7 @@ planned=$(grep -o '`[^`]*session\.sh [^`]*`' "$repo/docs/gpu.md" | sed 's/^.*ses
 later=$(sed -n '/^\*\*Next session\*\*/,/^## /p' "$repo/docs/gpu.md" | grep -o '`[a-z0-9@ -]*@[0-9]*[^`]*`' | tr -d '`' | tr ' ' '\n' || true)
 every="info bench lab bench-copy bench-dense bench-mm bench-lbm bench-fv bench-scale bench-lab bench-lab-copy
     bench-lab-lbm bench-lab-mm bench-lab-fv mm9-f32 mm9-f64 mm-f32 mm-f64 mm-big-f32 mm-big-f64 dense dense-sweep
-    lbm-cylinder lbm-host fv-order"
+    lbm-cylinder lbm-host fv-order peers-compile"
 stages=$(printf '%s\n' $planned $later $every | sed 's/@.*//' | grep -v '^$' | sort -u)
 [ -n "$planned" ] && [ -n "$later" ] || fail "no planned session.sh stages found in docs/gpu.md"
 rm -rf "$work/out" "$work/out-work" "$calls"

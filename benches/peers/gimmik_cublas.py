@@ -4,6 +4,7 @@ precision and β, written in the same JSON shape so the two can be set side by s
 
 Usage:
   gimmik_cublas.py PATH... [--n N] [--dtype f32|f64] [--reps R] [--check-cols C] [--json FILE] [--dry-run]
+                   [--compile-only] [--compile-threads T]
 
 PATH is a Matrix Market file or a folder of them. β per matrix comes from the header comment
 `% PyFR beta for this op: <β>` when present, else --beta, else 0 (as `bespoke mm bench` does). B (K×N) and C (M×N)
@@ -18,6 +19,10 @@ C written once and read once more when β ≠ 0. rel_err compares C with an f64 
 --dry-run needs only numpy, mako and gimmik: it parses every file and generates every kernel, without a GPU, and
 checks that each kernel exports the name RawKernel looks up (with NVRTC where CuPy is importable, which needs no
 GPU; else by its declaration).
+--compile-only generates and compiles every kernel (NVRTC, into CuPy's on-disk kernel cache: CUPY_CACHE_DIR) and
+times nothing: a later run of the same operators, N and precision on the same machine finds each kernel compiled.
+benches/gpu/session.sh's `peers-compile` runs it in the background while bespoke's stages use the GPU (on the H200
+on 2026-11-28 the peer took 25-30 s an operator, its kernels compiled one after the other).
 On the lent GPU machine (no internet) install the wheels brought along first:
   pip download --no-deps gimmik==4.0 mako -d .devbin/wheels          # here
   pip install --no-index --no-deps .devbin/wheels/*.whl               # there
@@ -197,6 +202,20 @@ def compile_all(dev, kerns, threads):
         return None
 
 
+def compile_matrix(dev, a, beta, n, np_dtype, threads):
+    """Generates and compiles (into CuPy's kernel cache) every GiMMiK kernel of one operator; nothing runs. The
+    seconds of generation and compiles, and how many kernels."""
+    t0 = time.perf_counter()
+    kernels = gimmik_kernels(a, beta, n, np_dtype) if np.any(a) else []
+    generate_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    kerns = [dev.cp.RawKernel(src, KNAME) for _, src, _ in kernels]
+    if compile_all(dev, kerns, threads) is None:
+        for kern in kerns:
+            kern.compile()
+    return {"kernels": len(kerns), "generate_seconds": generate_s, "compile_seconds": time.perf_counter() - t0}
+
+
 def bench_matrix(dev, path, a, beta, n, np_dtype, reps, check_cols, rng, threads=1):
     cp = dev.cp
     t_setup = time.perf_counter()
@@ -309,6 +328,8 @@ def main():
     ap.add_argument("--compile-threads", type=int, default=8,
                     help="compile each matrix's GiMMiK kernels on this many threads (1: one by one, at first use)")
     ap.add_argument("--dry-run", action="store_true", help="parse and generate only; no GPU needed")
+    ap.add_argument("--compile-only", action="store_true",
+                    help="generate and compile every kernel into CuPy's kernel cache; time nothing")
     args = ap.parse_args()
     if args.n <= 0 or args.reps <= 0 or args.check_cols <= 0:
         raise SystemExit("--n, --reps and --check-cols must be positive")
@@ -340,6 +361,16 @@ def main():
         return
 
     dev = Device()
+    if args.compile_only:
+        t_all = time.perf_counter()
+        for f in files:
+            a, beta = read_mtx(f)
+            beta = args.beta if beta is None else beta
+            r = compile_matrix(dev, a, beta, args.n, np_dtype, args.compile_threads)
+            print(f"{f.stem:<22} {a.shape[0]:>4}×{a.shape[1]:<4} β={beta:g} {r['kernels']} kernels generated in "
+                  f"{r['generate_seconds']:.1f} s, compiled in {r['compile_seconds']:.1f} s", flush=True)
+        print(f"{len(files)} matrices compiled for {args.dtype}, N = {args.n} in {time.perf_counter() - t_all:.1f} s")
+        return
     copy = dev.copy_gbps()
     print(f"device: {dev.name}, CUDA runtime {dev.runtime}, CuPy {dev.cupy}; copy {copy:.1f} GB/s; "
           f"{args.dtype}, N = {args.n}", flush=True)
