@@ -94,17 +94,18 @@ const MAX_TABLE: usize = 1 << (32 - INDEX_SHIFT);
 
 /// The cell types of an nx × ny lattice (row-major, y up).
 ///
-/// Stored as an index per cell into a palette of the distinct cells (a domain has a few kinds and boundary
-/// values: walls, a lid, an inlet profile), one byte a cell for up to 256 of them, two up to 65 536, four beyond,
-/// and no per-cell array at all while every cell is fluid: where a `Cell` takes 24 bytes. Every rank of a
-/// distributed lattice holds the whole domain's flags (docs/scale.md), so this is what a rank's host memory grows
-/// with beyond its own block.
+/// Stored as each cell's index into a palette of the distinct cells (a domain has a few kinds and boundary
+/// values: walls, a lid, an inlet profile): nothing while every cell is fluid, runs along each row while they
+/// cost less than a byte a cell (walls, lids, inlets and bodies make a few a row), else an array of one byte a
+/// cell for up to 256 palette entries, two up to 65 536, four beyond: where a `Cell` takes 24 bytes. Every rank
+/// of a distributed lattice holds the whole domain's flags (docs/scale.md), so this is what a rank's host memory
+/// grows with beyond its own block.
 #[derive(Clone, Debug)]
 pub struct Flags {
     nx: usize,
     ny: usize,
-    /// Each cell's index into `palette`, row-major, as narrow as the palette allows; none while every cell is
-    /// fluid.
+    /// Each cell's index into `palette`, row-major: none while every cell is fluid, runs a row, or an array as
+    /// narrow as the palette allows.
     kinds: Kinds,
     /// The distinct cells; entry 0 is `Cell::Fluid`.
     palette: Vec<Cell>,
@@ -181,22 +182,37 @@ impl Flags {
             self.palette.push(cell);
             next
         });
-        self.kinds.set(k, slot, n);
+        self.kinds.set(k, slot, self.nx, n);
     }
-    /// Every cell, row-major.
+    /// Every cell, row-major (in order through the runs or the array, not a lookup a cell).
     pub fn cells(&self) -> impl ExactSizeIterator<Item = Cell> + '_ {
-        (0..self.nx * self.ny).map(|k| self.cell(k))
+        let n = self.nx * self.ny;
+        CellIter {
+            indices: if self.kinds.is_fluid() {
+                Box::new(std::iter::repeat_n(0, n))
+            } else {
+                self.kinds.iter()
+            },
+            palette: &self.palette,
+            left: n,
+        }
     }
     /// True when no cell is anything but fluid (the kernels then skip the flag field: 4 B per cell less).
     pub fn all_fluid(&self) -> bool {
-        self.kinds.iter().all(|k| k == 0)
+        self.kinds.count(self.nx * self.ny, |k| k != 0) == 0
     }
     pub fn fluid_cells(&self) -> usize {
-        if self.kinds.is_fluid() {
-            return self.nx * self.ny;
-        }
         let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
-        self.kinds.iter().filter(|&k| !solid[k as usize]).count()
+        self.kinds.count(self.nx * self.ny, |k| !solid[k as usize])
+    }
+    /// Bytes the cells' palette indices take (none while all fluid; a few runs a row for walls, lids and
+    /// bodies; up to 4 a cell for a field of many runs): what a rank holds of the whole domain's flags.
+    pub fn index_bytes(&self) -> usize {
+        self.kinds.bytes()
+    }
+    /// The palette indices of `len` cells of row y from x0 on, wrapping around the row, into `out`.
+    pub(crate) fn row_indices(&self, y: usize, x0: usize, len: usize, out: &mut Vec<u32>) {
+        self.kinds.row_into(y, x0, len, self.nx, out);
     }
     /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the wall at
     /// x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain half-way
@@ -294,9 +310,15 @@ impl Flags {
         if !interpolated {
             return count;
         }
+        let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
+        // Rows y − 1, y and y + 1 as palette indices (index 0 is fluid): a neighbour without a lookup each.
+        let mut rows: [Vec<u32>; 3] = Default::default();
         for y in 0..self.ny {
+            for (r, dy) in rows.iter_mut().zip([self.ny - 1, 0, 1]) {
+                self.row_indices((y + dy) % self.ny, 0, self.nx, r);
+            }
             for x in 0..self.nx {
-                if self.get(x, y) != Cell::Fluid {
+                if rows[1][x] != 0 {
                     continue;
                 }
                 for (d, c) in C.iter().enumerate().skip(1) {
@@ -306,7 +328,7 @@ impl Flags {
                     }
                     // Cheap test first: the shape's cells are walls now, most neighbours are not.
                     let (xn, yn) = (xn as usize, yn as usize);
-                    if !self.get(xn, yn).is_solid() || !inside(xn, yn) {
+                    if !solid[rows[(1 + c[1]) as usize][xn] as usize] || !inside(xn, yn) {
                         continue;
                     }
                     // phi > 0 at t = 0 (fluid), ≤ 0 at t = 1 (wall).
@@ -394,28 +416,30 @@ impl Flags {
         links
     }
 
-    /// The global cell at offset (lx, ly) of a window whose corner is `origin` (wrapping around the domain).
-    pub(crate) fn wrap(&self, origin: [usize; 2], lx: usize, ly: usize) -> (usize, usize) {
-        ((origin[0] + lx) % self.nx, (origin[1] + ly) % self.ny)
-    }
-
     /// The cells of the `size` window whose corner is `origin` (wrapping around the domain), with the wall
     /// distances of links that start in it: the flags of one block of a distributed lattice, halo included.
     pub fn window(&self, origin: [usize; 2], size: [usize; 2]) -> Flags {
         let mut w = Flags::fluid(size[0], size[1]);
+        let n = size[0] * size[1];
         if !self.kinds.is_fluid() {
             // The same palette, so each cell's index carries over as it is.
             w.palette.clone_from(&self.palette);
             w.index.clone_from(&self.index);
-            w.kinds = self.kinds.zeroed_like(size[0] * size[1]);
+            let mut row = Vec::new();
+            for ly in 0..size[1] {
+                self.row_indices((origin[1] + ly) % self.ny, origin[0], size[0], &mut row);
+                for (lx, &i) in row.iter().enumerate() {
+                    w.kinds.set(ly * size[0] + lx, i, size[0], n);
+                }
+            }
         }
-        for ly in 0..size[1] {
-            for lx in 0..size[0] {
-                let (x, y) = self.wrap(origin, lx, ly);
-                let i = self.kinds.get(y * self.nx + x);
-                w.kinds.set(ly * size[0] + lx, i, size[0] * size[1]);
-                let c = y * self.nx + x;
-                for (&(_, d), &q) in self.distances.range((c, 0)..(c + 1, 0)) {
+        // Each link's offsets in the window: the first, and one a domain further on where the window is wider
+        // than the domain (a block as wide as the domain, with its halo).
+        let offsets =
+            |c: usize, o: usize, n: usize, len: usize| ((c + n - o % n) % n..len).step_by(n);
+        for ((x, y, d), q) in self.wall_distances() {
+            for ly in offsets(y, origin[1], self.ny, size[1]) {
+                for lx in offsets(x, origin[0], self.nx, size[0]) {
                     w.distances.insert((ly * size[0] + lx, d), q);
                 }
             }
@@ -423,6 +447,27 @@ impl Flags {
         w
     }
 }
+
+/// [`Flags::cells`]: the cells of a palette's indices, with their count.
+struct CellIter<'a> {
+    indices: Box<dyn Iterator<Item = u32> + 'a>,
+    palette: &'a [Cell],
+    left: usize,
+}
+
+impl Iterator for CellIter<'_> {
+    type Item = Cell;
+    fn next(&mut self) -> Option<Cell> {
+        let i = self.indices.next()?;
+        self.left -= 1;
+        Some(self.palette[i as usize])
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for CellIter<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -459,9 +504,10 @@ mod tests {
             f.set(x, 47, Cell::MovingWall([0.1, 0.0]));
         }
         f.add_circle([30.0, 20.0], 6.5, true);
-        // Fluid, wall, the lid: one byte a cell and three palette entries, where a Cell takes 24 bytes.
+        // Fluid, wall, the lid: three palette entries, and at most about a byte a cell (runs while they cost
+        // less, give or take their vectors' spare room), where a Cell takes 24 bytes.
         assert_eq!(f.palette.len(), 3);
-        assert_eq!(f.kinds.bytes(), 64 * 48);
+        assert!(f.index_bytes() <= 2 * 64 * 48, "{} B", f.index_bytes());
         assert_eq!(f.get(10, 47), Cell::MovingWall([0.1, 0.0]));
         assert_eq!(f.get(0, 47), Cell::Wall);
         assert_eq!(f.get(30, 20), Cell::Wall);
@@ -495,6 +541,17 @@ mod tests {
                 }
             }
         }
+        // Wider and taller than the domain (a block spanning it, with its halo on both sides).
+        let w = f.window([63, 47], [66, 50]);
+        for ly in 0..50 {
+            for lx in 0..66 {
+                let (x, y) = ((63 + lx) % 64, (47 + ly) % 48);
+                assert_eq!(w.get(lx, ly), f.get(x, y), "({lx}, {ly})");
+                for d in 1..9 {
+                    assert_eq!(w.wall_distance(lx, ly, d), f.wall_distance(x, y, d));
+                }
+            }
+        }
         let w = f.window([24, 14], [12, 12]);
         assert!(w.has_wall_distances());
         assert_eq!(
@@ -504,6 +561,32 @@ mod tests {
                 .count()
         );
         assert!(Flags::fluid(8, 8).window([4, 4], [8, 8]).kinds.is_fluid());
+    }
+
+    #[test]
+    fn a_channel_with_an_inlet_profile_and_a_body_takes_a_few_runs_a_row() {
+        // The cylinder case's shape at 4096 × 1024: walls, a parabolic inlet (a palette entry a row), an outlet,
+        // a body with wall distances. As an array this was 2 B a cell (8 MB); as runs, under 96 B a row.
+        let (nx, ny) = (4096, 1024);
+        let mut f = Flags::fluid(nx, ny);
+        f.add_circle([800.0, 500.0], 90.0, true);
+        f.channel_walls();
+        for y in 1..ny - 1 {
+            let s = y as f64 / ny as f64;
+            f.set(0, y, Cell::Inlet([0.2 * s * (1.0 - s), 0.0]));
+            f.set(nx - 1, y, Cell::Outlet(1.0));
+        }
+        assert!(f.palette.len() > 256, "an inlet value a row");
+        assert!(f.index_bytes() < 96 * ny, "{} B", f.index_bytes());
+        assert_eq!(
+            f.get(0, 300),
+            Cell::Inlet([0.2 * (300.0 / 1024.0) * (1.0 - 300.0 / 1024.0), 0.0])
+        );
+        assert_eq!(f.get(800, 500), Cell::Wall);
+        assert_eq!(f.get(nx - 1, 7), Cell::Outlet(1.0));
+        assert_eq!(f.fluid_cells(), f.cells().filter(|c| !c.is_solid()).count());
+        assert_eq!(f.cells().len(), nx * ny);
+        f.encode().expect("encodes");
     }
 
     #[test]
