@@ -202,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn rows_read_through_the_runs_encode_as_a_lookup_a_cell_did() {
+    fn rows_read_through_the_runs_encode_and_find_links_as_a_lookup_a_cell_did() {
         let mut rng = StdRng::seed_from_u64(0x5eed);
         for case in 0..12 {
             let (nx, ny) = (rng.random_range(3..70), rng.random_range(3..50));
@@ -241,6 +241,19 @@ mod tests {
             }
             f.prune_wall_distances();
             // Wall distances whose link no longer ends in a wall would be refused by both: leave them out.
+            // The links into solid cells (a probe's), read through rows likewise.
+            let mut links = Vec::new();
+            for y in 0..ny {
+                for x in 0..nx {
+                    for d in 1..9 {
+                        let (xn, yn) = f.neighbour(x, y, d);
+                        if !f.get(x, y).is_solid() && f.get(xn, yn).is_solid() && (xn + yn) % 3 != 0 {
+                            links.push((x, y, d));
+                        }
+                    }
+                }
+            }
+            assert_eq!(f.links_into(|x, y| (x + y) % 3 != 0), links, "case {case}");
             let whole = f.encode().expect("encodes");
             assert_eq!(
                 whole,

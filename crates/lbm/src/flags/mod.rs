@@ -399,15 +399,23 @@ impl Flags {
     /// Links (x, y, d) from non-solid cells along d into the solid cells for which `part(x', y')` holds: the
     /// links `Lattice::probe` sums an obstacle's force over.
     pub fn links_into(&self, part: impl Fn(usize, usize) -> bool) -> Vec<(usize, usize, usize)> {
+        let (nx, ny) = (self.nx, self.ny);
+        let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
+        // Rows y − 1, y and y + 1 from x = −1 to nx (wrapping), as palette indices.
+        let mut rows: [Vec<u32>; 3] = Default::default();
         let mut links = Vec::new();
-        for y in 0..self.ny {
-            for x in 0..self.nx {
-                if self.get(x, y).is_solid() {
+        for y in 0..ny {
+            for (r, dy) in rows.iter_mut().zip([ny - 1, 0, 1]) {
+                self.row_indices((y + dy) % ny, nx - 1, nx + 2, r);
+            }
+            for x in 0..nx {
+                if solid[rows[1][x + 1] as usize] {
                     continue;
                 }
-                for d in 1..9 {
+                for (d, c) in C.iter().enumerate().skip(1) {
+                    let end = rows[(1 + c[1]) as usize][(x as i32 + 1 + c[0]) as usize];
                     let (xn, yn) = self.neighbour(x, y, d);
-                    if self.get(xn, yn).is_solid() && part(xn, yn) {
+                    if solid[end as usize] && part(xn, yn) {
                         links.push((x, y, d));
                     }
                 }
