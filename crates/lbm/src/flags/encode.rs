@@ -247,7 +247,8 @@ mod tests {
                 for x in 0..nx {
                     for d in 1..9 {
                         let (xn, yn) = f.neighbour(x, y, d);
-                        if !f.get(x, y).is_solid() && f.get(xn, yn).is_solid() && (xn + yn) % 3 != 0 {
+                        if !f.get(x, y).is_solid() && f.get(xn, yn).is_solid() && (xn + yn) % 3 != 0
+                        {
                             links.push((x, y, d));
                         }
                     }
