@@ -368,6 +368,36 @@ fn bad_decompositions_and_disagreeing_ranks_fail_on_every_rank() {
         cfg.collision = Collision::trt(1.0 + 0.1 * r as f64)
     });
     assert!(e.contains("disagree on the lattice"), "{e}");
+    // Cells that differ on one rank, each keeping every row's count of runs: a wall cell moved along its row
+    // (the runs' lengths differ), a lid's velocity (a run's value), a wall distance. The ranks compare each
+    // row's runs, not each cell.
+    let with_flags = |change: &(dyn Fn(&mut Flags) + Sync)| {
+        run_threads(2, |comm: ThreadComm| {
+            let mut flags = s.1.clone();
+            if comm.rank() == 1 {
+                change(&mut flags);
+            }
+            let ranks = Ranks::new(Rc::new(comm));
+            Lattice::new_distributed(gpu, s.0.clone(), flags, &ranks).map(|_| ())
+        })
+    };
+    with_flags(&|_| {}).expect("the same cells on both ranks");
+    let changes: [&(dyn Fn(&mut Flags) + Sync); 3] = [
+        &|f| f.set(1, 1, Cell::Wall),
+        &|f| {
+            for x in 1..9 {
+                f.set(x, 7, Cell::MovingWall([0.05000000000000001, 0.0]));
+            }
+        },
+        &|f| {
+            let ((x, y, d), q) = f.wall_distances().next().expect("the body's links");
+            f.set_wall_distance(x, y, d, q * 0.5).expect("a link");
+        },
+    ];
+    for (i, change) in changes.iter().enumerate() {
+        let e = with_flags(*change).expect_err("must fail").to_string();
+        assert!(e.contains("disagree on the lattice"), "change {i}: {e}");
+    }
     // A rank that stops mid-run (here: an error of its own after 3 steps) ends the others' steps with an error
     // naming it instead of a hang.
     let e = run_threads(3, |comm: ThreadComm| {

@@ -169,6 +169,33 @@ impl Kinds {
         }
     }
 
+    /// Row y of `nx` cells as runs of equal indices, (length, index) in order, into `out` (replaced): the runs
+    /// kept, or an array's cells joined; the same runs whatever holds them.
+    pub(super) fn row_runs(&self, y: usize, nx: usize, out: &mut Vec<(usize, u32)>) {
+        out.clear();
+        match self {
+            Self::Fluid => out.push((nx, 0)),
+            Self::Runs { rows, .. } => {
+                let row = &rows[y];
+                out.extend(row.iter().enumerate().map(|(i, &(s, index))| {
+                    (
+                        row.get(i + 1).map_or(nx, |r| r.0 as usize) - s as usize,
+                        index,
+                    )
+                }));
+            }
+            _ => {
+                for x in 0..nx {
+                    let index = self.get(y * nx + x);
+                    match out.last_mut() {
+                        Some((len, last)) if *last == index => *len += 1,
+                        _ => out.push((1, index)),
+                    }
+                }
+            }
+        }
+    }
+
     /// How many of `n` cells have an index for which `pred` holds (per run, not per cell, where there are runs).
     pub(super) fn count(&self, n: usize, pred: impl Fn(u32) -> bool) -> usize {
         match self {
@@ -316,6 +343,19 @@ mod tests {
             let expect: Vec<u32> = (0..len).map(|i| want[y * nx + (x0 + i) % nx]).collect();
             assert_eq!(out, expect, "row {y} from {x0}");
         }
+        // Each row's runs, as the array below would give them.
+        let mut runs = Vec::new();
+        for y in 0..ny {
+            k.row_runs(y, nx, &mut runs);
+            let mut joined: Vec<(usize, u32)> = Vec::new();
+            for &w in &want[y * nx..(y + 1) * nx] {
+                match joined.last_mut() {
+                    Some((len, last)) if *last == w => *len += 1,
+                    _ => joined.push((1, w)),
+                }
+            }
+            assert_eq!(runs, joined, "row {y}");
+        }
         // A checkerboard's runs would outweigh a byte a cell: an array, with every cell kept.
         for (c, w) in want.iter_mut().enumerate() {
             let index = if (c / nx + c % nx) % 2 == 0 { 300 } else { 2 };
@@ -327,6 +367,9 @@ mod tests {
             "the checkerboard as u16 (index 300)"
         );
         assert_eq!(k.iter().collect::<Vec<_>>(), want);
+        k.row_runs(3, nx, &mut runs);
+        assert_eq!(runs.len(), nx, "a checkerboard row: a run a cell");
+        assert_eq!(runs[..2], [(1, want[3 * nx]), (1, want[3 * nx + 1])]);
         k.row_into(2, 398, 5, nx, &mut out);
         assert_eq!(
             out,

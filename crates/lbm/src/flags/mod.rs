@@ -214,6 +214,14 @@ impl Flags {
     pub(crate) fn row_indices(&self, y: usize, x0: usize, len: usize, out: &mut Vec<u32>) {
         self.kinds.row_into(y, x0, len, self.nx, out);
     }
+    /// Row y as runs of equal cells, (length, cell) in order, the same whatever holds them: what ranks compare
+    /// (a few a row for walls, lids, inlets and bodies, not a hash input a cell).
+    pub fn row_runs(&self, y: usize) -> impl Iterator<Item = (usize, Cell)> + '_ {
+        let mut runs = Vec::new();
+        self.kinds.row_runs(y, self.nx, &mut runs);
+        runs.into_iter()
+            .map(|(len, index)| (len, self.palette[index as usize]))
+    }
     /// Interpolated bounce-back on the link from fluid cell (x, y) in direction `d` (1–8) into the wall at
     /// x + c_d: the wall crosses the link q·|c_d| from the cell's centre, 0 < q ≤ 1 (q = 1/2 is plain half-way
     /// bounce-back). A moving wall's velocity is its cell's: for a wall in rigid motion (translating, rotating)
