@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::error::{LbmError, Result};
 use crate::fields::Fields;
-use crate::flags::Flags;
+use crate::flags::{Cell, Flags};
 
 /// What a PNG frame shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +65,9 @@ pub fn write_png(path: &Path, fields: &Fields, flags: &Flags, q: Quantity) -> Re
         Quantity::Speed => fields.speed(),
         Quantity::Vorticity => fields.vorticity(),
     };
-    let fluid = |k: usize| !flags.cell(k).is_solid();
+    // In order through the flags (a lookup a cell would search each row's runs).
+    let solid: Vec<bool> = flags.cells().map(Cell::is_solid).collect();
+    let fluid = |k: usize| !solid[k];
     let scale = (0..nx * ny)
         .filter(|&k| fluid(k))
         .map(|k| f64::from(values[k]).abs())
@@ -132,10 +134,10 @@ pub fn write_vtk(path: &Path, fields: &Fields, flags: &Flags) -> Result<()> {
     let _ = write!(out, "SCALARS cell_type int 1\nLOOKUP_TABLE default\n");
     for c in flags.cells() {
         let t: i32 = match c {
-            crate::flags::Cell::Fluid => 0,
-            crate::flags::Cell::Wall | crate::flags::Cell::MovingWall(_) => 1,
-            crate::flags::Cell::Inlet(_) => 2,
-            crate::flags::Cell::Outlet(_) => 3,
+            Cell::Fluid => 0,
+            Cell::Wall | Cell::MovingWall(_) => 1,
+            Cell::Inlet(_) => 2,
+            Cell::Outlet(_) => 3,
         };
         out.extend_from_slice(&t.to_be_bytes());
     }

@@ -15,16 +15,22 @@ pub(super) fn put_cells(out: &mut Sink<'_>, flags: &Flags) -> Vec<[f64; 2]> {
     let mut table: Vec<[f64; 2]> = Vec::new();
     let mut index = std::collections::HashMap::new();
     let mut bytes = Vec::with_capacity(WORDS_AT_ONCE * 4);
-    for c in flags.cells() {
-        let (kind, v) = c.saved();
-        let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
-            table.push(v);
-            table.len() - 1
-        });
-        bytes.extend_from_slice(&(u32::from(kind) | ((slot as u32) << 3)).to_le_bytes());
-        if bytes.len() >= WORDS_AT_ONCE * 4 {
-            out.put(&bytes);
-            bytes.clear();
+    // A row's runs of equal cells: one table lookup a run, then its words.
+    for y in 0..flags.ny() {
+        for (len, c) in flags.row_runs(y) {
+            let (kind, v) = c.saved();
+            let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
+                table.push(v);
+                table.len() - 1
+            });
+            let word = (u32::from(kind) | ((slot as u32) << 3)).to_le_bytes();
+            for _ in 0..len {
+                bytes.extend_from_slice(&word);
+                if bytes.len() >= WORDS_AT_ONCE * 4 {
+                    out.put(&bytes);
+                    bytes.clear();
+                }
+            }
         }
     }
     out.put(&bytes);
