@@ -11,8 +11,9 @@ pub fn gpu_required() -> bool {
 }
 
 /// Timings on it skip the GPU's clock warm-up: the suite checks results, and on an H200 it tunes hundreds of
-/// kernels, each cold timing of which would first spend 0.5–2 s raising the clocks. Tests of the warm-up itself
-/// open a device of their own (`emulating`).
+/// kernels, each cold timing of which would first spend 0.5–2 s raising the clocks. Devices [`emulating`] a
+/// condition on its adapter skip it too; tests of the warm-up itself open theirs with
+/// [`emulating_with_warm_up`].
 static SHARED: LazyLock<Result<Gpu, String>> = LazyLock::new(|| {
     Gpu::with_options(GpuOptions {
         skip_warm_up: true,
@@ -40,11 +41,26 @@ pub fn test_gpu() -> Option<&'static Gpu> {
 
 /// A second device on the shared test device's adapter with `opts` (a lowered limit, another adapter class, a
 /// driver quirk): how a test makes a GPU's condition happen on lavapipe. `opts.adapter_name` is set to the
-/// shared device's adapter.
+/// shared device's adapter, and its timings skip the warm-up where the shared device's do (an emulated GPU
+/// class on lavapipe, and every emulation on a GPU, would otherwise spend 0.5–2 s on each cold timing).
 ///
 /// # Panics
 /// When the device cannot be opened (the shared one could).
 pub fn emulating(shared: &Gpu, opts: GpuOptions) -> Gpu {
+    emulating_with_warm_up(
+        shared,
+        GpuOptions {
+            skip_warm_up: opts.skip_warm_up || shared.skips_warm_up(),
+            ..opts
+        },
+    )
+}
+
+/// [`emulating`] with the warm-up as `opts` says, whatever the shared device's: for the tests of the warm-up.
+///
+/// # Panics
+/// When the device cannot be opened (the shared one could).
+pub fn emulating_with_warm_up(shared: &Gpu, opts: GpuOptions) -> Gpu {
     Gpu::with_options(GpuOptions {
         adapter_name: Some(shared.adapter_name().to_owned()),
         ..opts

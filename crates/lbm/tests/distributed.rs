@@ -423,7 +423,7 @@ fn a_distributed_timing_warms_a_gpu_with_every_rank_in_step() {
     use bespoke_gpu::{AdapterClass, WARM_SECONDS};
     let Some(shared) = test_gpu() else { return };
     let seed = fresh_seed();
-    let gpu_class = emulating(
+    let gpu_class = bespoke_gpu::testing::emulating_with_warm_up(
         shared,
         GpuOptions {
             adapter_class: Some(AdapterClass::Gpu),

@@ -270,6 +270,10 @@ impl Gpu {
     pub fn warms_up(&self) -> bool {
         !self.is_cpu() && !self.skip_warm_up
     }
+    /// Whether the device was opened with `GpuOptions::skip_warm_up` (whatever its class).
+    pub fn skips_warm_up(&self) -> bool {
+        self.skip_warm_up
+    }
     /// The driver behaviours this device emulates (`GpuOptions::quirks`; none unless asked for).
     pub fn quirks(&self) -> Quirks {
         self.quirks

@@ -69,7 +69,7 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
         let refs: Vec<_> = launches.iter().collect();
         gpu.time(&refs, 0, 3).unwrap()
     };
-    let gpu = bespoke_gpu::testing::emulating(
+    let gpu = bespoke_gpu::testing::emulating_with_warm_up(
         shared,
         GpuOptions {
             adapter_class: Some(AdapterClass::Gpu),
@@ -124,6 +124,16 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
         unwarmed.adapter_key().ends_with("-nowarm") && shared.adapter_key().contains("-nowarm")
     );
     assert_ne!(unwarmed.adapter_key(), gpu.adapter_key());
+    // A device emulating a condition skips it as the shared test device does, unless opened to warm.
+    let inherited = bespoke_gpu::testing::emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(AdapterClass::Gpu),
+            ..GpuOptions::default()
+        },
+    );
+    assert!(shared.skips_warm_up() && inherited.skips_warm_up() && !inherited.warms_up());
+    assert!(gpu.warms_up(), "emulating_with_warm_up keeps the warm-up");
 }
 
 /// The probe chooses its walk at its full default size on a GPU (a 64 MiB trial picked the slower walk on an
