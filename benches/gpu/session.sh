@@ -226,6 +226,14 @@ finish() {
 }
 trap finish EXIT
 
+# Waits for a background job (fv-order, peers-compile) before the stage that needs it, and says how long.
+await() {  # await JOB PID STAGE WHAT-THE-STAGE-DOES-IF-IT-FAILED
+    local start
+    start=$(date +%s)
+    wait "$2" || echo "== $1 failed: $3 $4" | tee -a "$OUT/stages.txt"
+    echo "== $1 waited for $(($(date +%s) - start)) s before $3" | tee -a "$OUT/stages.txt"
+}
+
 # SESSION_DEADLINE=SECONDS: no STAGE@SECONDS stage runs past so many seconds from here (its limit is cut to
 # what is left, and one with under 10 s left is skipped), so the script packs and ends inside the device tool's
 # limit however long each stage turns out to take.
@@ -244,16 +252,12 @@ for stage in "$@"; do
             continue ;;
         peers9-*|peers-f32|peers-f64|peers-f32-*|peers-f64-*)
             if [ -n "$peers_compile_pid" ]; then
-                start=$(date +%s)
-                wait "$peers_compile_pid" || echo "== peers-compile failed: $stage compiles for itself" | tee -a "$OUT/stages.txt"
-                echo "== peers-compile waited for $(($(date +%s) - start)) s before ${stage%@*}" | tee -a "$OUT/stages.txt"
+                await peers-compile "$peers_compile_pid" "${stage%@*}" "compiles for itself"
                 peers_compile_pid=
             fi ;;
         bench|lab|bench-fv|bench-lab-fv)
             if [ -n "$fv_order_pid" ]; then
-                start=$(date +%s)
-                wait "$fv_order_pid" || echo "== fv-order failed: $stage orders the mesh itself" | tee -a "$OUT/stages.txt"
-                echo "== fv-order waited for $(($(date +%s) - start)) s before ${stage%@*}" | tee -a "$OUT/stages.txt"
+                await fv-order "$fv_order_pid" "${stage%@*}" "orders the mesh itself"
                 fv_order_pid=
             fi ;;
     esac

@@ -546,25 +546,17 @@ mod tests {
         }
         assert_ne!(f.palette, g.palette);
         assert_eq!(f, g);
-        // A window carries each cell and wall distance across, wrapping around the domain.
-        let w = f.window([60, 40], [10, 12]);
-        for ly in 0..12 {
-            for lx in 0..10 {
-                let (x, y) = ((60 + lx) % 64, (40 + ly) % 48);
-                assert_eq!(w.get(lx, ly), f.get(x, y), "({lx}, {ly})");
-                for d in 1..9 {
-                    assert_eq!(w.wall_distance(lx, ly, d), f.wall_distance(x, y, d));
-                }
-            }
-        }
-        // Wider and taller than the domain (a block spanning it, with its halo on both sides).
-        let w = f.window([63, 47], [66, 50]);
-        for ly in 0..50 {
-            for lx in 0..66 {
-                let (x, y) = ((63 + lx) % 64, (47 + ly) % 48);
-                assert_eq!(w.get(lx, ly), f.get(x, y), "({lx}, {ly})");
-                for d in 1..9 {
-                    assert_eq!(w.wall_distance(lx, ly, d), f.wall_distance(x, y, d));
+        // A window carries each cell and wall distance across, wrapping around the domain; also one wider and
+        // taller than the domain (a block spanning it, with its halo on both sides).
+        for (origin, size) in [([60, 40], [10, 12]), ([63, 47], [66, 50])] {
+            let w = f.window(origin, size);
+            for ly in 0..size[1] {
+                for lx in 0..size[0] {
+                    let (x, y) = ((origin[0] + lx) % 64, (origin[1] + ly) % 48);
+                    assert_eq!(w.get(lx, ly), f.get(x, y), "({lx}, {ly})");
+                    for d in 1..9 {
+                        assert_eq!(w.wall_distance(lx, ly, d), f.wall_distance(x, y, d));
+                    }
                 }
             }
         }
