@@ -1,0 +1,142 @@
+use super::*;
+
+#[test]
+fn distances_overwritten_by_edge_cells_are_pruned() {
+    let mut f = Flags::fluid(30, 12);
+    // A circle through the bottom row and the inlet column.
+    f.add_circle([1.4, 2.2], 3.3, true);
+    let all = f.wall_distances().count();
+    f.channel_walls();
+    for y in 1..11 {
+        f.set(0, y, Cell::Inlet([0.02, 0.0]));
+    }
+    assert!(
+        f.encode().is_err(),
+        "distances from walls or into an inlet must not encode"
+    );
+    let dropped = f.prune_wall_distances();
+    assert!(dropped > 0 && dropped < all, "{dropped} of {all}");
+    f.encode().expect("pruned flags encode");
+    assert_eq!(f.prune_wall_distances(), 0);
+}
+
+#[test]
+fn a_palette_holds_the_distinct_cells_and_fluid_flags_hold_no_array() {
+    let mut f = Flags::fluid(64, 48);
+    f.set(5, 5, Cell::Fluid);
+    assert!(f.kinds.is_fluid() && f.all_fluid());
+    assert_eq!(f.fluid_cells(), 64 * 48);
+    f.box_walls();
+    for x in 1..63 {
+        f.set(x, 47, Cell::MovingWall([0.1, 0.0]));
+    }
+    f.add_circle([30.0, 20.0], 6.5, true);
+    // Fluid, wall, the lid: three palette entries, and at most about a byte a cell (runs while they cost
+    // less, give or take their vectors' spare room), where a Cell takes 24 bytes.
+    assert_eq!(f.palette.len(), 3);
+    assert!(f.index_bytes() <= 2 * 64 * 48, "{} B", f.index_bytes());
+    assert_eq!(f.get(10, 47), Cell::MovingWall([0.1, 0.0]));
+    assert_eq!(f.get(0, 47), Cell::Wall);
+    assert_eq!(f.get(30, 20), Cell::Wall);
+    assert_eq!(f.get(10, 10), Cell::Fluid);
+    assert!(!f.all_fluid());
+    let solid = f.cells().filter(|c| c.is_solid()).count();
+    assert_eq!(f.fluid_cells(), 64 * 48 - solid);
+    // A cell set back to fluid is fluid again; equal cells make equal flags whatever order filled the palette.
+    let mut g = Flags::fluid(64, 48);
+    g.add_circle([30.0, 20.0], 6.5, true);
+    for x in 1..63 {
+        g.set(x, 47, Cell::MovingWall([0.1, 0.0]));
+    }
+    g.set(3, 3, Cell::Outlet(1.0));
+    g.set(3, 3, Cell::Fluid);
+    assert_ne!(f, g);
+    g.box_walls();
+    for x in 1..63 {
+        g.set(x, 47, Cell::MovingWall([0.1, 0.0]));
+    }
+    assert_ne!(f.palette, g.palette);
+    assert_eq!(f, g);
+    // A window carries each cell and wall distance across, wrapping around the domain; also one wider and
+    // taller than the domain (a block spanning it, with its halo on both sides).
+    for (origin, size) in [([60, 40], [10, 12]), ([63, 47], [66, 50])] {
+        let w = f.window(origin, size);
+        for ly in 0..size[1] {
+            for lx in 0..size[0] {
+                let (x, y) = ((origin[0] + lx) % 64, (origin[1] + ly) % 48);
+                assert_eq!(w.get(lx, ly), f.get(x, y), "({lx}, {ly})");
+                for d in 1..9 {
+                    assert_eq!(w.wall_distance(lx, ly, d), f.wall_distance(x, y, d));
+                }
+            }
+        }
+    }
+    let w = f.window([24, 14], [12, 12]);
+    assert!(w.has_wall_distances());
+    assert_eq!(
+        w.wall_distances().count(),
+        f.wall_distances()
+            .filter(|((x, y, _), _)| (24..36).contains(x) && (14..26).contains(y))
+            .count()
+    );
+    assert!(Flags::fluid(8, 8).window([4, 4], [8, 8]).kinds.is_fluid());
+}
+
+#[test]
+fn a_channel_with_an_inlet_profile_and_a_body_takes_a_few_runs_a_row() {
+    // The cylinder case's shape at 4096 × 1024: walls, a parabolic inlet (a palette entry a row), an outlet,
+    // a body with wall distances. As an array this was 2 B a cell (8 MB); as runs, under 96 B a row.
+    let (nx, ny) = (4096, 1024);
+    let mut f = Flags::fluid(nx, ny);
+    f.add_circle([800.0, 500.0], 90.0, true);
+    f.channel_walls();
+    for y in 1..ny - 1 {
+        let s = y as f64 / ny as f64;
+        f.set(0, y, Cell::Inlet([0.2 * s * (1.0 - s), 0.0]));
+        f.set(nx - 1, y, Cell::Outlet(1.0));
+    }
+    assert!(f.palette.len() > 256, "an inlet value a row");
+    assert!(f.index_bytes() < 96 * ny, "{} B", f.index_bytes());
+    assert_eq!(
+        f.get(0, 300),
+        Cell::Inlet([0.2 * (300.0 / 1024.0) * (1.0 - 300.0 / 1024.0), 0.0])
+    );
+    assert_eq!(f.get(800, 500), Cell::Wall);
+    assert_eq!(f.get(nx - 1, 7), Cell::Outlet(1.0));
+    assert_eq!(f.fluid_cells(), f.cells().filter(|c| !c.is_solid()).count());
+    assert_eq!(f.cells().len(), nx * ny);
+    f.encode().expect("encodes");
+}
+
+#[test]
+fn masks_mark_solid_pull_sources() {
+    let mut f = Flags::fluid(4, 5);
+    f.channel_walls();
+    let e = f.encode().expect("encodes");
+    // Cell (1, 1) pulls from y = 0 for directions with c_y = +1: 2, 5, 6.
+    let code = e.codes[5 + 1];
+    assert_eq!(code & TYPE_MASK, TYPE_FLUID);
+    let mask = (code >> MASK_SHIFT) & 0x1ff;
+    assert_eq!(mask, (1 << 2) | (1 << 5) | (1 << 6));
+    // Periodic in x: (0, 2) has no solid sources.
+    assert_eq!((e.codes[2 * 4] >> MASK_SHIFT) & 0x1ff, 0);
+}
+
+#[test]
+fn rejects_bad_boundaries() {
+    let mut f = Flags::fluid(8, 8);
+    f.set(3, 3, Cell::Inlet([0.05, 0.0]));
+    let e = f.encode().expect_err("interior inlet accepted").to_string();
+    assert!(e.contains("edge"), "{e}");
+    let mut f = Flags::fluid(8, 8);
+    f.set(0, 3, Cell::MovingWall([0.5, 0.0]));
+    assert!(
+        f.encode()
+            .expect_err("Mach 0.87 lid accepted")
+            .to_string()
+            .contains("Mach")
+    );
+    let mut f = Flags::fluid(8, 8);
+    f.set(7, 3, Cell::Outlet(-1.0));
+    assert!(f.encode().is_err());
+}
