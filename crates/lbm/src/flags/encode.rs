@@ -44,7 +44,7 @@ impl Flags {
         let mut table: Vec<[f32; 2]> = vec![[0.0, 0.0]];
         let mut index: HashMap<[u32; 2], u32> = HashMap::from([([0, 0], 0)]);
         let mut codes = Vec::with_capacity(size[0] * size[1]);
-        let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
+        let solid = self.solid_palette();
         // Each palette entry's table slot once it has one (the table is filled in the order cells are met).
         let mut slot_of: Vec<Option<u32>> = vec![None; self.palette.len()];
         // The window's rows y − 1, y and y + 1, one cell wider on each side: a cell's neighbours without a
@@ -53,9 +53,7 @@ impl Flags {
         let (x_before, span) = ((origin[0] % nx + nx - 1) % nx, size[0] + 2);
         for ly in 0..size[1] {
             let y = (origin[1] + ly) % ny;
-            for (r, dy) in rows.iter_mut().zip([ny - 1, 0, 1]) {
-                self.row_indices((y + dy) % ny, x_before, span, r);
-            }
+            self.rows_around(y, x_before, span, &mut rows);
             // Whether the row has any wall distance: most rows have none, and skip the search per cell.
             let row_links = self
                 .distances

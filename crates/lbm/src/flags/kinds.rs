@@ -29,6 +29,11 @@ fn run_at(row: &[(u32, u32)], x: usize) -> usize {
     row.partition_point(|&(s, _)| s as usize <= x) - 1
 }
 
+/// Where run i of a row of `nx` cells ends (exclusive): the next run's start, or the row's end.
+fn run_end(row: &[(u32, u32)], i: usize, nx: usize) -> usize {
+    row.get(i + 1).map_or(nx, |r| r.0 as usize)
+}
+
 impl Kinds {
     /// Cell k's index.
     pub(super) fn get(&self, k: usize) -> u32 {
@@ -64,7 +69,7 @@ impl Kinds {
             *runs = *runs + row.len() - before;
             // A row's vector costs its header beside its runs.
             if *runs * RUN_BYTES + rows.len() * std::mem::size_of::<Vec<(u32, u32)>>() > n {
-                self.make_array(n);
+                self.make_array();
             }
             return;
         }
@@ -90,41 +95,29 @@ impl Kinds {
     }
 
     /// Runs to an array as narrow as their largest index allows.
-    fn make_array(&mut self, n: usize) {
+    fn make_array(&mut self) {
         let Self::Runs { rows, .. } = self else {
             return;
         };
         let top = rows.iter().flatten().map(|r| r.1).max().unwrap_or(0);
-        let mut array = Self::U8(Vec::new());
-        array.widen_to(top);
         let indices = self.iter();
-        let array = match array {
-            Self::U8(_) => Self::U8(indices.map(|i| i as u8).collect()),
-            Self::U16(_) => Self::U16(indices.map(|i| i as u16).collect()),
-            _ => Self::U32(indices.collect()),
+        let array = if top <= u32::from(u8::MAX) {
+            Self::U8(indices.map(|i| i as u8).collect())
+        } else if top <= u32::from(u16::MAX) {
+            Self::U16(indices.map(|i| i as u16).collect())
+        } else {
+            Self::U32(indices.collect())
         };
-        debug_assert_eq!(array.len(), Some(n));
         *self = array;
-    }
-
-    /// Cells in the array (None for runs or all fluid).
-    fn len(&self) -> Option<usize> {
-        match self {
-            Self::Fluid | Self::Runs { .. } => None,
-            Self::U8(v) => Some(v.len()),
-            Self::U16(v) => Some(v.len()),
-            Self::U32(v) => Some(v.len()),
-        }
     }
 
     /// Converts the array to the width `index` needs (the old and the new array alive at once, nothing more).
     fn widen_to(&mut self, index: u32) {
         let to16 = index <= u32::from(u16::MAX);
         *self = match std::mem::replace(self, Self::Fluid) {
-            Self::U8(v) if index <= u32::from(u8::MAX) => Self::U8(v),
             Self::U8(v) if to16 => Self::U16(v.into_iter().map(u16::from).collect()),
             Self::U8(v) => Self::U32(v.into_iter().map(u32::from).collect()),
-            Self::U16(v) if !to16 => Self::U32(v.into_iter().map(u32::from).collect()),
+            Self::U16(v) => Self::U32(v.into_iter().map(u32::from).collect()),
             other => other,
         };
     }
@@ -135,7 +128,7 @@ impl Kinds {
             Self::Fluid => Box::new(std::iter::empty()),
             Self::Runs { nx, rows, .. } => Box::new(rows.iter().flat_map(move |row| {
                 row.iter().enumerate().flat_map(move |(i, &(s, index))| {
-                    let end = row.get(i + 1).map_or(*nx, |r| r.0 as usize);
+                    let end = run_end(row, i, *nx);
                     std::iter::repeat_n(index, end - s as usize)
                 })
             })),
@@ -155,7 +148,7 @@ impl Kinds {
                 let row = &rows[y];
                 let (mut x, mut i) = (x0 % nx, run_at(row, x0 % nx));
                 while out.len() < len {
-                    let end = row.get(i + 1).map_or(nx, |r| r.0 as usize);
+                    let end = run_end(row, i, nx);
                     let take = (end - x).min(len - out.len());
                     out.extend(std::iter::repeat_n(row[i].1, take));
                     x += take;
@@ -177,12 +170,11 @@ impl Kinds {
             Self::Fluid => out.push((nx, 0)),
             Self::Runs { rows, .. } => {
                 let row = &rows[y];
-                out.extend(row.iter().enumerate().map(|(i, &(s, index))| {
-                    (
-                        row.get(i + 1).map_or(nx, |r| r.0 as usize) - s as usize,
-                        index,
-                    )
-                }));
+                out.extend(
+                    row.iter()
+                        .enumerate()
+                        .map(|(i, &(s, index))| (run_end(row, i, nx) - s as usize, index)),
+                );
             }
             _ => {
                 for x in 0..nx {
@@ -212,7 +204,7 @@ impl Kinds {
                     row.iter()
                         .enumerate()
                         .filter(|(_, r)| pred(r.1))
-                        .map(|(i, r)| row.get(i + 1).map_or(*nx, |e| e.0 as usize) - r.0 as usize)
+                        .map(|(i, r)| run_end(row, i, *nx) - r.0 as usize)
                         .sum::<usize>()
                 })
                 .sum(),
@@ -246,10 +238,7 @@ fn set_in_row(row: &mut Vec<(u32, u32)>, x: usize, index: u32, nx: usize) {
     if row[i].1 == index {
         return;
     }
-    let (start, end) = (
-        row[i].0 as usize,
-        row.get(i + 1).map_or(nx, |r| r.0 as usize),
-    );
+    let (start, end) = (row[i].0 as usize, run_end(row, i, nx));
     let joins_left = x == start && i > 0 && row[i - 1].1 == index;
     let joins_right = x + 1 == end && row.get(i + 1).is_some_and(|r| r.1 == index);
     let x32 = x as u32;

@@ -202,7 +202,7 @@ impl Flags {
         self.kinds.count(self.nx * self.ny, |k| k != 0) == 0
     }
     pub fn fluid_cells(&self) -> usize {
-        let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
+        let solid = self.solid_palette();
         self.kinds.count(self.nx * self.ny, |k| !solid[k as usize])
     }
     /// Bytes the cells' palette indices take (none while all fluid; a few runs a row for walls, lids and
@@ -213,6 +213,17 @@ impl Flags {
     /// The palette indices of `len` cells of row y from x0 on, wrapping around the row, into `out`.
     pub(crate) fn row_indices(&self, y: usize, x0: usize, len: usize, out: &mut Vec<u32>) {
         self.kinds.row_into(y, x0, len, self.nx, out);
+    }
+    /// [`Flags::row_indices`] of rows y − 1, y and y + 1 (wrapping), in that order: a cell's neighbours without a
+    /// lookup each, for the set-up's per-cell loops.
+    fn rows_around(&self, y: usize, x0: usize, len: usize, rows: &mut [Vec<u32>; 3]) {
+        for (r, dy) in rows.iter_mut().zip([self.ny - 1, 0, 1]) {
+            self.row_indices((y + dy) % self.ny, x0, len, r);
+        }
+    }
+    /// Whether each palette entry is solid, by its index.
+    fn solid_palette(&self) -> Vec<bool> {
+        self.palette.iter().map(|c| c.is_solid()).collect()
     }
     /// Row y as runs of equal cells, (length, cell) in order, the same whatever holds them: what ranks compare
     /// (a few a row for walls, lids, inlets and bodies, not a hash input a cell).
@@ -318,13 +329,11 @@ impl Flags {
         if !interpolated {
             return count;
         }
-        let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
-        // Rows y − 1, y and y + 1 as palette indices (index 0 is fluid): a neighbour without a lookup each.
+        let solid = self.solid_palette();
+        // Rows y − 1, y and y + 1 as palette indices (index 0 is fluid).
         let mut rows: [Vec<u32>; 3] = Default::default();
         for y in 0..self.ny {
-            for (r, dy) in rows.iter_mut().zip([self.ny - 1, 0, 1]) {
-                self.row_indices((y + dy) % self.ny, 0, self.nx, r);
-            }
+            self.rows_around(y, 0, self.nx, &mut rows);
             for x in 0..self.nx {
                 if rows[1][x] != 0 {
                     continue;
@@ -408,14 +417,12 @@ impl Flags {
     /// links `Lattice::probe` sums an obstacle's force over.
     pub fn links_into(&self, part: impl Fn(usize, usize) -> bool) -> Vec<(usize, usize, usize)> {
         let (nx, ny) = (self.nx, self.ny);
-        let solid: Vec<bool> = self.palette.iter().map(|c| c.is_solid()).collect();
+        let solid = self.solid_palette();
         // Rows y − 1, y and y + 1 from x = −1 to nx (wrapping), as palette indices.
         let mut rows: [Vec<u32>; 3] = Default::default();
         let mut links = Vec::new();
         for y in 0..ny {
-            for (r, dy) in rows.iter_mut().zip([ny - 1, 0, 1]) {
-                self.row_indices((y + dy) % ny, nx - 1, nx + 2, r);
-            }
+            self.rows_around(y, nx - 1, nx + 2, &mut rows);
             for x in 0..nx {
                 if solid[rows[1][x + 1] as usize] {
                     continue;
