@@ -310,8 +310,10 @@ fn fv_run_conserves_mass_and_writes_vtu() {
     assert_eq!(v["ordering"], "rcm");
     assert_eq!(v["layout"], "texture", "f32 defaults to the texture layout");
     assert!(v["mass_rel_drift"].as_f64().unwrap() < 1e-5, "{v}");
-    let text = std::fs::read_to_string(&vtu).unwrap();
-    assert!(text.starts_with("<?xml") && text.contains(r#"NumberOfCells="2694""#));
+    let (head, arrays) = bespoke::gpu::vtk::read_appended(&std::fs::read(&vtu).unwrap()).unwrap();
+    assert!(head.starts_with("<?xml") && head.contains(r#"NumberOfCells="2694""#));
+    let x = arrays.iter().find(|a| a.name == "x").expect("x in the VTU");
+    assert_eq!((x.scalar.as_str(), x.bytes.len()), ("Float64", 8 * 2694));
     // No steps, no drift: the initial mass is that of x as stored (it was the unrounded field's: 1.8e-9).
     let (v, _) = bespoke_json("fv-run-0", &["fv", "run", "--box", "3", "--steps", "0"]);
     assert_eq!(v["mass_rel_drift"].as_f64(), Some(0.0), "{v}");

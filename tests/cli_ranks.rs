@@ -292,3 +292,54 @@ fn launcher_errors_are_clear() {
         );
     }
 }
+
+/// `--vtk X.pvti` on ranks: the index names a piece a rank, each the size of its block (bespoke-lbm's
+/// `output` tests compare every value with one domain's); `.vti` is one XML file; a VTK path whose folder does
+/// not exist is refused before the run.
+#[test]
+fn vtk_outputs_on_thread_ranks() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = tmp("vtk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = ["lbm", "cavity", "--size", "34x34", "--steps", "12"];
+    let with = |more: &[&str]| {
+        let mut a = case.to_vec();
+        a.extend_from_slice(more);
+        let out = bespoke(&a, &[]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), err)
+    };
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (ok, err) = with(&["--ranks", "2x2", "--vtk", &p("many.pvti")]);
+    assert!(ok, "{err}");
+    let index = std::fs::read_to_string(dir.join("many.pvti")).unwrap();
+    assert!(index.contains(r#"WholeExtent="0 34 0 34 0 0""#), "{index}");
+    assert_eq!(index.matches("<Piece ").count(), 4, "{index}");
+    for r in 0..4 {
+        let piece = std::fs::read(dir.join(format!("many_p{r}.vti"))).unwrap();
+        assert!(piece.starts_with(b"<?xml"), "piece {r}");
+        assert!(
+            index.contains(&format!(r#"Source="many_p{r}.vti""#)),
+            "{index}"
+        );
+        // ρ, velocity, vorticity and cell type of 17 × 17 cells: (1 + 3 + 1 + 1) × 4 B a cell, 8 B headers.
+        let data = 17 * 17 * 6 * 4 + 4 * 8;
+        assert!(
+            piece.len() > data && piece.len() < data + 2048,
+            "piece {r}: {} bytes",
+            piece.len()
+        );
+    }
+    let (ok, err) = with(&["--vtk", &p("one.vti")]);
+    assert!(ok, "{err}");
+    let one = std::fs::read(dir.join("one.vti")).unwrap();
+    assert!(String::from_utf8_lossy(&one[..400]).contains(r#"<VTKFile type="ImageData""#));
+    let (ok, err) = with(&["--vtk", &p("missing/x.pvti")]);
+    assert!(
+        !ok && err.contains("cannot write the VTK file") && !err.contains("run: "),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

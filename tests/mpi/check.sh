@@ -74,6 +74,29 @@ else
     bad "2x2 blocks without overlap"; cat "$work/grid.out"
 fi
 
+# A parallel VTK image (each rank its own piece; the vorticity at a block's edge from its neighbours' lines, point
+# to point): the same piece files as thread ranks of the same blocks write (two ranks: the left and right
+# neighbour are one rank, two messages to it).
+for run in 2:2 2x2:4; do
+    grid=${run%:*} np=${run#*:}
+    "$bin" lbm cavity --re 100 --size 48x48 --steps 31 --ranks "$grid" --vtk "$work/t$np.pvti" > /dev/null
+    same=1
+    if timeout 300 mpirun -np "$np" "$bin" lbm cavity --re 100 --size 48x48 --steps 31 --ranks "$grid" \
+        --vtk "$work/m$np.pvti" > "$work/vtk.out" 2>&1; then
+        for r in $(seq 0 $((np - 1))); do
+            cmp -s "$work/t${np}_p$r.vti" "$work/m${np}_p$r.vti" || same=0
+        done
+        diff -q <(sed "s/t${np}_p/X_p/" "$work/t$np.pvti") <(sed "s/m${np}_p/X_p/" "$work/m$np.pvti") > /dev/null || same=0
+    else
+        same=0
+    fi
+    if [ "$same" = 1 ]; then
+        ok "a .pvti on $np MPI ranks ($grid) has the thread ranks' pieces, byte for byte"
+    else
+        bad "a .pvti on $np MPI ranks ($grid)"; cat "$work/vtk.out"
+    fi
+done
+
 # Expected failures: a non-zero exit with the message, well inside the timeout.
 expect_error() {
     local what=$1 want=$2; shift 2

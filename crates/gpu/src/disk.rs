@@ -88,10 +88,15 @@ fn temporary_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(folder_of(path))
+    let prefix = format!(".{name}.");
+    let mut b = tempfile::Builder::new();
+    b.prefix(&prefix).suffix(".tmp");
+    // A temporary file is the owner's alone (0600); the file it becomes is an ordinary one, readable as the
+    // user's umask allows, as `File::create` would make it (0666 less the umask: until 2026-11-29 every report,
+    // checkpoint and VTK file was 0600).
+    #[cfg(unix)]
+    b.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    b.tempfile_in(folder_of(path))
 }
 
 fn write_atomic_impl(path: &Path, bytes: &[u8], fail_after: Option<usize>) -> std::io::Result<()> {
@@ -510,6 +515,21 @@ mod tests {
         c.put_json("j", &vec![1.0f64, 2.5]).expect("put");
         assert_eq!(c.get_json::<Vec<f64>>("j"), Some(vec![1.0, 2.5]));
         assert_eq!(c.get_json::<String>("j"), None, "wrong shape is a miss");
+    }
+
+    /// A file written atomically has the permissions `File::create` gives (the umask's), not the temporary
+    /// file's owner-only 0600.
+    #[cfg(unix)]
+    #[test]
+    fn atomic_files_get_ordinary_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain).unwrap();
+        let atomic = dir.path().join("atomic");
+        write_atomic(&atomic, b"x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&atomic), mode(&plain));
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod testing;
 mod texture;
 mod timing;
 mod validate;
+pub mod vtk;
 
 pub use buffer::{GpuBuffer, Window, packed_len};
 pub use context::{

@@ -3,9 +3,12 @@
 use std::io::Write;
 use std::path::Path;
 
+use bespoke_gpu::vtk;
+
 use crate::error::{LbmError, Result};
-use crate::fields::Fields;
+use crate::fields::{Fields, OwnFields};
 use crate::flags::{Cell, Flags};
+use crate::lattice::Lattice;
 
 /// What a PNG frame shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,45 +107,220 @@ pub fn write_png(path: &Path, fields: &Fields, flags: &Flags, q: Quantity) -> Re
         .map_err(|e| LbmError::file(path, format!("writing PNG: {e}")))
 }
 
+/// The cell type the VTK files carry: 0 fluid, 1 solid, 2 inlet, 3 outlet.
+fn cell_type(c: Cell) -> i32 {
+    match c {
+        Cell::Fluid => 0,
+        Cell::Wall | Cell::MovingWall(_) => 1,
+        Cell::Inlet(_) => 2,
+        Cell::Outlet(_) => 3,
+    }
+}
+
 /// Writes VTK legacy structured points (image data; ParaView reads it): point data ρ, velocity, vorticity and
-/// the cell type (0 fluid, 1 solid, 2 inlet, 3 outlet), one point per lattice cell.
+/// the cell type (0 fluid, 1 solid, 2 inlet, 3 outlet), one point per lattice cell. Streamed into the file
+/// (whole or not at all: `bespoke_gpu::AtomicFile`), a field at a time: beside `fields`, the host holds the
+/// vorticity and a buffer, not the file.
 pub fn write_vtk(path: &Path, fields: &Fields, flags: &Flags) -> Result<()> {
     let (nx, ny) = (fields.nx, fields.ny);
     let n = nx * ny;
-    let mut out = Vec::with_capacity(n * 24 + 512);
-    let _ = write!(
-        out,
-        "# vtk DataFile Version 3.0\nbespoke-lbm D2Q9 fields\nBINARY\nDATASET STRUCTURED_POINTS\n\
-         DIMENSIONS {nx} {ny} 1\nORIGIN 0 0 0\nSPACING 1 1 1\nPOINT_DATA {n}\n"
-    );
-    let scalars = |out: &mut Vec<u8>, name: &str, v: &[f32]| {
-        let _ = write!(out, "SCALARS {name} float 1\nLOOKUP_TABLE default\n");
-        for x in v {
-            out.extend_from_slice(&x.to_be_bytes());
-        }
-        out.push(b'\n');
-    };
-    scalars(&mut out, "rho", &fields.rho);
-    let _ = writeln!(out, "VECTORS velocity float");
-    for k in 0..n {
-        for v in [fields.ux[k], fields.uy[k], 0.0] {
-            out.extend_from_slice(&v.to_be_bytes());
-        }
-    }
-    out.push(b'\n');
-    scalars(&mut out, "vorticity", &fields.vorticity());
-    let _ = write!(out, "SCALARS cell_type int 1\nLOOKUP_TABLE default\n");
-    for c in flags.cells() {
-        let t: i32 = match c {
-            Cell::Fluid => 0,
-            Cell::Wall | Cell::MovingWall(_) => 1,
-            Cell::Inlet(_) => 2,
-            Cell::Outlet(_) => 3,
+    let vorticity = fields.vorticity();
+    let io = |e| LbmError::io(path, e);
+    let mut out = bespoke_gpu::AtomicFile::create(path).map_err(io)?;
+    let go = |out: &mut dyn Write| -> std::io::Result<()> {
+        write!(
+            out,
+            "# vtk DataFile Version 3.0\nbespoke-lbm D2Q9 fields\nBINARY\nDATASET STRUCTURED_POINTS\n\
+             DIMENSIONS {nx} {ny} 1\nORIGIN 0 0 0\nSPACING 1 1 1\nPOINT_DATA {n}\n"
+        )?;
+        let scalars = |out: &mut dyn Write, name: &str, v: &[f32]| {
+            write!(out, "SCALARS {name} float 1\nLOOKUP_TABLE default\n")?;
+            vtk::write_values(out, v.iter().copied(), f32::to_be_bytes)?;
+            writeln!(out)
         };
-        out.extend_from_slice(&t.to_be_bytes());
+        scalars(out, "rho", &fields.rho)?;
+        writeln!(out, "VECTORS velocity float")?;
+        let velocity = (0..n).flat_map(|k| [fields.ux[k], fields.uy[k], 0.0]);
+        vtk::write_values(out, velocity, f32::to_be_bytes)?;
+        writeln!(out)?;
+        scalars(out, "vorticity", &vorticity)?;
+        write!(out, "SCALARS cell_type int 1\nLOOKUP_TABLE default\n")?;
+        vtk::write_values(out, flags.cells().map(cell_type), i32::to_be_bytes)?;
+        writeln!(out)
+    };
+    go(&mut out).map_err(io)?;
+    out.commit().map_err(io)
+}
+
+/// Writes one rectangle of the domain, `own` (its vorticity `vorticity`, the cells from the whole domain's
+/// `flags`), as a serial VTK XML image (`.vti`): one VTK cell per lattice cell, cell centres at integer
+/// coordinates (origin −½), cell data ρ, velocity, vorticity and the cell type (0 fluid, 1 solid, 2 inlet,
+/// 3 outlet), raw little-endian values appended. Its extent places it in the whole domain, so the pieces of a
+/// parallel image ([`write_pvti`]) fit together; a rectangle that is the whole domain is a file of its own.
+pub fn write_vti(path: &Path, own: &OwnFields, vorticity: &[f32], flags: &Flags) -> Result<()> {
+    let ([w, h], [x0, y0]) = (own.size, own.origin);
+    let cells = w * h;
+    if [own.rho.len(), own.ux.len(), own.uy.len(), vorticity.len()] != [cells; 4] {
+        return Err(LbmError::Shape(format!(
+            "fields of {}, {}, {}, {} values for a {w}x{h} piece",
+            own.rho.len(),
+            own.ux.len(),
+            own.uy.len(),
+            vorticity.len()
+        )));
     }
-    out.push(b'\n');
-    std::fs::write(path, out).map_err(|e| LbmError::io(path, e))
+    let velocity = vtk::DataArray {
+        name: "velocity",
+        scalar: vtk::Scalar::Float32,
+        components: 3,
+        tuples: cells,
+        values: Box::new(|out| {
+            let v = (0..cells).flat_map(|k| [own.ux[k], own.uy[k], 0.0]);
+            vtk::write_values(out, v, f32::to_le_bytes)
+        }),
+    };
+    let types = vtk::DataArray {
+        name: "cell_type",
+        scalar: vtk::Scalar::Int32,
+        components: 1,
+        tuples: cells,
+        values: Box::new(|out| {
+            let mut row = Vec::with_capacity(w);
+            for y in y0..y0 + h {
+                flags.row_cells(y, x0, w, &mut row);
+                vtk::write_values(out, row.iter().map(|&c| cell_type(c)), i32::to_le_bytes)?;
+            }
+            Ok(())
+        }),
+    };
+    vtk::XmlFile {
+        kind: "ImageData",
+        attributes: image_attributes(own.domain),
+        piece: format!(r#"Extent="{}""#, extent(own.origin, own.size)),
+        sections: vec![vtk::Section {
+            tag: "CellData",
+            attributes: CELL_DATA.into(),
+            arrays: vec![
+                vtk::DataArray::f32s("rho", &own.rho),
+                velocity,
+                vtk::DataArray::f32s("vorticity", vorticity),
+                types,
+            ],
+        }],
+    }
+    .write(path)
+    .map_err(|e| LbmError::io(path, e))
+}
+
+/// Writes the whole domain's `fields` as one serial XML image ([`write_vti`] of a rectangle that is the
+/// domain).
+pub fn write_fields_vti(path: &Path, fields: Fields, flags: &Flags) -> Result<()> {
+    let vorticity = fields.vorticity();
+    let own = OwnFields {
+        domain: [fields.nx, fields.ny],
+        origin: [0, 0],
+        size: [fields.nx, fields.ny],
+        rho: fields.rho,
+        ux: fields.ux,
+        uy: fields.uy,
+    };
+    write_vti(path, &own, &vorticity, flags)
+}
+
+/// Which VTK file a path's extension asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VtkKind {
+    /// Legacy structured points ([`write_vtk`]): any extension but the two below.
+    Legacy,
+    /// `.vti`: one serial XML image ([`write_fields_vti`]).
+    Serial,
+    /// `.pvti`: a parallel XML image, a piece a rank ([`write_pvti`]).
+    Parallel,
+}
+
+impl VtkKind {
+    pub fn of(path: &Path) -> Self {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("pvti") => Self::Parallel,
+            Some(e) if e.eq_ignore_ascii_case("vti") => Self::Serial,
+            _ => Self::Legacy,
+        }
+    }
+}
+
+/// The default arrays ParaView colours by.
+const CELL_DATA: &str = r#"Scalars="rho" Vectors="velocity""#;
+
+/// The whole image's extent, origin and spacing: a domain of `nx × ny` cells is `nx + 1 × ny + 1` points.
+fn image_attributes([nx, ny]: [usize; 2]) -> String {
+    format!(
+        r#"WholeExtent="{}" Origin="-0.5 -0.5 0" Spacing="1 1 1""#,
+        extent([0, 0], [nx, ny])
+    )
+}
+
+/// The point extent of the cells from `origin` of `size`.
+fn extent([x0, y0]: [usize; 2], [w, h]: [usize; 2]) -> String {
+    format!("{x0} {} {y0} {} 0 0", x0 + w, y0 + h)
+}
+
+/// Writes the lattice's fields as a parallel VTK XML image: every rank its own cells as a piece beside `path`
+/// (`out.pvti` → `out_p0.vti`, `out_p1.vti`, …; [`write_vti`]), rank 0 the index `path` naming them. No rank
+/// holds more than its block, its vorticity and the four lines of its neighbours' u that the vorticity at its
+/// edges needs ([`Lattice::own_vorticity`]), and nothing is gathered, so its size is not bounded by one host.
+/// The values are the whole domain's, bit for bit, whatever the decomposition (tested). A single domain writes
+/// one piece. Every rank must call it; a piece or the index that cannot be written fails every rank, naming
+/// the rank and the file.
+pub fn write_pvti(lat: &mut Lattice, path: &Path) -> Result<()> {
+    let own = lat.own_fields()?;
+    let vorticity = lat.own_vorticity(&own)?;
+    let (rank, ranks) = lat.comm().map_or((0, 1), |c| (c.rank(), c.size()));
+    let (piece, _) = vtk::piece_path(path, rank, ranks, "vti");
+    let wrote = write_vti(&piece, &own, &vorticity, lat.flags());
+    drop((own, vorticity));
+    lat.agree(wrote)?;
+    let index = if rank == 0 {
+        let domain = [lat.config().nx, lat.config().ny];
+        let blocks: Vec<[usize; 4]> = match lat.decomposition() {
+            Some(d) => (0..ranks)
+                .map(|r| {
+                    let [bx, by] = d.block(r);
+                    [bx.start, by.start, bx.len(), by.len()]
+                })
+                .collect(),
+            None => vec![[0, 0, domain[0], domain[1]]],
+        };
+        let arrays = vec![
+            ("rho", vtk::Scalar::Float32, 1),
+            ("velocity", vtk::Scalar::Float32, 3),
+            ("vorticity", vtk::Scalar::Float32, 1),
+            ("cell_type", vtk::Scalar::Int32, 1),
+        ];
+        vtk::ParallelFile {
+            kind: "ImageData",
+            attributes: format!(r#"{} GhostLevel="0""#, image_attributes(domain)),
+            sections: vec![vtk::ParallelSection {
+                tag: "PCellData",
+                attributes: CELL_DATA.into(),
+                arrays,
+            }],
+            pieces: blocks
+                .iter()
+                .enumerate()
+                .map(|(r, &[x0, y0, w, h])| {
+                    (
+                        format!(r#"Extent="{}""#, extent([x0, y0], [w, h])),
+                        vtk::piece_path(path, r, ranks, "vti").1,
+                    )
+                })
+                .collect(),
+        }
+        .write(path)
+        .map_err(|e| LbmError::io(path, e))
+    } else {
+        Ok(())
+    };
+    lat.agree(index)
 }
 
 impl std::str::FromStr for Quantity {

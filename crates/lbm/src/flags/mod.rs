@@ -214,6 +214,18 @@ impl Flags {
     pub(crate) fn row_indices(&self, y: usize, x0: usize, len: usize, out: &mut Vec<u32>) {
         self.kinds.row_into(y, x0, len, self.nx, out);
     }
+    /// The `len` cells of row y from x0 on (wrapping around the row), into `out`: a rectangle's cells row by row
+    /// without a lookup each.
+    pub(crate) fn row_cells(&self, y: usize, x0: usize, len: usize, out: &mut Vec<Cell>) {
+        out.clear();
+        if self.kinds.is_fluid() {
+            out.resize(len, Cell::Fluid);
+            return;
+        }
+        let mut idx = Vec::with_capacity(len);
+        self.row_indices(y, x0, len, &mut idx);
+        out.extend(idx.iter().map(|&k| self.palette[k as usize]));
+    }
     /// [`Flags::row_indices`] of rows y − 1, y and y + 1 (wrapping), in that order: a cell's neighbours without a
     /// lookup each, for the set-up's per-cell loops.
     fn rows_around(&self, y: usize, x0: usize, len: usize, rows: &mut [Vec<u32>; 3]) {

@@ -58,7 +58,7 @@ impl std::fmt::Debug for Dist {
 }
 
 /// Gathers whether every rank's `r` is Ok; on every rank, the first failure's message (naming its rank) if not.
-fn agree<T>(comm: &dyn Comm, r: Result<T>) -> Result<T> {
+pub(crate) fn agree<T>(comm: &dyn Comm, r: Result<T>) -> Result<T> {
     let mine = match &r {
         Ok(_) => Vec::new(),
         Err(e) => format!("{e}").into_bytes(),

@@ -91,6 +91,100 @@ impl Lattice<'_> {
         })
     }
 
+    /// The vorticity of this lattice's own cells (`own`, from [`own_fields`](Self::own_fields)) with
+    /// [`Fields::vorticity`]'s arithmetic, central differences wrapping around the domain: the same bits as the
+    /// whole domain's field at these cells. A block's edge cells take u from the neighbouring ranks' edges (a
+    /// row or a column each, point to point); no rank holds more than its block and those four lines. Every rank
+    /// must call it.
+    pub fn own_vorticity(&self, own: &OwnFields) -> Result<Vec<f32>> {
+        let [w, h] = own.size;
+        let [left, right, below, above] = self.edge_ghosts(own)?;
+        let mut vort = vec![0.0f32; w * h];
+        for y in 0..h {
+            for x in 0..w {
+                let k = y * w + x;
+                let uy_xp = if x + 1 < w { own.uy[k + 1] } else { right[y] };
+                let uy_xm = if x > 0 { own.uy[k - 1] } else { left[y] };
+                let ux_yp = if y + 1 < h { own.ux[k + w] } else { above[x] };
+                let ux_ym = if y > 0 { own.ux[k - w] } else { below[x] };
+                let dvy = uy_xp - uy_xm;
+                let dux = ux_yp - ux_ym;
+                vort[k] = 0.5 * (dvy - dux);
+            }
+        }
+        Ok(vort)
+    }
+
+    /// The u next to `own`'s rectangle that a central difference reads: u_y of the columns left and right of
+    /// it and u_x of the rows below and above it (wrapping around the domain). Where the rectangle spans the
+    /// domain along an axis they are its own far edges; where a cut lies they come from the ranks across it.
+    fn edge_ghosts(&self, own: &OwnFields) -> Result<[Vec<f32>; 4]> {
+        use bespoke_comm::{Expect, Message};
+        // Tags of the four lines, named by the edge of the sender's block they are.
+        const FIRST_COLUMN: u32 = 1;
+        const LAST_COLUMN: u32 = 2;
+        const FIRST_ROW: u32 = 3;
+        const LAST_ROW: u32 = 4;
+        let ([w, h], [x0, y0], [nx, ny]) = (own.size, own.origin, own.domain);
+        let column = |x: usize| -> Vec<f32> { (0..h).map(|y| own.uy[y * w + x]).collect() };
+        let row = |y: usize| -> Vec<f32> { own.ux[y * w..(y + 1) * w].to_vec() };
+        // Without a cut along an axis, the wrap is this rectangle's own far edge.
+        let mut ghosts = [column(w - 1), column(0), row(h - 1), row(0)];
+        let Some(d) = self.dist.as_deref() else {
+            return Ok(ghosts);
+        };
+        let bits = |v: Vec<f32>| -> Vec<u32> { v.into_iter().map(f32::to_bits).collect() };
+        let mut sends = Vec::new();
+        let mut expects = Vec::new();
+        // (which ghost, the rank across, the line sent to it, its tag, the tag of the line received, length)
+        let mut lines = Vec::new();
+        if w < nx {
+            let (l, r) = (
+                d.decomp.owner((x0 + nx - 1) % nx, y0),
+                d.decomp.owner((x0 + w) % nx, y0),
+            );
+            lines.push((0, l, column(0), FIRST_COLUMN, LAST_COLUMN, h));
+            lines.push((1, r, column(w - 1), LAST_COLUMN, FIRST_COLUMN, h));
+        }
+        if h < ny {
+            let (b, a) = (
+                d.decomp.owner(x0, (y0 + ny - 1) % ny),
+                d.decomp.owner(x0, (y0 + h) % ny),
+            );
+            lines.push((2, b, row(0), FIRST_ROW, LAST_ROW, w));
+            lines.push((3, a, row(h - 1), LAST_ROW, FIRST_ROW, w));
+        }
+        let mut slots = Vec::new();
+        for (ghost, peer, line, tag, wanted, len) in lines {
+            sends.push(Message {
+                peer,
+                tag,
+                data: bits(line),
+            });
+            expects.push(Expect {
+                peer,
+                tag: wanted,
+                len,
+            });
+            slots.push(ghost);
+        }
+        let got = d.comm.start(sends, &expects)?.wait()?;
+        for (slot, words) in slots.into_iter().zip(got) {
+            ghosts[slot] = words.into_iter().map(f32::from_bits).collect();
+        }
+        Ok(ghosts)
+    }
+
+    /// Every rank's `r` gathered: the first failure's error on every rank (naming its rank on the others), so
+    /// that a step one rank could not take fails on all of them alike instead of leaving the others waiting. On
+    /// a single domain, `r`.
+    pub fn agree<T>(&self, r: Result<T>) -> Result<T> {
+        match self.comm() {
+            Some(c) => super::exchange::agree(&**c, r),
+            None => r,
+        }
+    }
+
     /// The first non-finite ρ or u of the whole domain, as [`Fields::first_non_finite`] names it, from every
     /// rank's [`own_fields`](Self::own_fields) (the same answer on every rank and on a single domain).
     pub fn first_non_finite(
