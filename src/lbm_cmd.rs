@@ -6,9 +6,9 @@ use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_size};
 use bespoke::gpu::Gpu;
-use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, check, run_case};
+use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, VtkSeries, check, run_case};
 use bespoke::lbm::distributed::Ranks;
-use bespoke::lbm::output::{Quantity, VtkKind, write_fields_vti, write_png, write_pvti, write_vtk};
+use bespoke::lbm::output::{Quantity, write_fields, write_png};
 use bespoke::lbm::{Storage, Streaming};
 use bespoke::report::adapter_json;
 use clap::Args;
@@ -81,6 +81,10 @@ pub struct LbmArgs {
     /// gathered onto rank 0).
     #[arg(long, value_name = "FILE")]
     vtk: Option<PathBuf>,
+    /// Also write the fields every N steps as a time series beside --vtk (flow.pvti → flow_00000200.pvti …)
+    /// with ParaView's collection flow.pvd listing every frame in the folder (a resumed run's join the earlier).
+    #[arg(long, value_name = "N", requires = "vtk")]
+    vtk_every: Option<u64>,
     /// Save the final state here (written to a temporary file, then renamed: a crash never leaves a torn
     /// checkpoint). SIGINT or SIGTERM stops the run after the step batch in flight and saves the state here.
     #[arg(long, value_name = "FILE")]
@@ -122,6 +126,9 @@ pub fn run(a: LbmArgs) -> Result<(), Error> {
     }
     if a.checkpoint_every == Some(0) {
         return Err("--checkpoint-every must be at least 1".into());
+    }
+    if a.vtk_every == Some(0) {
+        return Err("--vtk-every must be at least 1".into());
     }
     let case = Case::parse(&a.case, a.mask.as_deref())?;
     if a.interpolated_mask && !matches!(case, Case::Mask(_)) {
@@ -165,6 +172,11 @@ fn case_options(a: &LbmArgs, stop: &Arc<AtomicBool>) -> Result<CaseOptions, Erro
         resume: a.resume.clone(),
         interpolated_mask: a.interpolated_mask,
         smagorinsky: a.smagorinsky,
+        vtk_series: a
+            .vtk
+            .clone()
+            .zip(a.vtk_every)
+            .map(|(path, every)| VtkSeries { path, every }),
         frames: a.frames.clone().map(|dir| Frames {
             dir,
             every: a.frame_every,
@@ -247,14 +259,12 @@ fn run_on(
         // Every rank takes part (the state is gathered); rank 0 writes.
         r.lattice.checkpoint(p, &r.checkpoint_meta())?;
     }
-    // A parallel image: every rank writes its own piece, nothing is gathered.
-    let vtk_kind = a.vtk.as_deref().map(VtkKind::of);
-    if let (Some(p), Some(VtkKind::Parallel)) = (&a.vtk, vtk_kind) {
-        write_pvti(&mut r.lattice, p)?;
+    // Every rank takes part: a parallel image's pieces, or the fields gathered onto rank 0 for one file.
+    if let Some(p) = &a.vtk {
+        write_fields(&mut r.lattice, p)?;
     }
-    // Every rank sends its cells; rank 0 alone holds the whole domain's fields, and only to write them.
-    let whole_vtk = vtk_kind.is_some_and(|k| k != VtkKind::Parallel);
-    let fields = if a.png.is_some() || whole_vtk {
+    // Rank 0 alone holds the whole domain's fields, and only to write them.
+    let fields = if a.png.is_some() {
         r.lattice.macroscopic_on_root()?
     } else {
         None
@@ -327,13 +337,6 @@ fn run_on(
     }
     if let (Some(p), Some(f)) = (&a.png, &fields) {
         write_png(p, f, r.lattice.flags(), quantity)?;
-    }
-    if let (Some(p), Some(f), Some(kind)) = (&a.vtk, fields, vtk_kind) {
-        match kind {
-            VtkKind::Legacy => write_vtk(p, &f, r.lattice.flags())?,
-            VtkKind::Serial => write_fields_vti(p, f, r.lattice.flags())?,
-            VtkKind::Parallel => {}
-        }
     }
     write_json(
         json_file,

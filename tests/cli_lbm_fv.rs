@@ -267,6 +267,78 @@ fn fv_mesh(name: &str) -> String {
         .to_owned()
 }
 
+/// `--vtk FILE --vtk-every N`: a frame every N steps in FILE's kind and ParaView's collection listing them by
+/// step; a resumed run's frames join the earlier ones in the collection; the final file as without a series.
+#[test]
+fn lbm_vtk_series_and_its_collection_across_a_resume() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("bespoke-lbm-series-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (series, ckpt) = (p("s.pvti"), p("s.ckpt"));
+    let run = |steps: &str, more: &[&str]| {
+        let mut args = vec![
+            "lbm",
+            "poiseuille",
+            "--size",
+            "8x24",
+            "--steps",
+            steps,
+            "--vtk",
+            &series,
+            "--vtk-every",
+            "10",
+            "--checkpoint",
+            &ckpt,
+        ];
+        args.extend_from_slice(more);
+        let out = bespoke(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let listed = || {
+        let pvd = std::fs::read_to_string(p("s.pvd")).unwrap();
+        assert!(pvd.contains(r#"<VTKFile type="Collection""#), "{pvd}");
+        pvd.lines()
+            .filter_map(|l| bespoke::gpu::vtk::attribute(l, "file"))
+            .collect::<Vec<_>>()
+    };
+    run("25", &[]);
+    assert_eq!(listed(), ["s_00000010.pvti", "s_00000020.pvti"]);
+    for f in ["s.pvti", "s_p0.vti", "s_00000010.pvti", "s_00000010_p0.vti"] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    run("41", &["--resume", &ckpt]);
+    assert_eq!(
+        listed(),
+        [
+            "s_00000010.pvti",
+            "s_00000020.pvti",
+            "s_00000030.pvti",
+            "s_00000040.pvti"
+        ]
+    );
+    let out = bespoke(&["lbm", "poiseuille", "--vtk-every", "10"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--vtk"));
+    let out = bespoke(&[
+        "lbm",
+        "poiseuille",
+        "--vtk",
+        &p("z.vtk"),
+        "--vtk-every",
+        "0",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--vtk-every must be at least 1"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn fv_run_conserves_mass_and_writes_vtu() {
     if test_gpu().is_none() {

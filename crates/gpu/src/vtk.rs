@@ -251,6 +251,28 @@ impl ParallelFile<'_> {
     }
 }
 
+/// Writes ParaView's collection file (`.pvd`) at `path` (whole or not at all): a time series, each entry its
+/// time and its file relative to the collection.
+pub fn write_collection(path: &Path, entries: &[(f64, String)]) -> std::io::Result<()> {
+    let mut f = AtomicFile::create(path)?;
+    writeln!(f, r#"<?xml version="1.0"?>"#)?;
+    writeln!(
+        f,
+        r#"<VTKFile type="Collection" version="1.0" byte_order="LittleEndian">"#
+    )?;
+    writeln!(f, "  <Collection>")?;
+    for (time, file) in entries {
+        writeln!(
+            f,
+            r#"    <DataSet timestep="{time}" part="0" file="{}"/>"#,
+            xml_escape(file)
+        )?;
+    }
+    writeln!(f, "  </Collection>")?;
+    writeln!(f, "</VTKFile>")?;
+    f.commit()
+}
+
 /// `values` into `w` as `to_bytes` makes their bytes (`f32::to_le_bytes`), converted a block at a time (no copy
 /// of the whole array).
 pub fn write_values<T: Copy, const N: usize>(

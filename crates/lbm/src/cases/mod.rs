@@ -134,6 +134,9 @@ pub struct CaseOptions {
     pub resume: Option<PathBuf>,
     /// Write a PNG frame of this quantity into this folder every so many steps (`frame_<step>.png`).
     pub frames: Option<Frames>,
+    /// Write the fields every so many steps as a VTK time series beside this path, in its extension's kind, with
+    /// ParaView's collection (`output::write_series_frame`).
+    pub vtk_series: Option<VtkSeries>,
     /// Mask case: walls at the 50 % contour of the image's interpolated lightness, with interpolated bounce-back
     /// (`Flags::add_png_mask_interpolated`), instead of a staircase of its dark pixels.
     pub interpolated_mask: bool,
@@ -157,6 +160,14 @@ pub struct Frames {
     pub dir: PathBuf,
     pub every: u64,
     pub quantity: crate::output::Quantity,
+}
+
+/// A VTK time series during a run: a frame every `every` steps beside `path` (`flow.pvti` → `flow_00000200.pvti`,
+/// listed in `flow.pvd`).
+#[derive(Clone, Debug)]
+pub struct VtkSeries {
+    pub path: PathBuf,
+    pub every: u64,
 }
 
 /// What a case measured.

@@ -10,7 +10,7 @@ use std::time::Instant;
 use bespoke_comm::ExactSum;
 
 use super::start::meta;
-use super::{CaseOptions, CaseRun, Frames, Progress, is_steady, max_change};
+use super::{CaseOptions, CaseRun, Frames, Progress, VtkSeries, is_steady, max_change};
 use crate::error::{LbmError, Result};
 use crate::fields::OwnFields;
 use crate::lattice::Lattice;
@@ -29,6 +29,7 @@ pub(super) struct Runner<'a, 'g> {
     pub(super) planned: u64,
     pub(super) progress: Progress<'a>,
     pub(super) frames: Option<Frames>,
+    pub(super) vtk_series: Option<VtkSeries>,
     pub(super) checkpoint: Option<PathBuf>,
     pub(super) every: Option<u64>,
     pub(super) stop: Option<Arc<AtomicBool>>,
@@ -79,6 +80,7 @@ impl<'a, 'g> Runner<'a, 'g> {
             planned,
             progress,
             frames: opts.frames.clone().filter(|f| f.every > 0),
+            vtk_series: opts.vtk_series.clone().filter(|v| v.every > 0),
         })
     }
 
@@ -94,6 +96,9 @@ impl<'a, 'g> Runner<'a, 'g> {
             if let Some(f) = &self.frames {
                 // Stop at the next frame boundary.
                 k = k.min(f.every - self.done % f.every);
+            }
+            if let Some(v) = &self.vtk_series {
+                k = k.min(v.every - self.done % v.every);
             }
             if let Some(e) = self.every {
                 // And at the next checkpoint.
@@ -114,6 +119,12 @@ impl<'a, 'g> Runner<'a, 'g> {
                 if let Some(fields) = self.lat.macroscopic_on_root()? {
                     crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
                 }
+            }
+            if let Some(v) = self.vtk_series.clone()
+                && self.done.is_multiple_of(v.every)
+            {
+                self.fields()?;
+                crate::output::write_series_frame(&mut self.lat, &v.path)?;
             }
             if let (Some(e), Some(path)) = (self.every, self.checkpoint.clone())
                 && self.lat.steps_done().is_multiple_of(e)
