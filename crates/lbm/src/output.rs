@@ -169,30 +169,19 @@ pub fn write_vti(path: &Path, own: &OwnFields, vorticity: &[f32], flags: &Flags)
             vorticity.len()
         )));
     }
-    let velocity = vtk::DataArray {
-        name: "velocity",
-        scalar: vtk::Scalar::Float32,
-        components: 3,
-        tuples: cells,
-        values: Box::new(|out| {
-            let v = (0..cells).flat_map(|k| [own.ux[k], own.uy[k], 0.0]);
-            vtk::write_values(out, v, f32::to_le_bytes)
-        }),
-    };
-    let types = vtk::DataArray {
-        name: "cell_type",
-        scalar: vtk::Scalar::Int32,
-        components: 1,
-        tuples: cells,
-        values: Box::new(|out| {
-            let mut row = Vec::with_capacity(w);
-            for y in y0..y0 + h {
-                flags.row_cells(y, x0, w, &mut row);
-                vtk::write_values(out, row.iter().map(|&c| cell_type(c)), i32::to_le_bytes)?;
-            }
-            Ok(())
-        }),
-    };
+    let velocity: vtk::Values<'_> = Box::new(|out| {
+        let v = (0..cells).flat_map(|k| [own.ux[k], own.uy[k], 0.0]);
+        vtk::write_values(out, v, f32::to_le_bytes)
+    });
+    let types: vtk::Values<'_> = Box::new(|out| {
+        let mut row = Vec::with_capacity(w);
+        for y in y0..y0 + h {
+            flags.row_cells(y, x0, w, &mut row);
+            vtk::write_values(out, row.iter().map(|&c| cell_type(c)), i32::to_le_bytes)?;
+        }
+        Ok(())
+    });
+    let (f32s, i32s) = (vtk::Scalar::Float32, vtk::Scalar::Int32);
     vtk::XmlFile {
         kind: "ImageData",
         attributes: image_attributes(own.domain),
@@ -202,9 +191,9 @@ pub fn write_vti(path: &Path, own: &OwnFields, vorticity: &[f32], flags: &Flags)
             attributes: CELL_DATA.into(),
             arrays: vec![
                 vtk::DataArray::f32s("rho", &own.rho),
-                velocity,
+                vtk::DataArray::new("velocity", f32s, 3, cells, velocity),
                 vtk::DataArray::f32s("vorticity", vorticity),
-                types,
+                vtk::DataArray::new("cell_type", i32s, 1, cells, types),
             ],
         }],
     }
