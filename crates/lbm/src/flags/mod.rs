@@ -306,7 +306,15 @@ impl Flags {
         // Squared, so the cells inside are exactly those of |p − c|² ≤ r² (one sign change per link: convex).
         let phi =
             |x: f64, y: f64| (x - centre[0]).powi(2) + (y - centre[1]).powi(2) - radius * radius;
-        self.add_shape(phi, |_, _| [0.0, 0.0], interpolated);
+        // Only cells within the circle's bounding box can be inside (every rank builds the whole domain's
+        // flags: O(r²) a circle, not O(cells)); a circle reaching past the domain keeps to the domain.
+        let span = |c: f64, n: usize| {
+            let lo = (c - radius).floor().max(0.0);
+            let hi = (c + radius).ceil() + 1.0;
+            (lo.min(n as f64) as usize)..(hi.clamp(0.0, n as f64) as usize)
+        };
+        let region = [span(centre[0], self.nx), span(centre[1], self.ny)];
+        self.add_shape_within(region, phi, |_, _| [0.0, 0.0], interpolated);
     }
 
     /// A wall of any shape: cells whose centre has `phi(x, y) ≤ 0` (lattice units, cell centres at integer
@@ -322,10 +330,26 @@ impl Flags {
         velocity: impl Fn(f64, f64) -> [f64; 2],
         interpolated: bool,
     ) -> usize {
+        self.add_shape_within([0..self.nx, 0..self.ny], phi, velocity, interpolated)
+    }
+
+    /// [`add_shape`](Self::add_shape) for a shape whose cells all lie in `region` (x and y ranges of cells):
+    /// only its cells are tested, and only their neighbours' links into the shape measured.
+    fn add_shape_within(
+        &mut self,
+        region: [std::ops::Range<usize>; 2],
+        phi: impl Fn(f64, f64) -> f64,
+        velocity: impl Fn(f64, f64) -> [f64; 2],
+        interpolated: bool,
+    ) -> usize {
+        let [rx, ry] = region;
+        if rx.is_empty() || ry.is_empty() {
+            return 0;
+        }
         let inside = |x: usize, y: usize| phi(x as f64, y as f64) <= 0.0;
         let mut count = 0;
-        for y in 0..self.ny {
-            for x in 0..self.nx {
+        for y in ry.clone() {
+            for x in rx.clone() {
                 if inside(x, y) {
                     count += 1;
                     let u = velocity(x as f64, y as f64);
@@ -342,12 +366,18 @@ impl Flags {
             return count;
         }
         let solid = self.solid_palette();
-        // Rows y − 1, y and y + 1 as palette indices (index 0 is fluid).
+        // The fluid cells whose links can end in the shape: the region and one cell around it.
+        let (y0, y1) = (ry.start.saturating_sub(1), (ry.end + 1).min(self.ny));
+        let (x0, x1) = (rx.start.saturating_sub(1), (rx.end + 1).min(self.nx));
+        let region_inside = |x: usize, y: usize| rx.contains(&x) && ry.contains(&y) && inside(x, y);
+        // Rows y − 1, y and y + 1 as palette indices (index 0 is fluid), from the column left of x0 to the one
+        // right of x1 (a neighbour's), within the domain: column x at index x − first.
+        let (first, end) = (x0.saturating_sub(1), (x1 + 1).min(self.nx));
         let mut rows: [Vec<u32>; 3] = Default::default();
-        for y in 0..self.ny {
-            self.rows_around(y, 0, self.nx, &mut rows);
-            for x in 0..self.nx {
-                if rows[1][x] != 0 {
+        for y in y0..y1 {
+            self.rows_around(y, first, end - first, &mut rows);
+            for x in x0..x1 {
+                if rows[1][x - first] != 0 {
                     continue;
                 }
                 for (d, c) in C.iter().enumerate().skip(1) {
@@ -357,7 +387,9 @@ impl Flags {
                     }
                     // Cheap test first: the shape's cells are walls now, most neighbours are not.
                     let (xn, yn) = (xn as usize, yn as usize);
-                    if !solid[rows[(1 + c[1]) as usize][xn] as usize] || !inside(xn, yn) {
+                    if !solid[rows[(1 + c[1]) as usize][xn - first] as usize]
+                        || !region_inside(xn, yn)
+                    {
                         continue;
                     }
                     // phi > 0 at t = 0 (fluid), ≤ 0 at t = 1 (wall).

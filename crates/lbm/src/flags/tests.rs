@@ -140,3 +140,51 @@ fn rejects_bad_boundaries() {
     f.set(7, 3, Cell::Outlet(-1.0));
     assert!(f.encode().is_err());
 }
+
+/// A circle tests only the cells of its bounding box: the same cells and wall distances as the whole domain's
+/// test with its `phi`, for circles inside the domain, across its edges and corners, past it, tiny and larger
+/// than it, on channel walls and earlier bodies.
+#[test]
+fn a_circle_in_its_bounding_box_marks_what_the_whole_domain_test_marks() {
+    let seed = bespoke_gpu::testing::fresh_seed();
+    use bespoke_gpu::rng::Rng;
+    let mut rng = bespoke_gpu::rng::seeded(seed);
+    let (nx, ny) = (37, 23);
+    for case in 0..300 {
+        let centre = [
+            rng.random_range(-6.0..nx as f64 + 6.0),
+            rng.random_range(-6.0..ny as f64 + 6.0),
+        ];
+        let radius: f64 = if case % 10 == 0 {
+            rng.random_range(20.0..40.0)
+        } else {
+            rng.random_range(0.2..7.0)
+        };
+        // Whole centres and radii put cells on the circle, at the box's edges.
+        let (centre, radius) = if case % 4 == 1 {
+            (centre.map(f64::round), radius.round().max(1.0))
+        } else {
+            (centre, radius)
+        };
+        let interpolated = case % 3 != 0;
+        let mut base = Flags::fluid(nx, ny);
+        if case % 2 == 0 {
+            base.channel_walls();
+        }
+        base.add_circle([10.5, 11.2], 2.2, true);
+        let mut bounded = base.clone();
+        bounded.add_circle(centre, radius, interpolated);
+        let mut whole = base;
+        let phi =
+            |x: f64, y: f64| (x - centre[0]).powi(2) + (y - centre[1]).powi(2) - radius * radius;
+        whole.add_shape(phi, |_, _| [0.0, 0.0], interpolated);
+        let what = format!("seed {seed}, circle {centre:?} r {radius}");
+        assert!(bounded.cells().eq(whole.cells()), "{what}: cells differ");
+        let sorted = |f: &Flags| {
+            let mut d: Vec<_> = f.wall_distances().map(|(k, q)| (k, q.to_bits())).collect();
+            d.sort();
+            d
+        };
+        assert_eq!(sorted(&bounded), sorted(&whole), "{what}: distances differ");
+    }
+}
