@@ -88,18 +88,9 @@ impl Fields {
 
     /// Vorticity ∂u_y/∂x − ∂u_x/∂y by central differences (periodic wrap at the edges).
     pub fn vorticity(&self) -> Vec<f32> {
-        let (nx, ny) = (self.nx, self.ny);
-        let mut w = vec![0.0; nx * ny];
-        for y in 0..ny {
-            let (ym, yp) = ((y + ny - 1) % ny, (y + 1) % ny);
-            for x in 0..nx {
-                let (xm, xp) = ((x + nx - 1) % nx, (x + 1) % nx);
-                let dvy = self.uy[y * nx + xp] - self.uy[y * nx + xm];
-                let dux = self.ux[yp * nx + x] - self.ux[ym * nx + x];
-                w[y * nx + x] = 0.5 * (dvy - dux);
-            }
-        }
-        w
+        let size = [self.nx, self.ny];
+        let lines = wrapped_lines(&self.ux, &self.uy, size);
+        vorticity_within(&self.ux, &self.uy, size, &lines)
     }
 
     /// Bilinear interpolation of a field at a point in cell coordinates (cell centres at integers).
@@ -124,4 +115,38 @@ impl Fields {
             ((x1, y1), ty * tx),
         ]
     }
+}
+
+/// The u a central difference reads around a `w × h` rectangle when it wraps onto itself: u_y of its last and
+/// first columns (the lines left and right of it) and u_x of its last and first rows (below and above it).
+pub(crate) fn wrapped_lines(ux: &[f32], uy: &[f32], [w, h]: [usize; 2]) -> [Vec<f32>; 4] {
+    let column = |x: usize| -> Vec<f32> { (0..h).map(|y| uy[y * w + x]).collect() };
+    let row = |y: usize| -> Vec<f32> { ux[y * w..(y + 1) * w].to_vec() };
+    [column(w - 1), column(0), row(h - 1), row(0)]
+}
+
+/// Vorticity ∂u_y/∂x − ∂u_x/∂y by central differences over a `w × h` rectangle of u, with the lines around it
+/// `[left, right, below, above]` (u_y of the columns beside it, u_x of the rows below and above): the one
+/// arithmetic of a whole domain ([`Fields::vorticity`], its own far edges around it) and of a rank's block
+/// (`Lattice::own_vorticity`, its neighbours' edges), so the two agree bit for bit.
+pub(crate) fn vorticity_within(
+    ux: &[f32],
+    uy: &[f32],
+    [w, h]: [usize; 2],
+    [left, right, below, above]: &[Vec<f32>; 4],
+) -> Vec<f32> {
+    let mut vort = vec![0.0f32; w * h];
+    for y in 0..h {
+        for x in 0..w {
+            let k = y * w + x;
+            let uy_xp = if x + 1 < w { uy[k + 1] } else { right[y] };
+            let uy_xm = if x > 0 { uy[k - 1] } else { left[y] };
+            let ux_yp = if y + 1 < h { ux[k + w] } else { above[x] };
+            let ux_ym = if y > 0 { ux[k - w] } else { below[x] };
+            let dvy = uy_xp - uy_xm;
+            let dux = ux_yp - ux_ym;
+            vort[k] = 0.5 * (dvy - dux);
+        }
+    }
+    vort
 }

@@ -7,7 +7,7 @@ use bespoke_gpu::{Arg, GpuBuffer, Grid, Launch};
 
 use super::{Lattice, NAN_F32};
 use crate::error::Result;
-use crate::fields::{Fields, OwnFields};
+use crate::fields::{Fields, OwnFields, vorticity_within, wrapped_lines};
 use crate::kernel::{Mode, Phase, WG};
 
 impl Lattice<'_> {
@@ -97,22 +97,8 @@ impl Lattice<'_> {
     /// row or a column each, point to point); no rank holds more than its block and those four lines. Every rank
     /// must call it.
     pub fn own_vorticity(&self, own: &OwnFields) -> Result<Vec<f32>> {
-        let [w, h] = own.size;
-        let [left, right, below, above] = self.edge_ghosts(own)?;
-        let mut vort = vec![0.0f32; w * h];
-        for y in 0..h {
-            for x in 0..w {
-                let k = y * w + x;
-                let uy_xp = if x + 1 < w { own.uy[k + 1] } else { right[y] };
-                let uy_xm = if x > 0 { own.uy[k - 1] } else { left[y] };
-                let ux_yp = if y + 1 < h { own.ux[k + w] } else { above[x] };
-                let ux_ym = if y > 0 { own.ux[k - w] } else { below[x] };
-                let dvy = uy_xp - uy_xm;
-                let dux = ux_yp - ux_ym;
-                vort[k] = 0.5 * (dvy - dux);
-            }
-        }
-        Ok(vort)
+        let lines = self.edge_ghosts(own)?;
+        Ok(vorticity_within(&own.ux, &own.uy, own.size, &lines))
     }
 
     /// The u next to `own`'s rectangle that a central difference reads: u_y of the columns left and right of
@@ -129,7 +115,7 @@ impl Lattice<'_> {
         let column = |x: usize| -> Vec<f32> { (0..h).map(|y| own.uy[y * w + x]).collect() };
         let row = |y: usize| -> Vec<f32> { own.ux[y * w..(y + 1) * w].to_vec() };
         // Without a cut along an axis, the wrap is this rectangle's own far edge.
-        let mut ghosts = [column(w - 1), column(0), row(h - 1), row(0)];
+        let mut ghosts = wrapped_lines(&own.ux, &own.uy, own.size);
         let Some(d) = self.dist.as_deref() else {
             return Ok(ghosts);
         };
