@@ -75,7 +75,7 @@ pub fn check_writable(path: &Path) -> std::io::Result<()> {
 }
 
 /// The folder `path` is in (`.` for a bare file name).
-fn folder_of(path: &Path) -> &Path {
+pub fn folder_of(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -121,7 +121,14 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     /// A temporary file beside `path`, to be renamed over it by [`commit`](Self::commit).
+    /// A folder at `path` is an error now, not at the commit's rename after the whole file was written.
     pub fn create(path: &Path) -> std::io::Result<Self> {
+        if path.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "it is a folder, not a file",
+            ));
+        }
         Ok(Self {
             path: path.to_owned(),
             tmp: std::io::BufWriter::with_capacity(1 << 20, temporary_beside(path)?),
@@ -553,6 +560,15 @@ mod tests {
         assert!(missing.contains("does not exist"), "{missing}");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "the check left a file behind: {left:?}");
+        // A file to be written at a folder's path is refused when it is created, not at its rename.
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let Err(e) = AtomicFile::create(&sub) else {
+            panic!("a folder's path was accepted")
+        };
+        let e = e.to_string();
+        assert!(e.contains("folder, not a file"), "{e}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
     #[test]

@@ -44,8 +44,8 @@ pub use context::{
     env_flag, list_adapters,
 };
 pub use disk::{
-    AtomicFile, DiskCache, Lookup, check_writable, remembered_json, user_cache_dir, write_atomic,
-    write_atomic_failing,
+    AtomicFile, DiskCache, Lookup, check_writable, folder_of, remembered_json, user_cache_dir,
+    write_atomic, write_atomic_failing,
 };
 pub use dispatch::{Arg, Grid, GridLayout, Launch};
 pub use dtype::{DType, Element};

@@ -131,9 +131,17 @@ impl XmlFile<'_> {
     /// Writes the file at `path` (whole or not at all). An array that writes more or fewer bytes than it
     /// declares is an `InvalidData` error naming it, and nothing is left at `path`.
     pub fn write(self, path: &Path) -> std::io::Result<()> {
+        self.stage(path)?.commit()
+    }
+
+    /// The file written whole into a temporary file beside `path`, not yet in its place: a parallel file's
+    /// writers each stage their piece and [`AtomicFile::commit`] it once every piece was written, so a piece
+    /// that fails on one of them leaves no other writer's new piece behind (a staged file dropped leaves
+    /// nothing) and the pieces of an earlier write stay whole.
+    pub fn stage(self, path: &Path) -> std::io::Result<AtomicFile> {
         let mut f = AtomicFile::create(path)?;
         self.write_to(&mut f)?;
-        f.commit()
+        Ok(f)
     }
 
     /// The file's bytes into `w`.

@@ -65,7 +65,8 @@ pub use lattice::{Lattice, check_fits, check_fits_within, stored_words};
 pub mod shape {
     pub use crate::lattice::{
         CELL_CANDIDATES, MAX_CELLS, STEP_WORKGROUPS, StepShape, cache_key, candidates,
-        one_buffer_bytes, one_buffer_fits, step_shape, step_shape_in, tuning_size, user_cache,
+        nine_bindings_fit, one_buffer_bytes, one_buffer_fits, step_shape, step_shape_in,
+        tuning_size, user_cache,
     };
 }
 pub use probe::{Probe, ProbeValues};

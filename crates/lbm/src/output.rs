@@ -158,6 +158,18 @@ pub fn write_vtk(path: &Path, fields: &Fields, flags: &Flags) -> Result<()> {
 /// 3 outlet), raw little-endian values appended. Its extent places it in the whole domain, so the pieces of a
 /// parallel image ([`write_pvti`]) fit together; a rectangle that is the whole domain is a file of its own.
 pub fn write_vti(path: &Path, own: &OwnFields, vorticity: &[f32], flags: &Flags) -> Result<()> {
+    stage_vti(path, own, vorticity, flags)?
+        .commit()
+        .map_err(|e| LbmError::io(path, e))
+}
+
+/// [`write_vti`]'s file staged beside `path` ([`vtk::XmlFile::stage`]), to be committed by the caller.
+fn stage_vti(
+    path: &Path,
+    own: &OwnFields,
+    vorticity: &[f32],
+    flags: &Flags,
+) -> Result<bespoke_gpu::AtomicFile> {
     let ([w, h], [x0, y0]) = (own.size, own.origin);
     let cells = w * h;
     if [own.rho.len(), own.ux.len(), own.uy.len(), vorticity.len()] != [cells; 4] {
@@ -197,7 +209,7 @@ pub fn write_vti(path: &Path, own: &OwnFields, vorticity: &[f32], flags: &Flags)
             ],
         }],
     }
-    .write(path)
+    .stage(path)
     .map_err(|e| LbmError::io(path, e))
 }
 
@@ -291,10 +303,7 @@ fn series_name(path: &Path) -> (String, String) {
 /// The frames of `path`'s series in its folder (`{stem}_{8+ digits}.{ext}`), by step.
 fn series_frames(path: &Path) -> Result<Vec<(u64, String)>> {
     let (stem, ext) = series_name(path);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = bespoke_gpu::folder_of(path);
     let mut frames = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| LbmError::io(dir, e))? {
         let name = entry
@@ -343,9 +352,12 @@ pub fn write_pvti(lat: &mut Lattice, path: &Path) -> Result<()> {
     let vorticity = lat.own_vorticity(&own)?;
     let (rank, ranks) = lat.comm().map_or((0, 1), |c| (c.rank(), c.size()));
     let (piece, _) = vtk::piece_path(path, rank, ranks, "vti");
-    let wrote = write_vti(&piece, &own, &vorticity, lat.flags());
+    // Every rank stages its piece; they take their places only once all were written (a rank that failed
+    // leaves no other rank's new piece behind, and an earlier write's pieces and index stay whole).
+    let staged = stage_vti(&piece, &own, &vorticity, lat.flags());
     drop((own, vorticity));
-    lat.agree(wrote)?;
+    let staged = lat.agree(staged)?;
+    lat.agree(staged.commit().map_err(|e| LbmError::io(&piece, e)))?;
     let index = if rank == 0 {
         let domain = [lat.config().nx, lat.config().ny];
         let blocks: Vec<[usize; 4]> = match lat.decomposition() {

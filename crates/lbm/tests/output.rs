@@ -1,7 +1,7 @@
 //! The VTK files read back: the legacy file and a serial XML image of one domain, and the parallel image
 //! (`.pvti`) each rank writes its own piece of, hold the one-domain fields bit for bit (ρ, velocity, the
 //! vorticity with its wrap around the domain, the cell types) on every decomposition; a piece that cannot be
-//! written fails every rank by name and leaves no index.
+//! written fails every rank by name and leaves no piece or index.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -300,7 +300,7 @@ fn a_parallel_image_from_any_decomposition_is_the_one_domain_field() {
 }
 
 #[test]
-fn a_piece_that_cannot_be_written_fails_every_rank_and_leaves_no_index() {
+fn a_piece_that_cannot_be_written_fails_every_rank_and_leaves_no_piece_or_index() {
     let Some(gpu) = test_gpu() else { return };
     let (cfg, flags) = setup();
     let dir = tempfile::tempdir().unwrap();
@@ -321,4 +321,10 @@ fn a_piece_that_cannot_be_written_fails_every_rank_and_leaves_no_index() {
         }
     }
     assert!(!index.exists(), "an index naming a piece that is not there");
+    // Rank 0's piece was staged, not put in place: nothing of the failed write is left but the folder.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["out_p1.vti"], "left behind by a failed write");
 }

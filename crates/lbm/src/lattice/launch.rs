@@ -27,7 +27,7 @@ pub(crate) fn check_shape(cfg: &Config, flags: &Flags) -> Result<()> {
 /// Whether the step and macroscopic kernels of a lattice like `cfg` (with a flag field or without) bind within
 /// the adapter's storage buffers per kernel with a binding per direction. Where not (a two-lattice step needs 18
 /// and more; wgpu's GL backend on llvmpipe allows 16, WebGPU's default 8) the lattice binds one buffer per side.
-pub(crate) fn nine_bindings_fit(gpu: &Gpu, cfg: &Config, flags: bool) -> bool {
+pub fn nine_bindings_fit(gpu: &Gpu, cfg: &Config, flags: bool) -> bool {
     let phase = match cfg.streaming {
         Streaming::Ab => Phase::Ab,
         Streaming::InPlace => Phase::AaOdd,

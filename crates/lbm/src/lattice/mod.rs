@@ -10,8 +10,8 @@ mod readback;
 mod shape;
 
 use launch::lattice_spec;
-pub(crate) use launch::{Boundary, check_shape, nine_bindings_fit, pops, prepare_launch};
-pub use launch::{check_fits, check_fits_within};
+pub(crate) use launch::{Boundary, check_shape, pops, prepare_launch};
+pub use launch::{check_fits, check_fits_within, nine_bindings_fit};
 
 pub(crate) use pops::Pops;
 pub use pops::one_buffer_bytes;
@@ -169,17 +169,19 @@ impl<'g> Lattice<'g> {
     ) -> Result<Self> {
         check_shape(&cfg, &flags)?;
         // Wall distances without walls are an error `encode` reports.
-        let encoded = if flags.all_fluid() && !flags.has_wall_distances() {
-            None
-        } else {
+        let encoded = if Self::needs_flag_field(&flags) {
             Some(flags.encode()?)
+        } else {
+            None
         };
         let (curved, edges) = (flags.has_wall_distances(), Edges::whole(cfg.nx, cfg.ny));
         Self::build(gpu, cfg, flags, encoded, curved, edges, shape)
     }
 
     /// [`Lattice::new`] with the step kernel in workgroups of `workgroup` invocations instead of the shape
-    /// chosen on the device ([`step_shape`]); the results are bit-identical whatever the shape.
+    /// chosen on the device ([`step_shape`]); the results are bit-identical whatever the shape. The directions
+    /// take a binding each, or one buffer where nine bindings a side pass the adapter's storage buffers per
+    /// kernel (as the chosen shape does).
     pub fn with_step_workgroup(
         gpu: &'g Gpu,
         cfg: Config,
@@ -191,6 +193,8 @@ impl<'g> Lattice<'g> {
 
     /// A lattice whose step runs in workgroups of `workgroup` laid out as `grid`, with `ablation` taken out of
     /// the step (None: the physics). The shapes give bit-identical results; the ablations do not (the lab's).
+    /// The directions are bound as [`Lattice::with_step_workgroup`] binds them; [`Lattice::with_given_shape`]
+    /// says which.
     pub fn with_step_shape(
         gpu: &'g Gpu,
         cfg: Config,
@@ -199,6 +203,9 @@ impl<'g> Lattice<'g> {
         grid: GridLayout,
         ablation: Option<Ablation>,
     ) -> Result<Self> {
+        let flags = flags.into();
+        let one_buffer = !nine_bindings_fit(gpu, &cfg, Self::needs_flag_field(&flags))
+            && one_buffer_fits(gpu, &cfg);
         Self::with_given_shape(
             gpu,
             cfg,
@@ -207,9 +214,15 @@ impl<'g> Lattice<'g> {
                 workgroup,
                 grid,
                 ablation,
+                one_buffer,
                 ..StepShape::given()
             },
         )
+    }
+
+    /// Whether a lattice of `flags` binds a flag field (not for all fluid without wall distances).
+    fn needs_flag_field(flags: &Flags) -> bool {
+        !flags.all_fluid() || flags.has_wall_distances()
     }
 
     /// A lattice whose step runs in `shape` (its workgroup, cells per invocation, grid and ablation; what the

@@ -1,6 +1,7 @@
 //! The populations' buffers and allocations follow the adapter's limits.
 
 use super::*;
+use bespoke_lbm::shape::one_buffer_bytes;
 
 /// One buffer for all directions where nine fit one binding; refused by name, and never timed, where they do not;
 /// and where the adapter allows few storage buffers per kernel, a two-lattice step with flags (20 bindings as
@@ -12,6 +13,18 @@ fn one_buffer_for_all_directions_follows_the_limits() {
     let Some(shared) = test_gpu() else { return };
     let cfg = Config::new(64, 48, Collision::Bgk { omega: 1.0 });
     let dir_bytes = 64 * 48 * 4;
+    // The shared adapter binds nine directions a side with flags, and one buffer of all nine (512² f32 at most).
+    if !shared_allows(
+        shared,
+        "one buffer for all directions follows the limits",
+        20,
+        one_buffer_bytes(
+            512 * 512,
+            shared.limits().min_storage_buffer_offset_alignment,
+        ),
+    ) {
+        return;
+    }
     // One direction fits a binding, nine do not.
     let small = emulating(
         shared,
@@ -104,6 +117,15 @@ fn populations_take_as_few_allocations_as_the_limit_allows() {
     use bespoke_gpu::testing::emulating;
     let Some(shared) = test_gpu() else { return };
     let (nx, ny) = (128, 96);
+    // Two lattices with flags, nine bindings each, on the shared adapter.
+    if !shared_allows(
+        shared,
+        "populations take as few allocations as the limit allows",
+        20,
+        (nx * ny * 4) as u64,
+    ) {
+        return;
+    }
     let cfg = Config {
         storage: Storage::F32,
         streaming: Streaming::Ab,

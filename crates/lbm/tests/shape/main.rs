@@ -5,10 +5,12 @@
 
 use std::rc::Rc;
 
-use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::testing::{fresh_seed, skipped, test_gpu};
 use bespoke_gpu::{DiskCache, GridLayout};
 use bespoke_lbm::kernel::WG;
-use bespoke_lbm::shape::{CELL_CANDIDATES, StepShape, candidates, step_shape_in};
+use bespoke_lbm::shape::{
+    CELL_CANDIDATES, StepShape, candidates, nine_bindings_fit, one_buffer_fits, step_shape_in,
+};
 use bespoke_lbm::{Collision, Config, Flags, Lattice, Storage, Streaming};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
@@ -22,6 +24,24 @@ fn random_cells(rng: &mut StdRng, n: usize) -> Vec<(f64, [f64; 2])> {
             )
         })
         .collect()
+}
+
+/// Whether the shared adapter binds `buffers` storage buffers a kernel and `bytes` a binding, as `test`'s premise
+/// needs (its emulated devices lower the shared one's limits); where not, the test is skipped by name.
+fn shared_allows(gpu: &bespoke_gpu::Gpu, test: &str, buffers: u32, bytes: u64) -> bool {
+    let (has_buffers, has_bytes) = (
+        gpu.limits().max_storage_buffers_per_shader_stage,
+        gpu.binding_limit(),
+    );
+    let ok = has_buffers >= buffers && has_bytes >= bytes;
+    if !ok {
+        skipped(&format!(
+            "{test}: needs {buffers} storage buffers a kernel and {bytes} bytes a binding, `{}` allows \
+             {has_buffers} and {has_bytes}",
+            gpu.adapter_name()
+        ));
+    }
+    ok
 }
 
 mod bits;
