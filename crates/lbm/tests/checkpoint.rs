@@ -134,11 +134,86 @@ fn restart_is_bit_identical_on(gpu: &Gpu) {
     lat.init_equilibrium(|x, _| (1.0, [0.01 * (x as f64).cos(), 0.0]))
         .expect("init");
     lat.step(3).expect("steps");
-    let v4 = dir.join("v4.ckpt");
-    lat.checkpoint(&v4, "test").expect("save");
-    let mut bytes = std::fs::read(&v4).expect("read back");
-    // Version 5: the same without the stash (none here: two-lattice streaming, no wall distances), checksummed.
+    // Format 7 stores these walls as each row's runs; with the cells a code a cell it reads alike.
+    let (runs, each) = (dir.join("runs.ckpt"), dir.join("each.ckpt"));
+    lat.checkpoint(&runs, "test").expect("save");
+    lat.checkpoint_cells_each(&each, "test").expect("save");
+    let (runs_bytes, mut bytes) = (
+        std::fs::read(&runs).expect("read back"),
+        std::fs::read(&each).expect("read back"),
+    );
+    // The cells' form follows parity: magic, metadata "test", nx, ny, three codes, five f64, the steps, parity.
+    let form = 8 + 8 + 4 + 16 + 3 + 40 + 8 + 1;
+    assert_eq!((runs_bytes[form], bytes[form]), (1, 0), "the cells' forms");
+    let cells = nx * 12;
+    // 16 runs: the bottom wall's row, ten fluid rows (one with the wall at (7, 5): three runs), the lid's
+    // row (its moving wall between two walls: three).
+    assert_eq!(
+        bytes.len() - runs_bytes.len(),
+        8 + 4 * cells - (12 * 4 + 16 * 8),
+        "a code a cell against 12 rows of runs"
+    );
+    let (from_runs, _) = Lattice::resume(gpu, &runs).expect("runs read");
+    let (from_each, _) = Lattice::resume(gpu, &each).expect("a code a cell reads");
+    assert!(from_runs.flags() == lat.flags() && from_each.flags() == lat.flags());
+    for l in [&from_runs, &from_each] {
+        assert_eq!(
+            l.populations().expect("read"),
+            lat.populations().expect("read")
+        );
+    }
+    // Runs that do not fill their row, a run of no cells, more runs than cells and an unknown form are errors
+    // naming what is wrong, even under a matching checksum.
+    let damaged = |at: usize, value: &[u8]| {
+        let mut b = runs_bytes[..runs_bytes.len() - 4].to_vec();
+        b[at..at + value.len()].copy_from_slice(value);
+        let crc = crc32fast::hash(&b).to_le_bytes();
+        b.extend_from_slice(&crc);
+        let path = dir.join("damaged.ckpt");
+        std::fs::write(&path, &b).expect("write");
+        match Lattice::resume(gpu, &path) {
+            Err(LbmError::File { why, .. }) => why,
+            other => panic!("damaged at {at}: {:?}", other.map(|_| ())),
+        }
+    };
+    // Row 0: one run (count at form + 1) of nx walls (length at form + 5).
+    assert_eq!(
+        runs_bytes[form + 1..form + 9],
+        [&1u32.to_le_bytes()[..], &(nx as u32).to_le_bytes()].concat()
+    );
+    for (at, value, says) in [
+        (
+            form + 5,
+            (nx as u32 + 1).to_le_bytes(),
+            "row 0: runs of 22 cells in a row of 21",
+        ),
+        (form + 5, 0u32.to_le_bytes(), "row 0: a run of no cells"),
+        (
+            form + 1,
+            22u32.to_le_bytes(),
+            "row 0 has 22 runs, more than its 21 cells",
+        ),
+        (form + 9, 7u32.to_le_bytes(), "unknown kind 7"),
+    ] {
+        let why = damaged(at, &value);
+        assert!(why.contains(says), "{why}");
+    }
+    assert!(damaged(form, &[2]).contains("unknown form 2 of the cells"));
+    // Version 6: a code a cell without the form's byte, checksummed.
     bytes.truncate(bytes.len() - 4);
+    bytes.remove(form);
+    bytes[..8].copy_from_slice(b"BSPKLBM6");
+    let mut v6_bytes = bytes.clone();
+    v6_bytes.extend_from_slice(&crc32fast::hash(&bytes).to_le_bytes());
+    let v6 = dir.join("v6.ckpt");
+    std::fs::write(&v6, &v6_bytes).expect("write");
+    let (old6, _) = Lattice::resume(gpu, &v6).expect("version 6 reads");
+    assert!(old6.flags() == lat.flags());
+    assert_eq!(
+        old6.populations().expect("read"),
+        lat.populations().expect("read")
+    );
+    // Version 5: the same without the stash (none here: two-lattice streaming, no wall distances), checksummed.
     assert_eq!(
         bytes[bytes.len() - 8..],
         0u64.to_le_bytes(),

@@ -5,7 +5,8 @@ use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 
-use super::{MAGIC, MAGIC_3, MAGIC_4, MAGIC_5};
+use super::write::{CELLS_AS_RUNS, CELLS_EACH};
+use super::{MAGIC, MAGIC_3, MAGIC_4, MAGIC_5, MAGIC_6};
 use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::flags::{Cell, Flags};
@@ -88,8 +89,12 @@ impl Saved {
             path,
         };
         let magic = r.take(8)?;
-        let (v3, v4, v5) = (magic == MAGIC_3, magic == MAGIC_4, magic == MAGIC_5);
-        if magic != MAGIC && !v3 && !v4 && !v5 {
+        let version = [MAGIC_3, MAGIC_4, MAGIC_5, MAGIC_6, MAGIC]
+            .iter()
+            .zip(3u32..)
+            .find(|(m, _)| magic == m[..])
+            .map(|(_, v)| v);
+        let Some(version) = version else {
             return Err(LbmError::file(
                 path,
                 if magic.starts_with(b"BSPKLBM") {
@@ -98,8 +103,8 @@ impl Saved {
                     "not a bespoke-lbm checkpoint (bad magic)"
                 },
             ));
-        }
-        if magic == MAGIC || v5 {
+        };
+        if version >= 5 {
             let body = len
                 .checked_sub(4)
                 .filter(|&b| b >= 8)
@@ -132,12 +137,12 @@ impl Saved {
         }
         drop(file);
         // Older formats carry no checksum: say so with any error, and warn when they load.
-        let unchecked = (v3 || v4).then_some(if v3 { 3 } else { 4 });
+        let unchecked = (version < 5).then_some(version);
         let r = &mut r;
         let parsed = (|| -> Result<_> {
             let meta = String::from_utf8(r.bytes()?)
                 .map_err(|_| LbmError::file(path, "metadata is not UTF-8"))?;
-            parse_body(r, path, v3, magic == MAGIC).map(|b| (meta, b))
+            parse_body(r, path, version).map(|b| (meta, b))
         })();
         let (meta, (cfg, flags, at, stash, parity, steps)) =
             parsed.map_err(|e| match unchecked {
@@ -183,10 +188,15 @@ type Body = (
     u64,
 );
 
-/// Reads the body after the metadata (`v3`: without the Smagorinsky constant; `stash`: with the stash).
-pub(super) fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool) -> Result<Body> {
+/// Reads the body after the metadata of a file of format `version` (3: without the Smagorinsky constant; 6 on:
+/// with the stash; 7 on: the cells' form tagged).
+pub(super) fn parse_body(r: &mut Reader<'_>, path: &Path, version: u32) -> Result<Body> {
+    let (v3, stash) = (version == 3, version >= 6);
     let nx = r.usize()?;
     let ny = r.usize()?;
+    if nx == 0 || ny == 0 || nx.checked_mul(ny).is_none() {
+        return Err(LbmError::file(path, format!("a {nx}x{ny} lattice")));
+    }
     let storage = match r.u8()? {
         0 => Storage::F32,
         1 => Storage::F16,
@@ -210,14 +220,24 @@ pub(super) fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool)
     if parity > 1 {
         return Err(LbmError::file(path, format!("bad parity {parity}")));
     }
-    let codes = r.words()?;
+    let form = if version >= 7 { r.u8()? } else { CELLS_EACH };
+    let rows = match form {
+        CELLS_EACH => r.code_rows(nx, ny)?,
+        CELLS_AS_RUNS => r.run_rows(nx, ny)?,
+        v => {
+            return Err(LbmError::file(
+                path,
+                format!("unknown form {v} of the cells"),
+            ));
+        }
+    };
     let table_len = r.usize()?;
+    r.room((table_len as u64).saturating_mul(16))?;
     let table: Vec<[f64; 2]> = (0..table_len)
         .map(|_| Ok([r.f64()?, r.f64()?]))
         .collect::<Result<_>>()?;
-    let mut flags = flags_of(nx, ny, &codes, &table)
-        .map_err(|why| LbmError::file(path, format!("flags: {why}")))?;
-    drop(codes);
+    let mut flags =
+        flags_of(nx, rows, &table).map_err(|why| LbmError::file(path, format!("flags: {why}")))?;
     for _ in 0..r.usize()? {
         let (x, y, d, q) = (r.usize()?, r.usize()?, r.usize()?, r.f64()?);
         flags
@@ -266,26 +286,38 @@ pub(super) fn parse_body(r: &mut Reader<'_>, path: &Path, v3: bool, stash: bool)
     Ok((cfg, flags, at, stash, parity, steps))
 }
 
+/// The flags of `rows` (each row's runs of equal codes, (length, kind | value index << 3)), the values from
+/// `table`: a run whose value or kind is missing is an error naming its row and x.
 pub(super) fn flags_of(
     nx: usize,
-    ny: usize,
-    codes: &[u32],
+    rows: Vec<Vec<(usize, u32)>>,
     table: &[[f64; 2]],
 ) -> std::result::Result<Flags, String> {
-    if codes.len() != nx.saturating_mul(ny) {
-        return Err(format!("{} cells for a {nx}x{ny} lattice", codes.len()));
+    let mut cells = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for (y, row) in rows.into_iter().enumerate() {
+        let mut x = 0usize;
+        let mut cells_of_row = Vec::with_capacity(row.len());
+        for (len, code) in row {
+            let cell = match cells.get(&code) {
+                Some(&c) => c,
+                None => {
+                    let v = *table
+                        .get((code >> 3) as usize)
+                        .ok_or_else(|| format!("cell ({x}, {y}): value {} missing", code >> 3))?;
+                    let kind = (code & 7) as u8;
+                    let c = Cell::from_saved(kind, v)
+                        .ok_or_else(|| format!("cell ({x}, {y}): unknown kind {kind}"))?;
+                    cells.insert(code, c);
+                    c
+                }
+            };
+            cells_of_row.push((len, cell));
+            x = x.saturating_add(len);
+        }
+        out.push(cells_of_row);
     }
-    let mut flags = Flags::fluid(nx, ny);
-    for (i, &code) in codes.iter().enumerate() {
-        let v = *table
-            .get((code >> 3) as usize)
-            .ok_or_else(|| format!("cell {i}: value {} missing", code >> 3))?;
-        let kind = (code & 7) as u8;
-        let cell =
-            Cell::from_saved(kind, v).ok_or_else(|| format!("cell {i}: unknown kind {kind}"))?;
-        flags.set(i % nx, i / nx, cell);
-    }
-    Ok(flags)
+    Flags::from_row_runs(nx, out)
 }
 
 /// The checkpoint's fields in order, from the file, up to `end` (the checksum's start, or the file's end).
@@ -349,12 +381,59 @@ impl Reader<'_> {
         self.room(bytes)?;
         Ok((n, bytes))
     }
-    pub(super) fn words(&mut self) -> Result<Vec<u32>> {
+    /// The cells stored a code a cell (a u64 count, then row-major codes), read a row at a time and kept as each
+    /// row's runs of equal codes: a few runs a row for walls and bodies, not 4 B a cell (until format 7 the codes
+    /// were read whole, 8 B a cell at their peak).
+    pub(super) fn code_rows(&mut self, nx: usize, ny: usize) -> Result<Vec<Vec<(usize, u32)>>> {
         let (n, _) = self.word_bytes()?;
-        let b = self.take(n * 4)?;
-        Ok(b.chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect())
+        if Some(n) != nx.checked_mul(ny) {
+            return Err(LbmError::file(
+                self.path,
+                format!("flags: {n} cells for a {nx}x{ny} lattice"),
+            ));
+        }
+        let mut rows = Vec::with_capacity(ny);
+        for _ in 0..ny {
+            let b = self.take(nx * 4)?;
+            let mut row: Vec<(usize, u32)> = Vec::new();
+            for c in b.chunks_exact(4) {
+                let code = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                match row.last_mut() {
+                    Some((len, last)) if *last == code => *len += 1,
+                    _ => row.push((1, code)),
+                }
+            }
+            row.shrink_to_fit();
+            rows.push(row);
+        }
+        Ok(rows)
+    }
+    /// The cells stored as each row's runs (per row a u32 count, then (u32 length, u32 code) a run); the lengths
+    /// are checked by the flags built from them.
+    pub(super) fn run_rows(&mut self, nx: usize, ny: usize) -> Result<Vec<Vec<(usize, u32)>>> {
+        // Each row takes 4 bytes at least: a count past the file is "truncated", not an allocation.
+        self.room((ny as u64).saturating_mul(4))?;
+        let mut rows = Vec::with_capacity(ny);
+        for y in 0..ny {
+            let runs = self.u32()? as usize;
+            if runs > nx {
+                return Err(LbmError::file(
+                    self.path,
+                    format!("flags: row {y} has {runs} runs, more than its {nx} cells"),
+                ));
+            }
+            self.room(8 * runs as u64)?;
+            let b = self.take(8 * runs)?;
+            rows.push(
+                b.chunks_exact(8)
+                    .map(|c| {
+                        let len = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                        (len as usize, u32::from_le_bytes([c[4], c[5], c[6], c[7]]))
+                    })
+                    .collect(),
+            );
+        }
+        Ok(rows)
     }
     /// Passes over an array of words: (where its words start, how many).
     pub(super) fn skip_words(&mut self) -> Result<(u64, usize)> {

@@ -7,28 +7,55 @@ use std::path::Path;
 use bespoke_gpu::AtomicFile;
 
 use crate::error::{LbmError, Result};
-use crate::flags::Flags;
+use crate::flags::{Cell, Flags};
 
-/// Writes every cell as kind | (index of its exact f64 value) << 3 (u32), in row-major order, and returns the
-/// value table the indices point into.
-pub(super) fn put_cells(out: &mut Sink<'_>, flags: &Flags) -> Vec<[f64; 2]> {
+/// Writes the cells, each as its code kind | (index of its exact f64 value) << 3, and returns the value table the
+/// indices point into. In whichever form is smaller: row after row as runs of equal codes (a tag of 1, then per
+/// row a u32 run count and (u32 length, u32 code) per run: a few runs a row for walls, lids, inlets and bodies),
+/// or a code a cell in row-major order (a tag of 0, a u64 cell count and a u32 a cell: a porous mask), which is
+/// all that formats before 7 knew; `each`: a code a cell whatever the runs.
+pub(super) fn put_cells(out: &mut Sink<'_>, flags: &Flags, each: bool) -> Vec<[f64; 2]> {
     let mut table: Vec<[f64; 2]> = Vec::new();
     let mut index = std::collections::HashMap::new();
+    let mut code = |c: Cell| {
+        let (kind, v) = c.saved();
+        let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
+            table.push(v);
+            table.len() - 1
+        });
+        u32::from(kind) | ((slot as u32) << 3)
+    };
+    let (nx, ny) = (flags.nx(), flags.ny());
+    let runs: usize = (0..ny).map(|y| flags.row_runs(y).count()).sum();
+    let as_runs = !each && 4 * ny as u64 + 8 * runs as u64 <= 8 + 4 * (nx as u64 * ny as u64);
     let mut bytes = Vec::with_capacity(WORDS_AT_ONCE * 4);
-    // A row's runs of equal cells: one table lookup a run, then its words.
-    for y in 0..flags.ny() {
-        for (len, c) in flags.row_runs(y) {
-            let (kind, v) = c.saved();
-            let slot = *index.entry(v.map(f64::to_bits)).or_insert_with(|| {
-                table.push(v);
-                table.len() - 1
-            });
-            let word = (u32::from(kind) | ((slot as u32) << 3)).to_le_bytes();
-            for _ in 0..len {
-                bytes.extend_from_slice(&word);
-                if bytes.len() >= WORDS_AT_ONCE * 4 {
-                    out.put(&bytes);
-                    bytes.clear();
+    let flush = |bytes: &mut Vec<u8>, out: &mut Sink<'_>| {
+        if bytes.len() >= WORDS_AT_ONCE * 4 {
+            out.put(bytes);
+            bytes.clear();
+        }
+    };
+    if as_runs {
+        bytes.push(CELLS_AS_RUNS);
+        for y in 0..ny {
+            let row: Vec<_> = flags.row_runs(y).collect();
+            bytes.extend_from_slice(&(row.len() as u32).to_le_bytes());
+            for (len, c) in row {
+                bytes.extend_from_slice(&(len as u32).to_le_bytes());
+                bytes.extend_from_slice(&code(c).to_le_bytes());
+            }
+            flush(&mut bytes, out);
+        }
+    } else {
+        bytes.push(CELLS_EACH);
+        bytes.extend_from_slice(&(nx as u64 * ny as u64).to_le_bytes());
+        // A row's runs of equal cells: one table lookup a run, then its words.
+        for y in 0..ny {
+            for (len, c) in flags.row_runs(y) {
+                let word = code(c).to_le_bytes();
+                for _ in 0..len {
+                    bytes.extend_from_slice(&word);
+                    flush(&mut bytes, out);
                 }
             }
         }
@@ -36,6 +63,10 @@ pub(super) fn put_cells(out: &mut Sink<'_>, flags: &Flags) -> Vec<[f64; 2]> {
     out.put(&bytes);
     table
 }
+
+/// The cells' form in a checkpoint (format 7): a code a cell, or each row's runs of equal codes.
+pub(super) const CELLS_EACH: u8 = 0;
+pub(super) const CELLS_AS_RUNS: u8 = 1;
 
 /// Words converted to bytes at a time while a checkpoint is written.
 pub(super) const WORDS_AT_ONCE: usize = 1 << 16;

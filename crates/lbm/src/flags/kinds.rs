@@ -35,6 +35,38 @@ fn run_end(row: &[(u32, u32)], i: usize, nx: usize) -> usize {
 }
 
 impl Kinds {
+    /// The indices of rows of `nx` cells given as runs, (length, index) each, lengths ≥ 1 summing to `nx` (the
+    /// caller checked), neighbours of equal indices joined here: runs while they cost less than an array (the
+    /// rule [`Kinds::set`] keeps), else the array; none while every cell is fluid.
+    pub(super) fn from_rows(nx: usize, rows: Vec<Vec<(usize, u32)>>) -> Self {
+        let n = nx * rows.len();
+        if rows.iter().all(|r| r.iter().all(|&(_, i)| i == 0)) {
+            return Self::Fluid;
+        }
+        let rows: Vec<Vec<(u32, u32)>> = rows
+            .into_iter()
+            .map(|row| {
+                let mut out: Vec<(u32, u32)> = Vec::with_capacity(row.len());
+                let mut x = 0;
+                for (len, index) in row {
+                    if out.last().is_none_or(|r| r.1 != index) {
+                        out.push((x as u32, index));
+                    }
+                    x += len;
+                }
+                out.shrink_to_fit();
+                out
+            })
+            .collect();
+        let runs = rows.iter().map(Vec::len).sum::<usize>();
+        let costly = runs * RUN_BYTES + rows.len() * std::mem::size_of::<Vec<(u32, u32)>>() > n;
+        let mut kinds = Self::Runs { nx, rows, runs };
+        if costly {
+            kinds.make_array();
+        }
+        kinds
+    }
+
     /// Cell k's index.
     pub(super) fn get(&self, k: usize) -> u32 {
         match self {

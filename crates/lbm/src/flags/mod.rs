@@ -184,6 +184,38 @@ impl Flags {
         });
         self.kinds.set(k, slot, self.nx, n);
     }
+    /// Flags of `rows` (ny rows of nx cells), each as runs of equal cells, (length, cell), as
+    /// [`Flags::row_runs`] gives them: a checkpoint's cells without a lookup or an array a cell. A row whose
+    /// lengths are not all ≥ 1 and sum to nx is an error naming it.
+    pub(crate) fn from_row_runs(
+        nx: usize,
+        rows: Vec<Vec<(usize, Cell)>>,
+    ) -> std::result::Result<Self, String> {
+        let mut flags = Self::fluid(nx, rows.len());
+        let mut indexed = Vec::with_capacity(rows.len());
+        for (y, row) in rows.into_iter().enumerate() {
+            let mut width = 0usize;
+            let mut out = Vec::with_capacity(row.len());
+            for (len, cell) in row {
+                if len == 0 {
+                    return Err(format!("row {y}: a run of no cells"));
+                }
+                width = width.saturating_add(len);
+                let next = flags.palette.len() as u32;
+                let slot = *flags.index.entry(key(cell)).or_insert_with(|| {
+                    flags.palette.push(cell);
+                    next
+                });
+                out.push((len, slot));
+            }
+            if width != nx {
+                return Err(format!("row {y}: runs of {width} cells in a row of {nx}"));
+            }
+            indexed.push(out);
+        }
+        flags.kinds = Kinds::from_rows(nx, indexed);
+        Ok(flags)
+    }
     /// Every cell, row-major (in order through the runs or the array, not a lookup a cell).
     pub fn cells(&self) -> impl ExactSizeIterator<Item = Cell> + '_ {
         let n = self.nx * self.ny;
