@@ -131,7 +131,18 @@ fn lab_times_every_shape_and_ablation() {
             "no {group} rows in {out}"
         );
     }
+    // A row that did not run says why; only a shape binding nine directions a side where the adapter's storage
+    // buffers per kernel cannot (wgpu's GL backend: 16) may not run.
+    let gpu = test_gpu().expect("checked above");
+    let nine_fit = gpu.limits().max_storage_buffers_per_shader_stage >= 20;
     for r in runs {
+        if let Some(why) = r["not_run"].as_str() {
+            assert!(
+                !nine_fit && r["group"] == "lbm" && why.contains("storage buffers per kernel"),
+                "not run: {r}"
+            );
+            continue;
+        }
         for key in ["seconds", "gbps", "copy_fraction", "ratio_to_default"] {
             let x = r[key].as_f64().unwrap_or(f64::NAN);
             assert!(x.is_finite() && x > 0.0, "{key} = {x} in {r}");
@@ -152,9 +163,25 @@ fn lab_times_every_shape_and_ablation() {
         "wg64 no-pull",
     ] {
         let n = lbm.iter().filter(|r| r["variant"] == variant).count();
-        assert_eq!(n, 4, "{variant}: {n} of the 4 storage × streaming rows");
+        assert_eq!(
+            n, 4,
+            "{variant}: {n} of the 4 storage × streaming rows, run or not"
+        );
+        let ran = lbm
+            .iter()
+            .filter(|r| r["variant"] == variant && r["not_run"].is_null())
+            .count();
+        if nine_fit || variant.contains("one-buffer") {
+            assert_eq!(ran, 4, "{variant}: {ran} of 4 ran");
+        } else {
+            // In place binds fewer: at least its two rows run.
+            assert!(ran >= 2, "{variant}: {ran} of 4 ran");
+        }
     }
-    for r in lbm.iter().filter(|r| r["variant"] == "wg64") {
+    for r in lbm
+        .iter()
+        .filter(|r| r["variant"] == "wg64" && r["not_run"].is_null())
+    {
         assert_eq!(r["ratio_to_default"].as_f64(), Some(1.0), "{r}");
     }
     assert!(runs.iter().any(|r| r["variant"] == "access floor"));

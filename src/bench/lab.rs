@@ -105,12 +105,22 @@ struct Lab {
 }
 
 impl Lab {
-    /// A row that did not run (`e` says why), printed as it happens.
-    fn not_run(&mut self, group: &'static str, case: String, e: &dyn std::fmt::Display) {
-        eprintln!("lab: {group} {case}: not run: {e}");
+    /// A row that did not run (`e` says why: a shape the adapter cannot bind or launch), printed as it happens
+    /// and kept in the JSON with its reason.
+    fn not_run(
+        &mut self,
+        group: &'static str,
+        case: String,
+        variant: String,
+        e: &dyn std::fmt::Display,
+    ) {
+        eprintln!("lab: {group} {case} {variant}: not run: {e}");
+        self.runs.push(json!({
+            "group": group, "case": case, "variant": variant, "not_run": e.to_string(),
+        }));
         self.rows.push(Row {
             section: group,
-            case,
+            case: format!("{case} {variant}"),
             seconds: f64::NAN,
             rate: f64::NAN,
             unit: "GB/s",
@@ -277,7 +287,9 @@ fn lbm_case(
 ) -> Result<(), Error> {
     let gpu = ctx.gpu;
     let case = format!("{side}² {} {}", storage.name(), streaming.name());
-    let mut default = None;
+    // The first variant's time; where it did not run (nine bindings a side past the adapter's storage buffers
+    // per kernel), the first that did, named in each row's note.
+    let mut default: Option<(f64, String)> = None;
     bench_step_variants(
         gpu,
         side,
@@ -287,8 +299,15 @@ fn lbm_case(
         reps(ctx),
         &mut |v, b| match b {
             Ok(b) => {
-                let base = *default.get_or_insert(b.seconds_per_step);
+                let (base, base_name) = default
+                    .get_or_insert_with(|| (b.seconds_per_step, v.name()))
+                    .clone();
                 let bytes = (b.nx * b.ny * b.bytes_per_cell) as f64;
+                let against = if base_name == variants[0].name() {
+                    String::new()
+                } else {
+                    format!(", against {base_name}: {} did not run", variants[0].name())
+                };
                 lab.push(
                     ctx,
                     "lbm",
@@ -297,10 +316,10 @@ fn lbm_case(
                     b.seconds_per_step,
                     bytes,
                     base,
-                    &format!(", {:.0} MLUPS", b.mlups),
+                    &format!(", {:.0} MLUPS{against}", b.mlups),
                 );
             }
-            Err(e) => lab.not_run("lbm", format!("{case} {}", v.name()), &e),
+            Err(e) => lab.not_run("lbm", case.clone(), v.name(), &e),
         },
     );
     Ok(())
@@ -502,7 +521,7 @@ fn fv_shapes<T: bespoke_fv::Real>(
                 default,
                 "",
             ),
-            Err(e) => lab.not_run("fv", format!("{row_case} {}", shape.name()), e),
+            Err(e) => lab.not_run("fv", row_case, shape.name(), e),
         }
     }
     Ok(())
