@@ -17,6 +17,7 @@
 //! # Ok::<(), bespoke_gpu::GpuError>(())
 //! ```
 
+mod atomic;
 mod buffer;
 mod context;
 mod copy_walk;
@@ -38,15 +39,13 @@ mod timing;
 mod validate;
 pub mod vtk;
 
+pub use atomic::{AtomicFile, check_writable, folder_of, write_atomic, write_atomic_failing};
 pub use buffer::{GpuBuffer, Window, packed_len};
 pub use context::{
     AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES,
     env_flag, list_adapters,
 };
-pub use disk::{
-    AtomicFile, DiskCache, Lookup, check_writable, folder_of, remembered_json, user_cache_dir,
-    write_atomic, write_atomic_failing,
-};
+pub use disk::{DiskCache, Lookup, remembered_json, user_cache_dir};
 pub use dispatch::{Arg, Grid, GridLayout, Launch};
 pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};

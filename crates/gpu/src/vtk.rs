@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::disk::AtomicFile;
+use crate::atomic::AtomicFile;
 
 /// A value type of a data array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
