@@ -29,6 +29,116 @@ fn info_json_names_the_adapter_and_copy_bandwidth() {
     );
 }
 
+/// A whole command on a device without SHADER_F64, SHADER_F16 and TIMESTAMP_QUERY (`BESPOKE_WITHOUT_FEATURES`:
+/// Apple's GPUs through Metal lack f64, others f16): `info` lists what it has, the bench's dense and fv
+/// sections run and time by the wall clock, and a run that needs a missing feature is refused naming it.
+#[test]
+fn commands_run_on_a_device_without_optional_features() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let off = "SHADER_F64,SHADER_F16,TIMESTAMP_QUERY";
+    let run = |args: &[&str]| {
+        common::bespoke_command()
+            .env("BESPOKE_WITHOUT_FEATURES", off)
+            .args(args)
+            .output()
+            .expect("the bespoke binary runs")
+    };
+    let out = run(&["info", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("info --json prints JSON");
+    let features: Vec<&str> = v["features"]
+        .as_array()
+        .expect("features")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        off.split(',').all(|f| !features.contains(&f)),
+        "{features:?}"
+    );
+    let path = std::env::temp_dir().join(format!("bespoke-bare-{}.json", std::process::id()));
+    let out = run(&[
+        "bench",
+        "--quick",
+        "--section",
+        "dense",
+        "--section",
+        "fv",
+        "--json",
+        path.to_str().expect("utf-8 temp path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("the report")).expect("JSON");
+    let _ = std::fs::remove_file(&path);
+    check_adapter(&v);
+    assert_eq!(
+        v["copy_probe"]["timing"], "wall-clock",
+        "{}",
+        v["copy_probe"]
+    );
+    assert!(
+        !v["dense"]["runs"]
+            .as_array()
+            .expect("dense.runs")
+            .is_empty()
+    );
+    let fv = v["fv"]["runs"].as_array().expect("fv.runs");
+    assert!(
+        !fv.is_empty()
+            && fv
+                .iter()
+                .all(|r| r["gbps"].as_f64().is_some_and(|g| g > 0.0)),
+        "{fv:?}"
+    );
+    for (args, feature) in [
+        (
+            &["fv", "run", "--box", "4", "--steps", "2", "--dtype", "f64"][..],
+            "SHADER_F64",
+        ),
+        (
+            &[
+                "lbm",
+                "shear-wave",
+                "--size",
+                "4x63",
+                "--storage",
+                "f16",
+                "--steps",
+                "40",
+            ][..],
+            "SHADER_F16",
+        ),
+    ] {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(feature),
+            "{args:?}: {err}"
+        );
+    }
+    let out = common::bespoke_command()
+        .env("BESPOKE_WITHOUT_FEATURES", "f64")
+        .args(["info"])
+        .output()
+        .expect("the bespoke binary runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("`f64`") && err.contains("SHADER_F64"),
+        "{err}"
+    );
+}
+
 #[test]
 fn bench_quick_writes_one_object_with_every_section() {
     if test_gpu().is_none() {

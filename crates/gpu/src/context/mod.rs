@@ -121,7 +121,9 @@ impl Gpu {
         let wanted = WANTED_FEATURES
             .iter()
             .fold(wgpu::Features::empty(), |acc, (f, _)| acc | *f);
-        let features = adapter.features() & wanted;
+        let without = opts.without_features
+            | options::features_off_from_env().map_err(GpuError::InvalidArgument)?;
+        let features = adapter.features() & wanted & !without;
         // The defaults (256 invocations, 16 KiB workgroup memory, 256 MiB buffers) are far below real hardware.
         let mut limits = adapter.limits();
         if let Some(u) = opts.max_uniform_binding_bytes {
@@ -203,6 +205,13 @@ impl Gpu {
         }
         if opts.skip_warm_up {
             emulation += "-nowarm";
+        }
+        // Only what the adapter had and the device lacks: an option that takes away nothing keys nothing.
+        let taken = adapter.features() & wanted & without;
+        for (f, name) in WANTED_FEATURES {
+            if taken.contains(*f) {
+                emulation += &format!("-no{name}");
+            }
         }
         let mut gpu = Self {
             device,

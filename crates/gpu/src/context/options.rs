@@ -36,10 +36,38 @@ pub struct GpuOptions {
     pub adapter_class: Option<AdapterClass>,
     /// Driver behaviours to emulate (tests make a GPU driver's choices happen on lavapipe).
     pub quirks: Quirks,
+    /// Open the device without these optional features even where the adapter has them: an adapter without
+    /// SHADER_F64 (Apple's GPUs through Metal, Intel's Arc), SHADER_F16 or TIMESTAMP_QUERY made to happen on any
+    /// adapter. `BESPOKE_WITHOUT_FEATURES` (their names, comma-separated: `SHADER_F64,SHADER_F16`) adds to it, so
+    /// a whole command runs so.
+    pub without_features: wgpu::Features,
     /// Time without raising a GPU's clocks first ([`Gpu::time`](crate::Gpu::time)'s warm-up of 0.5–2 s after an
     /// idle spell): for tests of results, not of speed, on a GPU (the shared test device; a GPU's test suite
     /// tunes hundreds of kernels). Choices tuned so are keyed apart from the adapter's own (`-nowarm`).
     pub skip_warm_up: bool,
+}
+
+/// The features `BESPOKE_WITHOUT_FEATURES` names (none when unset or empty); an unknown name is an error listing
+/// the names it may hold.
+pub(crate) fn features_off_from_env() -> Result<wgpu::Features, String> {
+    let value = std::env::var("BESPOKE_WITHOUT_FEATURES").unwrap_or_default();
+    parse_features(&value)
+}
+
+/// Optional features by name, comma-separated (spaces around a name ignored).
+fn parse_features(value: &str) -> Result<wgpu::Features, String> {
+    let mut out = wgpu::Features::empty();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some((f, _)) = WANTED_FEATURES.iter().find(|(_, n)| *n == name) else {
+            let names: Vec<&str> = WANTED_FEATURES.iter().map(|(_, n)| *n).collect();
+            return Err(format!(
+                "BESPOKE_WITHOUT_FEATURES names `{name}`; it may name {}",
+                names.join(", ")
+            ));
+        };
+        out |= *f;
+    }
+    Ok(out)
 }
 
 /// Whether the environment variable `name` is set as a flag: to anything but empty or `0` (`BESPOKE_REQUIRE_GPU`,
@@ -103,6 +131,18 @@ pub struct GpuInfo {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn features_are_taken_away_by_name() {
+        use wgpu::Features;
+        assert_eq!(super::parse_features(""), Ok(Features::empty()));
+        assert_eq!(
+            super::parse_features(" SHADER_F64, TIMESTAMP_QUERY ,"),
+            Ok(Features::SHADER_F64 | Features::TIMESTAMP_QUERY)
+        );
+        let e = super::parse_features("SHADER_F64,f16").unwrap_err();
+        assert!(e.contains("`f16`") && e.contains("SHADER_F16"), "{e}");
+    }
+
     #[test]
     fn a_flag_is_set_by_anything_but_absent_empty_or_zero() {
         for (v, set) in [

@@ -90,9 +90,25 @@ fn one_group_runs_the_first_workgroup_only() {
     assert!(gpu.read(&zb).unwrap().iter().all(|v| v.is_finite()));
 }
 
+/// f64 kernels run where the adapter has SHADER_F64, and are refused by name where not: on this adapter and on a
+/// device opened without the feature (Apple's GPUs through Metal, Intel's Arc), so both branches run anywhere.
 #[test]
 fn f64_kernels_run_where_the_adapter_has_them() {
-    let Some(gpu) = test_gpu() else { return };
+    let Some(shared) = test_gpu() else { return };
+    let bare = emulating(
+        shared,
+        GpuOptions {
+            without_features: bespoke_gpu::wgpu::Features::SHADER_F64,
+            ..Default::default()
+        },
+    );
+    assert!(!bare.has_f64());
+    for gpu in [shared, &bare] {
+        f64_kernel_runs_or_is_refused(gpu);
+    }
+}
+
+fn f64_kernel_runs_or_is_refused(gpu: &Gpu) {
     let src = "@group(0) @binding(0) var<storage, read_write> x: array<f64>;
                @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
                    if g.x < arrayLength(&x) { x[g.x] = fma(x[g.x], 3.0lf, 1.0lf / 3.0lf); } }";

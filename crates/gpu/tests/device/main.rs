@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
-use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::testing::{emulating, fresh_seed, test_gpu};
 use bespoke_gpu::{
     Arg, CopyVariant, Gpu, GpuError, GpuOptions, Grid, Kernel, ProbeOptions, TimingSource,
 };

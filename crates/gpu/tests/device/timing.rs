@@ -34,6 +34,51 @@ fn timing_gives_positive_times() {
     assert_eq!(p.bytes, 8 << 20);
 }
 
+/// A device without TIMESTAMP_QUERY (or without any optional feature: `GpuOptions::without_features`) times by
+/// the wall clock and says so; what it lacks keys its tuned choices apart from the adapter's own, and an option
+/// that takes away nothing the adapter has keys nothing.
+#[test]
+fn a_device_without_timestamps_times_by_the_clock() {
+    use bespoke_gpu::wgpu::Features;
+    let Some(shared) = test_gpu() else { return };
+    let off = Features::SHADER_F64 | Features::SHADER_F16 | Features::TIMESTAMP_QUERY;
+    let bare = emulating(
+        shared,
+        GpuOptions {
+            without_features: off,
+            ..Default::default()
+        },
+    );
+    assert!(!bare.has_timestamps() && !bare.has_f64() && !bare.has_f16());
+    assert!(!bare.features().intersects(off));
+    assert_eq!(bare.features(), shared.features() - off);
+    let key = |g: &Gpu| g.adapter_key();
+    if shared.features().intersects(off) {
+        assert_ne!(key(&bare), key(shared));
+    }
+    let plain = emulating(shared, GpuOptions::default());
+    let none_taken = emulating(
+        shared,
+        GpuOptions {
+            without_features: Features::all() - shared.features(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(key(&none_taken), key(&plain));
+    let n = 1 << 16;
+    let src = bare.alloc_filled(n, [1.0f32; 4]).unwrap();
+    let dst = bare.alloc(n).unwrap();
+    let launches = bare
+        .copy_launches(&src, &dst, CopyVariant::CANDIDATES[0])
+        .unwrap();
+    let t = bare
+        .time(&launches.iter().collect::<Vec<_>>(), 1, 3)
+        .unwrap();
+    assert_eq!(t.source, TimingSource::WallClock);
+    assert!(t.samples.iter().all(|s| *s > 0.0 && s.is_finite()));
+    assert_eq!(bare.read(&dst).unwrap()[n - 1], [1.0f32; 4]);
+}
+
 /// Timings in turn: one per group and round, every group run (its output written), each positive.
 #[test]
 fn timings_in_turn_give_one_per_group_and_round() {
