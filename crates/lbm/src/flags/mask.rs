@@ -32,29 +32,79 @@ impl Flags {
     /// `add_png_mask` gives a staircase; a hard-edged one gives walls half-way between its pixels' centres.
     pub fn add_png_mask_interpolated(&mut self, path: &Path) -> Result<usize> {
         let img = read_mask(path)?;
-        let (nx, ny) = (self.nx as f64, self.ny as f64);
-        let (w, h) = (img.width, img.height);
-        let phi = |x: f64, y: f64| {
-            // Pixel coordinates (centres at integers) of lattice point (x, y); image rows run top down.
-            let u = ((x + 0.5) * w as f64 / nx - 0.5).clamp(0.0, (w - 1) as f64);
-            let v = ((ny - 0.5 - y) * h as f64 / ny - 0.5).clamp(0.0, (h - 1) as f64);
-            let (u0, v0) = (u.floor() as usize, v.floor() as usize);
-            let (u1, v1) = ((u0 + 1).min(w - 1), (v0 + 1).min(h - 1));
-            let (fu, fv) = (u - u0 as f64, v - v0 as f64);
-            let at = |px: usize, py: usize| img.lightness[py * w + px];
-            let top = at(u0, v0) * (1.0 - fu) + at(u1, v0) * fu;
-            let bottom = at(u0, v1) * (1.0 - fu) + at(u1, v1) * fu;
-            top * (1.0 - fv) + bottom * fv - 0.5
-        };
-        Ok(self.add_shape(phi, |_, _| [0.0, 0.0], true))
+        Ok(self.add_mask_interpolated(&img))
+    }
+
+    /// [`Flags::add_png_mask_interpolated`] of a read mask, testing only the cells near its dark pixels (every
+    /// rank builds the whole domain's flags: a small body in a large image is O(its box) a rank, not O(cells)).
+    pub(crate) fn add_mask_interpolated(&mut self, img: &Mask) -> usize {
+        let region = dark_region(img, self.nx, self.ny);
+        let phi = mask_phi(img, self.nx, self.ny);
+        self.add_shape_within(region, phi, |_, _| [0.0, 0.0], true)
     }
 }
 
+/// The level set of `img` stretched over an nx × ny lattice: its lightness, interpolated bilinearly between pixel
+/// centres, less one half (≤ 0: wall).
+pub(crate) fn mask_phi(img: &Mask, nx: usize, ny: usize) -> impl Fn(f64, f64) -> f64 + '_ {
+    let (nx, ny) = (nx as f64, ny as f64);
+    let (w, h) = (img.width, img.height);
+    move |x: f64, y: f64| {
+        // Pixel coordinates (centres at integers) of lattice point (x, y); image rows run top down.
+        let u = ((x + 0.5) * w as f64 / nx - 0.5).clamp(0.0, (w - 1) as f64);
+        let v = ((ny - 0.5 - y) * h as f64 / ny - 0.5).clamp(0.0, (h - 1) as f64);
+        let (u0, v0) = (u.floor() as usize, v.floor() as usize);
+        let (u1, v1) = ((u0 + 1).min(w - 1), (v0 + 1).min(h - 1));
+        let (fu, fv) = (u - u0 as f64, v - v0 as f64);
+        let at = |px: usize, py: usize| img.lightness[py * w + px];
+        let top = at(u0, v0) * (1.0 - fu) + at(u1, v0) * fu;
+        let bottom = at(u0, v1) * (1.0 - fu) + at(u1, v1) * fu;
+        top * (1.0 - fv) + bottom * fv - 0.5
+    }
+}
+
+/// The cells of an nx × ny lattice where [`mask_phi`] can be ≤ 0, as x and y ranges: those within a pixel of a
+/// pixel of lightness ≤ ½ (a bilinear value mixes the four pixels around it, so it is > ½ wherever they all
+/// are), a cell of margin each side; empty where no pixel is that dark.
+fn dark_region(img: &Mask, nx: usize, ny: usize) -> [std::ops::Range<usize>; 2] {
+    let (w, h) = (img.width, img.height);
+    let (mut px, mut py) = ((usize::MAX, 0), (usize::MAX, 0));
+    for (k, &l) in img.lightness.iter().enumerate() {
+        if l <= 0.5 {
+            let (u, v) = (k % w, k / w);
+            px = (px.0.min(u), px.1.max(u));
+            py = (py.0.min(v), py.1.max(v));
+        }
+    }
+    if px.0 == usize::MAX {
+        return [0..0, 0..0];
+    }
+    // Pixel u's centre lies at lattice x = (u + ½)·nx/w − ½; it weighs in within one pixel of it. Rows run from
+    // the top: pixel v's centre at y = ny − ½ − (v + ½)·ny/h.
+    let (sx, sy) = (nx as f64 / w as f64, ny as f64 / h as f64);
+    let span = |lo: f64, hi: f64, n: usize| {
+        let lo = (lo.floor() - 1.0).max(0.0).min(n as f64) as usize;
+        let hi = (hi.ceil() + 2.0).clamp(0.0, n as f64) as usize;
+        lo..hi
+    };
+    let x = span(
+        (px.0 as f64 - 0.5) * sx - 0.5,
+        (px.1 as f64 + 1.5) * sx - 0.5,
+        nx,
+    );
+    let y = span(
+        ny as f64 - 0.5 - (py.1 as f64 + 1.5) * sy,
+        ny as f64 - 0.5 - (py.0 as f64 - 0.5) * sy,
+        ny,
+    );
+    [x, y]
+}
+
 pub(crate) struct Mask {
-    width: usize,
-    height: usize,
+    pub(super) width: usize,
+    pub(super) height: usize,
     /// Per pixel, row-major from the top: lightness in [0, 1] composited over white.
-    lightness: Vec<f64>,
+    pub(super) lightness: Vec<f64>,
 }
 
 pub(crate) fn read_mask(path: &Path) -> Result<Mask> {

@@ -367,7 +367,7 @@ impl Flags {
 
     /// [`add_shape`](Self::add_shape) for a shape whose cells all lie in `region` (x and y ranges of cells):
     /// only its cells are tested, and only their neighbours' links into the shape measured.
-    fn add_shape_within(
+    pub(crate) fn add_shape_within(
         &mut self,
         region: [std::ops::Range<usize>; 2],
         phi: impl Fn(f64, f64) -> f64,

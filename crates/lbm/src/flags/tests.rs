@@ -188,3 +188,61 @@ fn a_circle_in_its_bounding_box_marks_what_the_whole_domain_test_marks() {
         assert_eq!(sorted(&bounded), sorted(&whole), "{what}: distances differ");
     }
 }
+
+/// An interpolated mask tests only the cells near its dark pixels: the same cells and wall distances as the whole
+/// domain's test with its level set, for masks smaller and larger than the lattice, dark pixels at the image's
+/// edges and corners, anti-aliased values around ½ (one exactly ½), none dark at all, on channel walls.
+#[test]
+fn an_interpolated_mask_near_its_dark_pixels_marks_what_the_whole_domain_test_marks() {
+    use super::mask::{Mask, mask_phi};
+    use bespoke_gpu::rng::Rng;
+    let seed = bespoke_gpu::testing::fresh_seed();
+    let mut rng = bespoke_gpu::rng::seeded(seed);
+    let sorted = |f: &Flags| {
+        let mut d: Vec<_> = f.wall_distances().map(|(k, q)| (k, q.to_bits())).collect();
+        d.sort();
+        d
+    };
+    let mut marked = 0;
+    for case in 0..200 {
+        let (nx, ny) = (rng.random_range(8..60), rng.random_range(8..60));
+        let (w, h) = (rng.random_range(1..40), rng.random_range(1..40));
+        let mut lightness = vec![1.0; w * h];
+        // A few dark blobs, each a pixel or a small rectangle, with grey around; some at the edges.
+        for _ in 0..rng.random_range(0..3) {
+            let (u, v) = match case % 4 {
+                0 => (0, 0),
+                1 => (w - 1, h - 1),
+                _ => (rng.random_range(0..w), rng.random_range(0..h)),
+            };
+            let (bw, bh) = (rng.random_range(1..4), rng.random_range(1..4));
+            for y in v..(v + bh).min(h) {
+                for x in u..(u + bw).min(w) {
+                    lightness[y * w + x] = rng.random_range(0.0..0.5);
+                }
+            }
+            if u + bw < w {
+                lightness[v * w + u + bw] = if case % 5 == 0 { 0.5 } else { 0.6 };
+            }
+        }
+        let img = Mask {
+            width: w,
+            height: h,
+            lightness,
+        };
+        let mut base = Flags::fluid(nx, ny);
+        if case % 2 == 0 {
+            base.channel_walls();
+        }
+        let mut near = base.clone();
+        let n = near.add_mask_interpolated(&img);
+        let mut whole = base;
+        let m = whole.add_shape(mask_phi(&img, nx, ny), |_, _| [0.0, 0.0], true);
+        let what = format!("seed {seed}, case {case}: {w}x{h} mask on {nx}x{ny}");
+        assert_eq!(n, m, "{what}: cells inside");
+        assert!(near.cells().eq(whole.cells()), "{what}: cells differ");
+        assert_eq!(sorted(&near), sorted(&whole), "{what}: distances differ");
+        marked += n;
+    }
+    assert!(marked > 200, "the masks marked {marked} cells in all");
+}
