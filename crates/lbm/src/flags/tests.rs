@@ -177,7 +177,21 @@ fn a_circle_in_its_bounding_box_marks_what_the_whole_domain_test_marks() {
         let mut whole = base;
         let phi =
             |x: f64, y: f64| (x - centre[0]).powi(2) + (y - centre[1]).powi(2) - radius * radius;
+        let mut boxed = whole.clone();
         whole.add_shape(phi, |_, _| [0.0, 0.0], interpolated);
+        // The public form with a box past the domain's far edges: cut to the domain.
+        let lo = |c: f64| (c - radius - 1.0).floor().max(0.0) as usize;
+        let hi = |c: f64| (c + radius + 2.0).max(0.0) as usize + 50;
+        boxed.add_shape_within(
+            [lo(centre[0])..hi(centre[0]), lo(centre[1])..hi(centre[1])],
+            phi,
+            |_, _| [0.0, 0.0],
+            interpolated,
+        );
+        assert!(
+            boxed == whole,
+            "seed {seed}, circle {centre:?} r {radius}: a box past the domain"
+        );
         let what = format!("seed {seed}, circle {centre:?} r {radius}");
         assert!(bounded.cells().eq(whole.cells()), "{what}: cells differ");
         let sorted = |f: &Flags| {
