@@ -163,10 +163,10 @@ pub(super) fn run<'g>(
     let re = u * d_cells / nu;
     // One convective time D/U is d_cells/u steps; shedding period ≈ 3.3 of them.
     let t_conv = d_cells / u;
+    // The count given, or 150 convective times (until 2026-11-30 a count under 100 was raised to 100 unsaid).
     let steps = opts
         .steps
-        .unwrap_or((150.0 * t_conv).round() as u64)
-        .max(100);
+        .unwrap_or(((150.0 * t_conv).round() as u64).max(100));
     let sample_every = ((t_conv / 40.0).round() as u64).max(1);
     let mut r = Runner::new("cylinder", lat, u, steps, progress, opts)?;
     // Let the wake develop for the first half, sample the second (a resumed run: from where it starts).
