@@ -6,9 +6,15 @@
 set -euo pipefail
 bin="$(realpath "${1:-target/debug/bespoke}")"
 here="$(cd "$(dirname "$0")" && pwd)"
+# Where the system's Python lacks them, vtk and numpy go into a folder of their own (`pip --target`: nothing of
+# the system's is changed, and a Python that refuses system-wide installs allows it).
 if ! python3 -c 'import vtk, numpy' 2>/dev/null; then
-    if ! timeout 600 python3 -m pip install -q vtk numpy >/dev/null 2>&1 \
-        || ! python3 -c 'import vtk, numpy' 2>/dev/null; then
+    py="${BESPOKE_VTK_PYTHONPATH:-${TMPDIR:-/tmp}/bespoke-vtk-python}"
+    export PYTHONPATH="$py${PYTHONPATH:+:$PYTHONPATH}"
+    if ! python3 -c 'import vtk, numpy' 2>/dev/null; then
+        timeout 600 python3 -m pip install -q --target "$py" vtk numpy >/dev/null 2>&1 || true
+    fi
+    if ! python3 -c 'import vtk, numpy' 2>/dev/null; then
         echo "SKIPPED: Python's vtk package is not here and could not be installed; the files were not read by VTK"
         exit 0
     fi
