@@ -1,5 +1,5 @@
 //! The CLI end to end on the adapter CI has: `info`, `bench --quick`, the reports' JSON, `lab`. The kernel
-//! commands have files of their own: `cli_mm.rs` (dense, ld, gen, bench), `cli_lbm_fv.rs`.
+//! commands have files of their own: `cli_mm.rs` (dense, ld, gen, bench), `cli_lbm.rs`, `cli_fv.rs`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -87,11 +87,19 @@ fn commands_run_on_a_device_without_optional_features() {
         "{}",
         v["copy_probe"]
     );
+    let dense = v["dense"]["runs"].as_array().expect("dense.runs");
     assert!(
-        !v["dense"]["runs"]
-            .as_array()
-            .expect("dense.runs")
-            .is_empty()
+        dense
+            .iter()
+            .any(|r| r["gflops"].as_f64().is_some_and(|g| g > 0.0))
+    );
+    // f64 is not dropped unsaid: its row says what it lacks.
+    assert!(
+        dense.iter().any(|r| r["dtype"] == "f64"
+            && r["not_run"]
+                .as_str()
+                .is_some_and(|w| w.contains("SHADER_F64"))),
+        "{dense:?}"
     );
     let fv = v["fv"]["runs"].as_array().expect("fv.runs");
     assert!(

@@ -46,7 +46,10 @@ impl Section for DenseSection {
         let mut rows = Vec::new();
         let mut runs = Vec::new();
         for dtype in [DType::F32, DType::F64] {
-            if !dtype.supported(gpu) {
+            // An adapter without f64 (Metal, Intel's Arc) says so in the report rather than leave it out.
+            if let Err(e) = dtype.require(gpu, "the dense GEMM") {
+                eprintln!("dense {dtype}: not run: {e}");
+                runs.push(json!({ "dtype": dtype.wgsl(), "not_run": e.to_string() }));
                 continue;
             }
             let m = machine(ctx, Op::Fma(dtype))?;
