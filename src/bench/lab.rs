@@ -337,11 +337,16 @@ fn mm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
         reps: if ctx.quick { 2 } else { 5 },
         ..Default::default()
     };
-    // f64 too where the adapter has it, but in quick runs (the goals are in both precisions).
+    // f64 too where the adapter has it, but in quick runs (the goals are in both precisions); where it
+    // does not, a row says so.
     let dtypes = [DType::F32, DType::F64]
         .into_iter()
-        .filter(|d| d.supported(gpu) && !(ctx.quick && *d == DType::F64));
+        .filter(|d| !(ctx.quick && *d == DType::F64));
     for dtype in dtypes {
+        if let Err(e) = dtype.require(gpu, "the lab's operator rows") {
+            lab.not_run("mm", dtype.to_string(), "every operator".into(), &e);
+            continue;
+        }
         for (name, text) in &MATRICES[..sizes.mm_operators.min(MATRICES.len())] {
             mm_operator_rows(ctx, lab, name, text, dtype, n, &opts)?;
         }
@@ -458,8 +463,8 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
     }
     // f64 (where the adapter has it): the gather kernel in each f64 layout, its default shape and the tets the
     // tuner tries, against the f64 default; the bytes are f64's.
-    if !gpu.has_f64() {
-        eprintln!("lab: the FV rows in f64 are left out: the adapter lacks SHADER_F64");
+    if let Err(e) = DType::F64.require(gpu, "the lab's FV rows") {
+        lab.not_run("fv", "f64".into(), "every layout".into(), &e);
         return Ok(());
     }
     for (name, layout) in FV_CONFIGS {
