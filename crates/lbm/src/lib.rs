@@ -60,7 +60,7 @@ pub use config::{CS, Collision, Config, Layout, MAX_MACH, Storage, Streaming, ch
 pub use error::{LbmError, Result};
 pub use fields::{Fields, OwnFields};
 pub use flags::{Cell, EncodedFlags, Flags};
-pub use lattice::{Lattice, check_fits, check_fits_within, stored_words};
+pub use lattice::{Lattice, check_fits, check_fits_within, check_storage, stored_words};
 /// The step kernel's launch shape, chosen on the device (`lattice/shape.rs`).
 pub mod shape {
     pub use crate::lattice::{

@@ -49,11 +49,12 @@ fn restart_is_bit_identical_on(gpu: &Gpu) {
     };
     // f32, paired f16 and (odd ny) one f16 per cell.
     for (storage, ny) in [(Storage::F32, 12), (Storage::F16, 12), (Storage::F16, 11)] {
-        if storage == Storage::F16 && ny % 2 == 1 && !gpu.has_f16() {
-            bespoke_gpu::testing::skipped(&format!(
-                "checkpoint restart, f16 {nx}x{ny}: one f16 per cell needs SHADER_F16, which `{}` lacks",
-                gpu.info().name
-            ));
+        let layout = Config {
+            storage,
+            ..Config::new(nx, ny, Collision::trt(1.3))
+        };
+        if let Err(e) = bespoke_lbm::check_storage(gpu, &layout) {
+            bespoke_gpu::testing::skipped(&format!("checkpoint restart, {nx}x{ny}: {e}"));
             continue;
         }
         for streaming in [Streaming::Ab, Streaming::InPlace] {

@@ -38,6 +38,21 @@ pub fn nine_bindings_fit(gpu: &Gpu, cfg: &Config, flags: bool) -> bool {
     })
 }
 
+/// Whether `gpu` can store a lattice like `cfg`: one f16 per cell (f16 with an odd ny) needs SHADER_F16. Tests
+/// that build such lattices ask this to skip by its reason on an adapter without it.
+pub fn check_storage(gpu: &Gpu, cfg: &Config) -> Result<()> {
+    if cfg.layout() == crate::config::Layout::F16Single && !gpu.has_f16() {
+        return Err(LbmError::Unsupported(format!(
+            "f16 storage with an odd ny ({}x{}) stores one f16 per cell, which needs SHADER_F16; adapter `{}` \
+             lacks it. An even ny pairs rows into 32-bit words and needs no feature",
+            cfg.nx,
+            cfg.ny,
+            gpu.adapter_name()
+        )));
+    }
+    Ok(())
+}
+
 /// Whether one direction of a lattice with `cfg` fits one binding of `gpu`: callers that build large host-side
 /// state (flags, initial fields) check this first, so an impossible size is an error before it is allocated.
 pub fn check_fits(gpu: &Gpu, cfg: &Config) -> Result<()> {

@@ -11,7 +11,7 @@ mod shape;
 
 use launch::lattice_spec;
 pub(crate) use launch::{Boundary, check_shape, pops, prepare_launch};
-pub use launch::{check_fits, check_fits_within, nine_bindings_fit};
+pub use launch::{check_fits, check_fits_within, check_storage, nine_bindings_fit};
 
 pub(crate) use pops::Pops;
 pub use pops::one_buffer_bytes;
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, GridLayout, Launch, Timing};
 
-use crate::config::{Config, Layout, Storage, Streaming};
+use crate::config::{Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::flags::{EncodedFlags, Flags};
 use crate::kernel::{Ablation, Edges, KernelSpec, Mode, Phase};
@@ -204,8 +204,7 @@ impl<'g> Lattice<'g> {
         ablation: Option<Ablation>,
     ) -> Result<Self> {
         let flags = flags.into();
-        let one_buffer = !nine_bindings_fit(gpu, &cfg, Self::needs_flag_field(&flags))
-            && one_buffer_fits(gpu, &cfg);
+        let one_buffer = shape::binds_one_buffer(gpu, &cfg, Self::needs_flag_field(&flags), false);
         Self::with_given_shape(
             gpu,
             cfg,
@@ -304,15 +303,7 @@ impl<'g> Lattice<'g> {
         shape: Option<StepShape>,
     ) -> Result<Self> {
         let warnings = cfg.check()?;
-        if cfg.layout() == Layout::F16Single && !gpu.has_f16() {
-            return Err(LbmError::Unsupported(format!(
-                "f16 storage with an odd ny ({}x{}) stores one f16 per cell, which needs SHADER_F16; adapter `{}` \
-                 lacks it. An even ny pairs rows into 32-bit words and needs no feature",
-                cfg.nx,
-                cfg.ny,
-                gpu.adapter_name()
-            )));
-        }
+        check_storage(gpu, &cfg)?;
         check_fits(gpu, &cfg)?;
         let shape = match shape {
             Some(s) => {

@@ -147,6 +147,13 @@ pub fn user_cache() -> Option<DiskCache> {
     DiskCache::user("lbm-shape", CACHE_VERSION)
 }
 
+/// Whether a lattice like `cfg` (with a flag field or without) binds its nine directions as one buffer a side:
+/// where `chosen` (the adapter's tuned choice) or a binding per direction would pass the adapter's storage
+/// buffers per kernel, and the lattice fits one buffer. The rule of every shape that names no buffer layout.
+pub(crate) fn binds_one_buffer(gpu: &Gpu, cfg: &Config, flags: bool, chosen: bool) -> bool {
+    (chosen || !super::nine_bindings_fit(gpu, cfg, flags)) && one_buffer_fits(gpu, cfg)
+}
+
 /// [`step_shape`] with the decisions kept in `cache` (None: timed every time).
 pub fn step_shape_in(
     gpu: &Gpu,
@@ -163,10 +170,7 @@ pub fn step_shape_in(
         },
         || tune(gpu, cfg, flags),
     )?;
-    // One buffer for all directions where the adapter's choice says so, or a binding per direction would pass
-    // its storage buffers per kernel, and this lattice fits one.
-    let one_buffer = (shape.one_buffer || !super::nine_bindings_fit(gpu, cfg, flags))
-        && one_buffer_fits(gpu, cfg);
+    let one_buffer = binds_one_buffer(gpu, cfg, flags, shape.one_buffer);
     Ok(StepShape {
         one_buffer,
         source: if cached {

@@ -8,7 +8,8 @@ mod probes;
 use bespoke_gpu::Gpu;
 use bespoke_gpu::testing::{fresh_seed, skipped, test_gpu};
 use bespoke_lbm::{
-    Cell, Collision, Config, Flags, Lattice, Layout, LbmError, Storage, Streaming, d2q9, reference,
+    Cell, Collision, Config, Flags, Lattice, LbmError, Storage, Streaming, check_storage, d2q9,
+    reference,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -70,18 +71,16 @@ fn describe(cfg: &Config) -> String {
     )
 }
 
-/// Whether `cfg`'s storage layout runs on `gpu`: one f16 per cell (f16 with an odd ny) needs SHADER_F16; where
-/// the adapter lacks it the case is skipped by name.
+/// Whether `cfg`'s storage layout runs on `gpu` (`check_storage`: one f16 per cell, an odd ny, needs
+/// SHADER_F16); where not, the case is skipped with the library's reason.
 fn layout_runs(gpu: &Gpu, cfg: &Config) -> bool {
-    let runs = cfg.layout() != Layout::F16Single || gpu.has_f16();
-    if !runs {
-        skipped(&format!(
-            "{}: one f16 per cell (an odd ny) needs SHADER_F16, which `{}` lacks",
-            describe(cfg),
-            gpu.adapter_name()
-        ));
+    match check_storage(gpu, cfg) {
+        Ok(()) => true,
+        Err(e) => {
+            skipped(&format!("{}: {e}", describe(cfg)));
+            false
+        }
     }
-    runs
 }
 
 /// Two steps of `cfg` on `flags` from a random state against the reference; false (skipped by name) where the
