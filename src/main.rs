@@ -46,7 +46,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Matrix multiplication: dense GEMM benchmarks (more to come).
+    /// Matrix multiplication: kernels specialised to constant operators (PyFR's), the dense GEMM and its tile model,
+    /// and the popcount GEMM (linkage disequilibrium).
     Mm {
         #[command(subcommand)]
         cmd: mm_cmd::MmCommand,

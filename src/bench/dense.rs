@@ -48,8 +48,7 @@ impl Section for DenseSection {
         for dtype in [DType::F32, DType::F64] {
             // An adapter without f64 (Metal, Intel's Arc) says so in the report rather than leave it out.
             if let Err(e) = dtype.require(gpu, "the dense GEMM") {
-                eprintln!("dense {dtype}: not run: {e}");
-                runs.push(json!({ "dtype": dtype.wgsl(), "not_run": e.to_string() }));
+                runs.push(super::dtype_not_run("dense", dtype, &e));
                 continue;
             }
             let m = machine(ctx, Op::Fma(dtype))?;

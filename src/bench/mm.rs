@@ -77,8 +77,7 @@ impl Section for MmSection {
             }
             // An adapter without f64 says so in the report rather than leave it out.
             if let Err(e) = dtype.require(gpu, "the specialised operators") {
-                eprintln!("mm {dtype}: not run: {e}");
-                runs.push(json!({ "dtype": dtype.wgsl(), "not_run": e.to_string() }));
+                runs.push(super::dtype_not_run("mm", dtype, &e));
                 continue;
             }
             for (name, text) in &MATRICES[..take] {

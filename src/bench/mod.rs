@@ -23,6 +23,13 @@ use serde_json::{Map, Value, json};
 use crate::Error;
 use crate::report::{adapter_json, probe_json};
 
+/// A precision `section` cannot run on this adapter (f64 where it has no SHADER_F64: Metal, some Intel GPUs), said
+/// rather than left out: a line on stderr and the section's JSON entry naming what the adapter lacks.
+fn dtype_not_run(section: &str, dtype: bespoke_mm::DType, e: &dyn std::fmt::Display) -> Value {
+    eprintln!("{section} {dtype}: not run: {e}");
+    json!({ "dtype": dtype.wgsl(), "not_run": e.to_string() })
+}
+
 /// One line of the bench table.
 #[derive(Clone, Debug)]
 pub struct Row {

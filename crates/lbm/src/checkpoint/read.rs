@@ -9,7 +9,7 @@ use super::write::{CELLS_AS_RUNS, CELLS_EACH};
 use super::{MAGIC, MAGIC_3, MAGIC_4, MAGIC_5, MAGIC_6};
 use crate::config::{Collision, Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
-use crate::flags::{Cell, Flags};
+use crate::flags::{Cell, Flags, push_run};
 use crate::state::StashLink;
 
 /// A checkpoint read from disk and checked (checksum, format, every field but the populations' values), before
@@ -397,11 +397,7 @@ impl Reader<'_> {
             let b = self.take(nx * 4)?;
             let mut row: Vec<(usize, u32)> = Vec::new();
             for c in b.chunks_exact(4) {
-                let code = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                match row.last_mut() {
-                    Some((len, last)) if *last == code => *len += 1,
-                    _ => row.push((1, code)),
-                }
+                push_run(&mut row, u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
             }
             row.shrink_to_fit();
             rows.push(row);

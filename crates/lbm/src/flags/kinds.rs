@@ -210,11 +210,7 @@ impl Kinds {
             }
             _ => {
                 for x in 0..nx {
-                    let index = self.get(y * nx + x);
-                    match out.last_mut() {
-                        Some((len, last)) if *last == index => *len += 1,
-                        _ => out.push((1, index)),
-                    }
+                    super::push_run(out, self.get(y * nx + x));
                 }
             }
         }

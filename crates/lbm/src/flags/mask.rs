@@ -12,18 +12,46 @@ impl Flags {
     /// (y = ny − 1).
     pub fn add_png_mask(&mut self, path: &Path) -> Result<usize> {
         let img = read_mask(path)?;
+        Ok(self.add_mask_staircase(&img))
+    }
+
+    /// [`Flags::add_png_mask`] of a read mask, a row at a time from its image row's runs of dark pixels: a row
+    /// costs its walls and its pixel row's runs, not its cells (every rank builds the whole domain's flags).
+    pub(crate) fn add_mask_staircase(&mut self, img: &Mask) -> usize {
+        let (w, h, nx, ny) = (img.width, img.height, self.nx, self.ny);
+        // Each image row's runs of dark pixels, [u0, u1).
+        let dark: Vec<Vec<(usize, usize)>> = img
+            .lightness
+            .chunks_exact(w)
+            .map(|row| {
+                let mut runs = Vec::new();
+                let mut u = 0;
+                while u < w {
+                    if row[u] < 0.5 {
+                        let u0 = u;
+                        while u < w && row[u] < 0.5 {
+                            u += 1;
+                        }
+                        runs.push((u0, u));
+                    } else {
+                        u += 1;
+                    }
+                }
+                runs
+            })
+            .collect();
         let mut walls = 0;
-        for y in 0..self.ny {
-            let py = ((self.ny - 1 - y) * img.height / self.ny).min(img.height - 1);
-            for x in 0..self.nx {
-                let px = (x * img.width / self.nx).min(img.width - 1);
-                if img.lightness[py * img.width + px] < 0.5 {
+        for y in 0..ny {
+            let py = ((ny - 1 - y) * h / ny).min(h - 1);
+            for &(u0, u1) in &dark[py] {
+                // Cell x takes pixel ⌊x·w/nx⌋, which lies in [u0, u1) for x from ⌈u0·nx/w⌉ to ⌈u1·nx/w⌉.
+                for x in (u0 * nx).div_ceil(w)..(u1 * nx).div_ceil(w).min(nx) {
                     self.set(x, y, Cell::Wall);
                     walls += 1;
                 }
             }
         }
-        Ok(walls)
+        walls
     }
 
     /// Walls from a PNG mask with interpolated bounce-back on their edges: the image's lightness, interpolated

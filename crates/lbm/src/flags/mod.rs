@@ -83,6 +83,15 @@ impl Cell {
 }
 
 /// Bits 0–3 of a code: the cell type.
+/// Appends one cell of value `v` to a row kept as runs of equal values, (length, value): the form rows take in
+/// checkpoints and in [`Flags::row_runs`].
+pub(crate) fn push_run<T: PartialEq>(row: &mut Vec<(usize, T)>, v: T) {
+    match row.last_mut() {
+        Some((len, last)) if *last == v => *len += 1,
+        _ => row.push((1, v)),
+    }
+}
+
 pub(crate) const TYPE_MASK: u32 = 15;
 pub(crate) const TYPE_FLUID: u32 = 0;
 pub(crate) const TYPE_SOLID: u32 = 1;

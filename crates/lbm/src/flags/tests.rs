@@ -260,3 +260,49 @@ fn an_interpolated_mask_near_its_dark_pixels_marks_what_the_whole_domain_test_ma
     }
     assert!(marked > 200, "the masks marked {marked} cells in all");
 }
+
+/// A staircase mask set from each image row's runs of dark pixels marks the cells the nearest-pixel rule marks
+/// cell by cell: masks smaller and larger than the lattice, runs at the image's edges, a pixel exactly ½ (open).
+#[test]
+fn a_staircase_mask_marks_the_nearest_pixel_rule_cells() {
+    use super::mask::Mask;
+    use bespoke_gpu::rng::Rng;
+    let seed = bespoke_gpu::testing::fresh_seed();
+    let mut rng = bespoke_gpu::rng::seeded(seed);
+    let mut marked = 0;
+    for case in 0..200 {
+        let (nx, ny) = (rng.random_range(1..70), rng.random_range(1..70));
+        let (w, h) = (rng.random_range(1..50), rng.random_range(1..50));
+        let lightness: Vec<f64> = (0..w * h)
+            .map(|k| match (case + k) % 7 {
+                0 => 0.5,
+                1 | 2 => rng.random_range(0.0..0.5),
+                _ => rng.random_range(0.0..1.0),
+            })
+            .collect();
+        let mut expect = Flags::fluid(nx, ny);
+        let mut want = 0;
+        for y in 0..ny {
+            let py = ((ny - 1 - y) * h / ny).min(h - 1);
+            for x in 0..nx {
+                let px = (x * w / nx).min(w - 1);
+                if lightness[py * w + px] < 0.5 {
+                    expect.set(x, y, Cell::Wall);
+                    want += 1;
+                }
+            }
+        }
+        let img = Mask {
+            width: w,
+            height: h,
+            lightness,
+        };
+        let mut got = Flags::fluid(nx, ny);
+        let n = got.add_mask_staircase(&img);
+        let what = format!("seed {seed}, case {case}: {w}x{h} mask on {nx}x{ny}");
+        assert_eq!(n, want, "{what}: walls");
+        assert!(got.cells().eq(expect.cells()), "{what}: cells differ");
+        marked += n;
+    }
+    assert!(marked > 1000, "the masks marked {marked} cells in all");
+}
