@@ -107,13 +107,14 @@ for a in stage-once fragments-once; do
         || fail "dense did not time the $a ablation"
 done
 # The tests stage: binaries TEST_JOBS at a time, cli_ranks alone after them, a binary that would outlive the
-# stage stopped by its own limit first, the summary in list order. The stand-in test binaries sleep (1 s, the
-# `slow` one 30 s) and log when they start and end.
+# stage stopped by its own limit first, the summary in list order. The stand-in test binaries sleep (1 s, t5 2 s,
+# the `slow` one 30 s) and log when they start and end.
 rm -rf "$work/out" "$work/out-work" "$calls"
 mkdir -p "$work/tb/tests" "$work/crates/a"
 : > "$work/tb/tests/list.tsv"
 for name in t1 t2 t3 t4 t5 cli_ranks-x slow; do
     secs=1
+    [ "$name" = t5 ] && secs=2
     [ "$name" = slow ] && secs=30
     printf '#!/usr/bin/env bash\necho "$(date +%%s.%%N) start %s $PWD" >> "%s/tests.log"\nsleep %s\necho "$(date +%%s.%%N) end %s" >> "%s/tests.log"\necho "test result: ok. 1 passed; 0 failed"\n' \
         "$name" "$work" "$secs" "$name" "$work" > "$work/tb/tests/$name"
@@ -122,7 +123,9 @@ for name in t1 t2 t3 t4 t5 cli_ranks-x slow; do
 done
 echo "$work" > "$work/tb/tests/build-root.txt"
 (cd "$work/tb" && tar cJf "$work/.devbin/tests.tar.xz" tests)
-OUT=$work/out TEST_TIMEOUT=4 benches/gpu/session.sh tests@30 > "$work/run3.txt" 2>&1 \
+# The stage starts the longest expected first (TEST_SECONDS): `slow` (30 s), listed last, then t5 (25 s), then t1..t4 (unlisted: 20 s).
+printf '# stand-in\nslow\t30\nt5\t25\n' > "$work/test-seconds.tsv"
+OUT=$work/out TEST_TIMEOUT=4 TEST_SECONDS=$work/test-seconds.tsv benches/gpu/session.sh tests@30 > "$work/run3.txt" 2>&1 \
     || fail "session.sh failed: $(cat "$work/run3.txt")"
 summary=$work/out-work/tests/summary.txt
 grep -q '^slow .*rc 124' "$summary" || fail "the slow binary was not stopped by TEST_TIMEOUT: $(cat "$summary")"
@@ -131,10 +134,15 @@ listed=$(sed -n '/^-- in list order/,$p' "$summary" | awk 'NR > 1 { print $1 }' 
 grep -q "start t1 $work/crates/a" "$work/tests.log" || fail "a test did not run in its package's folder"
 ts() { grep " $1 $2\( \|$\)" "$work/tests.log" | head -1 | cut -d' ' -f1 || true; }
 before() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && b != "" && a <= b) }'; }
-# Four at once: t4 started before t1 ended, t5 only after one of t1..t4 ended.
-before "$(ts start t4)" "$(ts end t1)" || fail "the binaries did not run at once"
-first_end=$(grep ' end t[1-4]$' "$work/tests.log" | head -1 | cut -d' ' -f1)
-before "$first_end" "$(ts start t5)" || fail "more than 4 binaries at once"
+# Longest expected first: slow and t5 among the first four (in list order they would be the last two), t3 and
+# t4 after them. Four at once: t2 started before t1 ended, t3 only after one of the first four ended.
+for t in slow t5; do
+    before "$(ts start $t)" "$(ts start t3)" \
+        || fail "the binaries did not start longest first: $(grep start "$work/tests.log" | tr '\n' ';')"
+done
+before "$(ts start t2)" "$(ts end t1)" || fail "the binaries did not run at once"
+first_end=$(grep ' end t[125]$' "$work/tests.log" | head -1 | cut -d' ' -f1)
+before "$first_end" "$(ts start t3)" || fail "more than 4 binaries at once"
 # cli_ranks alone, after every other binary ended (the slow one stopped by its limit).
 for t in t1 t2 t3 t4 t5; do
     before "$(ts end $t)" "$(ts start cli_ranks-x)" || fail "cli_ranks started before $t ended"
@@ -147,7 +155,8 @@ OUT=$work/out TEST_ONLY='^slow$' TEST_TIMEOUT=100 benches/gpu/session.sh tests@1
     || fail "session.sh failed: $(cat "$work/run4.txt")"
 took=$(($(date +%s) - start))
 [ "$took" -lt 14 ] || fail "the tests stage ran into its own limit (${took} s): a binary outlived it"
-grep -q '^slow .*rc 124' "$work/out-work/tests/summary.txt" || fail "the slow binary was not cut at the stage's end"
+grep -q '^slow .*rc 124' "$work/out-work/tests/summary.txt" \
+    || fail "the slow binary was not cut at the stage's end: $(cat "$work/run4.txt")"
 # Every stage docs/gpu.md plans (its `session.sh …` commands and the later stages it lists) and every `bespoke`
 # stage of session.sh is one it knows, and every `bespoke` command those stages run parses with the real CLI
 # (`BESPOKE_ARGS_ONLY=1`: parsed, bench sections checked, nothing run): a renamed or refused argument (a count

@@ -8,7 +8,8 @@
 #   info          adapter, features, limits, copy probe
 #   tests         every test binary of the workspace (prepare.sh packs them), each from its package's folder with
 #                 BESPOKE_REQUIRE_GPU=1, under a timeout of its own (TEST_TIMEOUT, 120 s, cut to what the stage has
-#                 left), TEST_JOBS (4) at a time, cli_ranks alone after them, with a cache folder of their own;
+#                 left), TEST_JOBS (4) at a time, longest expected first (benches/gpu/test-seconds.tsv), cli_ranks
+#                 alone after them, with a cache folder of their own;
 #                 tests/summary.txt lists each binary's result line; TEST_ONLY=REGEX runs those whose name matches.
 #                 On an H200 (2026-11-27) all 33 one at a time took ~5 min (bespoke_mm's unit tests alone ~60 s of
 #                 naga validation); four at a time not yet timed there
@@ -110,6 +111,19 @@ peers_compile() {
     done
 }
 
+# The test list (NAME<TAB>PKG lines) longest expected first, by TEST_SECONDS (benches/gpu/test-seconds.tsv: a
+# binary's name without its hash, its seconds on the last GPU run; one not listed counts 20 s), ties in list
+# order. In cargo's order the longest binary (bespoke_mm, 70 s) started last on 2026-11-28 and ran alone at the
+# end: the stage took 182 s where its binaries' seconds, four at a time, come to ~110.
+longest_first() {
+    local table=${TEST_SECONDS:-benches/gpu/test-seconds.tsv}
+    [ -f "$table" ] || table=/dev/null
+    # (FILENAME, not NR == FNR: an empty table would take the list for itself.)
+    awk -F'\t' 'FILENAME == ARGV[1] { if ($1 !~ /^#/) s[$1] = $2; next }
+        { n = $1; sub(/-[0-9a-f]+$/, "", n); printf "%s\t%d\t%s\t%s\n", (n in s) ? s[n] : 20, FNR, $1, $2 }' \
+        "$table" "$1" | sort -t$'\t' -k1,1gr -k2,2n | cut -f3-
+}
+
 # One test binary: NAME PKG LIMIT ARGS... → $OUT/tests/NAME.txt, a line in summary.txt as it ends.
 run_test() {
     local name=$1 pkg=$2 limit=$3 rc=0
@@ -171,7 +185,7 @@ tests() {
         [ "$left" -lt "$limit" ] && limit=$left
         run_test "$name" "$pkg" "$limit" &
         running+=($!)
-    done < "$dir/tests/list.tsv"
+    done < <(longest_first "$dir/tests/list.tsv")
     # Not a bare `wait`: outside a STAGE@SECONDS stage the telemetry logger is a child too, and never ends.
     if [ "${#running[@]}" -gt 0 ]; then wait "${running[@]}" 2> /dev/null || true; fi
     if [ "${#last[@]}" -gt 0 ]; then
