@@ -212,13 +212,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     // `v`, and stored at buffer offset `off`.
     let load_a = |kt: &str| {
         if a4 {
+            // The four rows spelled out, each into a constant component: no loop, no dynamic index into `v`
+            // (which a driver that does not unroll the loop first keeps in memory).
+            let rows: String = ["x", "y", "z", "w"]
+                .iter()
+                .enumerate()
+                .map(|(q, c)| {
+                    format!(
+                        "
+                if r + {q}u < p.m {{ v.{c} = a[ai + {q}u * p.lda]; }}"
+                    )
+                })
+                .collect();
             format!(
                 "let mm4 = e / KC; let kk = e % KC; let r = row0 + mm4 * 4u; let kg = {kt} + kk;
             v = vec4<{t}>();
             if kg < kend {{
-                for (var q = 0u; q < 4u; q++) {{
-                    if r + q < p.m {{ v[q] = a[(r + q) * p.lda + p.a_col0 + kg]; }}
-                }}
+                let ai = r * p.lda + p.a_col0 + kg;{rows}
             }}"
             )
         } else {
