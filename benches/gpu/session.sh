@@ -214,6 +214,13 @@ tests() {
 # remade after every stage, so a call the device tool stops at its limit still hands back what finished.
 pack() {
     [ -n "${SESSION_NESTED:-}" ] && return 0
+    # What the tuners and the dense model decided on this card (.devbin/cache's small entries: launch shapes,
+    # operator tunings, checked picks, the model's measured inputs), beside the figures they produced: a record of
+    # the choices, and priors a later session can start from. Not the driver's pipelines nor the METIS orders.
+    if [ -d .devbin/cache ]; then
+        (cd .devbin/cache && find . -name '*.entry' -size -256k ! -path './driver-pipelines*' -print0 \
+            | tar cf - --null -T - 2> /dev/null) | { mkdir -p "$OUT/cache" && tar xf - -C "$OUT/cache"; } || true
+    fi
     tar czf "$OUT.tar.gz" -C "$OUT" . && mv "$OUT.tar.gz" "$RESULTS/session-all.tar.gz"
     for f in stages.txt tests/summary.txt; do [ -f "$OUT/$f" ] && cp "$OUT/$f" "$RESULTS/${f//\//-}"; done
     return 0
