@@ -199,4 +199,13 @@ while read -r _ what args; do
 done < "$calls"
 [ "$n" -ge 40 ] || fail "only $n bespoke commands were checked"
 echo "check_session: $n bespoke commands of $(echo $stages | wc -w) stages parse with the real CLI"
+# The goals table (benches/tools/goals.py) reads a session's archive: the fifth H200 session's, shipped, gives its
+# known figures (a renamed field or file fails here, not while a lent GPU's results wait to be read).
+python3 "$repo/benches/tools/goals.py" "$repo/docs/data/h200-2026-11-28-fifth-session.tar.gz" > "$work/goals.txt" 2>&1 \
+    || fail "goals.py failed: $(cat "$work/goals.txt")"
+for row in '| 35 | FV METIS-ordered ≥ 0.75 of copy (16.5 M tets) | 0.370' '| 36 | 4096×4096×4096 f32 ≥ 0.75× cuBLAS | ×0.73' \
+        '| 36 | 2048×2048×2048 f64 ≥ 0.6 of the FMA peak | 0.531' '| 36 | 96×100000×64 f32: the model.s pick within 10 % of the best of 1530 | E = 0.781'; do
+    grep -q "^$row" "$work/goals.txt" || fail "goals.py lost a row of the fifth session ($row): $(cat "$work/goals.txt")"
+done
+echo "check_session: goals.py reads the fifth H200 session's archive"
 echo "check_session: session.sh runs its stages in order, fv-order in the background, tests 4 at a time, and keeps its deadlines"
