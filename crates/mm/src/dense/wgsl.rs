@@ -218,9 +218,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
                 .iter()
                 .enumerate()
                 .map(|(q, c)| {
+                    let (row, at) = match q {
+                        0 => ("r".to_string(), "ai".to_string()),
+                        1 => ("r + 1u".into(), "ai + p.lda".into()),
+                        _ => (format!("r + {q}u"), format!("ai + {q}u * p.lda")),
+                    };
                     format!(
                         "
-                if r + {q}u < p.m {{ v.{c} = a[ai + {q}u * p.lda]; }}"
+                if {row} < p.m {{ v.{c} = a[{at}]; }}"
                     )
                 })
                 .collect();
