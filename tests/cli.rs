@@ -304,10 +304,13 @@ fn lab_times_every_shape_and_ablation() {
     }
     assert!(runs.iter().any(|r| r["variant"] == "access floor"));
     let fv: Vec<&Value> = runs.iter().filter(|r| r["group"] == "fv").collect();
-    assert!(
-        fv.iter().any(|r| r["variant"] == "wg256 no-gather"),
-        "no FV ablation"
-    );
+    for ablation in ["no-gather", "no-index", "no-gather no-index"] {
+        let n = fv
+            .iter()
+            .filter(|r| r["variant"] == format!("wg256 {ablation}").as_str())
+            .count();
+        assert_eq!(n, 4, "FV {ablation}: {n} of the 4 gather layouts' rows");
+    }
     assert!(
         fv.iter().any(|r| r["variant"] == "wg64"),
         "no FV workgroup candidates"

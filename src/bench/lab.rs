@@ -448,11 +448,15 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
             })
             .collect();
         if kind == KernelKind::Gather {
-            shapes.push(FvShape {
-                workgroup: FV_WG,
-                no_gather: true,
-                ..Default::default()
-            });
+            // The ablations: no neighbour reads; no index reads (neighbours near the tet); neither.
+            for (no_gather, no_index) in [(true, false), (false, true), (true, true)] {
+                shapes.push(FvShape {
+                    workgroup: FV_WG,
+                    no_gather,
+                    no_index,
+                    ..Default::default()
+                });
+            }
             shapes.extend(tets(layout != bespoke_fv::kernel::Layout::SlotMajorX4));
         }
         shapes.push(FvShape {

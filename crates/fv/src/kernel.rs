@@ -113,6 +113,12 @@ pub struct Shape {
     /// streams its values, indices, x and y without the gather. Not the physics.
     #[serde(default)]
     pub no_gather: bool,
+    /// The lab's other ablation: no neighbour index read (each index binding touched once, at 0), tet i's k-th
+    /// neighbour taken as min(i + k + 1, n) instead, so the step streams its values, x and y and gathers near i
+    /// without the 16 B a tet of indices: what the indices cost (what storing them in fewer bytes could save).
+    /// The step of the operator whose indices are those (tested bit for bit), not this operator's physics.
+    #[serde(default)]
+    pub no_index: bool,
     /// How the workgroups are laid out: rows of the per-dimension limit, one dispatch at any size (the
     /// default), or the split 1-D grid of before (the lab's comparison).
     #[serde(default)]
@@ -135,6 +141,7 @@ impl Default for Shape {
         Self {
             workgroup: WG,
             no_gather: false,
+            no_index: false,
             grid: bespoke_gpu::GridLayout::Rows,
             tets: 1,
         }
@@ -150,14 +157,15 @@ impl Shape {
             bespoke_gpu::GridLayout::RowsOf(r) => format!(" rows-of-{r}"),
         };
         format!(
-            "wg{}{}{}{grid}",
+            "wg{}{}{}{}{grid}",
             self.workgroup,
             if self.tets == 1 {
                 String::new()
             } else {
                 format!(" {}-tets", self.tets)
             },
-            if self.no_gather { " no-gather" } else { "" }
+            if self.no_gather { " no-gather" } else { "" },
+            if self.no_index { " no-index" } else { "" }
         )
     }
 
@@ -278,7 +286,31 @@ pub fn step_rows_wgsl(
         ),
     };
     let [v0, v1, v2, v3] = v;
-    let [j0, j1, j2, j3] = j;
+    // The no-index ablation: neighbour k of tet i is min(i + k + 1, N) (N: the ghost), each index binding read
+    // once at 0 and masked out, so it stays bound; the layout's own index loads are gone.
+    let (fetch, j) = if shape.no_index {
+        let touch = match layout {
+            Layout::TetMajor => ["(iv[0].x & 0u)"; 4].map(String::from),
+            Layout::Texture => {
+                ["(textureLoad(it, vec2<u32>(0u, 0u), 0).x & 0u)"; 4].map(String::from)
+            }
+            _ => std::array::from_fn(|k| format!("(i{k}[0] & 0u)")),
+        };
+        let fetch = match layout {
+            Layout::Texture => {
+                "let c = vec2<u32>(i & ((1u << W_LOG) - 1u), i >> W_LOG);\n    let vi = textureLoad(vt, c, 0);\n    "
+                    .to_string()
+            }
+            Layout::TetMajor => "let vi = vv[i];\n    ".to_string(),
+            _ => fetch,
+        };
+        let j: [String; 4] =
+            std::array::from_fn(|k| format!("(min(i + {}u, N) | {})", k + 1, touch[k]));
+        (fetch, j)
+    } else {
+        (fetch, j.map(String::from))
+    };
+    let [j0, j1, j2, j3] = [&j[0], &j[1], &j[2], &j[3]];
     // The ablation reads no neighbour: x[j] becomes a value made from j alone (so the index load stays).
     let gx = |j: &str| {
         if shape.no_gather {
@@ -394,6 +426,29 @@ fn gather_x4_wgsl(dtype: DType, n: usize, dt: f64, shape: Shape) -> String {
         format!("vec4<{t}>(x[j.x], x[j.y], x[j.z], x[j.w])")
     };
     let groups = padded4(n) / 4;
+    // Slot k's neighbours of the invocation's four tets: their indices, or (the no-index ablation) tets
+    // 4q + lane + k + 1, past n the ghost (at padded4(n), as the upload puts it), the binding read once at 0.
+    let idx = |k: usize| {
+        if shape.no_index {
+            format!("nbr(q, {}u, i{k}[0])", k + 1)
+        } else {
+            format!("i{k}[q]")
+        }
+    };
+    let (i0, i1, i2, i3) = (idx(0), idx(1), idx(2), idx(3));
+    let nbr = if shape.no_index {
+        format!(
+            "
+fn nbr(q: u32, k: u32, touch: vec4<u32>) -> vec4<u32> {{
+    let j = min(vec4<u32>(4u * q + k) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>({n}u));
+    return select(j, vec4<u32>({}u), j == vec4<u32>({n}u)) | (touch & vec4<u32>(0u));
+}}
+",
+            padded4(n)
+        )
+    } else {
+        String::new()
+    };
     let mut s = String::from(GRID_WGSL);
     let _ = writeln!(
         s,
@@ -426,13 +481,13 @@ fn gather_x4_wgsl(dtype: DType, n: usize, dt: f64, shape: Shape) -> String {
 fn gx(j: vec4<u32>) -> vec4<{t}> {{
     return {gather};
 }}
-
+{nbr}
 @compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     let q = bespoke_workgroup_linear(wid) * {wg}u + lid;
     if q >= G {{ return; }}
     let xi = x4[q];
-    let acc = v0[q] * (gx(i0[q]) - xi) + v1[q] * (gx(i1[q]) - xi) + v2[q] * (gx(i2[q]) - xi) + v3[q] * (gx(i3[q]) - xi);
+    let acc = v0[q] * (gx({i0}) - xi) + v1[q] * (gx({i1}) - xi) + v2[q] * (gx({i2}) - xi) + v3[q] * (gx({i3}) - xi);
     y4[q] = xi + DT * acc;
 }}
 "
@@ -507,6 +562,17 @@ mod tests {
                                 no_gather: true,
                                 ..Default::default()
                             },
+                            // The no-index ablation, alone and with no-gather.
+                            Shape {
+                                no_index: true,
+                                ..Default::default()
+                            },
+                            Shape {
+                                tets: 2,
+                                no_gather: true,
+                                no_index: true,
+                                ..Default::default()
+                            },
                         ] {
                             let src = step_rows_wgsl(
                                 kind,
@@ -524,6 +590,21 @@ mod tests {
                                         kind.name()
                                     )
                                 });
+                            // The ablation reads no tet's indices (each binding once, at 0).
+                            let loads = [
+                                "i0[i]",
+                                "i3[i]",
+                                "iv[i]",
+                                "textureLoad(it, c",
+                                "i0[q]",
+                                "i3[q]",
+                            ];
+                            assert_eq!(
+                                loads.iter().any(|l| src.contains(l)),
+                                !shape.no_index,
+                                "{} {layout:?} {shape:?}\n{src}",
+                                kind.name()
+                            );
                         }
                     }
                 }

@@ -1,6 +1,7 @@
 //! The FV step's launch shape: every workgroup size the tuner may choose gives the default's bits for every
 //! kernel and layout; the choice is timed once per adapter, kernel, layout and precision, then read from the
-//! cache; the lab's no-gather ablation runs and is not the physics.
+//! cache; the lab's no-gather ablation runs and is not the physics, and its no-index ablation is the step of a
+//! nearby operator.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -132,6 +133,57 @@ fn every_workgroup_gives_the_default_bits() {
     every_shape_alike::<f32>(gpu, &op, &x);
     if gpu.has_f64() {
         every_shape_alike::<f64>(gpu, &op, &x);
+    }
+}
+
+/// The no-index ablation (the lab's row that drops the 16 B a tet of neighbour indices) is, bit for bit, the step
+/// of the operator whose k-th neighbour of tet i is min(i + k + 1, n), the same values: in every layout of both
+/// kernels, f32 and f64, with and without the gather ablation's partner. So its time is that step's, nothing less,
+/// and it is not this operator's step.
+#[test]
+fn the_no_index_ablation_is_the_step_of_the_nearby_operator() {
+    let Some(gpu) = test_gpu() else { return };
+    let op = operator();
+    let n = op.n();
+    let mut near = op.clone();
+    for (i, row) in near.indices.iter_mut().enumerate() {
+        *row = std::array::from_fn(|k| (i + k + 1).min(n) as u32);
+    }
+    let mut rng = StdRng::seed_from_u64(fresh_seed());
+    let x: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    fn check<T: Real>(gpu: &Gpu, op: &Operator, near: &Operator, x: &[f64]) {
+        for (name, layout) in CONFIGS {
+            if layout == Layout::Texture && T::DTYPE != bespoke_fv::kernel::DType::F32 {
+                continue;
+            }
+            let kind = if name == "gather" {
+                KernelKind::Gather
+            } else {
+                KernelKind::BlockCached { block: 512 }
+            };
+            let ablation = Shape {
+                no_index: true,
+                ..Default::default()
+            };
+            let got = run::<T>(gpu, op, kind, layout, ablation, x);
+            let want = run::<T>(gpu, near, kind, layout, Shape::default(), x);
+            let what = format!("{name} {layout:?} {:?}", T::DTYPE);
+            assert!(want.iter().all(|v| v.is_finite()), "{what}");
+            let differ = differing_bits(&want, &got);
+            assert_eq!(
+                differ, 0,
+                "{what}: no-index differs from the nearby operator's step in {differ} tets"
+            );
+            let physics = run::<T>(gpu, op, kind, layout, Shape::default(), x);
+            assert!(
+                physics != got,
+                "{what}: the no-index ablation gave the operator's own step"
+            );
+        }
+    }
+    check::<f32>(gpu, &op, &near, &x);
+    if gpu.has_f64() {
+        check::<f64>(gpu, &op, &near, &x);
     }
 }
 

@@ -89,6 +89,7 @@ pub fn step_shape_in<T: Real>(
         |c: &ShapeChoice| {
             candidates(gpu, kind).contains(&c.shape.workgroup)
                 && !c.shape.no_gather
+                && !c.shape.no_index
                 && (1..=crate::kernel::MAX_TETS).contains(&c.shape.tets)
         },
         || tune::<T>(gpu, kind, layout),
