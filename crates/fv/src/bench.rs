@@ -32,9 +32,10 @@ pub fn min_bytes_per_tet(s: usize) -> usize {
 
 /// The kernels and layouts the bench times.
 /// (The texture layout is f32 only; f64 benches skip it.)
-pub const CONFIGS: [(&str, Layout); 6] = [
+pub const CONFIGS: [(&str, Layout); 7] = [
     ("gather", Layout::SlotMajor),
     ("gather", Layout::TetMajor),
+    ("gather", Layout::TetMajorD16),
     ("gather", Layout::SlotMajorX4),
     ("gather", Layout::Texture),
     ("block-cached", Layout::SlotMajor),

@@ -37,9 +37,43 @@ pub enum Layout {
     /// Slot-major with four consecutive tets per invocation: vec4 loads of values, indices, x and a vec4 store
     /// (tets padded to a multiple of 4; gather kernel only).
     SlotMajorX4,
+    /// Tet-major values, and each neighbour as its signed 16-bit offset from the tet (`vec2<u32>` a tet: 8 bytes of
+    /// indices where tet-major reads 16). A tet with any neighbour past ±32 767 (or the Dirichlet ghost) holds
+    /// [`D16_FAR`] in its first word and, in its second, its row in a table of full indices read instead. On a
+    /// METIS-ordered mesh about 9 in 10 tets need no row there (docs/fv.md).
+    TetMajorD16,
     /// Tet-major, with the operator in two read-only 2-D textures (rgba32float values, rgba32uint indices)
     /// read with `textureLoad`; x and y stay storage buffers. f32 only (textures hold no f64).
     Texture,
+}
+
+/// The first word of a [`Layout::TetMajorD16`] tet whose neighbours are in the table of full indices: two offsets
+/// of −32 768, which no near neighbour has.
+pub const D16_FAR: u32 = 0x8000_8000;
+
+/// The [`Layout::TetMajorD16`] form of `indices` (tet i's four neighbours, n the ghost, an offset like any other):
+/// each tet's two words of offsets, and the far tets' full indices (one row each, at least one row so the binding
+/// is never empty).
+pub fn d16_indices(indices: &[[u32; 4]]) -> (Vec<[u32; 2]>, Vec<[u32; 4]>) {
+    let mut far = Vec::new();
+    let near = indices
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let d = row.map(|j| j as i64 - i as i64);
+            if d.iter().all(|d| (-32_767..=32_767).contains(d)) {
+                let h = d.map(|d| (d as i16) as u16 as u32);
+                [h[0] | h[1] << 16, h[2] | h[3] << 16]
+            } else {
+                far.push(*row);
+                [D16_FAR, far.len() as u32 - 1]
+            }
+        })
+        .collect();
+    if far.is_empty() {
+        far.push([0; 4]);
+    }
+    (near, far)
 }
 
 /// Texels per row of the [`Layout::Texture`] operator for `n` tets: the smallest power of two (≥ 64) that keeps
@@ -57,6 +91,7 @@ impl Layout {
         match self {
             Self::SlotMajor => "slot-major",
             Self::TetMajor => "tet-major",
+            Self::TetMajorD16 => "tet-major-d16",
             Self::SlotMajorX4 => "slot-major-x4",
             Self::Texture => "texture",
         }
@@ -72,6 +107,8 @@ impl Layout {
         match self {
             Self::SlotMajor => x.max(n * 4),
             Self::TetMajor => (4 * n * size).max(4 * n * 4),
+            // Values; the offsets (8 B a tet) and the far rows (16 B each, at most n) are no larger.
+            Self::TetMajorD16 => (4 * n * size).max(x),
             Self::SlotMajorX4 => {
                 let np = padded4(n as usize) as u64;
                 ((np + 4) * size).max(np * 4)
@@ -80,9 +117,10 @@ impl Layout {
         }
     }
 
-    pub const ALL: [Layout; 4] = [
+    pub const ALL: [Layout; 5] = [
         Self::SlotMajor,
         Self::TetMajor,
+        Self::TetMajorD16,
         Self::SlotMajorX4,
         Self::Texture,
     ];
@@ -243,6 +281,23 @@ pub fn step_rows_wgsl(
             );
             (2, 3)
         }
+        Layout::TetMajorD16 => {
+            let _ = writeln!(
+                s,
+                "@group(0) @binding(0) var<storage, read> vv: array<vec4<{t}>>;
+@group(0) @binding(1) var<storage, read> dv: array<vec2<u32>>;
+@group(0) @binding(2) var<storage, read> far: array<vec4<u32>>;
+
+// Tet i's neighbours from its two words of 16-bit offsets, or its row of full indices.
+fn d16(i: u32) -> vec4<u32> {{
+    let d = dv[i];
+    if d.x == {D16_FAR:#x}u {{ return far[d.y]; }}
+    let h = vec4<i32>(bitcast<i32>(d.x << 16u), bitcast<i32>(d.x), bitcast<i32>(d.y << 16u), bitcast<i32>(d.y));
+    return bitcast<vec4<u32>>(vec4<i32>(bitcast<i32>(i)) + (h >> vec4<u32>(16u)));
+}}"
+            );
+            (3, 4)
+        }
         Layout::Texture => {
             let w = texture_width(n).unwrap_or(1 << 13);
             let _ = writeln!(
@@ -275,6 +330,11 @@ pub fn step_rows_wgsl(
             ["vi.x", "vi.y", "vi.z", "vi.w"],
             ["ji.x", "ji.y", "ji.z", "ji.w"],
         ),
+        Layout::TetMajorD16 => (
+            "let vi = vv[i];\n    let ji = d16(i);\n    ".into(),
+            ["vi.x", "vi.y", "vi.z", "vi.w"],
+            ["ji.x", "ji.y", "ji.z", "ji.w"],
+        ),
         Layout::Texture => (
             "let c = vec2<u32>(i & ((1u << W_LOG) - 1u), i >> W_LOG);
     let vi = textureLoad(vt, c, 0);
@@ -291,6 +351,7 @@ pub fn step_rows_wgsl(
     let (fetch, j) = if shape.no_index {
         let touch = match layout {
             Layout::TetMajor => ["(iv[0].x & 0u)"; 4].map(String::from),
+            Layout::TetMajorD16 => ["(dv[0].x & far[0].x & 0u)"; 4].map(String::from),
             Layout::Texture => {
                 ["(textureLoad(it, vec2<u32>(0u, 0u), 0).x & 0u)"; 4].map(String::from)
             }
@@ -301,7 +362,7 @@ pub fn step_rows_wgsl(
                 "let c = vec2<u32>(i & ((1u << W_LOG) - 1u), i >> W_LOG);\n    let vi = textureLoad(vt, c, 0);\n    "
                     .to_string()
             }
-            Layout::TetMajor => "let vi = vv[i];\n    ".to_string(),
+            Layout::TetMajor | Layout::TetMajorD16 => "let vi = vv[i];\n    ".to_string(),
             _ => fetch,
         };
         let j: [String; 4] =
@@ -527,12 +588,7 @@ mod tests {
                 KernelKind::BlockCached { block: 256 },
                 KernelKind::BlockCached { block: 2048 },
             ] {
-                for layout in [
-                    Layout::SlotMajor,
-                    Layout::TetMajor,
-                    Layout::SlotMajorX4,
-                    Layout::Texture,
-                ] {
+                for layout in Layout::ALL {
                     if layout == Layout::Texture && dtype == DType::F64 {
                         continue;
                     }
@@ -598,6 +654,7 @@ mod tests {
                                 "textureLoad(it, c",
                                 "i0[q]",
                                 "i3[q]",
+                                "d16(i)",
                             ];
                             assert_eq!(
                                 loads.iter().any(|l| src.contains(l)),
@@ -610,6 +667,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The 16-bit offsets decode (as the kernel's `d16` does: shift, arithmetic shift, wrapping add) to every
+    /// tet's neighbours, near and far, the ghost included; a near tet never reads as far; offsets of ±32 767 are
+    /// near, ±32 768 far.
+    #[test]
+    fn d16_offsets_decode_to_the_neighbours() {
+        use bespoke_gpu::rng::Rng;
+        let mut rng = bespoke_gpu::rng::seeded(bespoke_gpu::testing::fresh_seed());
+        let n = 100_000usize;
+        let mut indices: Vec<[u32; 4]> = (0..n)
+            .map(|i| {
+                std::array::from_fn(|_| match rng.random_range(0..4) {
+                    0 => rng.random_range(0..=n) as u32,
+                    _ => {
+                        (i as i64 + rng.random_range(-40_000i64..40_000)).clamp(0, n as i64) as u32
+                    }
+                })
+            })
+            .collect();
+        indices[50_000] = [50_000 + 32_767, 50_000 - 32_767, 50_000, 50_001];
+        indices[50_001] = [50_001 + 32_768, 50_001, 50_001, 50_001];
+        let (near, far) = d16_indices(&indices);
+        assert_eq!(near.len(), n);
+        let decode = |i: usize, d: [u32; 2]| -> [u32; 4] {
+            if d[0] == D16_FAR {
+                return far[d[1] as usize];
+            }
+            let h = [d[0] << 16, d[0], d[1] << 16, d[1]].map(|w| (w as i32) >> 16);
+            h.map(|o| (i as i32).wrapping_add(o) as u32)
+        };
+        for (i, (&d, row)) in near.iter().zip(&indices).enumerate() {
+            assert_eq!(decode(i, d), *row, "tet {i}");
+        }
+        assert_ne!(near[50_000][0], D16_FAR, "offsets of ±32 767 fit");
+        assert_eq!(near[50_001][0], D16_FAR, "an offset of 32 768 does not");
+        let far_tets = near.iter().filter(|d| d[0] == D16_FAR).count();
+        assert_eq!(far.len(), far_tets.max(1));
+        assert!(far_tets > 1000 && far_tets < n, "{far_tets} far tets");
+        // No tet, no far row: one row all the same, so the binding is never empty.
+        let (near, far) = d16_indices(&[[0, 1, 0, 1], [0, 1, 1, 2]]);
+        assert!(near.iter().all(|d| d[0] != D16_FAR));
+        assert_eq!(far, vec![[0; 4]]);
     }
 
     #[test]

@@ -163,12 +163,7 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
 fn every_kernel_and_layout_matches_one_domain_bit_for_bit() {
     let Some(gpu) = test_gpu() else { return };
     for boundary in [Boundary::ZeroFlux, Boundary::Dirichlet(0.25)] {
-        for layout in [
-            Layout::SlotMajor,
-            Layout::TetMajor,
-            Layout::SlotMajorX4,
-            Layout::Texture,
-        ] {
+        for layout in Layout::ALL {
             check::<f32>(gpu, boundary, KernelKind::Gather, layout);
         }
         check::<f32>(

@@ -191,9 +191,11 @@ fn check_device<T: Real>(
         for (kernel, layout) in [
             (KernelKind::Gather, Layout::SlotMajor),
             (KernelKind::Gather, Layout::TetMajor),
+            (KernelKind::Gather, Layout::TetMajorD16),
             (KernelKind::Gather, Layout::SlotMajorX4),
             (KernelKind::BlockCached { block: 256 }, Layout::SlotMajor),
             (KernelKind::BlockCached { block: 512 }, Layout::TetMajor),
+            (KernelKind::BlockCached { block: 512 }, Layout::TetMajorD16),
             (KernelKind::Gather, Layout::Texture),
             (KernelKind::BlockCached { block: 256 }, Layout::Texture),
         ] {
@@ -244,6 +246,72 @@ fn device_matches_cpu_under_every_ordering() {
         check_device::<f32>(gpu, mesh, Boundary::ZeroFlux, seed, 1e-5);
         check_device::<f32>(gpu, mesh, Boundary::Dirichlet(0.7), seed, 1e-5);
         check_device::<f64>(gpu, mesh, Boundary::ZeroFlux, seed, 1e-12);
+    }
+}
+
+/// The 16-bit offset layout gives the tet-major layout's bits (the same values, the same neighbours), on a mesh
+/// past 32 768 tets where offsets overflow: numbered as gmsh numbers (near and far tets mixed), METIS-ordered,
+/// zero-flux and Dirichlet (the ghost as an offset or a row), both kernels, f32 and f64.
+#[test]
+fn tet_major_d16_gives_tet_major_bits() {
+    let Some(gpu) = test_gpu() else { return };
+    let mesh = BoxMesh {
+        cells: [20, 18, 17],
+        jitter: 0.1,
+        shuffle: Some(5),
+        seed: 6,
+    }
+    .build()
+    .expect("box");
+    let adj = adjacency(&mesh).expect("adjacency");
+    let mut rng = seeded(fresh_seed());
+    for boundary in [Boundary::ZeroFlux, Boundary::Dirichlet(0.25)] {
+        let op = Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator");
+        let n = op.n();
+        assert!(n > 32_768, "{n} tets: offsets must overflow somewhere");
+        let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
+        for kind in [OrderingKind::AsRead, OrderingKind::Metis { block: 2048 }] {
+            let (p, _) = order(&op, kind).expect("ordering");
+            let op = p.apply_operator(&op);
+            let (near, far) = bespoke_fv::kernel::d16_indices(&op.indices);
+            let far_tets = near
+                .iter()
+                .filter(|d| d[0] == bespoke_fv::kernel::D16_FAR)
+                .count();
+            assert_eq!(far.len(), far_tets.max(1));
+            if kind == OrderingKind::AsRead {
+                assert!(
+                    far_tets > 0 && far_tets < n,
+                    "as read: {far_tets} of {n} far"
+                );
+            }
+            fn bits<T: Real>(gpu: &bespoke_gpu::Gpu, op: &Operator, x: &[f64], what: &str) {
+                let dt = 0.5 / op.max_row_sum();
+                for kernel in [KernelKind::Gather, KernelKind::BlockCached { block: 512 }] {
+                    let run = |layout| {
+                        let mut d =
+                            Diffusion::<T>::new(gpu, op, kernel, layout, dt).expect("upload");
+                        d.set_x(x).expect("set x");
+                        d.step(3).expect("step");
+                        d.x().expect("read")
+                    };
+                    let (want, got) = (run(Layout::TetMajor), run(Layout::TetMajorD16));
+                    let differ = bespoke_gpu::testing::differing_bits(&want, &got);
+                    assert_eq!(
+                        differ,
+                        0,
+                        "{what} {} {:?}: {differ} tets differ",
+                        kernel.name(),
+                        T::DTYPE
+                    );
+                }
+            }
+            let what = format!("{} {boundary:?}", kind.name());
+            bits::<f32>(gpu, &op, &x, &what);
+            if gpu.has_f64() {
+                bits::<f64>(gpu, &op, &x, &what);
+            }
+        }
     }
 }
 

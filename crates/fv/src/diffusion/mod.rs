@@ -229,6 +229,21 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 let i: Vec<u32> = op.indices.iter().flatten().copied().collect();
                 (vec![gpu.upload(&v)?], vec![gpu.upload(&i)?])
             }
+            Layout::TetMajorD16 => {
+                let v: Vec<T> = op
+                    .values
+                    .iter()
+                    .flatten()
+                    .map(|&a| T::from_f64(a))
+                    .collect();
+                let (near, far) = crate::kernel::d16_indices(&op.indices);
+                let near: Vec<u32> = near.into_iter().flatten().collect();
+                let far: Vec<u32> = far.into_iter().flatten().collect();
+                (
+                    vec![gpu.upload(&v)?],
+                    vec![gpu.upload(&near)?, gpu.upload(&far)?],
+                )
+            }
             Layout::SlotMajorX4 => {
                 // Pads: value 0, neighbour 0; the ghost moves to padded4(n), past the pads.
                 let (np, ghost_at) = (padded4(n), padded4(n) as u32);
