@@ -58,7 +58,15 @@ fn fv_run_conserves_mass_and_writes_vtu() {
     }
     assert_eq!(v["tets"].as_u64(), Some(2694));
     assert_eq!(v["ordering"], "rcm");
-    assert_eq!(v["layout"], "texture", "f32 defaults to the texture layout");
+    // `auto`: texture on a CPU adapter, tet-major on a GPU (the fastest measured on each).
+    let cpu = test_gpu().unwrap().is_cpu();
+    let auto = bespoke::fv::kernel::Layout::default_for(bespoke::fv::kernel::DType::F32, cpu);
+    assert_eq!(auto.name(), if cpu { "texture" } else { "tet-major" });
+    assert_eq!(
+        v["layout"],
+        auto.name(),
+        "f32's auto layout on this adapter"
+    );
     assert!(v["mass_rel_drift"].as_f64().unwrap() < 1e-5, "{v}");
     let (head, arrays) = bespoke::gpu::vtk::read_appended(&std::fs::read(&vtu).unwrap()).unwrap();
     assert!(head.starts_with("<?xml") && head.contains(r#"NumberOfCells="2694""#));
@@ -93,8 +101,8 @@ fn fv_bench_times_every_ordering_and_kernel() {
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(
         runs.len(),
-        6 * 6,
-        "every ordering × (gather: slot-major, tet-major, x4, texture; block-cached: slot-major, texture)"
+        6 * 7,
+        "every ordering × (gather: slot-major, tet-major, tet-major-d16, x4, texture; block-cached: slot-major, texture)"
     );
     for r in runs {
         for key in [

@@ -124,8 +124,10 @@ pub struct RunArgs {
     /// gather or block-cached (gather is the faster wherever it was measured).
     #[arg(long, default_value = "gather")]
     kernel: String,
-    /// How the operator is stored: slot-major, tet-major, slot-major-x4 (gather only) or texture (f32 only);
-    /// auto picks texture in f32 and slot-major in f64.
+    /// How the operator is stored: slot-major, tet-major, tet-major-d16 (neighbours as 16-bit offsets),
+    /// slot-major-x4 (gather only) or texture (f32 only);
+    /// auto picks the fastest measured for the device: tet-major on a GPU; texture in f32 and slot-major in f64 on a
+    /// CPU adapter (lavapipe).
     #[arg(long, default_value = "auto")]
     layout: String,
     #[arg(long, default_value_t = 100)]
@@ -224,7 +226,8 @@ struct RunJob {
     /// The mesh and its operator: None on an MPI rank other than 0, which is sent its part.
     whole: Option<(TetMesh, Operator)>,
     kernel: KernelKind,
-    layout: Layout,
+    /// None: `auto`, chosen for the device once it is open (`Layout::default_for`).
+    layout: Option<Layout>,
     ordering: OrderingKind,
 }
 
@@ -238,13 +241,13 @@ impl RunJob {
             k => return Err(format!("--kernel `{k}`: expected gather or block-cached").into()),
         };
         let layout = match a.layout.as_str() {
-            "auto" => Layout::default_for(a.dtype),
-            l => l.parse::<Layout>().map_err(|_| {
+            "auto" => None,
+            l => Some(l.parse::<Layout>().map_err(|_| {
                 format!(
                     "--layout `{l}`: expected auto, {}",
                     Layout::ALL.map(|l| l.name()).join(", ")
                 )
-            })?,
+            })?),
         };
         let ordering = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
         // Under mpirun only rank 0 reads the mesh and builds the operator (if it cannot, it stops and mpirun ends
@@ -283,7 +286,10 @@ fn run_diffusion<T: Real>(
     // The whole mesh and operator on rank 0 (and on one domain) alone.
     let whole = job.whole.as_ref().filter(|_| root);
     let op = whole.map(|(_, op)| op);
-    let (kernel, layout, kind) = (job.kernel, job.layout, job.ordering);
+    let (kernel, kind) = (job.kernel, job.ordering);
+    let layout = job
+        .layout
+        .unwrap_or_else(|| Layout::default_for(T::DTYPE, gpu.is_cpu()));
     let x0 = op.map(Operator::gaussian_bump);
     // Masses are exact sums (the same bits in any tet order and on any number of ranks); the whole field is
     // gathered, onto rank 0 alone, only for the VTU.

@@ -130,11 +130,14 @@ impl Layout {
         Self::ALL.into_iter().find(|l| l.name() == s)
     }
 
-    /// The fastest measured layout for `dtype` (docs/perf.md): the texture layout in f32, slot-major in f64.
-    pub fn default_for(dtype: DType) -> Self {
-        match dtype {
-            DType::F32 => Self::Texture,
-            _ => Self::SlotMajor,
+    /// The fastest measured layout for `dtype` on a CPU adapter (`cpu`) or a GPU (docs/perf.md): on lavapipe the
+    /// texture layout in f32, slot-major in f64; on a GPU tet-major (the H200, 2026-11-28, 16.5 M METIS-ordered
+    /// tets: tet-major 431 µs, slot-major-x4 449, slot-major 460, texture 837; f64 not measured there).
+    pub fn default_for(dtype: DType, cpu: bool) -> Self {
+        match (dtype, cpu) {
+            (_, false) => Self::TetMajor,
+            (DType::F32, true) => Self::Texture,
+            (_, true) => Self::SlotMajor,
         }
     }
 }
