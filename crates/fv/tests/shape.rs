@@ -44,16 +44,26 @@ fn run<T: Real>(
     d.x().unwrap()
 }
 
+/// The bench's kernel × layout configurations precision `T` runs (the texture layout in f32 only), the
+/// block-cached kernel at blocks of 512.
+fn configs<T: Real>() -> impl Iterator<Item = (&'static str, KernelKind, Layout)> {
+    CONFIGS
+        .into_iter()
+        .filter(|&(_, layout)| {
+            layout != Layout::Texture || T::DTYPE == bespoke_fv::kernel::DType::F32
+        })
+        .map(|(name, layout)| {
+            let kind = if name == "gather" {
+                KernelKind::Gather
+            } else {
+                KernelKind::BlockCached { block: 512 }
+            };
+            (name, kind, layout)
+        })
+}
+
 fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
-    for (name, layout) in CONFIGS {
-        if layout == Layout::Texture && T::DTYPE != bespoke_fv::kernel::DType::F32 {
-            continue;
-        }
-        let kind = if name == "gather" {
-            KernelKind::Gather
-        } else {
-            KernelKind::BlockCached { block: 512 }
-        };
+    for (name, kind, layout) in configs::<T>() {
         let split = Shape {
             grid: GridLayout::Split,
             ..Shape::default()
@@ -152,15 +162,7 @@ fn the_no_index_ablation_is_the_step_of_the_nearby_operator() {
     let mut rng = StdRng::seed_from_u64(fresh_seed());
     let x: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
     fn check<T: Real>(gpu: &Gpu, op: &Operator, near: &Operator, x: &[f64]) {
-        for (name, layout) in CONFIGS {
-            if layout == Layout::Texture && T::DTYPE != bespoke_fv::kernel::DType::F32 {
-                continue;
-            }
-            let kind = if name == "gather" {
-                KernelKind::Gather
-            } else {
-                KernelKind::BlockCached { block: 512 }
-            };
+        for (name, kind, layout) in configs::<T>() {
             let ablation = Shape {
                 no_index: true,
                 ..Default::default()

@@ -219,30 +219,24 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 }
                 (vals, idx)
             }
-            Layout::TetMajor => {
+            Layout::TetMajor | Layout::TetMajorD16 => {
                 let v: Vec<T> = op
                     .values
                     .iter()
                     .flatten()
                     .map(|&a| T::from_f64(a))
                     .collect();
-                let i: Vec<u32> = op.indices.iter().flatten().copied().collect();
-                (vec![gpu.upload(&v)?], vec![gpu.upload(&i)?])
-            }
-            Layout::TetMajorD16 => {
-                let v: Vec<T> = op
-                    .values
-                    .iter()
-                    .flatten()
-                    .map(|&a| T::from_f64(a))
-                    .collect();
-                let (near, far) = crate::kernel::d16_indices(&op.indices);
-                let near: Vec<u32> = near.into_iter().flatten().collect();
-                let far: Vec<u32> = far.into_iter().flatten().collect();
-                (
-                    vec![gpu.upload(&v)?],
-                    vec![gpu.upload(&near)?, gpu.upload(&far)?],
-                )
+                let idx = if layout == Layout::TetMajor {
+                    let i: Vec<u32> = op.indices.iter().flatten().copied().collect();
+                    vec![gpu.upload(&i)?]
+                } else {
+                    // The offsets, then the far tets' rows (`kernel::d16_indices`).
+                    let (near, far) = crate::kernel::d16_indices(&op.indices);
+                    let near: Vec<u32> = near.into_iter().flatten().collect();
+                    let far: Vec<u32> = far.into_iter().flatten().collect();
+                    vec![gpu.upload(&near)?, gpu.upload(&far)?]
+                };
+                (vec![gpu.upload(&v)?], idx)
             }
             Layout::SlotMajorX4 => {
                 // Pads: value 0, neighbour 0; the ghost moves to padded4(n), past the pads.
