@@ -274,12 +274,7 @@ fn a_reshaped_operator_carries_on_in_its_new_shape() {
     let mut rng = StdRng::seed_from_u64(fresh_seed());
     let x: Vec<f64> = (0..op.n()).map(|_| rng.random::<f64>()).collect();
     let dt = 0.5 / op.max_row_sum();
-    for (name, layout) in CONFIGS {
-        let kind = if name == "gather" {
-            KernelKind::Gather
-        } else {
-            KernelKind::BlockCached { block: 512 }
-        };
+    for (name, kind, layout) in configs::<f32>() {
         let several = kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
         let want = run::<f32>(gpu, &op, kind, layout, Shape::default(), &x);
         let mut d =
