@@ -38,9 +38,9 @@ pub enum Layout {
     /// (tets padded to a multiple of 4; gather kernel only).
     SlotMajorX4,
     /// Tet-major values, and each neighbour as its signed 16-bit offset from the tet (`vec2<u32>` a tet: 8 bytes of
-    /// indices where tet-major reads 16). A tet with any neighbour past ±32 767 (or the Dirichlet ghost) holds
-    /// [`D16_FAR`] in its first word and, in its second, its row in a table of full indices read instead. On a
-    /// METIS-ordered mesh about 9 in 10 tets need no row there (docs/fv.md).
+    /// indices where tet-major reads 16; the Dirichlet ghost at n is an offset like any other). A tet with any
+    /// neighbour past ±32 767 holds [`D16_FAR`] in its first word and, in its second, its row in a table of full
+    /// indices read instead. On a METIS-ordered mesh about 9 in 10 tets need no row there (docs/fv.md).
     TetMajorD16,
     /// Tet-major, with the operator in two read-only 2-D textures (rgba32float values, rgba32uint indices)
     /// read with `textureLoad`; x and y stay storage buffers. f32 only (textures hold no f64).
