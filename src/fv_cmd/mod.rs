@@ -7,6 +7,7 @@ use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_rank, launched_size};
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
+use bespoke::fv::diffusion::step_layout;
 use bespoke::fv::distributed::{RankPart, RankSetup};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
@@ -126,8 +127,9 @@ pub struct RunArgs {
     kernel: String,
     /// How the operator is stored: slot-major, tet-major, tet-major-d16 (neighbours as 16-bit offsets),
     /// slot-major-x4 (gather only) or texture (f32 only);
-    /// auto picks the fastest measured for the device: tet-major on a GPU; texture in f32 and slot-major in f64 on a
-    /// CPU adapter (lavapipe).
+    /// auto times the layouts on the device the first time (cached with the launch shapes) and keeps the fastest
+    /// unless the measured prior (tet-major on a GPU; texture in f32, slot-major in f64 on a CPU adapter) is within
+    /// 3 %; across ranks every rank takes that prior.
     #[arg(long, default_value = "auto")]
     layout: String,
     #[arg(long, default_value_t = 100)]
@@ -287,9 +289,19 @@ fn run_diffusion<T: Real>(
     let whole = job.whole.as_ref().filter(|_| root);
     let op = whole.map(|(_, op)| op);
     let (kernel, kind) = (job.kernel, job.ordering);
-    let layout = job
-        .layout
-        .unwrap_or_else(|| Layout::default_for(T::DTYPE, gpu.is_cpu()));
+    // `auto`: one domain times the layouts on its device once (cached); across ranks, each of which may hold
+    // another device, every rank takes the measured prior for its kind of device.
+    let (layout, layout_source) = match (job.layout, &comm) {
+        (Some(l), _) => (l, "given".to_string()),
+        (None, None) => {
+            let c = step_layout::<T>(gpu, kernel)?;
+            (c.layout, c.source)
+        }
+        (None, Some(_)) => (
+            Layout::default_for(T::DTYPE, gpu.is_cpu()),
+            "prior".to_string(),
+        ),
+    };
     let x0 = op.map(Operator::gaussian_bump);
     // Masses are exact sums (the same bits in any tet order and on any number of ranks); the whole field is
     // gathered, onto rank 0 alone, only for the VTU.
@@ -371,7 +383,7 @@ fn run_diffusion<T: Real>(
     }
     let name = &job.name;
     println!(
-        "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel, {} layout) in {seconds:.3} s; \
+        "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel, {} layout ({layout_source})) in {seconds:.3} s; \
          mass {m0:.9e} → {m1:.9e} (relative drift {:.2e})",
         a.steps,
         kind.name(),
@@ -400,7 +412,7 @@ fn run_diffusion<T: Real>(
         json_file,
         &json!({
             "mesh": name, "tets": n, "steps": a.steps, "ordering": kind.name(), "kernel": kernel.name(),
-            "layout": layout.name(), "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
+            "layout": layout.name(), "layout_source": layout_source, "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
             "mass_rel_drift": Operator::relative_drift(m0, m1), "seconds": seconds,
             "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu), "ranks": dist,
             "step_shape": shape,

@@ -28,7 +28,7 @@ impl KernelKind {
 }
 
 /// How the four slots are stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Layout {
     /// value[s·n + i]: neighbouring invocations read neighbouring words (coalesced); one binding per slot.
     SlotMajor,

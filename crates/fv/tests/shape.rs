@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
 use bespoke_fv::bench::CONFIGS;
-use bespoke_fv::diffusion::{TET_CANDIDATES, candidates, step_shape_in};
+use bespoke_fv::diffusion::{TET_CANDIDATES, candidates, step_layout_in, step_shape_in};
 use bespoke_fv::generate::BoxMesh;
 use bespoke_fv::kernel::{KernelKind, Layout, Shape, WG};
 use bespoke_fv::operator::adjacency;
@@ -186,6 +186,61 @@ fn the_no_index_ablation_is_the_step_of_the_nearby_operator() {
     check::<f32>(gpu, &op, &near, &x);
     if gpu.has_f64() {
         check::<f64>(gpu, &op, &near, &x);
+    }
+}
+
+/// `fv run --layout auto`: every layout the kernel and precision take is timed, each in its own tuned shape (kept
+/// in the same cache), the fastest kept unless the measured prior is within the margin; then read from the cache.
+#[test]
+fn the_layout_is_timed_once_then_read_from_the_cache() {
+    let Some(gpu) = test_gpu() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "fv-shape", 1);
+    let first = step_layout_in::<f32>(gpu, KernelKind::Gather, Some(&cache)).unwrap();
+    assert_eq!(first.source, "tuned");
+    let timed: Vec<Layout> = first.timed.iter().map(|t| t.0).collect();
+    assert_eq!(
+        timed,
+        Layout::ALL,
+        "every layout of the gather kernel in f32"
+    );
+    assert!(first.timed.iter().all(|t| t.1 > 0.0 && t.1.is_finite()));
+    let prior = Layout::default_for(bespoke_fv::kernel::DType::F32, gpu.is_cpu());
+    let time = |l: Layout| first.timed.iter().find(|t| t.0 == l).unwrap().1;
+    let fastest = first
+        .timed
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert!(
+        first.layout == fastest.0 || (first.layout == prior && fastest.1 >= 0.97 * time(prior)),
+        "{first:?} (prior {prior:?})"
+    );
+    // Each layout's shape was tuned on the way and is in the cache now.
+    for l in Layout::ALL {
+        let shape = step_shape_in::<f32>(gpu, KernelKind::Gather, l, Some(&cache)).unwrap();
+        assert_eq!(shape.source, "cached", "{l:?}");
+    }
+    let again = step_layout_in::<f32>(gpu, KernelKind::Gather, Some(&cache)).unwrap();
+    assert_eq!(
+        (again.source.as_str(), again.layout),
+        ("cached", first.layout)
+    );
+    // The block-cached kernel takes no four-tet layout; f64 no texture: each its own entry.
+    let block =
+        step_layout_in::<f32>(gpu, KernelKind::BlockCached { block: 256 }, Some(&cache)).unwrap();
+    assert_eq!(block.source, "tuned");
+    assert!(
+        block.timed.iter().all(|t| t.0 != Layout::SlotMajorX4),
+        "{block:?}"
+    );
+    if gpu.has_f64() {
+        let f64s = step_layout_in::<f64>(gpu, KernelKind::Gather, Some(&cache)).unwrap();
+        assert!(
+            f64s.timed.iter().all(|t| t.0 != Layout::Texture),
+            "{f64s:?}"
+        );
+        assert_ne!(f64s.layout, Layout::Texture);
     }
 }
 

@@ -22,7 +22,12 @@ pub const WORKGROUPS: [u32; 5] = bespoke_gpu::WORKGROUP_SIZES;
 /// CPU adapter (the choice there costs about a second, once per machine); neighbours within blocks of 2048.
 const GPU_TETS: usize = 4 << 20;
 const CPU_TETS: usize = 1 << 16;
-const BLOCK: usize = 2048;
+pub(super) const BLOCK: usize = 2048;
+
+/// The tuning operator's tets on `gpu`, before halving to fit its bindings.
+pub(super) fn tuning_tets(gpu: &Gpu) -> usize {
+    if gpu.is_cpu() { CPU_TETS } else { GPU_TETS }
+}
 
 const CACHE_VERSION: u32 = 2;
 
@@ -108,7 +113,7 @@ pub fn step_shape_in<T: Real>(
 /// METIS-ordered mesh), keeping the fastest unless the default is within [`bespoke_gpu::TUNE_MARGIN`].
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
     // Halved (whole blocks) until the layout's largest binding fits the adapter's; past that, Diffusion says so.
-    let mut n = if gpu.is_cpu() { CPU_TETS } else { GPU_TETS };
+    let mut n = tuning_tets(gpu);
     while n > BLOCK && layout.largest_binding(n, T::DTYPE.size()) > gpu.binding_limit() {
         n /= 2;
     }

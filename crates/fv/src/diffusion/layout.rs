@@ -1,0 +1,114 @@
+//! The operator's layout, chosen on the device (`fv run --layout auto`): each layout the kernel and precision
+//! take is timed, in its own tuned launch shape ([`super::step_shape_in`]), on the shape tuner's operator (four
+//! neighbours a tet within blocks of 2048, the shape of a METIS-ordered mesh) the first time an adapter meets a
+//! kernel × precision, and the choice is kept in the same cache as the shapes. The prior is
+//! [`Layout::default_for`] (what was measured fastest on lavapipe and on an H200); another layout replaces it
+//! only where it is faster by the tuners' margin (`bespoke_gpu::TUNE_MARGIN`). Every layout gives the same bits
+//! (tested), so the choice moves only the time.
+
+use bespoke_gpu::rng::{Rng, seeded};
+use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median, remembered_json};
+use serde::{Deserialize, Serialize};
+
+use super::shape::{BLOCK, tuning_tets, user_cache};
+use super::{Diffusion, Real, step_shape_in};
+use crate::error::Result;
+use crate::kernel::{DType, KernelKind, Layout};
+use crate::operator::ideal_operator;
+
+/// The layout chosen and what it was based on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LayoutChoice {
+    pub layout: Layout,
+    /// Seconds per pair of steps of the tuning operator in each layout timed, at that layout's tuned shape.
+    pub timed: Vec<(Layout, f64)>,
+    /// `tuned` or `cached`.
+    pub source: String,
+}
+
+/// The layouts `kind` takes in precision `dtype`: textures hold f32 only, four tets per invocation is built for
+/// the gather kernel only.
+pub fn layouts(kind: KernelKind, dtype: DType) -> Vec<Layout> {
+    Layout::ALL
+        .into_iter()
+        .filter(|&l| l != Layout::Texture || dtype == DType::F32)
+        .filter(|&l| l != Layout::SlotMajorX4 || kind == KernelKind::Gather)
+        .collect()
+}
+
+fn key<T: Real>(gpu: &Gpu, kind: KernelKind) -> String {
+    let kind = match kind {
+        KernelKind::Gather => "gather".to_owned(),
+        KernelKind::BlockCached { block } => format!("block-cached-{block}"),
+    };
+    format!("layout-{}-{kind}-{}", gpu.adapter_key(), T::DTYPE.wgsl())
+}
+
+/// The layout for `kind` with values of type `T` on `gpu`: from the user's cache, else timed now and cached.
+pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice> {
+    step_layout_in::<T>(gpu, kind, user_cache().as_ref())
+}
+
+/// [`step_layout`] with the decisions (and each layout's shape) kept in `cache` (None: timed every time).
+pub fn step_layout_in<T: Real>(
+    gpu: &Gpu,
+    kind: KernelKind,
+    cache: Option<&DiskCache>,
+) -> Result<LayoutChoice> {
+    let allowed = layouts(kind, T::DTYPE);
+    let (choice, cached) = remembered_json(
+        cache,
+        &key::<T>(gpu, kind),
+        "the FV step's layout",
+        |c: &LayoutChoice| allowed.contains(&c.layout),
+        || tune::<T>(gpu, kind, cache),
+    )?;
+    Ok(if cached {
+        LayoutChoice {
+            source: "cached".into(),
+            ..choice
+        }
+    } else {
+        choice
+    })
+}
+
+/// Times every layout `kind` takes on one tuning operator, each in its own tuned shape, and keeps the fastest
+/// unless the prior is within the margin. A layout the adapter cannot bind at the tuning size is left out.
+fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Result<LayoutChoice> {
+    let prior = Layout::default_for(T::DTYPE, gpu.is_cpu());
+    let candidates = layouts(kind, T::DTYPE);
+    // The shape tuner's size, halved until the largest layout's bindings fit (as that tuner does for each).
+    let mut n = tuning_tets(gpu);
+    while n > BLOCK
+        && candidates
+            .iter()
+            .any(|l| l.largest_binding(n, T::DTYPE.size()) > gpu.binding_limit())
+    {
+        n /= 2;
+    }
+    let op = ideal_operator(n, BLOCK, 11)?;
+    let dt = 0.5 / op.max_row_sum();
+    let mut rng = seeded(13);
+    let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
+    let reps = if gpu.is_cpu() { 3 } else { 20 };
+    let mut timed = Vec::new();
+    for &layout in &candidates {
+        let shape = step_shape_in::<T>(gpu, kind, layout, cache)?.shape;
+        let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape)?;
+        d.set_x(&x)?;
+        timed.push((layout, median(&d.time_pairs(1, reps)?.samples)));
+    }
+    let by_index: Vec<(u32, f64)> = timed
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, t))| (i as u32, t))
+        .collect();
+    let prior_index = candidates.iter().position(|&l| l == prior).unwrap_or(0) as u32;
+    let layout = candidates[fastest_unless_close(&by_index, prior_index) as usize];
+    Ok(LayoutChoice {
+        layout,
+        timed,
+        source: "tuned".into(),
+    })
+}
