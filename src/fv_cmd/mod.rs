@@ -294,8 +294,20 @@ fn run_diffusion<T: Real>(
     let (layout, layout_source) = match (job.layout, &comm) {
         (Some(l), _) => (l, "given".to_string()),
         (None, None) => {
+            // The tuning operator is smaller than most meshes: a choice whose bindings this one passes gives way.
             let c = step_layout::<T>(gpu, kernel)?;
-            (c.layout, c.source)
+            let n = op.map_or(0, Operator::n);
+            match c.for_tets(n, T::DTYPE.size(), gpu.binding_limit()) {
+                (l, false) => (l, c.source),
+                (l, true) => (
+                    l,
+                    format!(
+                        "{}: {} binds too much at {n} tets",
+                        c.source,
+                        c.layout.name()
+                    ),
+                ),
+            }
         }
         (None, Some(_)) => (
             Layout::default_for(T::DTYPE, gpu.is_cpu()),

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::shape::{BLOCK, tuning_tets, user_cache};
 use super::{Diffusion, Real, step_shape_in};
-use crate::error::Result;
+use crate::error::{FvError, Result};
 use crate::kernel::{DType, KernelKind, Layout};
 use crate::operator::ideal_operator;
 
@@ -24,6 +24,28 @@ pub struct LayoutChoice {
     pub timed: Vec<(Layout, f64)>,
     /// `tuned` or `cached`.
     pub source: String,
+}
+
+impl LayoutChoice {
+    /// The layout for an operator of `n` tets with `size`-byte values on an adapter binding at most `limit` bytes:
+    /// the choice where its bindings fit, else the fastest timed layout that fits, else slot-major (a quarter of
+    /// tet-major's largest binding). The tuning operator is smaller than most meshes: on lavapipe (128 MiB
+    /// bindings) 16.5 M tets fit slot-major, texture and the four-tet layout, not tet-major. The second value says
+    /// whether it fell back.
+    pub fn for_tets(&self, n: usize, size: usize, limit: u64) -> (Layout, bool) {
+        let fits = |l: Layout| l.largest_binding(n, size) <= limit;
+        if fits(self.layout) {
+            return (self.layout, false);
+        }
+        let mut timed = self.timed.clone();
+        timed.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let layout = timed
+            .into_iter()
+            .map(|t| t.0)
+            .find(|&l| fits(l))
+            .unwrap_or(Layout::SlotMajor);
+        (layout, true)
+    }
 }
 
 /// The layouts `kind` takes in precision `dtype`: textures hold f32 only, four tets per invocation is built for
@@ -94,21 +116,80 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Resu
     let reps = if gpu.is_cpu() { 3 } else { 20 };
     let mut timed = Vec::new();
     for &layout in &candidates {
-        let shape = step_shape_in::<T>(gpu, kind, layout, cache)?.shape;
-        let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape)?;
+        // A layout this adapter cannot hold at all (its bindings past the limit even halved) is left out.
+        let shape = match step_shape_in::<T>(gpu, kind, layout, cache) {
+            Ok(c) => c.shape,
+            Err(FvError::Unsupported(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        let mut d = match Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape) {
+            Ok(d) => d,
+            Err(FvError::Unsupported(_)) => continue,
+            Err(e) => return Err(e),
+        };
         d.set_x(&x)?;
         timed.push((layout, median(&d.time_pairs(1, reps)?.samples)));
+    }
+    let candidates: Vec<Layout> = timed.iter().map(|t| t.0).collect();
+    if candidates.is_empty() {
+        return Ok(LayoutChoice {
+            layout: prior,
+            timed,
+            source: "prior (no layout could be timed)".into(),
+        });
     }
     let by_index: Vec<(u32, f64)> = timed
         .iter()
         .enumerate()
         .map(|(i, &(_, t))| (i as u32, t))
         .collect();
-    let prior_index = candidates.iter().position(|&l| l == prior).unwrap_or(0) as u32;
+    // (A prior not timed favours none: the fastest is taken.)
+    let prior_index = candidates
+        .iter()
+        .position(|&l| l == prior)
+        .map_or(u32::MAX, |i| i as u32);
     let layout = candidates[fastest_unless_close(&by_index, prior_index) as usize];
     Ok(LayoutChoice {
         layout,
         timed,
         source: "tuned".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A choice whose bindings a large mesh passes gives way to the fastest timed layout that fits, else to
+    /// slot-major; one that fits stays.
+    #[test]
+    fn a_choice_past_the_binding_limit_gives_way() {
+        let choice = LayoutChoice {
+            layout: Layout::TetMajor,
+            timed: vec![
+                (Layout::SlotMajor, 5.0),
+                (Layout::TetMajor, 1.0),
+                (Layout::TetMajorD16, 2.0),
+                (Layout::SlotMajorX4, 3.0),
+                (Layout::Texture, 4.0),
+            ],
+            source: "tuned".into(),
+        };
+        let limit = 128 << 20; // lavapipe's binding limit
+        assert_eq!(
+            choice.for_tets(1 << 20, 4, limit),
+            (Layout::TetMajor, false)
+        );
+        // 16.5 M tets: tet-major and d16 bind 264 MB of values; the four-tet layout's 66 MB fit.
+        let n = 16_464_000;
+        assert!(Layout::TetMajor.largest_binding(n, 4) > limit);
+        assert!(Layout::TetMajorD16.largest_binding(n, 4) > limit);
+        assert_eq!(choice.for_tets(n, 4, limit), (Layout::SlotMajorX4, true));
+        // Nothing timed fits: slot-major, whose bindings are a quarter of tet-major's.
+        let narrow = LayoutChoice {
+            timed: vec![(Layout::TetMajor, 1.0)],
+            ..choice
+        };
+        assert_eq!(narrow.for_tets(n, 4, limit), (Layout::SlotMajor, true));
+    }
 }
