@@ -7,7 +7,7 @@ use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_rank, launched_size};
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
-use bespoke::fv::diffusion::step_layout;
+use bespoke::fv::diffusion::layout_for;
 use bespoke::fv::distributed::{RankPart, RankSetup};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
@@ -293,22 +293,7 @@ fn run_diffusion<T: Real>(
     // another device, every rank takes the measured prior for its kind of device.
     let (layout, layout_source) = match (job.layout, &comm) {
         (Some(l), _) => (l, "given".to_string()),
-        (None, None) => {
-            // The tuning operator is smaller than most meshes: a choice whose bindings this one passes gives way.
-            let c = step_layout::<T>(gpu, kernel)?;
-            let n = op.map_or(0, Operator::n);
-            match c.for_tets(n, T::DTYPE.size(), gpu.binding_limit()) {
-                (l, false) => (l, c.source),
-                (l, true) => (
-                    l,
-                    format!(
-                        "{}: {} binds too much at {n} tets",
-                        c.source,
-                        c.layout.name()
-                    ),
-                ),
-            }
-        }
+        (None, None) => layout_for::<T>(gpu, kernel, op.map_or(0, Operator::n))?,
         (None, Some(_)) => (
             Layout::default_for(T::DTYPE, gpu.is_cpu()),
             "prior".to_string(),

@@ -71,6 +71,24 @@ pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice>
     step_layout_in::<T>(gpu, kind, user_cache().as_ref())
 }
 
+/// The layout an operator of `n` tets runs in on `gpu` when the user names none: [`step_layout`]'s choice, or
+/// where the operator is too large for its bindings the fastest timed layout that fits
+/// ([`LayoutChoice::for_tets`]); and why, for the run's report (`tuned`, `cached`, or why it gave way).
+pub fn layout_for<T: Real>(gpu: &Gpu, kind: KernelKind, n: usize) -> Result<(Layout, String)> {
+    let c = step_layout::<T>(gpu, kind)?;
+    Ok(match c.for_tets(n, T::DTYPE.size(), gpu.binding_limit()) {
+        (l, false) => (l, c.source),
+        (l, true) => (
+            l,
+            format!(
+                "{}: {} binds too much at {n} tets",
+                c.source,
+                c.layout.name()
+            ),
+        ),
+    })
+}
+
 /// [`step_layout`] with the decisions (and each layout's shape) kept in `cache` (None: timed every time).
 pub fn step_layout_in<T: Real>(
     gpu: &Gpu,

@@ -13,7 +13,7 @@ use crate::operator::{Boundary, Operator};
 mod layout;
 mod shape;
 
-pub use layout::{LayoutChoice, layouts, step_layout, step_layout_in};
+pub use layout::{LayoutChoice, layout_for, layouts, step_layout, step_layout_in};
 pub use shape::{
     ShapeChoice, TET_CANDIDATES, WORKGROUPS, candidates, step_shape, step_shape_in, user_cache,
 };
