@@ -6,15 +6,13 @@
 //! only where it is faster by the tuners' margin (`bespoke_gpu::TUNE_MARGIN`). Every layout gives the same bits
 //! (tested), so the choice moves only the time.
 
-use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median, remembered_json};
 use serde::{Deserialize, Serialize};
 
-use super::shape::{BLOCK, tuning_tets, user_cache};
+use super::shape::{Tuning, user_cache};
 use super::{Diffusion, Real, step_shape_in};
 use crate::error::{FvError, Result};
 use crate::kernel::{DType, KernelKind, Layout};
-use crate::operator::ideal_operator;
 
 /// The layout chosen and what it was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -118,20 +116,14 @@ pub fn step_layout_in<T: Real>(
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Result<LayoutChoice> {
     let prior = Layout::default_for(T::DTYPE, gpu.is_cpu());
     let candidates = layouts(kind, T::DTYPE);
-    // The shape tuner's size, halved until the largest layout's bindings fit (as that tuner does for each).
-    let mut n = tuning_tets(gpu);
-    while n > BLOCK
-        && candidates
+    // The shape tuner's operator, halved until every layout's bindings fit (as that tuner does for each).
+    let (size, limit) = (T::DTYPE.size(), gpu.binding_limit());
+    let too_large = |n| {
+        candidates
             .iter()
-            .any(|l| l.largest_binding(n, T::DTYPE.size()) > gpu.binding_limit())
-    {
-        n /= 2;
-    }
-    let op = ideal_operator(n, BLOCK, 11)?;
-    let dt = 0.5 / op.max_row_sum();
-    let mut rng = seeded(13);
-    let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
-    let reps = if gpu.is_cpu() { 3 } else { 20 };
+            .any(|l| l.largest_binding(n, size) > limit)
+    };
+    let Tuning { op, dt, x, reps } = Tuning::new(gpu, too_large, 13)?;
     let mut timed = Vec::new();
     for &layout in &candidates {
         // A layout this adapter cannot hold at all (its bindings past the limit even halved) is left out.

@@ -22,11 +22,32 @@ pub const WORKGROUPS: [u32; 5] = bespoke_gpu::WORKGROUP_SIZES;
 /// CPU adapter (the choice there costs about a second, once per machine); neighbours within blocks of 2048.
 const GPU_TETS: usize = 4 << 20;
 const CPU_TETS: usize = 1 << 16;
-pub(super) const BLOCK: usize = 2048;
+const BLOCK: usize = 2048;
 
-/// The tuning operator's tets on `gpu`, before halving to fit its bindings.
-pub(super) fn tuning_tets(gpu: &Gpu) -> usize {
-    if gpu.is_cpu() { CPU_TETS } else { GPU_TETS }
+/// What the FV tuners time on: an operator with four random neighbours per tet within blocks of [`BLOCK`] (the
+/// shape of a METIS-ordered mesh), its Δt, a random x and the step pairs timed per candidate.
+pub(super) struct Tuning {
+    pub op: crate::Operator,
+    pub dt: f64,
+    pub x: Vec<f64>,
+    pub reps: usize,
+}
+
+impl Tuning {
+    /// [`GPU_TETS`] (or [`CPU_TETS`] on a CPU adapter) tets, halved (whole blocks) while `too_large(n)` says some
+    /// layout to be timed binds more than the adapter takes; x from `seed`.
+    pub(super) fn new(gpu: &Gpu, too_large: impl Fn(usize) -> bool, seed: u64) -> Result<Self> {
+        let mut n = if gpu.is_cpu() { CPU_TETS } else { GPU_TETS };
+        while n > BLOCK && too_large(n) {
+            n /= 2;
+        }
+        let op = ideal_operator(n, BLOCK, 11)?;
+        let dt = 0.5 / op.max_row_sum();
+        let mut rng = seeded(seed);
+        let x = (0..n).map(|_| rng.random::<f64>()).collect();
+        let reps = if gpu.is_cpu() { 3 } else { 20 };
+        Ok(Self { op, dt, x, reps })
+    }
 }
 
 const CACHE_VERSION: u32 = 2;
@@ -112,16 +133,13 @@ pub fn step_shape_in<T: Real>(
 /// Times every candidate on an operator with four random neighbours per tet within blocks (the shape of a
 /// METIS-ordered mesh), keeping the fastest unless the default is within [`bespoke_gpu::TUNE_MARGIN`].
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
-    // Halved (whole blocks) until the layout's largest binding fits the adapter's; past that, Diffusion says so.
-    let mut n = tuning_tets(gpu);
-    while n > BLOCK && layout.largest_binding(n, T::DTYPE.size()) > gpu.binding_limit() {
-        n /= 2;
-    }
-    let op = ideal_operator(n, BLOCK, 11)?;
-    let dt = 0.5 / op.max_row_sum();
-    let mut rng = seeded(12);
-    let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
-    let reps = if gpu.is_cpu() { 3 } else { 20 };
+    // Halved until the layout's largest binding fits the adapter's; past that, Diffusion says so.
+    let limit = gpu.binding_limit();
+    let Tuning { op, dt, x, reps } = Tuning::new(
+        gpu,
+        |n| layout.largest_binding(n, T::DTYPE.size()) > limit,
+        12,
+    )?;
     // One operator on the device, reshaped for each candidate (`Diffusion::reshape`): x carries on.
     let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, Shape::default())?;
     d.set_x(&x)?;
