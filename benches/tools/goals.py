@@ -124,6 +124,13 @@ def fv(t, dirs):
               f"{best['copy_fraction']:.3f} ({best['kernel']} {best['layout']}, {best['seconds_per_step'] * 1e6:.0f} µs;"
               f" {len(metis)} kernels × layouts from {min(r['copy_fraction'] for r in metis):.3f})",
               best["copy_fraction"] >= 0.75 if fvs.get("tets", 0) >= 16_000_000 else None, path)
+        # The 16-bit offsets against tet-major (since 2026-11-30): where faster, `Layout::default_for` should take
+        # them on GPUs.
+        gather = {r["layout"]: r for r in metis if r["kernel"] == "gather"}
+        if "tet-major" in gather and "tet-major-d16" in gather:
+            r = gather["tet-major-d16"]["seconds_per_step"] / gather["tet-major"]["seconds_per_step"]
+            t.add(35, "FV METIS-ordered: tet-major-d16's time against tet-major's",
+                  f"×{r:.3f} ({gather['tet-major-d16']['copy_fraction']:.3f} of copy)", None, path)
     if not found:
         t.missing(35, "FV METIS-ordered ≥ 0.75 of copy", "bench-fv")
 
