@@ -20,7 +20,7 @@ pub struct LayoutChoice {
     pub layout: Layout,
     /// Seconds per pair of steps of the tuning operator in each layout timed, at that layout's tuned shape.
     pub timed: Vec<(Layout, f64)>,
-    /// `tuned` or `cached`.
+    /// `tuned`, `cached`, or `prior (…)` where no layout could be timed on the adapter.
     pub source: String,
 }
 
