@@ -1,5 +1,6 @@
 //! The operator's layout, chosen on the device (`fv run --layout auto`): each layout the kernel and precision
-//! take is timed, in its own tuned launch shape ([`super::step_shape_in`]), on the shape tuner's operator (four
+//! take is timed, in its own tuned launch shape (`step_shape_in`'s, tuned on the same upload where none is cached),
+//! on the shape tuner's operator (four
 //! neighbours a tet within blocks of 2048, the shape of a METIS-ordered mesh) the first time an adapter meets a
 //! kernel × precision, and the choice is kept in the same cache as the shapes. The prior is
 //! [`Layout::default_for`] (what was measured fastest on lavapipe and on an H200); another layout replaces it
@@ -9,10 +10,10 @@
 use bespoke_gpu::{DiskCache, Gpu, fastest_unless_close, median, remembered_json};
 use serde::{Deserialize, Serialize};
 
-use super::shape::{Tuning, user_cache};
-use super::{Diffusion, Real, step_shape_in};
+use super::shape::{Tuning, step_shape_on, user_cache};
+use super::{Diffusion, Real};
 use crate::error::{FvError, Result};
-use crate::kernel::{DType, KernelKind, Layout};
+use crate::kernel::{DType, KernelKind, Layout, Shape};
 
 /// The layout chosen and what it was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,18 +127,16 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Resu
     let Tuning { op, dt, x, reps } = Tuning::new(gpu, too_large, 13)?;
     let mut timed = Vec::new();
     for &layout in &candidates {
-        // A layout this adapter cannot hold at all (its bindings past the limit even halved) is left out.
-        let shape = match step_shape_in::<T>(gpu, kind, layout, cache) {
-            Ok(c) => c.shape,
-            Err(FvError::Unsupported(_)) => continue,
-            Err(e) => return Err(e),
-        };
-        let mut d = match Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, shape) {
+        // Each layout uploaded once: its shape (cached, else tuned on this upload), then timed in it. A layout
+        // this adapter cannot hold at all (its bindings past the limit even halved) is left out.
+        let mut d = match Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, Shape::default()) {
             Ok(d) => d,
             Err(FvError::Unsupported(_)) => continue,
             Err(e) => return Err(e),
         };
         d.set_x(&x)?;
+        let shape = step_shape_on(&mut d, kind, layout, reps, cache)?.shape;
+        d.reshape(shape)?;
         timed.push((layout, median(&d.time_pairs(1, reps)?.samples)));
     }
     let candidates: Vec<Layout> = timed.iter().map(|t| t.0).collect();

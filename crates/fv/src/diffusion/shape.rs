@@ -108,6 +108,17 @@ pub fn step_shape_in<T: Real>(
     layout: Layout,
     cache: Option<&DiskCache>,
 ) -> Result<ShapeChoice> {
+    remembered_shape::<T>(gpu, kind, layout, cache, || tune::<T>(gpu, kind, layout))
+}
+
+/// The shape of `kind` in `layout` from `cache`, else `make` (a tuning) and cached.
+fn remembered_shape<T: Real>(
+    gpu: &Gpu,
+    kind: KernelKind,
+    layout: Layout,
+    cache: Option<&DiskCache>,
+    make: impl FnOnce() -> Result<ShapeChoice>,
+) -> Result<ShapeChoice> {
     let (choice, cached) = remembered_json(
         cache,
         &key::<T>(gpu, kind, layout),
@@ -118,7 +129,7 @@ pub fn step_shape_in<T: Real>(
                 && !c.shape.no_index
                 && (1..=crate::kernel::MAX_TETS).contains(&c.shape.tets)
         },
-        || tune::<T>(gpu, kind, layout),
+        make,
     )?;
     Ok(if cached {
         ShapeChoice {
@@ -143,6 +154,31 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeCho
     // One operator on the device, reshaped for each candidate (`Diffusion::reshape`): x carries on.
     let mut d = Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, Shape::default())?;
     d.set_x(&x)?;
+    tune_on(&mut d, kind, layout, reps)
+}
+
+/// [`step_shape_in`] on an operator already on the device in `layout` (the layout tuner's, each layout uploaded
+/// once for both tunings): the cached shape, else the shapes timed on `d` (`reps` step pairs each) and cached.
+pub(super) fn step_shape_on<T: Real>(
+    d: &mut Diffusion<'_, T>,
+    kind: KernelKind,
+    layout: Layout,
+    reps: usize,
+    cache: Option<&DiskCache>,
+) -> Result<ShapeChoice> {
+    let gpu = d.gpu;
+    remembered_shape::<T>(gpu, kind, layout, cache, || tune_on(d, kind, layout, reps))
+}
+
+/// Times every candidate shape on `d` (reshaped for each; x carries on): the workgroup sizes, then tets per
+/// invocation at the chosen one where the kernel takes several.
+fn tune_on<T: Real>(
+    d: &mut Diffusion<'_, T>,
+    kind: KernelKind,
+    layout: Layout,
+    reps: usize,
+) -> Result<ShapeChoice> {
+    let gpu = d.gpu;
     let mut time = |shape: Shape| -> Result<f64> {
         d.reshape(shape)?;
         Ok(median(&d.time_pairs(1, reps)?.samples))
