@@ -1,0 +1,219 @@
+//! WGSL for one explicit Euler step of the ELLPACK operator, `y = x + Δt·Σ_s v_s (x[idx_s] − x)`: the gather kernel
+//! (one invocation per tet, x from global memory) and the block-cached kernel (a workgroup loads its block of x
+//! into workgroup memory and reads in-block neighbours from there).
+
+pub use bespoke_gpu::DType;
+
+mod d16;
+mod wgsl;
+mod x4;
+
+pub use d16::{D16_FAR, d16_indices};
+pub use wgsl::{step_rows_wgsl, step_wgsl};
+
+/// The two kernels of the study.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelKind {
+    Gather,
+    /// Workgroups own `block` consecutive tets (a multiple of the workgroup size).
+    BlockCached {
+        block: u32,
+    },
+}
+
+impl KernelKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Gather => "gather",
+            Self::BlockCached { .. } => "block-cached",
+        }
+    }
+}
+
+/// How the four slots are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Layout {
+    /// value[s·n + i]: neighbouring invocations read neighbouring words (coalesced); one binding per slot.
+    SlotMajor,
+    /// value[4i + s] as one vec4 per tet: one 16-byte load per tet, strided across invocations.
+    TetMajor,
+    /// Slot-major with four consecutive tets per invocation: vec4 loads of values, indices, x and a vec4 store
+    /// (tets padded to a multiple of 4; gather kernel only).
+    SlotMajorX4,
+    /// Tet-major values, and each neighbour as its signed 16-bit offset from the tet (`vec2<u32>` a tet: 8 bytes of
+    /// indices where tet-major reads 16; the Dirichlet ghost at n is an offset like any other). A tet with any
+    /// neighbour past ±32 767 holds [`D16_FAR`] in its first word and, in its second, its row in a table of full
+    /// indices read instead. On a METIS-ordered mesh about 9 in 10 tets need no row there (docs/fv.md).
+    TetMajorD16,
+    /// Tet-major, with the operator in two read-only 2-D textures (rgba32float values, rgba32uint indices)
+    /// read with `textureLoad`; x and y stay storage buffers. f32 only (textures hold no f64).
+    Texture,
+}
+
+/// Texels per row of the [`Layout::Texture`] operator for `n` tets: the smallest power of two (≥ 64) that keeps
+/// the rows within 8192, the 2-D texture side every WebGPU adapter offers, so the source does not depend on the
+/// adapter. Past 8192² tets there is none.
+pub fn texture_width(n: usize) -> Option<u32> {
+    const SIDE: u64 = 8192;
+    (6..=13)
+        .map(|p| 1u32 << p)
+        .find(|&w| (n as u64).div_ceil(u64::from(w)) <= SIDE)
+}
+
+impl Layout {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::SlotMajor => "slot-major",
+            Self::TetMajor => "tet-major",
+            Self::TetMajorD16 => "tet-major-d16",
+            Self::SlotMajorX4 => "slot-major-x4",
+            Self::Texture => "texture",
+        }
+    }
+
+    /// Bytes of the largest storage binding a step of `n` tets with `size`-byte values binds in this layout
+    /// (values, indices, x), to hold against the adapter's binding limit before anything is uploaded. The
+    /// texture layout's operator is in textures; its x is the largest buffer.
+    pub fn largest_binding(&self, n: usize, size: usize) -> u64 {
+        let n = n as u64;
+        let size = size as u64;
+        let x = (n + 1) * size;
+        match self {
+            Self::SlotMajor => x.max(n * 4),
+            Self::TetMajor => (4 * n * size).max(4 * n * 4),
+            // Values; the offsets (8 B a tet) and the far rows (16 B each, at most n) are no larger.
+            Self::TetMajorD16 => (4 * n * size).max(x),
+            Self::SlotMajorX4 => {
+                let np = padded4(n as usize) as u64;
+                ((np + 4) * size).max(np * 4)
+            }
+            Self::Texture => x,
+        }
+    }
+
+    pub const ALL: [Layout; 5] = [
+        Self::SlotMajor,
+        Self::TetMajor,
+        Self::TetMajorD16,
+        Self::SlotMajorX4,
+        Self::Texture,
+    ];
+
+    /// A layout by its CLI/JSON name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.name() == s)
+    }
+
+    /// The fastest measured layout for `dtype` on a CPU adapter (`cpu`) or a GPU (docs/perf.md): on lavapipe the
+    /// texture layout in f32, slot-major in f64; on a GPU tet-major (the H200, 2026-11-28, 16.5 M METIS-ordered
+    /// tets: tet-major 431 µs, slot-major-x4 449, slot-major 460, texture 837; f64 not measured there).
+    pub fn default_for(dtype: DType, cpu: bool) -> Self {
+        match (dtype, cpu) {
+            (_, false) => Self::TetMajor,
+            (DType::F32, true) => Self::Texture,
+            (_, true) => Self::SlotMajor,
+        }
+    }
+}
+
+/// Invocations per workgroup (the default launch shape).
+pub const WG: u32 = 256;
+
+/// How a step kernel is launched: invocations per workgroup, and for the lab a cost taken out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Shape {
+    /// Invocations per workgroup (the block-cached kernel's block must be a multiple of it).
+    pub workgroup: u32,
+    /// The lab's ablation: neighbours' x not read (each neighbour index still loaded and used), so the step
+    /// streams its values, indices, x and y without the gather. Not the physics.
+    #[serde(default)]
+    pub no_gather: bool,
+    /// The lab's other ablation: no neighbour index read (each index binding touched once, at 0), tet i's k-th
+    /// neighbour taken as min(i + k + 1, n) instead, so the step streams its values, x and y and gathers near i
+    /// without the 16 B a tet of indices: what the indices cost (what storing them in fewer bytes could save).
+    /// The step of the operator whose indices are those (tested bit for bit), not this operator's physics.
+    #[serde(default)]
+    pub no_index: bool,
+    /// How the workgroups are laid out: rows of the per-dimension limit, one dispatch at any size (the
+    /// default), or the split 1-D grid of before (the lab's comparison).
+    #[serde(default)]
+    pub grid: bespoke_gpu::GridLayout,
+    /// Tets per invocation of the gather kernel (not the four-tet layout, not the block-cached kernel): a
+    /// workgroup takes that many consecutive blocks of its size, an invocation the same lane of each.
+    #[serde(default = "one_tet")]
+    pub tets: u32,
+}
+
+fn one_tet() -> u32 {
+    1
+}
+
+/// The most tets per invocation a shape may ask.
+pub const MAX_TETS: u32 = 8;
+
+impl Default for Shape {
+    fn default() -> Self {
+        Self {
+            workgroup: WG,
+            no_gather: false,
+            no_index: false,
+            grid: bespoke_gpu::GridLayout::Rows,
+            tets: 1,
+        }
+    }
+}
+
+impl Shape {
+    /// `wg<N>`, with ` no-gather` for the ablation and the grid where it is not the default.
+    pub fn name(&self) -> String {
+        let grid = match self.grid {
+            bespoke_gpu::GridLayout::Rows => String::new(),
+            bespoke_gpu::GridLayout::Split => " split-grid".into(),
+            bespoke_gpu::GridLayout::RowsOf(r) => format!(" rows-of-{r}"),
+        };
+        format!(
+            "wg{}{}{}{}{grid}",
+            self.workgroup,
+            if self.tets == 1 {
+                String::new()
+            } else {
+                format!(" {}-tets", self.tets)
+            },
+            if self.no_gather { " no-gather" } else { "" },
+            if self.no_index { " no-index" } else { "" }
+        )
+    }
+
+    /// Tets one workgroup updates with `kind` in `layout`.
+    pub fn per_group(&self, kind: KernelKind, layout: Layout) -> u32 {
+        match kind {
+            KernelKind::Gather if layout == Layout::SlotMajorX4 => 4 * self.workgroup,
+            KernelKind::Gather => self.tets * self.workgroup,
+            KernelKind::BlockCached { block } => block,
+        }
+    }
+}
+
+/// Tets padded to a multiple of 4 for [`Layout::SlotMajorX4`].
+pub fn padded4(n: usize) -> usize {
+    n.div_ceil(4) * 4
+}
+
+impl std::str::FromStr for Layout {
+    type Err = crate::error::FvError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| {
+            crate::error::FvError::param(
+                "layout",
+                s,
+                format!("expected one of {}", Self::ALL.map(|l| l.name()).join(", ")),
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
