@@ -309,7 +309,7 @@ fn lab_times_every_shape_and_ablation() {
             .iter()
             .filter(|r| r["variant"] == format!("wg256 {ablation}").as_str())
             .count();
-        assert_eq!(n, 5, "FV {ablation}: {n} of the 5 gather layouts' rows");
+        assert_eq!(n, 6, "FV {ablation}: {n} of the 6 gather layouts' rows");
     }
     assert!(
         fv.iter().any(|r| r["variant"] == "wg64"),

@@ -97,8 +97,8 @@ fn fv_bench_times_every_ordering_and_kernel() {
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(
         runs.len(),
-        6 * 7,
-        "every ordering × (gather: slot-major, tet-major, tet-major-d16, x4, texture; block-cached: slot-major, texture)"
+        6 * 8,
+        "every ordering × (gather: slot-major, tet-major, tet-major-d16, x4, x4-d16, texture; block-cached: slot-major, texture)"
     );
     for r in runs {
         for key in [

@@ -127,10 +127,12 @@ def fv(t, dirs):
         # The 16-bit offsets against tet-major (since 2026-11-30): where faster, `Layout::default_for` should take
         # them on GPUs.
         gather = {r["layout"]: r for r in metis if r["kernel"] == "gather"}
-        if "tet-major" in gather and "tet-major-d16" in gather:
-            r = gather["tet-major-d16"]["seconds_per_step"] / gather["tet-major"]["seconds_per_step"]
-            t.add(35, "FV METIS-ordered: tet-major-d16's time against tet-major's",
-                  f"×{r:.3f} ({gather['tet-major-d16']['copy_fraction']:.3f} of copy)", None, path)
+        for full in ("tet-major", "slot-major-x4"):
+            d16 = f"{full}-d16"
+            if full in gather and d16 in gather:
+                r = gather[d16]["seconds_per_step"] / gather[full]["seconds_per_step"]
+                t.add(35, f"FV METIS-ordered: {d16}'s time against {full}'s",
+                      f"×{r:.3f} ({gather[d16]['copy_fraction']:.3f} of copy)", None, path)
     if not found:
         t.missing(35, "FV METIS-ordered ≥ 0.75 of copy", "bench-fv")
 

@@ -457,7 +457,7 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
                     ..Default::default()
                 });
             }
-            shapes.extend(tets(layout != bespoke_fv::kernel::Layout::SlotMajorX4));
+            shapes.extend(tets(!layout.four_tets()));
         }
         shapes.push(FvShape {
             grid: GridLayout::Split,
@@ -476,7 +476,7 @@ fn fv_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
             continue;
         }
         let shapes: Vec<FvShape> = std::iter::once(FvShape::default())
-            .chain(tets(layout != bespoke_fv::kernel::Layout::SlotMajorX4))
+            .chain(tets(!layout.four_tets()))
             .collect();
         fv_shapes::<f64>(ctx, lab, &mesh, KernelKind::Gather, (name, layout), &shapes)?;
     }

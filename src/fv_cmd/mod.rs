@@ -126,7 +126,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "gather")]
     kernel: String,
     /// How the operator is stored: slot-major, tet-major, tet-major-d16 (neighbours as 16-bit offsets),
-    /// slot-major-x4 (gather only) or texture (f32 only);
+    /// slot-major-x4 or slot-major-x4-d16 (four tets per invocation; gather only) or texture (f32 only);
     /// auto times the layouts on the device the first time (cached with the launch shapes) and keeps the fastest
     /// unless the measured prior (tet-major on a GPU; texture in f32, slot-major in f64 on a CPU adapter) is within
     /// 3 %; across ranks every rank takes that prior.

@@ -32,11 +32,12 @@ pub fn min_bytes_per_tet(s: usize) -> usize {
 
 /// The kernels and layouts the bench times.
 /// (The texture layout is f32 only; f64 benches skip it.)
-pub const CONFIGS: [(&str, Layout); 7] = [
+pub const CONFIGS: [(&str, Layout); 8] = [
     ("gather", Layout::SlotMajor),
     ("gather", Layout::TetMajor),
     ("gather", Layout::TetMajorD16),
     ("gather", Layout::SlotMajorX4),
+    ("gather", Layout::SlotMajorX4D16),
     ("gather", Layout::Texture),
     ("block-cached", Layout::SlotMajor),
     ("block-cached", Layout::Texture),

@@ -119,8 +119,7 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                     );
                 }
                 let (own, interior, ghosts) = d.sizes();
-                let splits =
-                    overlap && p > 1 && kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
+                let splits = overlap && p > 1 && kind == KernelKind::Gather && !layout.four_tets();
                 assert_eq!(d.overlapped(), splits, "{p} ranks, overlap {overlap}");
                 assert!(
                     interior <= own && (p == 1) == (ghosts == 0),

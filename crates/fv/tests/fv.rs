@@ -193,6 +193,7 @@ fn check_device<T: Real>(
             (KernelKind::Gather, Layout::TetMajor),
             (KernelKind::Gather, Layout::TetMajorD16),
             (KernelKind::Gather, Layout::SlotMajorX4),
+            (KernelKind::Gather, Layout::SlotMajorX4D16),
             (KernelKind::BlockCached { block: 256 }, Layout::SlotMajor),
             (KernelKind::BlockCached { block: 512 }, Layout::TetMajor),
             (KernelKind::BlockCached { block: 512 }, Layout::TetMajorD16),
@@ -249,14 +250,16 @@ fn device_matches_cpu_under_every_ordering() {
     }
 }
 
-/// The 16-bit offset layout gives the tet-major layout's bits (the same values, the same neighbours), on a mesh
-/// past 32 768 tets where offsets overflow: numbered as gmsh numbers (near and far tets mixed), METIS-ordered,
-/// zero-flux and Dirichlet (the ghost as an offset or a row), both kernels, f32 and f64.
+/// The 16-bit offset layouts give their full-index layouts' bits (the same values, the same neighbours):
+/// tet-major-d16 tet-major's, slot-major-x4-d16 slot-major-x4's, on a mesh past 32 768 tets where offsets
+/// overflow and whose tets are not a multiple of 4 (the four-tet layouts' pads): numbered as gmsh numbers (near
+/// and far tets mixed), METIS-ordered, zero-flux and Dirichlet (the ghost as an offset or a row), both kernels
+/// (the four-tet layouts: gather only), f32 and f64.
 #[test]
-fn tet_major_d16_gives_tet_major_bits() {
+fn d16_layouts_give_their_full_index_bits() {
     let Some(gpu) = test_gpu() else { return };
     let mesh = BoxMesh {
-        cells: [20, 18, 17],
+        cells: [19, 17, 17],
         jitter: 0.1,
         shuffle: Some(5),
         seed: 6,
@@ -269,6 +272,7 @@ fn tet_major_d16_gives_tet_major_bits() {
         let op = Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator");
         let n = op.n();
         assert!(n > 32_768, "{n} tets: offsets must overflow somewhere");
+        assert_ne!(n % 4, 0, "{n} tets: the four-tet layouts pad");
         let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
         for kind in [OrderingKind::AsRead, OrderingKind::Metis { block: 2048 }] {
             let (p, _) = order(&op, kind).expect("ordering");
@@ -287,7 +291,19 @@ fn tet_major_d16_gives_tet_major_bits() {
             }
             fn bits<T: Real>(gpu: &bespoke_gpu::Gpu, op: &Operator, x: &[f64], what: &str) {
                 let dt = 0.5 / op.max_row_sum();
-                for kernel in [KernelKind::Gather, KernelKind::BlockCached { block: 512 }] {
+                for (kernel, full, d16) in [
+                    (KernelKind::Gather, Layout::TetMajor, Layout::TetMajorD16),
+                    (
+                        KernelKind::BlockCached { block: 512 },
+                        Layout::TetMajor,
+                        Layout::TetMajorD16,
+                    ),
+                    (
+                        KernelKind::Gather,
+                        Layout::SlotMajorX4,
+                        Layout::SlotMajorX4D16,
+                    ),
+                ] {
                     let run = |layout| {
                         let mut d =
                             Diffusion::<T>::new(gpu, op, kernel, layout, dt).expect("upload");
@@ -295,13 +311,14 @@ fn tet_major_d16_gives_tet_major_bits() {
                         d.step(3).expect("step");
                         d.x().expect("read")
                     };
-                    let (want, got) = (run(Layout::TetMajor), run(Layout::TetMajorD16));
+                    let (want, got) = (run(full), run(d16));
                     let differ = bespoke_gpu::testing::differing_bits(&want, &got);
                     assert_eq!(
                         differ,
                         0,
-                        "{what} {} {:?}: {differ} tets differ",
+                        "{what} {} {} {:?}: {differ} tets differ",
                         kernel.name(),
+                        d16.name(),
                         T::DTYPE
                     );
                 }

@@ -91,7 +91,7 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
                     .into_iter()
                     .map(|tets| (tets, GridLayout::Rows))
                     .chain([(3, GridLayout::RowsOf(2))])
-                    .filter(|_| kind == KernelKind::Gather && layout != Layout::SlotMajorX4)
+                    .filter(|_| kind == KernelKind::Gather && !layout.four_tets())
                     .flat_map(|(tets, grid)| {
                         [64, 256].map(|workgroup| Shape {
                             workgroup,
@@ -230,10 +230,7 @@ fn the_layout_is_timed_once_then_read_from_the_cache() {
     let block =
         step_layout_in::<f32>(gpu, KernelKind::BlockCached { block: 256 }, Some(&cache)).unwrap();
     assert_eq!(block.source, "tuned");
-    assert!(
-        block.timed.iter().all(|t| t.0 != Layout::SlotMajorX4),
-        "{block:?}"
-    );
+    assert!(block.timed.iter().all(|t| !t.0.four_tets()), "{block:?}");
     if gpu.has_f64() {
         let f64s = step_layout_in::<f64>(gpu, KernelKind::Gather, Some(&cache)).unwrap();
         assert!(
@@ -297,6 +294,7 @@ fn the_shape_is_timed_once_then_read_from_the_cache() {
     for (kind, layout, tets) in [
         (KernelKind::BlockCached { block: 256 }, Layout::SlotMajor, 2),
         (KernelKind::Gather, Layout::SlotMajorX4, 2),
+        (KernelKind::Gather, Layout::SlotMajorX4D16, 2),
         (KernelKind::Gather, Layout::SlotMajor, 0),
         (KernelKind::Gather, Layout::SlotMajor, 9),
     ] {
@@ -330,7 +328,7 @@ fn a_reshaped_operator_carries_on_in_its_new_shape() {
     let x: Vec<f64> = (0..op.n()).map(|_| rng.random::<f64>()).collect();
     let dt = 0.5 / op.max_row_sum();
     for (name, kind, layout) in configs::<f32>() {
-        let several = kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
+        let several = kind == KernelKind::Gather && !layout.four_tets();
         let want = run::<f32>(gpu, &op, kind, layout, Shape::default(), &x);
         let mut d =
             Diffusion::<f32>::with_shape(gpu, &op, kind, layout, dt, Shape::default()).unwrap();

@@ -53,7 +53,7 @@ pub fn layouts(kind: KernelKind, dtype: DType) -> Vec<Layout> {
     Layout::ALL
         .into_iter()
         .filter(|&l| l != Layout::Texture || dtype == DType::F32)
-        .filter(|&l| l != Layout::SlotMajorX4 || kind == KernelKind::Gather)
+        .filter(|&l| !l.four_tets() || kind == KernelKind::Gather)
         .collect()
 }
 

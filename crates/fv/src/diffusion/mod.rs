@@ -61,7 +61,7 @@ fn check_shape(gpu: &Gpu, kind: KernelKind, layout: Layout, shape: Shape) -> Res
             ),
         ));
     }
-    let takes_several = kind == KernelKind::Gather && layout != Layout::SlotMajorX4;
+    let takes_several = kind == KernelKind::Gather && !layout.four_tets();
     if !(1..=MAX_TETS).contains(&shape.tets) || (shape.tets > 1 && !takes_several) {
         return Err(FvError::param(
             "tets per invocation",
@@ -90,9 +90,11 @@ fn step_launches<T: Real>(
     x: &[GpuBuffer<T>; 2],
 ) -> Result<[Launch; 2]> {
     // SAFETY: every index was checked by `Diffusion::with_shape` to be ≤ n (remapped to the ghost at padded4(n) ≤
-    // len − 4 for the x4 layout, whose pads point at 0); the x buffers hold n + 1 (x4: padded4(n) + 4) entries;
-    // slot arrays hold n (x4: padded4(n)) entries and are read below N (x4: G groups); workgroup indices stay
-    // below B.
+    // len − 4 for the four-tet layouts, whose pads point at 0 or at themselves); the 16-bit offsets decode to
+    // exactly those indices and a far row's number is below the far table's length (`kernel::d16_indices`,
+    // `d16_quads`, tested on the CPU as the kernels decode them); the x buffers hold n + 1 (four-tet:
+    // padded4(n) + 4) entries; slot arrays hold n (four-tet: padded4(n)) entries and are read below N (four-tet: G
+    // groups); workgroup indices stay below B.
     let kernel = unsafe {
         Kernel::new(
             format!(
@@ -112,7 +114,7 @@ fn step_launches<T: Real>(
         args.extend(vals.iter().map(|b| b.arg()));
         args.extend(idx.iter().map(|b| b.arg()));
         args.push(from.arg());
-        if layout == Layout::SlotMajorX4 {
+        if layout.four_tets() {
             args.push(from.arg());
         }
         args.push(to.arg());
@@ -152,7 +154,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 gpu.adapter_name()
             )));
         }
-        if layout == Layout::SlotMajorX4 && kind != KernelKind::Gather {
+        if layout.four_tets() && kind != KernelKind::Gather {
             return Err(FvError::param(
                 "layout",
                 layout.name(),
@@ -240,23 +242,33 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 };
                 (vec![gpu.upload(&v)?], idx)
             }
-            Layout::SlotMajorX4 => {
-                // Pads: value 0, neighbour 0; the ghost moves to padded4(n), past the pads.
+            Layout::SlotMajorX4 | Layout::SlotMajorX4D16 => {
+                // Pads: value 0, neighbour 0 (x4-d16: themselves, an offset of 0); the ghost moves to
+                // padded4(n), past the pads.
                 let (np, ghost_at) = (padded4(n), padded4(n) as u32);
+                let d16 = layout == Layout::SlotMajorX4D16;
+                let mut rows: Vec<[u32; 4]> = op
+                    .indices
+                    .iter()
+                    .map(|r| r.map(|j| if j as usize == n { ghost_at } else { j }))
+                    .collect();
+                rows.extend((n..np).map(|p| [if d16 { p as u32 } else { 0 }; 4]));
                 let mut vals = Vec::with_capacity(4);
-                let mut idx = Vec::with_capacity(4);
                 for s in 0..4 {
                     let mut v: Vec<T> = op.values.iter().map(|r| T::from_f64(r[s])).collect();
-                    let mut i: Vec<u32> = op
-                        .indices
-                        .iter()
-                        .map(|r| if r[s] as usize == n { ghost_at } else { r[s] })
-                        .collect();
                     v.resize(np, T::from_f64(0.0));
-                    i.resize(np, 0);
                     vals.push(gpu.upload(&v)?);
-                    idx.push(gpu.upload(&i)?);
                 }
+                let idx = if d16 {
+                    let (quads, far) = crate::kernel::d16_quads(&rows);
+                    let quads: Vec<u32> = quads.into_iter().flatten().collect();
+                    let far: Vec<u32> = far.into_iter().flatten().collect();
+                    vec![gpu.upload(&quads)?, gpu.upload(&far)?]
+                } else {
+                    (0..4)
+                        .map(|s| gpu.upload(&rows.iter().map(|r| r[s]).collect::<Vec<u32>>()))
+                        .collect::<std::result::Result<Vec<_>, _>>()?
+                };
                 (vals, idx)
             }
             Layout::Texture => {
@@ -275,9 +287,10 @@ impl<'g, T: Real> Diffusion<'g, T> {
             Boundary::Dirichlet(v) => (v, None),
             Boundary::ZeroFlux => (0.0, Some(op.volumes.clone())),
         };
-        let (len, ghost_at) = match layout {
-            Layout::SlotMajorX4 => (padded4(n) + 4, padded4(n)),
-            _ => (n + 1, n),
+        let (len, ghost_at) = if layout.four_tets() {
+            (padded4(n) + 4, padded4(n))
+        } else {
+            (n + 1, n)
         };
         let x = [
             gpu.alloc_filled(len, T::from_f64(0.0))?,
@@ -330,8 +343,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
     /// Step launches (per parity) that update only the tets `rows`; None for the kernels that update whole
     /// blocks (block-cached, four tets per invocation).
     pub(crate) fn row_launches(&self, rows: std::ops::Range<usize>) -> Result<Option<[Launch; 2]>> {
-        if self.kind != KernelKind::Gather || self.layout == Layout::SlotMajorX4 || rows.is_empty()
-        {
+        if self.kind != KernelKind::Gather || self.layout.four_tets() || rows.is_empty() {
             return Ok(None);
         }
         // SAFETY: as for the whole-range kernel in `new`: the same bindings, indices checked ≤ n, and rows within

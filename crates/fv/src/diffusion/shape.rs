@@ -193,7 +193,7 @@ fn tune_on<T: Real>(
     }
     let workgroup = fastest_unless_close(&timed, WG);
     // Then tets per invocation at that workgroup size, where the kernel takes several.
-    let (tets, timed_tets) = if kind == KernelKind::Gather && layout != Layout::SlotMajorX4 {
+    let (tets, timed_tets) = if kind == KernelKind::Gather && !layout.four_tets() {
         let one = timed
             .iter()
             .find(|(w, _)| *w == workgroup)

@@ -8,7 +8,7 @@ mod d16;
 mod wgsl;
 mod x4;
 
-pub use d16::{D16_FAR, d16_indices};
+pub use d16::{D16_FAR, D16_FAR_HALF, d16_indices, d16_quads};
 pub use wgsl::{step_rows_wgsl, step_wgsl};
 
 /// The two kernels of the study.
@@ -45,6 +45,11 @@ pub enum Layout {
     /// neighbour past ±32 767 holds [`D16_FAR`] in its first word and, in its second, its row in a table of full
     /// indices read instead. On a METIS-ordered mesh about 9 in 10 tets need no row there (docs/fv.md).
     TetMajorD16,
+    /// The four-tet layout with each neighbour as its signed 16-bit offset from its tet: eight words for an
+    /// invocation's four tets (two `vec4<u32>` loads: 32 bytes of indices where slot-major-x4 reads 64). A tet with
+    /// a neighbour past ±32 767 holds −32 768 as its slot-0 offset and its row in a table of full indices in
+    /// its slot-1 and slot-2 offsets; only that tet reads the row ([`d16_quads`]).
+    SlotMajorX4D16,
     /// Tet-major, with the operator in two read-only 2-D textures (rgba32float values, rgba32uint indices)
     /// read with `textureLoad`; x and y stay storage buffers. f32 only (textures hold no f64).
     Texture,
@@ -67,6 +72,7 @@ impl Layout {
             Self::TetMajor => "tet-major",
             Self::TetMajorD16 => "tet-major-d16",
             Self::SlotMajorX4 => "slot-major-x4",
+            Self::SlotMajorX4D16 => "slot-major-x4-d16",
             Self::Texture => "texture",
         }
     }
@@ -87,17 +93,29 @@ impl Layout {
                 let np = padded4(n as usize) as u64;
                 ((np + 4) * size).max(np * 4)
             }
+            // The far rows, counted as if every tet were far (16 B each; the count is known only once the
+            // offsets are made), past the values, offsets (8 B a tet) and x.
+            Self::SlotMajorX4D16 => {
+                let np = padded4(n as usize) as u64;
+                ((np + 4) * size).max(16 * n)
+            }
             Self::Texture => x,
         }
     }
 
-    pub const ALL: [Layout; 5] = [
+    pub const ALL: [Layout; 6] = [
         Self::SlotMajor,
         Self::TetMajor,
         Self::TetMajorD16,
         Self::SlotMajorX4,
+        Self::SlotMajorX4D16,
         Self::Texture,
     ];
+
+    /// Four tets per invocation (gather kernel only, tets padded to a multiple of 4, the ghost at padded4(n)).
+    pub fn four_tets(&self) -> bool {
+        matches!(self, Self::SlotMajorX4 | Self::SlotMajorX4D16)
+    }
 
     /// A layout by its CLI/JSON name.
     pub fn parse(s: &str) -> Option<Self> {
@@ -187,14 +205,14 @@ impl Shape {
     /// Tets one workgroup updates with `kind` in `layout`.
     pub fn per_group(&self, kind: KernelKind, layout: Layout) -> u32 {
         match kind {
-            KernelKind::Gather if layout == Layout::SlotMajorX4 => 4 * self.workgroup,
+            KernelKind::Gather if layout.four_tets() => 4 * self.workgroup,
             KernelKind::Gather => self.tets * self.workgroup,
             KernelKind::BlockCached { block } => block,
         }
     }
 }
 
-/// Tets padded to a multiple of 4 for [`Layout::SlotMajorX4`].
+/// Tets padded to a multiple of 4 for the four-tet layouts ([`Layout::four_tets`]).
 pub fn padded4(n: usize) -> usize {
     n.div_ceil(4) * 4
 }

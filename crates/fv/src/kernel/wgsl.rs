@@ -24,8 +24,8 @@ pub fn step_rows_wgsl(
     rows: std::ops::Range<usize>,
     shape: Shape,
 ) -> String {
-    if layout == Layout::SlotMajorX4 {
-        return super::x4::gather_x4_wgsl(dtype, n, dt, shape);
+    if layout.four_tets() {
+        return super::x4::gather_x4_wgsl(layout, dtype, n, dt, shape);
     }
     let wg = shape.workgroup;
     let t = dtype.wgsl();
@@ -42,8 +42,8 @@ pub fn step_rows_wgsl(
         dtype.literal(dt)
     );
     let (xb, yb) = match layout {
-        // (SlotMajorX4 returned above.)
-        Layout::SlotMajor | Layout::SlotMajorX4 => {
+        // (The four-tet layouts returned above.)
+        Layout::SlotMajor | Layout::SlotMajorX4 | Layout::SlotMajorX4D16 => {
             for k in 0..4 {
                 let _ = writeln!(
                     s,
@@ -109,7 +109,7 @@ fn d16(i: u32) -> vec4<u32> {{
     );
     // The four (value, neighbour) pairs of tet i.
     let (fetch, v, j) = match layout {
-        Layout::SlotMajor | Layout::SlotMajorX4 => (
+        Layout::SlotMajor | Layout::SlotMajorX4 | Layout::SlotMajorX4D16 => (
             String::new(),
             ["v0[i]", "v1[i]", "v2[i]", "v3[i]"],
             ["i0[i]", "i1[i]", "i2[i]", "i3[i]"],
@@ -338,6 +338,7 @@ mod tests {
                                 "i0[q]",
                                 "i3[q]",
                                 "d16(i)",
+                                "dq[2u * q]",
                             ];
                             assert_eq!(
                                 loads.iter().any(|l| src.contains(l)),
