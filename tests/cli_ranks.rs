@@ -217,14 +217,18 @@ fn fv_on_thread_ranks_matches_one_rank_bit_for_bit() {
         let _ = (std::fs::remove_file(&p), std::fs::remove_file(&json));
         // The masses are exact sums: the same bits on any number of ranks.
         let mass = ["mass_initial", "mass_final"].map(|k| v[k].as_f64().unwrap().to_bits());
-        ((bytes, mass), text)
+        let layout = ["layout", "layout_source"].map(|k| v[k].as_str().unwrap_or("").to_owned());
+        ((bytes, mass), text, layout)
     };
-    let (one, _) = vtu("1", "1");
+    let (one, _, _) = vtu("1", "1");
     // One domain too (no ranks): its zero-flux shift is an exact sum, the same bits in its ordering's order.
-    let (single, _) = vtu("", "single");
+    let (single, _, [layout, _]) = vtu("", "single");
     assert!(one == single, "fv on one domain differs from one rank");
     for r in ["2", "4"] {
-        let (many, text) = vtu(r, r);
+        let (many, text, [ranks_layout, source]) = vtu(r, r);
+        // `--layout auto` across ranks: rank 0's choice on its device (here the one domain's, from the cache).
+        assert_eq!(ranks_layout, layout, "fv on {r} ranks: {source}");
+        assert!(source.ends_with("on rank 0"), "fv on {r} ranks: {source}");
         assert!(
             one.0 == many.0,
             "fv on {r} ranks: the VTU differs from one rank"

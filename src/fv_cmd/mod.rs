@@ -8,6 +8,7 @@ use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_rank, launched_size};
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
 use bespoke::fv::diffusion::layout_for;
+use bespoke::fv::distributed::rank_layout;
 use bespoke::fv::distributed::{RankPart, RankSetup};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
@@ -289,92 +290,86 @@ fn run_diffusion<T: Real>(
     let whole = job.whole.as_ref().filter(|_| root);
     let op = whole.map(|(_, op)| op);
     let (kernel, kind) = (job.kernel, job.ordering);
-    // `auto`: one domain times the layouts on its device once (cached); across ranks, each of which may hold
-    // another device, every rank takes the measured prior for its kind of device.
-    let (layout, layout_source) = match (job.layout, &comm) {
-        (Some(l), _) => (l, "given".to_string()),
-        (None, None) => layout_for::<T>(gpu, kernel, op.map_or(0, Operator::n))?,
-        (None, Some(_)) => (
-            Layout::default_for(T::DTYPE, gpu.is_cpu()),
-            "prior".to_string(),
-        ),
-    };
+    // `auto`: one domain times the layouts on its device once (cached); across ranks rank 0 does, and every rank
+    // takes its choice where every rank's part fits it (`rank_layout`).
+    let given = job.layout.map(|l| (l, "given".to_string()));
     let x0 = op.map(Operator::gaussian_bump);
     // Masses are exact sums (the same bits in any tet order and on any number of ranks); the whole field is
     // gathered, onto rank 0 alone, only for the VTU.
-    let (x, m0, m1, seconds, ordering_seconds, dist, shape, n, dt) = match comm {
-        None => {
-            let (op, x0) = op.zip(x0.as_ref()).ok_or("one domain without its mesh")?;
-            let dt = 0.5 / op.max_row_sum();
-            let (perm, ordering_seconds) = order(op, kind)?;
-            let permuted = perm.apply_operator(op);
-            let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
-            d.set_x(&perm.apply(x0))?;
-            // The initial mass of x as stored (rounded to the precision), so the drift is the steps' alone.
-            let m0 = permuted.mass(&d.x()?);
-            drop(permuted);
-            let t = Instant::now();
-            d.step(a.steps)?;
-            let seconds = t.elapsed().as_secs_f64();
-            let x = perm.undo(&d.x()?);
-            let m1 = op.mass(&x);
-            let x = a.vtu.is_some().then_some(x);
-            let n = op.n();
-            (x, m0, m1, seconds, ordering_seconds, None, d.shape(), n, dt)
-        }
-        Some(comm) => {
-            let t = Instant::now();
-            // METIS on rank 0, each rank sent its own rows: no rank but 0 holds the whole mesh.
-            let part = RankPart::distribute(&*comm, op, kind)?;
-            let (n, dt) = (part.whole_tets(), 0.5 / part.max_row_sum());
-            let setup = RankSetup {
-                ordering: kind,
-                kind: kernel,
-                layout,
-                dt,
-                overlap: !a.no_overlap,
-            };
-            let mut d = DistDiffusion::<T>::from_part(gpu, comm.clone(), Rc::new(part), setup)?;
-            let ordering_seconds = t.elapsed().as_secs_f64();
-            d.set_x_from_root(x0.as_deref())?;
-            let m0 = d.mass()?;
-            comm.barrier()?;
-            let t = Instant::now();
-            d.step(a.steps)?;
-            let seconds = t.elapsed().as_secs_f64();
-            let m1 = d.mass()?;
-            let x = match a.vtu {
-                Some(_) => d.x_on_root()?,
-                None => None,
-            };
-            let (own, interior, ghosts) = d.sizes();
-            let st = d.exchange_stats();
-            let per = |v: f64| {
-                if st.exchanges > 0 {
-                    v / st.exchanges as f64
-                } else {
-                    0.0
-                }
-            };
-            let info = json!({
-                "ranks": comm.size(), "transport": comm.kind(), "partition": bespoke_fv::ordering::partition_method(comm.size()),
-                "rank0_tets": own, "rank0_interior": interior, "rank0_ghosts": ghosts, "overlap": d.overlapped(),
-                "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
-                "exchange_seconds_per_step_rank0": per(st.seconds),
-            });
-            (
-                x,
-                m0,
-                m1,
-                seconds,
-                ordering_seconds,
-                Some(info),
-                d.shape(),
-                n,
-                dt,
-            )
-        }
-    };
+    let (x, m0, m1, seconds, ordering_seconds, dist, n, dt, (layout, layout_source, shape)) =
+        match comm {
+            None => {
+                let (op, x0) = op.zip(x0.as_ref()).ok_or("one domain without its mesh")?;
+                let dt = 0.5 / op.max_row_sum();
+                let (perm, ordering_seconds) = order(op, kind)?;
+                let permuted = perm.apply_operator(op);
+                let (layout, source) = match given {
+                    Some(g) => g,
+                    None => layout_for::<T>(gpu, kernel, op.n())?,
+                };
+                let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
+                d.set_x(&perm.apply(x0))?;
+                // The initial mass of x as stored (rounded to the precision), so the drift is the steps' alone.
+                let m0 = permuted.mass(&d.x()?);
+                drop(permuted);
+                let t = Instant::now();
+                d.step(a.steps)?;
+                let seconds = t.elapsed().as_secs_f64();
+                let x = perm.undo(&d.x()?);
+                let m1 = op.mass(&x);
+                let x = a.vtu.is_some().then_some(x);
+                let n = op.n();
+                let ran = (layout, source, d.shape());
+                (x, m0, m1, seconds, ordering_seconds, None, n, dt, ran)
+            }
+            Some(comm) => {
+                let t = Instant::now();
+                // METIS on rank 0, each rank sent its own rows: no rank but 0 holds the whole mesh.
+                let part = RankPart::distribute(&*comm, op, kind)?;
+                let (n, dt) = (part.whole_tets(), 0.5 / part.max_row_sum());
+                let (layout, source) = match given {
+                    Some(g) => g,
+                    None => rank_layout::<T>(gpu, &*comm, kernel, &part)?,
+                };
+                let setup = RankSetup {
+                    ordering: kind,
+                    kind: kernel,
+                    layout,
+                    dt,
+                    overlap: !a.no_overlap,
+                };
+                let mut d = DistDiffusion::<T>::from_part(gpu, comm.clone(), Rc::new(part), setup)?;
+                let ordering_seconds = t.elapsed().as_secs_f64();
+                d.set_x_from_root(x0.as_deref())?;
+                let m0 = d.mass()?;
+                comm.barrier()?;
+                let t = Instant::now();
+                d.step(a.steps)?;
+                let seconds = t.elapsed().as_secs_f64();
+                let m1 = d.mass()?;
+                let x = match a.vtu {
+                    Some(_) => d.x_on_root()?,
+                    None => None,
+                };
+                let (own, interior, ghosts) = d.sizes();
+                let st = d.exchange_stats();
+                let per = |v: f64| {
+                    if st.exchanges > 0 {
+                        v / st.exchanges as f64
+                    } else {
+                        0.0
+                    }
+                };
+                let info = json!({
+                    "ranks": comm.size(), "transport": comm.kind(), "partition": bespoke_fv::ordering::partition_method(comm.size()),
+                    "rank0_tets": own, "rank0_interior": interior, "rank0_ghosts": ghosts, "overlap": d.overlapped(),
+                    "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
+                    "exchange_seconds_per_step_rank0": per(st.seconds),
+                });
+                let ran = (layout, source, d.shape());
+                (x, m0, m1, seconds, ordering_seconds, Some(info), n, dt, ran)
+            }
+        };
     if !root {
         return Ok(());
     }

@@ -278,3 +278,89 @@ fn what_rank_0_sends_fails_every_rank_alike() {
         );
     }
 }
+
+/// `fv run --layout auto` across ranks (`rank_layout_in`): rank 0 chooses on its device and every rank takes
+/// the first layout of rank 0's order that every rank's part fits. With rank 1 on an adapter that binds one byte
+/// less than rank 0's choice needs for its part, every rank moves to a layout that fits rank 1 too (or, where
+/// none does, every rank says so); the layout taken steps on every rank.
+#[test]
+fn ranks_take_rank_0s_layout_where_every_part_fits_it() {
+    use bespoke_fv::diffusion::step_layout_in;
+    use bespoke_fv::distributed::rank_layout_in;
+    use bespoke_gpu::testing::emulating;
+    use bespoke_gpu::{DiskCache, GpuOptions};
+    let Some(shared) = test_gpu() else { return };
+    // Large enough that each part binds more than the launch-shape tuner's smallest operator (2048 tets).
+    let mesh = BoxMesh::cube(16).build().expect("mesh");
+    let adj = adjacency(&mesh).expect("adjacency");
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "fv-shape", 1);
+    let choice = step_layout_in::<f32>(shared, KernelKind::Gather, Some(&cache)).unwrap();
+    // Rank 1's adapter: rank 0's; one byte short of rank 0's choice for rank 1's part; 1 KiB, which nothing fits.
+    for (narrow, tiny) in [(false, false), (true, false), (true, true)] {
+        let got = run_threads(2, |comm| {
+            let p = partition(&comm, &op)?;
+            let part = RankPart::new(comm.rank(), 2, &op, &p, OrderingKind::AsRead)?;
+            let local = part.local_tets();
+            let small = (narrow && comm.rank() == 1).then(|| {
+                let need = choice.layout.largest_binding(local, 4);
+                emulating(
+                    shared,
+                    GpuOptions {
+                        max_binding_bytes: Some(if tiny { 1024 } else { need - 1 }),
+                        ..Default::default()
+                    },
+                )
+            });
+            let gpu = small.as_ref().unwrap_or(shared);
+            let (layout, source) =
+                match rank_layout_in::<f32>(gpu, &comm, KernelKind::Gather, &part, Some(&cache)) {
+                    Ok(got) => got,
+                    // Every rank finds no layout that every part fits (rank 1's adapter binds 1 KiB, or rank 0
+                    // chose the smallest bindings).
+                    Err(FvError::Unsupported(why)) if narrow => {
+                        assert!(
+                            why.contains("no layout of the gather kernel fits every rank"),
+                            "{why}"
+                        );
+                        return Ok((Layout::SlotMajor, why, false));
+                    }
+                    Err(e) => return Err(e),
+                };
+            let fits = layout.largest_binding(local, 4) <= gpu.binding_limit();
+            {
+                let setup = RankSetup {
+                    layout,
+                    ..plain_setup(&op)
+                };
+                let mut d =
+                    DistDiffusion::<f32>::from_part(gpu, Rc::new(comm), Rc::new(part), setup)?;
+                d.set_x(&field(op.n(), 7))?;
+                d.step(2)?;
+            }
+            Ok::<_, FvError>((layout, source, fits))
+        })
+        .expect("ranks");
+        let (layout, source, ran) = &got[0];
+        // Every rank took one layout for one reason, or every rank refused (each naming what fits it).
+        assert!(
+            got.iter()
+                .all(|g| (g.0, g.2) == (*layout, *ran) && (!ran || g.1 == *source)),
+            "{got:?}"
+        );
+        if !narrow {
+            assert_eq!(*layout, choice.layout);
+            assert_eq!(source, "cached on rank 0");
+            assert!(got.iter().all(|g| g.2));
+        } else if source.contains("no layout of the gather kernel fits every rank") {
+            assert!(got.iter().all(|g| !g.2));
+            assert!(got[1].1.contains("fit none"), "{got:?}");
+        } else {
+            assert!(!tiny, "{got:?}");
+            assert_ne!(*layout, choice.layout, "{source}");
+            assert!(source.contains("binds too much on some rank"), "{source}");
+            assert!(got.iter().all(|g| g.2), "{got:?}");
+        }
+    }
+}

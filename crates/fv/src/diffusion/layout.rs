@@ -32,7 +32,12 @@ impl LayoutChoice {
     /// bindings) 16.5 M tets fit slot-major, texture and the four-tet layout, not tet-major. The second value says
     /// whether it fell back.
     pub fn for_tets(&self, n: usize, size: usize, limit: u64) -> (Layout, bool) {
-        let fits = |l: Layout| l.largest_binding(n, size) <= limit;
+        self.fitting(|l| l.largest_binding(n, size) <= limit)
+    }
+
+    /// The choice where `fits` takes it, else the fastest timed layout `fits` takes, else slot-major; and whether
+    /// it fell back.
+    pub fn fitting(&self, fits: impl Fn(Layout) -> bool) -> (Layout, bool) {
         if fits(self.layout) {
             return (self.layout, false);
         }

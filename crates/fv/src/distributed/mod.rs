@@ -10,6 +10,7 @@
 //! The host side is `part.rs` and `slice.rs`: rank 0 alone may hold the whole mesh ([`RankPart::distribute`],
 //! [`DistDiffusion::set_x_from_root`], [`DistDiffusion::x_on_root`]), the other ranks their part.
 
+mod layout;
 mod part;
 mod slice;
 
@@ -26,6 +27,7 @@ use crate::operator::{Boundary, Operator};
 use crate::ordering::OrderingKind;
 use slice::{FROM_ROOT_PART, from_root, root_failed};
 
+pub use layout::{rank_layout, rank_layout_in};
 pub use part::{RankPart, partition};
 
 /// Halo traffic so far on this rank.

@@ -274,6 +274,11 @@ impl RankPart {
         self.n
     }
 
+    /// Tets in this rank's operator: its own, then its ghosts.
+    pub fn local_tets(&self) -> usize {
+        self.local.n()
+    }
+
     /// The whole operator's largest row sum (Δt < 1 / it), the same on every rank.
     pub fn max_row_sum(&self) -> f64 {
         self.max_row_sum

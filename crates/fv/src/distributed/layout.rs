@@ -1,0 +1,192 @@
+//! The layout every rank steps its part in when the user names none (`fv run --layout auto` across ranks):
+//! rank 0 chooses on its device ([`step_layout`]: timed once per adapter, kernel and precision, then cached)
+//! while the others wait, and sends its order of preference (its choice, then the other timed layouts fastest
+//! first, then slot-major); each rank says which layouts its own part's bindings take on its own adapter, and
+//! every rank takes the first layout of that order which every rank's part fits. One layout for all ranks keeps
+//! the run's report one line; every layout gives the same bits (tested), so the choice moves only the time. Ranks
+//! on other devices than rank 0's take rank 0's measurement: a job's devices are alike in practice, and timing on
+//! every rank at once would time thread ranks that share one device against each other.
+
+use bespoke_comm::Comm;
+use bespoke_gpu::{DiskCache, Gpu};
+
+use super::RankPart;
+use super::slice::{FROM_ROOT_PART, from_root, root_failed};
+use crate::diffusion::{LayoutChoice, Real, step_layout_in, user_cache};
+use crate::error::{FvError, Result};
+use crate::kernel::{KernelKind, Layout};
+
+/// Rank 0's order of preference: its choice, the other timed layouts fastest first, then slot-major (the
+/// smallest bindings), each once.
+fn preference(choice: &LayoutChoice) -> Vec<Layout> {
+    let mut timed = choice.timed.clone();
+    timed.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut order = vec![choice.layout];
+    for l in timed.into_iter().map(|t| t.0).chain([Layout::SlotMajor]) {
+        if !order.contains(&l) {
+            order.push(l);
+        }
+    }
+    order
+}
+
+/// What rank 0 sends: the flag, the number of layouts, each as its place in [`Layout::ALL`], then why (UTF-8).
+fn encode(order: &[Layout], source: &str) -> Vec<u8> {
+    let mut b = vec![FROM_ROOT_PART, order.len() as u8];
+    b.extend(
+        order
+            .iter()
+            .map(|l| Layout::ALL.iter().position(|m| m == l).unwrap_or(0) as u8),
+    );
+    b.extend_from_slice(source.as_bytes());
+    b
+}
+
+fn decode(b: &[u8]) -> Result<(Vec<Layout>, String)> {
+    let bad = |why: &str| FvError::Shape(format!("a malformed layout choice from rank 0: {why}"));
+    let b = from_root(b)?;
+    let (&count, rest) = b.split_first().ok_or_else(|| bad("empty"))?;
+    let count = usize::from(count);
+    if count == 0 || rest.len() < count {
+        return Err(bad("fewer layouts than it says"));
+    }
+    let order = rest[..count]
+        .iter()
+        .map(|&k| {
+            Layout::ALL
+                .get(usize::from(k))
+                .copied()
+                .ok_or_else(|| bad(&format!("no layout number {k}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((order, String::from_utf8_lossy(&rest[count..]).into_owned()))
+}
+
+/// The layout every rank of `comm` steps its `part` in (its operator's rows, ghosts included) with the `kind`
+/// kernel and `T` values, and why (`tuned on rank 0`, `cached on rank 0`, or why it gave way). Collective: every
+/// rank calls it, rank 0 first choosing on `gpu` with the user's cache. A failure on rank 0 is every rank's error,
+/// and so is a job where no layout fits every rank's part (an `Unsupported` error naming what fits this rank).
+pub fn rank_layout<T: Real>(
+    gpu: &Gpu,
+    comm: &dyn Comm,
+    kind: KernelKind,
+    part: &RankPart,
+) -> Result<(Layout, String)> {
+    rank_layout_in::<T>(gpu, comm, kind, part, user_cache().as_ref())
+}
+
+/// [`rank_layout`] with rank 0's decision kept in `cache` (None: timed every time).
+pub fn rank_layout_in<T: Real>(
+    gpu: &Gpu,
+    comm: &dyn Comm,
+    kind: KernelKind,
+    part: &RankPart,
+    cache: Option<&DiskCache>,
+) -> Result<(Layout, String)> {
+    let local_tets = part.local_tets();
+    let mut mine = None;
+    let mut b = if comm.rank() == 0 {
+        match step_layout_in::<T>(gpu, kind, cache) {
+            Ok(c) => {
+                let b = encode(&preference(&c), &c.source);
+                mine = Some(c);
+                b
+            }
+            Err(e) => {
+                let b = root_failed(&e.to_string());
+                comm.broadcast_bytes(0, &mut b.clone())?;
+                return Err(e);
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    comm.broadcast_bytes(0, &mut b)?;
+    let (order, source) = decode(&b)?;
+    debug_assert!(mine.is_none_or(|c| c.layout == order[0]));
+    // Which layouts this rank's part fits, in Layout::ALL's order; then those every rank's part fits.
+    let (size, limit) = (T::DTYPE.size(), gpu.binding_limit());
+    let fits: Vec<u8> = Layout::ALL
+        .iter()
+        .map(|l| u8::from(l.largest_binding(local_tets, size) <= limit))
+        .collect();
+    let all = comm.all_gather_bytes(&fits)?;
+    let fits_everywhere = |l: Layout| {
+        Layout::ALL
+            .iter()
+            .position(|&m| m == l)
+            .is_some_and(|k| all.iter().all(|r| r.get(k) == Some(&1)))
+    };
+    Ok(match order.iter().position(|&l| fits_everywhere(l)) {
+        Some(0) => (order[0], format!("{source} on rank 0")),
+        Some(k) => (
+            order[k],
+            format!(
+                "{source} on rank 0: {} binds too much on some rank",
+                order[0].name()
+            ),
+        ),
+        // Every rank finds none, so every rank returns this error: no rank waits on another.
+        None => {
+            return Err(FvError::Unsupported(format!(
+                "no layout of the {} kernel fits every rank's part: this rank's {local_tets} tets fit {} within \
+                 adapter `{}`'s largest binding ({limit} bytes); more ranks make smaller parts",
+                kind.name(),
+                match Layout::ALL
+                    .iter()
+                    .zip(&fits)
+                    .filter(|(_, f)| **f == 1)
+                    .map(|(l, _)| l.name())
+                    .collect::<Vec<_>>()
+                {
+                    v if v.is_empty() => "none".to_string(),
+                    v => v.join(", "),
+                },
+                gpu.adapter_name()
+            )));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_order_is_the_choice_then_the_timed_fastest_first_then_slot_major() {
+        let c = LayoutChoice {
+            layout: Layout::TetMajor,
+            timed: vec![
+                (Layout::Texture, 3.0),
+                (Layout::TetMajor, 2.0),
+                (Layout::SlotMajorX4D16, 1.0),
+            ],
+            source: "tuned".into(),
+        };
+        let order = preference(&c);
+        assert_eq!(
+            order,
+            [
+                Layout::TetMajor,
+                Layout::SlotMajorX4D16,
+                Layout::Texture,
+                Layout::SlotMajor
+            ]
+        );
+        assert_eq!(
+            decode(&encode(&order, "tuned")).unwrap(),
+            (order, "tuned".into())
+        );
+        // Rank 0's failure is the other ranks' error; malformed bytes are named.
+        let e = decode(&root_failed("no f64")).unwrap_err().to_string();
+        assert!(e.contains("no f64"), "{e}");
+        for bad in [
+            vec![FROM_ROOT_PART],
+            vec![FROM_ROOT_PART, 3, 0],
+            vec![FROM_ROOT_PART, 1, 99],
+        ] {
+            let e = decode(&bad).unwrap_err().to_string();
+            assert!(e.contains("malformed layout choice"), "{bad:?}: {e}");
+        }
+    }
+}
