@@ -1,0 +1,334 @@
+//! Meshes, adjacency, orderings and the device kernels against the CPU reference: the device here, meshes and
+//! adjacency in `mesh`, orderings in `ordering`.
+
+mod mesh;
+mod ordering;
+
+use std::path::PathBuf;
+
+use bespoke_fv::generate::BoxMesh;
+use bespoke_fv::gmsh::read_msh;
+use bespoke_fv::kernel::{DType, KernelKind, Layout};
+use bespoke_fv::operator::{BOUNDARY, adjacency};
+use bespoke_fv::ordering::{OrderingKind, in_block_fraction, metis_partition, order};
+use bespoke_fv::{Boundary, Diffusion, FvError, Operator, Real, TetMesh};
+use bespoke_gpu::rng::{Rng, seeded};
+use bespoke_gpu::testing::{fresh_seed, test_gpu};
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(name)
+}
+
+fn sphere() -> TetMesh {
+    read_msh(&data("sphere_h0.2_v2.2.msh")).expect("sphere reads")
+}
+
+fn jittered_box() -> TetMesh {
+    BoxMesh {
+        cells: [7, 5, 6],
+        jitter: 0.2,
+        shuffle: Some(3),
+        seed: 11,
+    }
+    .build()
+    .expect("box builds")
+}
+
+fn check_device<T: Real>(
+    gpu: &bespoke_gpu::Gpu,
+    mesh: &TetMesh,
+    boundary: Boundary,
+    seed: u64,
+    tol: f64,
+) {
+    let adj = adjacency(mesh).expect("adjacency");
+    let op = Operator::diffusion(mesh, &adj, 1.0, boundary).expect("operator");
+    let n = op.n();
+    let dt = 0.9 / op.max_row_sum();
+    let mut rng = seeded(seed);
+    let x0: Vec<f64> = (0..n).map(|_| rng.random::<f64>() * 2.0 - 0.5).collect();
+    let mut want = x0.clone();
+    want.push(op.ghost());
+    for _ in 0..3 {
+        want = op.step_reference(&want, dt);
+    }
+    want.truncate(n);
+    for kind in OrderingKind::all(256) {
+        let (p, _) = order(&op, kind).expect("ordering");
+        let permuted = p.apply_operator(&op);
+        for (kernel, layout) in [
+            (KernelKind::Gather, Layout::SlotMajor),
+            (KernelKind::Gather, Layout::TetMajor),
+            (KernelKind::Gather, Layout::TetMajorD16),
+            (KernelKind::Gather, Layout::SlotMajorX4),
+            (KernelKind::Gather, Layout::SlotMajorX4D16),
+            (KernelKind::BlockCached { block: 256 }, Layout::SlotMajor),
+            (KernelKind::BlockCached { block: 512 }, Layout::TetMajor),
+            (KernelKind::BlockCached { block: 512 }, Layout::TetMajorD16),
+            (KernelKind::Gather, Layout::Texture),
+            (KernelKind::BlockCached { block: 256 }, Layout::Texture),
+        ] {
+            if layout == Layout::Texture && T::DTYPE == DType::F64 {
+                continue;
+            }
+            let label = format!(
+                "{} {} {} {:?} {:?}",
+                kind.name(),
+                kernel.name(),
+                layout.name(),
+                T::DTYPE,
+                boundary
+            );
+            let mut d = match Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt) {
+                Ok(d) => d,
+                Err(FvError::Unsupported(why)) => {
+                    eprintln!("{label}: expected failure on this adapter: {why}");
+                    return;
+                }
+                Err(e) => panic!("{label}: {e}"),
+            };
+            d.set_x(&p.apply(&x0)).expect("set x");
+            for _ in 0..3 {
+                d.poison_spare().expect("poison");
+                d.step(1).expect("step");
+            }
+            let got = p.undo(&d.x().expect("read"));
+            let err = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(
+                    0.0,
+                    |m: f64, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
+                );
+            assert!(err <= tol, "{label}: max error {err:e}");
+        }
+    }
+}
+
+#[test]
+fn device_matches_cpu_under_every_ordering() {
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    let (s, b) = (sphere(), jittered_box());
+    for mesh in [&s, &b] {
+        check_device::<f32>(gpu, mesh, Boundary::ZeroFlux, seed, 1e-5);
+        check_device::<f32>(gpu, mesh, Boundary::Dirichlet(0.7), seed, 1e-5);
+        check_device::<f64>(gpu, mesh, Boundary::ZeroFlux, seed, 1e-12);
+    }
+}
+
+/// The 16-bit offset layouts give their full-index layouts' bits (the same values, the same neighbours):
+/// tet-major-d16 tet-major's, slot-major-x4-d16 slot-major-x4's, on a mesh past 32 768 tets where offsets
+/// overflow and whose tets are not a multiple of 4 (the four-tet layouts' pads): numbered as gmsh numbers (near
+/// and far tets mixed), METIS-ordered, zero-flux and Dirichlet (the ghost as an offset or a row), both kernels
+/// (the four-tet layouts: gather only), f32 and f64.
+#[test]
+fn d16_layouts_give_their_full_index_bits() {
+    let Some(gpu) = test_gpu() else { return };
+    let mesh = BoxMesh {
+        cells: [19, 17, 17],
+        jitter: 0.1,
+        shuffle: Some(5),
+        seed: 6,
+    }
+    .build()
+    .expect("box");
+    let adj = adjacency(&mesh).expect("adjacency");
+    let mut rng = seeded(fresh_seed());
+    for boundary in [Boundary::ZeroFlux, Boundary::Dirichlet(0.25)] {
+        let op = Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator");
+        let n = op.n();
+        assert!(n > 32_768, "{n} tets: offsets must overflow somewhere");
+        assert_ne!(n % 4, 0, "{n} tets: the four-tet layouts pad");
+        let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
+        for kind in [OrderingKind::AsRead, OrderingKind::Metis { block: 2048 }] {
+            let (p, _) = order(&op, kind).expect("ordering");
+            let op = p.apply_operator(&op);
+            let (near, far) = bespoke_fv::kernel::d16_indices(&op.indices);
+            let far_tets = near
+                .iter()
+                .filter(|d| d[0] == bespoke_fv::kernel::D16_FAR)
+                .count();
+            assert_eq!(far.len(), far_tets.max(1));
+            if kind == OrderingKind::AsRead {
+                assert!(
+                    far_tets > 0 && far_tets < n,
+                    "as read: {far_tets} of {n} far"
+                );
+            }
+            fn bits<T: Real>(gpu: &bespoke_gpu::Gpu, op: &Operator, x: &[f64], what: &str) {
+                let dt = 0.5 / op.max_row_sum();
+                for (kernel, full, d16) in [
+                    (KernelKind::Gather, Layout::TetMajor, Layout::TetMajorD16),
+                    (
+                        KernelKind::BlockCached { block: 512 },
+                        Layout::TetMajor,
+                        Layout::TetMajorD16,
+                    ),
+                    (
+                        KernelKind::Gather,
+                        Layout::SlotMajorX4,
+                        Layout::SlotMajorX4D16,
+                    ),
+                ] {
+                    let run = |layout| {
+                        let mut d =
+                            Diffusion::<T>::new(gpu, op, kernel, layout, dt).expect("upload");
+                        d.set_x(x).expect("set x");
+                        d.step(3).expect("step");
+                        d.x().expect("read")
+                    };
+                    let (want, got) = (run(full), run(d16));
+                    let differ = bespoke_gpu::testing::differing_bits(&want, &got);
+                    assert_eq!(
+                        differ,
+                        0,
+                        "{what} {} {} {:?}: {differ} tets differ",
+                        kernel.name(),
+                        d16.name(),
+                        T::DTYPE
+                    );
+                }
+            }
+            let what = format!("{} {boundary:?}", kind.name());
+            bits::<f32>(gpu, &op, &x, &what);
+            if gpu.has_f64() {
+                bits::<f64>(gpu, &op, &x, &what);
+            }
+        }
+    }
+}
+
+fn weighted_mass(op: &Operator, x: &[f64]) -> f64 {
+    op.volumes.iter().zip(x).map(|(v, x)| v * x).sum()
+}
+
+#[test]
+fn zero_flux_conserves_and_dirichlet_converges() {
+    let Some(gpu) = test_gpu() else { return };
+    let mesh = sphere();
+    let adj = adjacency(&mesh).expect("adjacency");
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+    let dt = 0.9 / op.max_row_sum();
+    let mut rng = seeded(fresh_seed());
+    let x0: Vec<f64> = (0..op.n()).map(|_| rng.random::<f64>()).collect();
+    let m0 = weighted_mass(&op, &x0);
+    let mut d =
+        Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, Layout::SlotMajor, dt).expect("f32");
+    d.set_x(&x0).expect("set");
+    d.step(1000).expect("steps");
+    let drift = ((weighted_mass(&op, &d.x().expect("read")) - m0) / m0).abs();
+    // The issue asks for 1e-6. Stored unshifted, the near-steady field repeated the same roundings every step and
+    // drifted 3e-7 typically, 1.2e-6 at worst over 160 draws; shifted by the mean, 8e-9 at worst.
+    assert!(drift < 1e-7, "f32 mass drift {drift:e}");
+    if gpu.has_f64() {
+        let mut d = Diffusion::<f64>::new(
+            gpu,
+            &op,
+            KernelKind::BlockCached { block: 512 },
+            Layout::SlotMajor,
+            dt,
+        )
+        .expect("f64");
+        d.set_x(&x0).expect("set");
+        d.step(1000).expect("steps");
+        let drift = ((weighted_mass(&op, &d.x().expect("read")) - m0) / m0).abs();
+        assert!(drift < 1e-12, "f64 mass drift {drift:e}");
+    } else {
+        bespoke_gpu::testing::skipped("fv f64 mass conservation: the adapter lacks SHADER_F64");
+    }
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::Dirichlet(2.5)).expect("operator");
+    let dt = 0.9 / op.max_row_sum();
+    let mut d =
+        Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, Layout::SlotMajor, dt).expect("f32");
+    d.set_x(&x0).expect("set");
+    d.step(4000).expect("steps");
+    let worst = d
+        .x()
+        .expect("read")
+        .iter()
+        .map(|v| (v - 2.5).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 1e-3, "Dirichlet: still {worst} from 2.5");
+    assert!(
+        Diffusion::<f32>::new(
+            gpu,
+            &op,
+            KernelKind::Gather,
+            Layout::SlotMajor,
+            2.0 / op.max_row_sum()
+        )
+        .is_err()
+    );
+    assert!(
+        Diffusion::<f32>::new(
+            gpu,
+            &op,
+            KernelKind::BlockCached { block: 100 },
+            Layout::SlotMajor,
+            dt
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn a_layout_past_the_binding_limit_is_refused_and_the_bench_says_so() {
+    use bespoke_fv::bench::bench_operator;
+    use bespoke_gpu::GpuOptions;
+    use bespoke_gpu::testing::emulating;
+    let Some(shared) = test_gpu() else { return };
+    let mesh = jittered_box();
+    let adj = adjacency(&mesh).unwrap();
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).unwrap();
+    let n = op.n();
+    // x and each slot-major array fit (4 (n + 1) bytes); the tet-major operator (16 n bytes) does not, as 16.5 M
+    // tets in tet-major did not on lavapipe's 128 MiB bindings.
+    let limit = (8 * n) as u64;
+    assert!(Layout::SlotMajor.largest_binding(n, 4) <= limit);
+    assert!(Layout::TetMajor.largest_binding(n, 4) > limit);
+    let small = emulating(
+        shared,
+        GpuOptions {
+            max_binding_bytes: Some(limit),
+            ..Default::default()
+        },
+    );
+    let dt = 0.5 / op.max_row_sum();
+    let e =
+        Diffusion::<f32>::new(&small, &op, KernelKind::Gather, Layout::TetMajor, dt).unwrap_err();
+    assert!(matches!(e, FvError::Unsupported(_)), "{e}");
+    assert!(e.to_string().contains("largest binding"), "{e}");
+    let runs = bench_operator::<f32>(&small, &op, &[OrderingKind::AsRead], 2048, 1, |_| {})
+        .expect("the bench runs what fits");
+    for r in &runs {
+        let over = Layout::parse(r.layout).unwrap().largest_binding(n, 4) > limit;
+        assert_eq!(r.skipped.is_some(), over, "{} {}", r.kernel, r.layout);
+        assert_eq!(r.gbps.is_finite(), !over, "{} {}", r.kernel, r.layout);
+    }
+    assert!(runs.iter().any(|r| r.skipped.is_some()));
+    assert!(runs.iter().any(|r| r.skipped.is_none()));
+    // `fv run --layout auto` on that adapter: the tuning operator shrinks (to a block of 2048 tets at least); the
+    // layouts that bind too much even there are left out, the others timed; the choice for this mesh is one whose
+    // bindings fit (the chosen one, or the fastest timed that fits).
+    let dir = tempfile::tempdir().unwrap();
+    let cache = bespoke_gpu::DiskCache::at(dir.path(), "fv-shape", 1);
+    let choice =
+        bespoke_fv::diffusion::step_layout_in::<f32>(&small, KernelKind::Gather, Some(&cache))
+            .unwrap();
+    let timed: Vec<Layout> = choice.timed.iter().map(|t| t.0).collect();
+    for l in Layout::ALL {
+        let binds = l.largest_binding(2048, 4) <= limit;
+        assert_eq!(timed.contains(&l), binds, "{l:?} in {choice:?}");
+    }
+    let (layout, _) = choice.for_tets(n, 4, small.binding_limit());
+    assert!(
+        layout.largest_binding(n, 4) <= limit,
+        "{choice:?} gave {layout:?}"
+    );
+    Diffusion::<f32>::new(&small, &op, KernelKind::Gather, layout, dt)
+        .expect("the fitting layout runs");
+}
