@@ -8,8 +8,7 @@ use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_rank, launched_size};
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
 use bespoke::fv::diffusion::layout_for;
-use bespoke::fv::distributed::rank_layout;
-use bespoke::fv::distributed::{RankPart, RankSetup};
+use bespoke::fv::distributed::{RankPart, RankSetup, rank_layout};
 use bespoke::fv::generate::BoxMesh;
 use bespoke::fv::gmsh::read_msh;
 use bespoke::fv::kernel::{DType, KernelKind, Layout};
@@ -130,7 +129,8 @@ pub struct RunArgs {
     /// slot-major-x4 or slot-major-x4-d16 (four tets per invocation; gather only) or texture (f32 only);
     /// auto times the layouts on the device the first time (cached with the launch shapes) and keeps the fastest
     /// unless the measured prior (tet-major on a GPU; texture in f32, slot-major in f64 on a CPU adapter) is within
-    /// 3 %; across ranks every rank takes that prior.
+    /// 3 %; across ranks rank 0 chooses on its device and every rank takes the first of its choices that every
+    /// rank's part fits.
     #[arg(long, default_value = "auto")]
     layout: String,
     #[arg(long, default_value_t = 100)]
@@ -229,7 +229,7 @@ struct RunJob {
     /// The mesh and its operator: None on an MPI rank other than 0, which is sent its part.
     whole: Option<(TetMesh, Operator)>,
     kernel: KernelKind,
-    /// None: `auto`, chosen for the device once it is open (`Layout::default_for`).
+    /// None: `auto`, chosen on the device once it is open (`layout_for`; across ranks `rank_layout`).
     layout: Option<Layout>,
     ordering: OrderingKind,
 }
