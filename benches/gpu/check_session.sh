@@ -26,8 +26,8 @@ fail() { echo "check_session: $*" >&2; echo "--- calls" >&2; cat "$work/.devbin/
 
 cd "$work"
 # A tuner's decision (small) and a METIS order and the driver's pipelines (not archived) in the cache.
-mkdir -p .devbin/cache/fv-shape-v2 .devbin/cache/fv-metis-order-v1 .devbin/cache/driver-pipelines-v1
-echo '{"shape": 1}' > .devbin/cache/fv-shape-v2/card-1.entry
+mkdir -p .devbin/cache/fv-shape-v3 .devbin/cache/fv-metis-order-v1 .devbin/cache/driver-pipelines-v1
+echo '{"shape": 1}' > .devbin/cache/fv-shape-v3/card-1.entry
 head -c 300000 /dev/zero > .devbin/cache/fv-metis-order-v1/blocks.entry
 echo pipelines > .devbin/cache/driver-pipelines-v1/p.entry
 OUT=$work/out SESSION_DEADLINE=40 benches/gpu/session.sh fv-order info@20 bench-lbm@20 bench-fv@20 \
@@ -51,7 +51,7 @@ awk -v a="$order_end" -v b="$fv_start" 'BEGIN { exit !(a <= b) }' || fail "bench
 # writing (SIGPIPE), which a loaded machine makes happen.
 tar tzf "$work/out/session-all.tar.gz" > "$work/archive.txt" || fail "the archive does not list"
 grep -q 'fv-order.txt' "$work/archive.txt" || fail "fv-order's log is not in the archive"
-grep -q 'cache/fv-shape-v2/card-1.entry' "$work/archive.txt" || fail "the tuners' decisions are not in the archive"
+grep -q 'cache/fv-shape-v3/card-1.entry' "$work/archive.txt" || fail "the tuners' decisions are not in the archive"
 ! grep -q 'blocks.entry\|p.entry' "$work/archive.txt" || fail "a METIS order or the driver's pipelines were archived"
 
 # peers-compile: the peers' compiles (a stand-in peer script, 2 s a precision) in the background beside info, and
