@@ -10,6 +10,8 @@ use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::diffusion::Diffusion;
+use crate::diffusion::user_cache;
+use crate::distributed::rank_layout_for;
 use crate::distributed::{DistDiffusion, RankPart, RankSetup};
 use crate::error::{FvError, Result};
 use crate::generate::BoxMesh;
@@ -36,8 +38,9 @@ pub struct ScaleOptions {
     pub memory_budget: u64,
 }
 
-/// Device bytes per tet of the timed diffusion, an upper estimate: four neighbours and coefficients, the
-/// diagonal, two state vectors, and the texture layout's padding.
+/// Device bytes per tet of the timed diffusion, an upper estimate in every f32 layout: four neighbours and
+/// coefficients (32 B; the 16-bit offset layouts less, with their far rows), two state vectors, the texture
+/// layout's padding.
 pub const DEVICE_BYTES_PER_TET: u64 = 64;
 
 /// The box of `cells` cubes (jittered, in the generator's numbering) and its diffusion operator, in `ordering` when one is given,
@@ -156,7 +159,8 @@ impl HostSetup {
     }
 }
 
-/// Weak and strong scaling of f32 diffusion (gather kernel, texture layout) on the job's ranks.
+/// Weak and strong scaling of f32 diffusion (gather kernel, in the layout rank 0 chooses on its device) on the
+/// job's ranks.
 pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleReport> {
     let p = comm.size();
     let (c, s) = (o.cubes, o.strong);
@@ -168,8 +172,20 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
         ));
     }
     let strong_tets = 6 * s.iter().product::<usize>();
+    // The layout: rank 0's choice on its device (timed once per adapter, then cached), one that the largest
+    // operator any setup gives any rank fits: the larger box a rank steps alone, and a quarter more for a part's
+    // ghosts (until 2026-11-30 the texture layout, the H200's slowest gather layout, on every adapter).
+    let largest = strong_tets.max(6 * c * c * c);
+    let (layout, source) = rank_layout_for::<f32>(
+        gpu,
+        &*comm,
+        KernelKind::Gather,
+        largest + largest / 4,
+        user_cache().as_ref(),
+    )?;
     let code = format!(
-        "fv diffusion f32, {} tets per rank, strong {strong_tets} tets",
+        "fv diffusion f32, {} layout ({source}), {} tets per rank, strong {strong_tets} tets",
+        layout.name(),
         6 * c * c * c,
     );
     let cc = comm.clone();
@@ -259,7 +275,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             Setup::Weak { overlap } => Some(overlap),
             Setup::Strong => Some(true),
         };
-        let (kind, layout) = (KernelKind::Gather, Layout::Texture);
+        let kind = KernelKind::Gather;
         let x_of = |op: &Operator| -> Vec<f64> {
             op.centroids.iter().map(|q| 1.0 + q[0] * q[1]).collect()
         };

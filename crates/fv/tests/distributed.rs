@@ -119,7 +119,7 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
                     );
                 }
                 let (own, interior, ghosts) = d.sizes();
-                let splits = overlap && p > 1 && kind == KernelKind::Gather && !layout.four_tets();
+                let splits = overlap && p > 1 && kind == KernelKind::Gather;
                 assert_eq!(d.overlapped(), splits, "{p} ranks, overlap {overlap}");
                 assert!(
                     interior <= own && (p == 1) == (ghosts == 0),

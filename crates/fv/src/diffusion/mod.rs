@@ -340,14 +340,16 @@ impl<'g, T: Real> Diffusion<'g, T> {
         Ok(())
     }
 
-    /// Step launches (per parity) that update only the tets `rows`; None for the kernels that update whole
-    /// blocks (block-cached, four tets per invocation).
+    /// Step launches (per parity) that update only the tets `rows` (the four-tet layouts: the groups of four
+    /// `kernel::quads_of` gives); None for the block-cached kernel, which updates whole blocks, and for no rows.
     pub(crate) fn row_launches(&self, rows: std::ops::Range<usize>) -> Result<Option<[Launch; 2]>> {
-        if self.kind != KernelKind::Gather || self.layout.four_tets() || rows.is_empty() {
+        let four = self.layout.four_tets();
+        let quads = crate::kernel::quads_of(&rows, self.n);
+        if self.kind != KernelKind::Gather || rows.is_empty() || (four && quads.is_empty()) {
             return Ok(None);
         }
         // SAFETY: as for the whole-range kernel in `new`: the same bindings, indices checked ≤ n, and rows within
-        // 0..n.
+        // 0..n (four-tet: groups within 0..padded4(n) / 4).
         let kernel = unsafe {
             Kernel::new(
                 format!(
@@ -368,8 +370,9 @@ impl<'g, T: Real> Diffusion<'g, T> {
             )
             .without_bounds_checks()
         };
+        let tets = if four { 4 * quads.len() } else { rows.len() };
         let grid = self.gpu.grid_for(
-            rows.len() as u64,
+            tets as u64,
             self.shape.per_group(self.kind, self.layout),
             self.shape.grid,
         )?;
@@ -379,6 +382,9 @@ impl<'g, T: Real> Diffusion<'g, T> {
             args.extend(vals.iter().map(|b| b.arg()));
             args.extend(idx.iter().map(|b| b.arg()));
             args.push(from.arg());
+            if four {
+                args.push(from.arg());
+            }
             args.push(to.arg());
             Ok(self.gpu.prepare(&kernel, &args, grid)?)
         };

@@ -83,7 +83,18 @@ pub fn rank_layout_in<T: Real>(
     part: &RankPart,
     cache: Option<&DiskCache>,
 ) -> Result<(Layout, String)> {
-    let local_tets = part.local_tets();
+    rank_layout_for::<T>(gpu, comm, kind, part.local_tets(), cache)
+}
+
+/// [`rank_layout_in`] for operators of at most `local_tets` tets on this rank (`bespoke scale`: the largest box
+/// or part any of its setups gives a rank).
+pub fn rank_layout_for<T: Real>(
+    gpu: &Gpu,
+    comm: &dyn Comm,
+    kind: KernelKind,
+    local_tets: usize,
+    cache: Option<&DiskCache>,
+) -> Result<(Layout, String)> {
     let mut mine = None;
     let mut b = if comm.rank() == 0 {
         match step_layout_in::<T>(gpu, kind, cache) {

@@ -27,7 +27,7 @@ use crate::operator::{Boundary, Operator};
 use crate::ordering::OrderingKind;
 use slice::{FROM_ROOT_PART, from_root, root_failed};
 
-pub use layout::{rank_layout, rank_layout_in};
+pub use layout::{rank_layout, rank_layout_for, rank_layout_in};
 pub use part::{RankPart, partition};
 
 /// Halo traffic so far on this rank.
@@ -50,8 +50,9 @@ pub struct RankSetup {
     pub kind: KernelKind,
     pub layout: Layout,
     pub dt: f64,
-    /// Update the interior tets while the ghost values travel, then the rest (the gather kernel in the
-    /// slot-major, tet-major and texture layouts; the others update every tet after the exchange).
+    /// Update the interior tets while the ghost values travel, then the rest (the gather kernel, in the four-tet
+    /// layouts by whole groups of four, `kernel::quads_of`; the block-cached kernel updates every tet after the
+    /// exchange).
     pub overlap: bool,
 }
 

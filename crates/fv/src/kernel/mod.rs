@@ -217,6 +217,23 @@ pub fn padded4(n: usize) -> usize {
     n.div_ceil(4) * 4
 }
 
+/// The groups of four tets (invocations of a four-tet layout, of n tets) that update the tets `rows`: from the
+/// group holding its first tet to the last group it holds whole, or to the end where it reaches n. A rank's
+/// interior tets (0..interior) and the rest (interior..n) so fall in two launches that cover every group once;
+/// the group holding both kinds goes with the rest, after the exchange. No rows, no groups.
+pub fn quads_of(rows: &std::ops::Range<usize>, n: usize) -> std::ops::Range<usize> {
+    let end = if rows.end >= n {
+        padded4(n) / 4
+    } else {
+        rows.end / 4
+    };
+    let start = rows.start / 4;
+    if rows.is_empty() {
+        return start..start;
+    }
+    start..end.max(start)
+}
+
 impl std::str::FromStr for Layout {
     type Err = crate::error::FvError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -233,5 +250,30 @@ impl std::str::FromStr for Layout {
 impl std::fmt::Display for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank's interior and its other tets fall in two launches of groups of four that cover every group once, the
+    /// interior's holding interior tets only.
+    #[test]
+    fn an_interior_and_the_rest_split_the_groups_of_four() {
+        for n in 1..40 {
+            assert!(quads_of(&(n..n), n).is_empty());
+            // (Every tet interior: one launch, of all, and none after.)
+            for interior in 0..n {
+                let (inner, outer) = (quads_of(&(0..interior), n), quads_of(&(interior..n), n));
+                assert_eq!(inner.start, 0);
+                assert_eq!(inner.end, outer.start, "n {n}, interior {interior}");
+                assert_eq!(outer.end, padded4(n) / 4, "n {n}, interior {interior}");
+                assert!(
+                    4 * inner.end <= interior,
+                    "n {n}, interior {interior}: {inner:?}"
+                );
+            }
+        }
     }
 }

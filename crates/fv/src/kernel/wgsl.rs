@@ -25,7 +25,7 @@ pub fn step_rows_wgsl(
     shape: Shape,
 ) -> String {
     if layout.four_tets() {
-        return super::x4::gather_x4_wgsl(layout, dtype, n, dt, shape);
+        return super::x4::gather_x4_wgsl(layout, dtype, n, dt, &rows, shape);
     }
     let wg = shape.workgroup;
     let t = dtype.wgsl();

@@ -5,17 +5,19 @@ use std::fmt::Write as _;
 
 use bespoke_gpu::GRID_WGSL;
 
-use super::{D16_FAR_HALF, DType, Layout, Shape, padded4};
+use super::{D16_FAR_HALF, DType, Layout, Shape, padded4, quads_of};
 
 /// Gather with four tets per invocation. Bindings: 0–3 values (vec4 = slot s of 4 tets); slot-major-x4: 4–7
 /// indices (vec4 = slot s of 4 tets), slot-major-x4-d16: 4 the offsets (two vec4 for 4 tets,
 /// [`super::d16_quads`]), 5 the far rows; then x as scalars (for the gathers), the same x as vec4s, y as vec4s.
-/// x holds padded4(n) + 4 entries, the ghost at padded4(n).
+/// x holds padded4(n) + 4 entries, the ghost at padded4(n). Only the groups of four that update `rows`
+/// ([`quads_of`]) run: a rank's interior before its exchange, the rest after.
 pub(super) fn gather_x4_wgsl(
     layout: Layout,
     dtype: DType,
     n: usize,
     dt: f64,
+    rows: &std::ops::Range<usize>,
     shape: Shape,
 ) -> String {
     let d16 = layout == Layout::SlotMajorX4D16;
@@ -83,6 +85,15 @@ fn nbr(q: u32, k: u32, touch: vec4<u32>) -> vec4<u32> {{
     } else {
         String::new()
     };
+    let quads = quads_of(rows, n);
+    let entry = if quads == (0..groups) {
+        format!("let q = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if q >= G {{ return; }}")
+    } else {
+        format!(
+            "// Groups of four {}..{} only (tets {}..{}).\n    let q = {}u + bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if q >= {}u {{ return; }}",
+            quads.start, quads.end, rows.start, rows.end, quads.start, quads.end
+        )
+    };
     let mut s = String::from(GRID_WGSL);
     let _ = writeln!(
         s,
@@ -134,8 +145,7 @@ fn gx(j: vec4<u32>) -> vec4<{t}> {{
 {nbr}
 @compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let q = bespoke_workgroup_linear(wid) * {wg}u + lid;
-    if q >= G {{ return; }}
+    {entry}
     let xi = x4[q];
     {fetch}let acc = v0[q] * (gx({i0}) - xi) + v1[q] * (gx({i1}) - xi) + v2[q] * (gx({i2}) - xi) + v3[q] * (gx({i3}) - xi);
     y4[q] = xi + DT * acc;
