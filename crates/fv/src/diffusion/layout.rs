@@ -38,17 +38,25 @@ impl LayoutChoice {
     /// The choice where `fits` takes it, else the fastest timed layout `fits` takes, else slot-major; and whether
     /// it fell back.
     pub fn fitting(&self, fits: impl Fn(Layout) -> bool) -> (Layout, bool) {
-        if fits(self.layout) {
-            return (self.layout, false);
+        let order = self.order();
+        match order.iter().position(|&l| fits(l)) {
+            Some(k) => (order[k], k > 0),
+            None => (Layout::SlotMajor, true),
         }
+    }
+
+    /// The order of preference: the choice, the other timed layouts fastest first, then slot-major (the smallest
+    /// bindings), each once.
+    pub fn order(&self) -> Vec<Layout> {
         let mut timed = self.timed.clone();
         timed.sort_by(|a, b| a.1.total_cmp(&b.1));
-        let layout = timed
-            .into_iter()
-            .map(|t| t.0)
-            .find(|&l| fits(l))
-            .unwrap_or(Layout::SlotMajor);
-        (layout, true)
+        let mut order = vec![self.layout];
+        for l in timed.into_iter().map(|t| t.0).chain([Layout::SlotMajor]) {
+            if !order.contains(&l) {
+                order.push(l);
+            }
+        }
+        order
     }
 }
 

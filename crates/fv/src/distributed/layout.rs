@@ -12,23 +12,9 @@ use bespoke_gpu::{DiskCache, Gpu};
 
 use super::RankPart;
 use super::slice::{FROM_ROOT_PART, from_root, root_failed};
-use crate::diffusion::{LayoutChoice, Real, step_layout_in, user_cache};
+use crate::diffusion::{Real, step_layout_in, user_cache};
 use crate::error::{FvError, Result};
 use crate::kernel::{KernelKind, Layout};
-
-/// Rank 0's order of preference: its choice, the other timed layouts fastest first, then slot-major (the
-/// smallest bindings), each once.
-fn preference(choice: &LayoutChoice) -> Vec<Layout> {
-    let mut timed = choice.timed.clone();
-    timed.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut order = vec![choice.layout];
-    for l in timed.into_iter().map(|t| t.0).chain([Layout::SlotMajor]) {
-        if !order.contains(&l) {
-            order.push(l);
-        }
-    }
-    order
-}
 
 /// What rank 0 sends: the flag, the number of layouts, each as its place in [`Layout::ALL`], then why (UTF-8).
 fn encode(order: &[Layout], source: &str) -> Vec<u8> {
@@ -99,7 +85,7 @@ pub fn rank_layout_for<T: Real>(
     let mut b = if comm.rank() == 0 {
         match step_layout_in::<T>(gpu, kind, cache) {
             Ok(c) => {
-                let b = encode(&preference(&c), &c.source);
+                let b = encode(&c.order(), &c.source);
                 mine = Some(c);
                 b
             }
@@ -162,6 +148,7 @@ pub fn rank_layout_for<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diffusion::LayoutChoice;
 
     #[test]
     fn the_order_is_the_choice_then_the_timed_fastest_first_then_slot_major() {
@@ -174,7 +161,7 @@ mod tests {
             ],
             source: "tuned".into(),
         };
-        let order = preference(&c);
+        let order = c.order();
         assert_eq!(
             order,
             [
