@@ -108,6 +108,7 @@ fn fv_bench_times_every_ordering_and_kernel() {
             "gbps",
             "copy_fraction",
             "in_block_fraction",
+            "far_fraction",
             "ordering_seconds",
         ] {
             assert!(r.get(key).is_some(), "{key} missing from {r}");

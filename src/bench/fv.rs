@@ -84,14 +84,14 @@ impl Section for FvSection {
                 unit: "GB/s",
                 fraction: Some(r.gbps / ctx.copy_gbps),
                 note: format!(
-                    "{bytes} B/tet min; in-block {:.3} ({})",
-                    r.in_block_fraction, r.timing
+                    "{bytes} B/tet min; in-block {:.3}, far {:.3} ({})",
+                    r.in_block_fraction, r.far_fraction, r.timing
                 ),
             });
             out.push(json!({
                 "ordering": r.ordering, "kernel": r.kernel, "layout": r.layout,
                 "seconds_per_step": r.seconds_per_step, "gbps": r.gbps, "copy_fraction": r.gbps / ctx.copy_gbps,
-                "in_block_fraction": r.in_block_fraction, "ordering_seconds": r.ordering_seconds,
+                "in_block_fraction": r.in_block_fraction, "far_fraction": r.far_fraction, "ordering_seconds": r.ordering_seconds,
             }));
         }
         Ok(SectionOutput {

@@ -440,19 +440,19 @@ fn bench(
         a.block_size
     );
     println!(
-        "{:<9} {:<13} {:<14} {:>10} {:>8} {:>8} {:>9} {:>9}",
-        "ordering", "kernel", "layout", "ms/step", "GB/s", "of copy", "in-block", "order s"
+        "{:<9} {:<13} {:<17} {:>10} {:>8} {:>8} {:>9} {:>6} {:>9}",
+        "ordering", "kernel", "layout", "ms/step", "GB/s", "of copy", "in-block", "far", "order s"
     );
     for r in &runs {
         if let Some(why) = &r.skipped {
             println!(
-                "{:<9} {:<13} {:<14} not timed: {why}",
+                "{:<9} {:<13} {:<17} not timed: {why}",
                 r.ordering, r.kernel, r.layout
             );
             continue;
         }
         println!(
-            "{:<9} {:<13} {:<14} {:>10.3} {:>8.2} {:>8.3} {:>9.3} {:>9.2}",
+            "{:<9} {:<13} {:<17} {:>10.3} {:>8.2} {:>8.3} {:>9.3} {:>6.3} {:>9.2}",
             r.ordering,
             r.kernel,
             r.layout,
@@ -460,6 +460,7 @@ fn bench(
             r.gbps,
             r.gbps / probe.gbps,
             r.in_block_fraction,
+            r.far_fraction,
             r.ordering_seconds
         );
     }

@@ -18,6 +18,9 @@ pub struct FvRun {
     pub seconds_per_step: f64,
     pub gbps: f64,
     pub in_block_fraction: f64,
+    /// The share of tets with a neighbour past ±32 767 in this ordering (the 16-bit offset layouts read a row of
+    /// full indices for each; `kernel::d16_far_tets`).
+    pub far_fraction: f64,
     pub ordering_seconds: f64,
     pub timing: &'static str,
     /// Why this configuration was not timed (its operator does not fit the adapter's largest binding); the
@@ -67,9 +70,11 @@ pub fn bench_operator<T: Real>(
         let (permuted, in_block, xp) = phase(format!("fv permute {}", kind.name()), || {
             let permuted = perm.apply_operator(op);
             let in_block = in_block_fraction(&permuted, block as usize);
+            let far = crate::kernel::d16_far_tets(&permuted.indices) as f64 / n as f64;
             let xp = perm.apply(&x);
-            (permuted, in_block, xp)
+            (permuted, (in_block, far), xp)
         });
+        let (in_block, far_fraction) = in_block;
         for (name, layout) in CONFIGS {
             if layout == Layout::Texture && T::DTYPE != crate::kernel::DType::F32 {
                 continue;
@@ -88,6 +93,7 @@ pub fn bench_operator<T: Real>(
                     seconds_per_step: f64::NAN,
                     gbps: f64::NAN,
                     in_block_fraction: in_block,
+                    far_fraction,
                     ordering_seconds,
                     timing: "",
                     skipped: Some(format!(
@@ -112,6 +118,7 @@ pub fn bench_operator<T: Real>(
                 seconds_per_step,
                 gbps: bytes / seconds_per_step / 1e9,
                 in_block_fraction: in_block,
+                far_fraction,
                 ordering_seconds,
                 timing: t.source.as_str(),
                 skipped: None,

@@ -21,6 +21,16 @@ fn offsets16(i: usize, row: &[u32; 4]) -> Option<[u32; 4]> {
         .then(|| d.map(|d| (d as i16) as u16 as u32))
 }
 
+/// How many of the tets (row i: tet i's neighbours) have a neighbour past ±32 767: those the 16-bit offset layouts
+/// send to their table of full indices.
+pub fn d16_far_tets(indices: &[[u32; 4]]) -> usize {
+    indices
+        .iter()
+        .enumerate()
+        .filter(|(i, row)| offsets16(*i, row).is_none())
+        .count()
+}
+
 /// The [`Layout::TetMajorD16`] form of `indices` (tet i's four neighbours, n the ghost, an offset like any other):
 /// each tet's two words of offsets, and the far tets' full indices (one row each, at least one row so the binding
 /// is never empty).
@@ -119,6 +129,7 @@ mod tests {
         assert_eq!(near[50_001][0], D16_FAR, "an offset of 32 768 does not");
         let far_tets = near.iter().filter(|d| d[0] == D16_FAR).count();
         assert_eq!(far.len(), far_tets.max(1));
+        assert_eq!(d16_far_tets(&indices), far_tets);
         assert!(far_tets > 1000 && far_tets < n, "{far_tets} far tets");
         // No tet, no far row: one row all the same, so the binding is never empty.
         let (near, far) = d16_indices(&[[0, 1, 0, 1], [0, 1, 1, 2]]);

@@ -8,7 +8,7 @@ mod d16;
 mod wgsl;
 mod x4;
 
-pub use d16::{D16_FAR, D16_FAR_HALF, d16_indices, d16_quads};
+pub use d16::{D16_FAR, D16_FAR_HALF, d16_far_tets, d16_indices, d16_quads};
 pub use wgsl::{step_rows_wgsl, step_wgsl};
 
 /// The two kernels of the study.
