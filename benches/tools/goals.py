@@ -137,6 +137,22 @@ def fv(t, dirs):
                       f"×{r:.3f} ({gather[d16]['copy_fraction']:.3f} of copy{far})", None, path)
     if not found:
         t.missing(35, "FV METIS-ordered ≥ 0.75 of copy", "bench-fv")
+    # The same comparison at one launch shape (the lab's rows): the bench's rows run each layout in its own tuned
+    # shape, which on lavapipe once made d16 look ×0.85 tet-major's time where one shape gave no gain.
+    for path in files(dirs, r"(bench-lab-fv|lab|bench)\.json"):
+        d = load(path)
+        runs = (d.get("lab-fv") or d.get("lab") or {}).get("runs", [])
+        times = {}
+        for r in runs:
+            m = re.fullmatch(r"\S+ tets metis f32 gather (\S+)", r.get("case", ""))
+            if r.get("group") == "fv" and m and r.get("seconds") and "no-" not in r.get("variant", ""):
+                times[(m.group(1), r["variant"])] = r["seconds"]
+        for full in ("tet-major", "slot-major-x4"):
+            d16 = f"{full}-d16"
+            ratios = sorted(times[(d16, v)] / times[(l, v)] for (l, v) in times if l == full and (d16, v) in times)
+            if ratios:
+                t.add(35, f"FV METIS-ordered: {d16}'s time against {full}'s at one launch shape",
+                      f"×{ratios[0]:.3f}–{ratios[-1]:.3f} over {len(ratios)} shapes", None, path)
 
 
 def operators(t, dirs):
