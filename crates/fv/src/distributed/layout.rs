@@ -81,14 +81,9 @@ pub fn rank_layout_for<T: Real>(
     local_tets: usize,
     cache: Option<&DiskCache>,
 ) -> Result<(Layout, String)> {
-    let mut mine = None;
     let mut b = if comm.rank() == 0 {
         match step_layout_in::<T>(gpu, kind, cache) {
-            Ok(c) => {
-                let b = encode(&c.order(), &c.source);
-                mine = Some(c);
-                b
-            }
+            Ok(c) => encode(&c.order(), &c.source),
             Err(e) => {
                 let b = root_failed(&e.to_string());
                 comm.broadcast_bytes(0, &mut b.clone())?;
@@ -100,7 +95,6 @@ pub fn rank_layout_for<T: Real>(
     };
     comm.broadcast_bytes(0, &mut b)?;
     let (order, source) = decode(&b)?;
-    debug_assert!(mine.is_none_or(|c| c.layout == order[0]));
     // Which layouts this rank's part fits, in Layout::ALL's order; then those every rank's part fits.
     let (size, limit) = (T::DTYPE.size(), gpu.binding_limit());
     let fits: Vec<u8> = Layout::ALL
