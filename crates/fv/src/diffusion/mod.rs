@@ -246,27 +246,30 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 // Pads: value 0, neighbour 0 (x4-d16: themselves, an offset of 0); the ghost moves to
                 // padded4(n), past the pads.
                 let (np, ghost_at) = (padded4(n), padded4(n) as u32);
-                let d16 = layout == Layout::SlotMajorX4D16;
-                let mut rows: Vec<[u32; 4]> = op
-                    .indices
-                    .iter()
-                    .map(|r| r.map(|j| if j as usize == n { ghost_at } else { j }))
-                    .collect();
-                rows.extend((n..np).map(|p| [if d16 { p as u32 } else { 0 }; 4]));
+                // Tet t's neighbours as the kernel reads them (t past n: a pad).
+                let row = |t: usize| -> [u32; 4] {
+                    match op.indices.get(t) {
+                        Some(r) => r.map(|j| if j as usize == n { ghost_at } else { j }),
+                        None if layout == Layout::SlotMajorX4D16 => [t as u32; 4],
+                        None => [0; 4],
+                    }
+                };
                 let mut vals = Vec::with_capacity(4);
                 for s in 0..4 {
                     let mut v: Vec<T> = op.values.iter().map(|r| T::from_f64(r[s])).collect();
                     v.resize(np, T::from_f64(0.0));
                     vals.push(gpu.upload(&v)?);
                 }
-                let idx = if d16 {
+                let idx = if layout == Layout::SlotMajorX4D16 {
+                    let rows: Vec<[u32; 4]> = (0..np).map(row).collect();
                     let (quads, far) = crate::kernel::d16_quads(&rows);
                     let quads: Vec<u32> = quads.into_iter().flatten().collect();
                     let far: Vec<u32> = far.into_iter().flatten().collect();
                     vec![gpu.upload(&quads)?, gpu.upload(&far)?]
                 } else {
+                    // One slot at a time: no copy of the whole table beside the operator's.
                     (0..4)
-                        .map(|s| gpu.upload(&rows.iter().map(|r| r[s]).collect::<Vec<u32>>()))
+                        .map(|s| gpu.upload(&(0..np).map(|t| row(t)[s]).collect::<Vec<u32>>()))
                         .collect::<std::result::Result<Vec<_>, _>>()?
                 };
                 (vals, idx)
