@@ -210,8 +210,20 @@ mod tests {
         // Nothing timed fits: slot-major, whose bindings are a quarter of tet-major's.
         let narrow = LayoutChoice {
             timed: vec![(Layout::TetMajor, 1.0)],
-            ..choice
+            ..choice.clone()
         };
         assert_eq!(narrow.for_tets(n, 4, limit), (Layout::SlotMajor, true));
+        // The order both fall back along (and the ranks share): the choice, the timed fastest first, slot-major.
+        assert_eq!(
+            choice.order(),
+            [
+                Layout::TetMajor,
+                Layout::TetMajorD16,
+                Layout::SlotMajorX4,
+                Layout::Texture,
+                Layout::SlotMajor
+            ]
+        );
+        assert_eq!(narrow.order(), [Layout::TetMajor, Layout::SlotMajor]);
     }
 }

@@ -93,24 +93,27 @@ pub fn d16_quads(indices: &[[u32; 4]]) -> (Vec<[u32; 8]>, Vec<[u32; 4]>) {
 mod tests {
     use super::*;
 
+    /// n tets (the ghost at n), each neighbour within ±`reach` of its tet, or one in four anywhere.
+    fn random_rows(n: usize, reach: i64) -> Vec<[u32; 4]> {
+        use bespoke_gpu::rng::Rng;
+        let mut rng = bespoke_gpu::rng::seeded(bespoke_gpu::testing::fresh_seed());
+        (0..n)
+            .map(|i| {
+                std::array::from_fn(|_| match rng.random_range(0..4) {
+                    0 => rng.random_range(0..=n) as u32,
+                    _ => (i as i64 + rng.random_range(-reach..reach)).clamp(0, n as i64) as u32,
+                })
+            })
+            .collect()
+    }
+
     /// The 16-bit offsets decode (as the kernel's `d16` does: shift, arithmetic shift, wrapping add) to every
     /// tet's neighbours, near and far, the ghost included; a near tet never reads as far; offsets of ±32 767 are
     /// near, ±32 768 far.
     #[test]
     fn d16_offsets_decode_to_the_neighbours() {
-        use bespoke_gpu::rng::Rng;
-        let mut rng = bespoke_gpu::rng::seeded(bespoke_gpu::testing::fresh_seed());
         let n = 100_000usize;
-        let mut indices: Vec<[u32; 4]> = (0..n)
-            .map(|i| {
-                std::array::from_fn(|_| match rng.random_range(0..4) {
-                    0 => rng.random_range(0..=n) as u32,
-                    _ => {
-                        (i as i64 + rng.random_range(-40_000i64..40_000)).clamp(0, n as i64) as u32
-                    }
-                })
-            })
-            .collect();
+        let mut indices = random_rows(n, 40_000);
         indices[50_000] = [50_000 + 32_767, 50_000 - 32_767, 50_000, 50_001];
         indices[50_001] = [50_001 + 32_768, 50_001, 50_001, 50_001];
         let (near, far) = d16_indices(&indices);
@@ -142,19 +145,8 @@ mod tests {
     /// halves), to every tet's neighbours: near and far in any lane, far rows past 65 535, ±32 767 near, 32 768 far.
     #[test]
     fn quad_offsets_decode_to_the_neighbours() {
-        use bespoke_gpu::rng::Rng;
-        let mut rng = bespoke_gpu::rng::seeded(bespoke_gpu::testing::fresh_seed());
         let n = 200_000usize;
-        let mut indices: Vec<[u32; 4]> = (0..n)
-            .map(|i| {
-                std::array::from_fn(|_| match rng.random_range(0..4) {
-                    0 => rng.random_range(0..=n) as u32,
-                    _ => {
-                        (i as i64 + rng.random_range(-33_000i64..33_000)).clamp(0, n as i64) as u32
-                    }
-                })
-            })
-            .collect();
+        let mut indices = random_rows(n, 33_000);
         indices[50_000] = [50_000 + 32_767, 50_000 - 32_767, 50_000, 50_001];
         indices[50_001] = [50_001, 50_001 - 32_768, 50_001, 50_001];
         let (quads, far) = d16_quads(&indices);
