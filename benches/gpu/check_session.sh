@@ -115,7 +115,7 @@ for a in stage-once fragments-once; do
 done
 # The tests stage: binaries TEST_JOBS at a time, cli_ranks alone after them, a binary that would outlive the
 # stage stopped by its own limit first, the summary in list order. The stand-in test binaries sleep (1 s, t5 2 s,
-# the `slow` one 30 s) and log when they start and end.
+# the `slow` one 30 s) and log when they start (with their arguments) and end.
 rm -rf "$work/out" "$work/out-work" "$calls"
 mkdir -p "$work/tb/tests" "$work/crates/a"
 : > "$work/tb/tests/list.tsv"
@@ -123,7 +123,7 @@ for name in t1 t2 t3 t4 t5 cli_ranks-x slow; do
     secs=1
     [ "$name" = t5 ] && secs=2
     [ "$name" = slow ] && secs=30
-    printf '#!/usr/bin/env bash\necho "$(date +%%s.%%N) start %s $PWD" >> "%s/tests.log"\nsleep %s\necho "$(date +%%s.%%N) end %s" >> "%s/tests.log"\necho "test result: ok. 1 passed; 0 failed"\n' \
+    printf '#!/usr/bin/env bash\necho "$(date +%%s.%%N) start %s $PWD $*" >> "%s/tests.log"\nsleep %s\necho "$(date +%%s.%%N) end %s" >> "%s/tests.log"\necho "test result: ok. 1 passed; 0 failed"\n' \
         "$name" "$work" "$secs" "$name" "$work" > "$work/tb/tests/$name"
     chmod +x "$work/tb/tests/$name"
     printf '%s\t%s\n' "$name" "crates/a" >> "$work/tb/tests/list.tsv"
@@ -139,6 +139,9 @@ grep -q '^slow .*rc 124' "$summary" || fail "the slow binary was not stopped by 
 listed=$(sed -n '/^-- in list order/,$p' "$summary" | awk 'NR > 1 { print $1 }' | tr '\n' ' ')
 [ "$listed" = "t1 t2 t3 t4 t5 cli_ranks-x slow " ] || fail "summary not in list order: $listed"
 grep -q "start t1 $work/crates/a" "$work/tests.log" || fail "a test did not run in its package's folder"
+# The tests that open no device are CI's: on a GPU they are skipped.
+grep -q "start t1 $work/crates/a --test-threads 4 --skip _without_a_device\$" "$work/tests.log" \
+    || fail "the device-free tests were not skipped: $(grep 'start t1 ' "$work/tests.log")"
 ts() { grep " $1 $2\( \|$\)" "$work/tests.log" | head -1 | cut -d' ' -f1 || true; }
 before() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && b != "" && a <= b) }'; }
 # Longest expected first: slow and t5 among the first four (in list order they would be the last two), t3 and

@@ -1,5 +1,10 @@
 //! One shared device per test binary. With `BESPOKE_REQUIRE_GPU=1` a missing adapter fails the test instead of
 //! skipping it, so CI can never mistake a missing driver for a pass.
+//!
+//! A test whose name ends in [`DEVICE_FREE`] (`…_without_a_device`) promises to open no device: it checks what the
+//! CPU alone can (naga's validation of generated WGSL, host-side layouts). A GPU session skips those tests (they
+//! say nothing about the GPU, and the slowest took 90 of the suite's CPU seconds); CI runs them. The promise is
+//! kept here: such a test that asks for a device through this module panics.
 
 use std::sync::LazyLock;
 
@@ -27,6 +32,7 @@ static SHARED: LazyLock<Result<Gpu, String>> = LazyLock::new(|| {
 /// # Panics
 /// When no adapter exists and `BESPOKE_REQUIRE_GPU=1`.
 pub fn test_gpu() -> Option<&'static Gpu> {
+    refuse_device_free();
     match &*SHARED {
         Ok(g) => Some(g),
         Err(e) if gpu_required() => panic!("BESPOKE_REQUIRE_GPU=1 but no GPU could be opened: {e}"),
@@ -61,11 +67,27 @@ pub fn emulating(shared: &Gpu, opts: GpuOptions) -> Gpu {
 /// # Panics
 /// When the device cannot be opened (the shared one could).
 pub fn emulating_with_warm_up(shared: &Gpu, opts: GpuOptions) -> Gpu {
+    refuse_device_free();
     Gpu::with_options(GpuOptions {
         adapter_name: Some(shared.adapter_name().to_owned()),
         ..opts
     })
     .unwrap_or_else(|e| panic!("a second device on {}: {e}", shared.adapter_name()))
+}
+
+/// The end of the names of tests that open no device (`cargo test … -- --skip _without_a_device` leaves them
+/// out; `benches/gpu/session.sh` does so on a GPU).
+pub const DEVICE_FREE: &str = "_without_a_device";
+
+/// Panics where the running test's name (libtest names each test's thread after it) ends in [`DEVICE_FREE`].
+fn refuse_device_free() {
+    let thread = std::thread::current();
+    if let Some(name) = thread.name().filter(|n| n.ends_with(DEVICE_FREE)) {
+        panic!(
+            "{name} asks for a device, but its name promises none: a GPU session skips tests named \
+             `…{DEVICE_FREE}`; rename it or drop the device"
+        );
+    }
 }
 
 /// Says that a test (or part of one) did not run and why: a `SKIPPED: …` line on stderr (shown with
@@ -191,6 +213,28 @@ pub fn damage(bytes: &[u8], rng: &mut impl rand::Rng) -> (String, Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_test_named_device_free_cannot_open_the_shared_device() {
+        // The check comes before the device is opened: it holds on a machine with no adapter too.
+        let run = |name: &str| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(|| {
+                    let _ = super::test_gpu();
+                })
+                .unwrap()
+                .join()
+        };
+        let refused = run("kernels_validate_without_a_device").unwrap_err();
+        let msg = refused.downcast_ref::<String>().unwrap();
+        assert!(
+            msg.contains("kernels_validate_without_a_device asks for a device"),
+            "{msg}"
+        );
+        // Only the end of the name counts (this opens the shared device, or skips as any test does without one).
+        assert!(run("without_a_device_is_not_the_end").is_ok());
+    }
+
     #[test]
     fn damage_changes_the_bytes_and_says_how() {
         let text = b"%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 0.5\n2 3 -1\n";

@@ -306,7 +306,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_popcount_tiling_validates() {
+    fn every_popcount_tiling_validates_without_a_device() {
         let lim = TileLimits {
             max_invocations: 1024,
             max_wg_x: 1024,

@@ -5,7 +5,7 @@ use super::*;
 use bespoke_gpu::{caps_for, validate_wgsl};
 
 #[test]
-fn every_kernel_validates() {
+fn every_kernel_validates_without_a_device() {
     let mut n = 0;
     // ny 6 pairs f16 rows; ny 7 stores one f16 per cell (and needs SHADER_F16).
     for (storage, ny) in [(Storage::F32, 6), (Storage::F16, 6), (Storage::F16, 7)] {

@@ -478,7 +478,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn micro_kernels_validate() {
+    fn micro_kernels_validate_without_a_device() {
         for op in [Op::Fma(DType::F32), Op::Fma(DType::F64), Op::Popcount] {
             let v = |src: String| {
                 if let Err(e) = bespoke_gpu::validate_wgsl(&src, op.caps()) {

@@ -68,7 +68,7 @@ fn validate_all(op: &Operator, n: usize, ldb: usize, ldc: usize, blocks: bool) -
 }
 
 #[test]
-fn every_variant_validates_on_random_operators() {
+fn every_variant_validates_on_random_operators_without_a_device() {
     for (i, zeros) in [0.0, 0.5, 0.9, 0.99].into_iter().enumerate() {
         let op = random_operator(13, 11, zeros, i as u64 + 1);
         let n = validate_all(&op, 64, 64, 68, false);
@@ -134,7 +134,7 @@ fn odd_n_allows_only_scalar_columns() {
 }
 
 #[test]
-fn shipped_pyfr_matrices_validate() {
+fn shipped_pyfr_matrices_validate_without_a_device() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyfr");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -317,7 +317,7 @@ fn capped_bstream_launches_respect_the_cap_and_validate() {
 /// 2093 times (2.03× its 1029); every unrolled family's long twin takes it in one launch that reads each once,
 /// and its source validates (issue 35: the operator's goal is twice the access floor, which reads B once).
 #[test]
-fn long_twins_read_each_row_of_b_once_on_hex_p6_m132() {
+fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
     use super::generate::cap_of;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/pyfr/hex-p6-m132-dflt.mtx");
