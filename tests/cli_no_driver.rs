@@ -170,6 +170,22 @@ fn fv_inputs_are_checked_first() {
         &["fv", "run", "--box", "2", "--ranks", "100"],
         &["--ranks 100", "at most 64"],
     );
+    // Outputs written after the run are checked before it (the VTU once failed after the steps).
+    let gone = d.path().join("no/such");
+    let (vtu, png) = (gone.join("x.vtu"), gone.join("x.png"));
+    let folder = d.path().to_str().unwrap();
+    refuses(
+        &["fv", "run", "--box", "2", "--vtu", vtu.to_str().unwrap()],
+        &["cannot write the VTU file", "does not exist"],
+    );
+    refuses(
+        &["fv", "run", "--box", "2", "--vtu", folder],
+        &["cannot write the VTU file", "a folder"],
+    );
+    refuses(
+        &["fv", "sweep", "--box", "2", "--png", png.to_str().unwrap()],
+        &["cannot write the plot", "does not exist"],
+    );
 }
 
 #[test]

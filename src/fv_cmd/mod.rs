@@ -207,6 +207,7 @@ pub fn run(cmd: FvCommand) -> Result<(), Error> {
         }
         FvCommand::Sweep(a) => {
             let json_file = open_json(a.json.as_deref())?;
+            check_output("plot", a.png.as_deref())?;
             let mesh = a.mesh.given().then(|| a.mesh.load()).transpose()?;
             let gpu = crate::open_gpu()?;
             match a.dtype {
@@ -214,6 +215,15 @@ pub fn run(cmd: FvCommand) -> Result<(), Error> {
                 DType::F64 => sweep_cmd::<f64>(&gpu, a, json_file, mesh),
             }
         }
+    }
+}
+
+/// Checks now that an output written at the end of the work could be written (`bespoke_gpu::check_writable`).
+fn check_output(what: &str, path: Option<&std::path::Path>) -> Result<(), Error> {
+    match path {
+        Some(p) => bespoke_gpu::check_writable(p)
+            .map_err(|e| format!("cannot write the {what} to {}: {e}", p.display()).into()),
+        None => Ok(()),
     }
 }
 
@@ -259,6 +269,8 @@ impl RunJob {
         let (name, whole) = match mpi_rank {
             Some(r) if r > 0 => (String::new(), None),
             _ => {
+                // Rank 0 writes the VTU after the run: a path it could not write is refused before it.
+                check_output("VTU file", a.vtu.as_deref())?;
                 let (name, mesh) = a.mesh.load()?;
                 let op = operator(&mesh, a.dirichlet)?;
                 (name, Some((mesh, op)))

@@ -102,17 +102,16 @@ pub fn write_plot(
         path: path.display().to_string(),
         err: e,
     };
-    let file = std::fs::File::create(path).map_err(io)?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), W as u32, H as u32);
+    let png_err = |e: png::EncodingError| io(std::io::Error::other(e.to_string()));
+    // Encoded in memory, then written whole or not at all: a failed write keeps any older plot of that name.
+    let mut bytes = Vec::new();
+    let mut enc = png::Encoder::new(&mut bytes, W as u32, H as u32);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
-    let png_err = |e: png::EncodingError| FvError::Io {
-        path: path.display().to_string(),
-        err: std::io::Error::other(e.to_string()),
-    };
     let mut w = enc.write_header().map_err(png_err)?;
     w.write_image_data(&img).map_err(png_err)?;
-    w.finish().map_err(png_err)
+    w.finish().map_err(png_err)?;
+    bespoke_gpu::write_atomic(path, &bytes).map_err(io)
 }
 
 /// 1, 2 or 5 × 10^k, giving 4–10 ticks up to `max`.
