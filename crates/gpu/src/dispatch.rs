@@ -12,6 +12,10 @@ use crate::error::{GpuError, Result};
 use crate::kernel::Kernel;
 use crate::pipeline::CachedPipeline;
 
+/// Batches of a `Gpu::run_n` submitted and unfinished at most: one runs while the next waits queued and a third
+/// is recorded.
+const IN_FLIGHT: usize = 2;
+
 /// One binding of group 0; argument `i` goes to `@binding(i)`.
 #[derive(Clone, Debug)]
 pub enum Arg<'a> {
@@ -367,10 +371,13 @@ impl Gpu {
     }
 
     /// Records `launches` in order, `times` times over, and waits for them. Work is submitted in batches so a
-    /// long run (e.g. thousands of time steps) never builds one huge command buffer; nothing is read back.
+    /// long run (e.g. thousands of time steps) never builds one huge command buffer; nothing is read back. At
+    /// most two batches are submitted and unfinished at once: a queue accepts submissions as fast as
+    /// the host records them whatever the device's pace, and a run of 10⁹ short steps would otherwise hold
+    /// millions of command buffers before its end (llvmpipe's queue blocks by itself; a GPU driver's need not).
     pub fn run_n(&self, launches: &[&Launch], times: usize) -> Result<()> {
         const BATCH: usize = 256;
-        let mut last = None;
+        let mut in_flight = std::collections::VecDeque::with_capacity(IN_FLIGHT + 1);
         let mut done = 0;
         while done < times {
             let n = BATCH.min(times - done);
@@ -383,11 +390,15 @@ impl Gpu {
                     }
                 }
             }
-            last = Some(self.submit_commands([enc.finish()]));
+            if in_flight.len() == IN_FLIGHT {
+                // The device still has the newer batch queued while this one is recorded and submitted.
+                self.wait(in_flight.pop_front(), "running kernels")?;
+            }
+            in_flight.push_back(self.submit_commands([enc.finish()]));
             done += n;
             self.check_async_errors("submitting kernels")?;
         }
-        self.wait(last, "running kernels")
+        self.wait(in_flight.pop_back(), "running kernels")
     }
 
     /// Runs `steps` launches alternating between `pair[first]` and `pair[1 - first]` (ping-pong buffers or
