@@ -10,7 +10,9 @@
 #                 BESPOKE_REQUIRE_GPU=1, under a timeout of its own (TEST_TIMEOUT, 120 s, cut to what the stage has
 #                 left), TEST_JOBS (4) at a time, longest expected first (benches/gpu/test-seconds.tsv), cli_ranks
 #                 alone after them, with a cache folder of their own;
-#                 tests/summary.txt lists each binary's result line; TEST_ONLY=REGEX runs those whose name matches.
+#                 tests/summary.txt lists each binary's result line; TEST_ONLY=REGEX runs those whose name matches;
+#                 the tests named …_without_a_device (no device opened; CI runs them) are skipped unless
+#                 TEST_DEVICE_FREE=1.
 #                 On an H200 (2026-11-27) all 33 one at a time took ~5 min (bespoke_mm's unit tests alone ~60 s of
 #                 naga validation); four at a time not yet timed there
 #   bench         every `bespoke bench` section at GPU sizes (mm: 9 shipped operators at N = 2^20, f32 and f64;
