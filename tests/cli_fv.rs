@@ -294,3 +294,108 @@ fn fv_order_keeps_the_metis_order_the_bench_reads() {
     assert!(stdout.contains("82k tets metis"), "{stdout}");
     assert!(!metis_ran(&stderr), "the bench ran METIS again: {stderr}");
 }
+
+/// SIGINT stops `fv run` (one domain, and two thread ranks) after the batch of steps in flight: it exits non-zero
+/// saying after how many steps, and its VTU and JSON are those of that step, byte for byte the VTU an
+/// uninterrupted one-domain run to that step writes.
+#[test]
+fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for ranks in [None, Some("2")] {
+        let tag = ranks.unwrap_or("1");
+        let (vtu, json) = (
+            dir.path().join(format!("stopped-{tag}.vtu")),
+            dir.path().join(format!("stopped-{tag}.json")),
+        );
+        let mut args = vec!["fv", "run", "--box", "6", "--steps", "1000000000"];
+        args.extend(["--vtu", vtu.to_str().unwrap()]);
+        args.extend(["--json", json.to_str().unwrap()]);
+        if let Some(r) = ranks {
+            args.extend(["--ranks", r]);
+        }
+        let mut child = common::bespoke_command()
+            .args(&args)
+            .env("BESPOKE_PHASE_TIMES", "2")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The phase line says the steps have begun; the rest of stderr is kept for the checks.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("[phase] fv steps …") {
+                    let _ = tx.send(());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        if rx.recv_timeout(Duration::from_secs(120)).is_err() {
+            let _ = child.kill();
+            panic!("the steps did not begin within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let sent = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let t = Instant::now();
+        let code = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if t.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("fv run did not stop within 60 s of SIGINT");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let err = reader.join().unwrap();
+        assert!(
+            !code.success(),
+            "an interrupted run must exit non-zero: {err}"
+        );
+        let done: usize = err
+            .split("interrupted after ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no step count in: {err}"));
+        assert!((1..1_000_000_000).contains(&done), "{done} steps");
+        let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(report["steps"], done, "{report}");
+        assert_eq!(report["interrupted"], true);
+        let straight = dir.path().join(format!("straight-{tag}.vtu"));
+        let n = done.to_string();
+        let out = bespoke(&[
+            "fv",
+            "run",
+            "--box",
+            "6",
+            "--steps",
+            &n,
+            "--vtu",
+            straight.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            std::fs::read(&vtu).unwrap() == std::fs::read(&straight).unwrap(),
+            "ranks {tag}: the VTU of the run stopped after step {done} differs from an uninterrupted run's"
+        );
+    }
+}

@@ -1,9 +1,10 @@
 //! `bespoke fv …`: thin adapters over bespoke-fv.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_rank, launched_size};
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
@@ -18,6 +19,7 @@ use bespoke::fv::output::write_vtu;
 use bespoke::fv::{Boundary, Diffusion, DistDiffusion, Operator, Real, TetMesh};
 use bespoke::gpu::Gpu;
 use bespoke::report::adapter_json;
+use bespoke::{Error, phase};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
@@ -176,9 +178,16 @@ pub fn run(cmd: FvCommand) -> Result<(), Error> {
         FvCommand::Run(a) => {
             let job = RunJob::prepare(&a)?;
             let spec = a.ranks.map(|count| RankSpec { count, grid: None });
+            // SIGINT and SIGTERM raise the flag; the run stops after the batch of steps in flight and writes what
+            // it reached (`step_batches`).
+            let stop = Arc::new(AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(sig, stop.clone())
+                    .map_err(|e| format!("installing a signal handler: {e}"))?;
+            }
             crate::ranks::run(spec, |gpu, comm| match a.dtype {
-                DType::F32 => run_diffusion::<f32>(gpu, &a, &job, comm),
-                DType::F64 => run_diffusion::<f64>(gpu, &a, &job, comm),
+                DType::F32 => run_diffusion::<f32>(gpu, &a, &job, comm, &stop),
+                DType::F64 => run_diffusion::<f64>(gpu, &a, &job, comm, &stop),
             })
         }
         FvCommand::Bench(a) => {
@@ -286,13 +295,59 @@ impl RunJob {
     }
 }
 
+/// Runs `steps` steps through `step` in batches, the bar following them, and stops after the batch in flight once
+/// `stop` is raised on any rank. Batches start at one step and grow (at most doubling) towards a quarter of a
+/// second on rank 0, whose next size every rank takes when the ranks agree after each batch, so every rank steps
+/// alike and stops after the same step. Returns the steps done. The batches change no bit: the same steps run in
+/// the same order.
+fn step_batches(
+    steps: usize,
+    stop: &AtomicBool,
+    comm: Option<&dyn Comm>,
+    bar: &indicatif::ProgressBar,
+    mut step: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<usize, Error> {
+    const BATCH_SECONDS: f64 = 0.25;
+    let (mut done, mut batch) = (0, 1usize);
+    while done < steps {
+        let k = batch.min(steps - done);
+        let t = Instant::now();
+        step(k)?;
+        done += k;
+        bar.set_position(done as u64);
+        let grown = (k as f64 * BATCH_SECONDS / t.elapsed().as_secs_f64().max(1e-9))
+            .clamp(1.0, 2.0 * k as f64);
+        let mut mine = vec![u8::from(stop.load(Ordering::Relaxed))];
+        mine.extend((grown as u64).to_le_bytes());
+        let all = match comm {
+            Some(c) => c.all_gather_bytes(&mine)?,
+            None => vec![mine],
+        };
+        if all.iter().any(|b| b.first() == Some(&1)) {
+            break;
+        }
+        batch = all[0]
+            .get(1..9)
+            .and_then(|b| b.try_into().ok())
+            .map_or(k, |b| u64::from_le_bytes(b) as usize)
+            .max(1);
+    }
+    Ok(done)
+}
+
 fn run_diffusion<T: Real>(
     gpu: &Gpu,
     a: &RunArgs,
     job: &RunJob,
     comm: Option<Rc<dyn Comm>>,
+    stop: &AtomicBool,
 ) -> Result<(), Error> {
     let root = comm.as_ref().is_none_or(|c| c.rank() == 0);
+    let bar = if root {
+        progress_bar(a.steps as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
     let json_file = if root {
         open_json(a.json.as_deref())?
     } else {
@@ -308,7 +363,7 @@ fn run_diffusion<T: Real>(
     let x0 = op.map(Operator::gaussian_bump);
     // Masses are exact sums (the same bits in any tet order and on any number of ranks); the whole field is
     // gathered, onto rank 0 alone, only for the VTU.
-    let (x, m0, m1, seconds, ordering_seconds, dist, n, dt, (layout, layout_source, shape)) =
+    let (x, m0, m1, seconds, ordering_seconds, dist, n, dt, (layout, layout_source, shape), done) =
         match comm {
             None => {
                 let (op, x0) = op.zip(x0.as_ref()).ok_or("one domain without its mesh")?;
@@ -325,14 +380,16 @@ fn run_diffusion<T: Real>(
                 let m0 = permuted.mass(&d.x()?);
                 drop(permuted);
                 let t = Instant::now();
-                d.step(a.steps)?;
+                let done = phase("fv steps", || {
+                    step_batches(a.steps, stop, None, &bar, |k| Ok(d.step(k)?))
+                })?;
                 let seconds = t.elapsed().as_secs_f64();
                 let x = perm.undo(&d.x()?);
                 let m1 = op.mass(&x);
                 let x = a.vtu.is_some().then_some(x);
                 let n = op.n();
                 let ran = (layout, source, d.shape());
-                (x, m0, m1, seconds, ordering_seconds, None, n, dt, ran)
+                (x, m0, m1, seconds, ordering_seconds, None, n, dt, ran, done)
             }
             Some(comm) => {
                 let t = Instant::now();
@@ -358,7 +415,9 @@ fn run_diffusion<T: Real>(
                 let m0 = d.mass()?;
                 comm.barrier()?;
                 let t = Instant::now();
-                d.step(a.steps)?;
+                let done = phase("fv steps", || {
+                    step_batches(a.steps, stop, Some(&*comm), &bar, |k| Ok(d.step(k)?))
+                })?;
                 let seconds = t.elapsed().as_secs_f64();
                 let m1 = d.mass()?;
                 let x = match a.vtu {
@@ -381,9 +440,21 @@ fn run_diffusion<T: Real>(
                     "exchange_seconds_per_step_rank0": per(st.seconds),
                 });
                 let ran = (layout, source, d.shape());
-                (x, m0, m1, seconds, ordering_seconds, Some(info), n, dt, ran)
+                (
+                    x,
+                    m0,
+                    m1,
+                    seconds,
+                    ordering_seconds,
+                    Some(info),
+                    n,
+                    dt,
+                    ran,
+                    done,
+                )
             }
         };
+    bar.finish_and_clear();
     if !root {
         return Ok(());
     }
@@ -391,7 +462,7 @@ fn run_diffusion<T: Real>(
     println!(
         "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel, {} layout ({layout_source})) in {seconds:.3} s; \
          mass {m0:.9e} → {m1:.9e} (relative drift {:.2e})",
-        a.steps,
+        done,
         kind.name(),
         kernel.name(),
         layout.name(),
@@ -417,13 +488,22 @@ fn run_diffusion<T: Real>(
     write_json(
         json_file,
         &json!({
-            "mesh": name, "tets": n, "steps": a.steps, "ordering": kind.name(), "kernel": kernel.name(),
+            "mesh": name, "tets": n, "steps": done, "steps_asked": a.steps, "interrupted": done < a.steps,
+            "ordering": kind.name(), "kernel": kernel.name(),
             "layout": layout.name(), "layout_source": layout_source, "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
             "mass_rel_drift": Operator::relative_drift(m0, m1), "seconds": seconds,
             "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu), "ranks": dist,
             "step_shape": shape,
         }),
-    )
+    )?;
+    if done < a.steps {
+        return Err(format!(
+            "interrupted after {done} of {} steps: the mass, the VTU and the JSON report are those of step {done}",
+            a.steps
+        )
+        .into());
+    }
+    Ok(())
 }
 
 fn bench(
