@@ -14,7 +14,7 @@ use bespoke::report::adapter_json;
 use clap::Args;
 use serde_json::json;
 
-use crate::json_out::{open_json, write_json};
+use crate::json_out::{check_output, open_json, stop_on_signals, write_json};
 use crate::ranks::RankSpec;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -134,12 +134,8 @@ pub fn run(a: LbmArgs) -> Result<(), Error> {
     if a.interpolated_mask && !matches!(case, Case::Mask(_)) {
         return Err("--interpolated-mask applies to the mask case only".into());
     }
-    for (what, p) in [("PNG", &a.png), ("VTK file", &a.vtk)] {
-        if let Some(p) = p {
-            bespoke_gpu::check_writable(p)
-                .map_err(|e| format!("cannot write the {what} to {}: {e}", p.display()))?;
-        }
-    }
+    check_output("PNG", a.png.as_deref())?;
+    check_output("VTK file", a.vtk.as_deref())?;
     if let Some(dir) = &a.frames {
         if a.frame_every == 0 {
             return Err("--frame-every must be at least 1".into());
@@ -151,10 +147,7 @@ pub fn run(a: LbmArgs) -> Result<(), Error> {
     let stop = Arc::new(AtomicBool::new(false));
     let opts = case_options(&a, &stop)?;
     check(&case, &opts)?;
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())
-            .map_err(|e| format!("installing a signal handler: {e}"))?;
-    }
+    stop_on_signals(&stop)?;
     crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, &case, &stop, spec, comm))
 }
 

@@ -23,7 +23,7 @@ use bespoke::{Error, phase};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::json_out::{JsonOut, open_json, write_json};
+use crate::json_out::{JsonOut, check_output, open_json, stop_on_signals, write_json};
 use crate::ranks::RankSpec;
 use std::rc::Rc;
 
@@ -181,10 +181,7 @@ pub fn run(cmd: FvCommand) -> Result<(), Error> {
             // SIGINT and SIGTERM raise the flag; the run stops after the batch of steps in flight and writes what
             // it reached (`step_batches`).
             let stop = Arc::new(AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                signal_hook::flag::register(sig, stop.clone())
-                    .map_err(|e| format!("installing a signal handler: {e}"))?;
-            }
+            stop_on_signals(&stop)?;
             crate::ranks::run(spec, |gpu, comm| match a.dtype {
                 DType::F32 => run_diffusion::<f32>(gpu, &a, &job, comm, &stop),
                 DType::F64 => run_diffusion::<f64>(gpu, &a, &job, comm, &stop),
@@ -224,15 +221,6 @@ pub fn run(cmd: FvCommand) -> Result<(), Error> {
                 DType::F64 => sweep_cmd::<f64>(&gpu, a, json_file, mesh),
             }
         }
-    }
-}
-
-/// Checks now that an output written at the end of the work could be written (`bespoke_gpu::check_writable`).
-fn check_output(what: &str, path: Option<&std::path::Path>) -> Result<(), Error> {
-    match path {
-        Some(p) => bespoke_gpu::check_writable(p)
-            .map_err(|e| format!("cannot write the {what} to {}: {e}", p.display()).into()),
-        None => Ok(()),
     }
 }
 
