@@ -147,6 +147,106 @@ fn commands_run_on_a_device_without_optional_features() {
     );
 }
 
+/// Whole commands on a device held to WebGPU's default limits (`BESPOKE_LIMITS=webgpu`: 256 invocations a
+/// workgroup, 16 KiB of workgroup memory, 8 storage buffers a kernel, 128 MiB bindings), what WebGPU guarantees
+/// on every adapter: the FV and LBM bench sections run, each FV layout that binds more
+/// storage buffers reported as not timed with the reason, and FV and LBM run across two thread ranks (the halo
+/// exchange binding the lattice's one buffer).
+#[test]
+fn commands_run_on_a_device_held_to_webgpu_limits() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let run = |args: &[&str]| {
+        let out = common::bespoke_command()
+            .env("BESPOKE_LIMITS", "webgpu")
+            .args(args)
+            .output()
+            .expect("the bespoke binary runs");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let v: Value = serde_json::from_slice(&run(&["info", "--json"]).stdout).expect("JSON");
+    let l = &v["limits"];
+    assert_eq!(l["max_compute_invocations_per_workgroup"], 256, "{l}");
+    assert_eq!(l["max_compute_workgroup_storage_size"], 16384, "{l}");
+    assert_eq!(l["max_storage_buffers_per_shader_stage"], 8, "{l}");
+    let path = std::env::temp_dir().join(format!("bespoke-webgpu-{}.json", std::process::id()));
+    run(&[
+        "bench",
+        "--quick",
+        "--section",
+        "fv",
+        "--section",
+        "lbm",
+        "--json",
+        path.to_str().expect("utf-8 temp path"),
+    ]);
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("the report")).expect("JSON");
+    let _ = std::fs::remove_file(&path);
+    let fv = v["fv"]["runs"].as_array().expect("fv.runs");
+    for r in fv {
+        let binds = r["layout"]
+            .as_str()
+            .and_then(bespoke::fv::kernel::Layout::parse)
+            .expect("a layout")
+            .storage_buffers();
+        if binds > 8 {
+            assert!(
+                r["skipped"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("storage buffers")),
+                "{r}"
+            );
+        } else {
+            assert!(r["gbps"].as_f64().is_some_and(|g| g > 0.0), "{r}");
+        }
+    }
+    assert!(fv.iter().any(|r| r["layout"] == "tet-major"), "{fv:?}");
+    let lbm = v["lbm"]["runs"].as_array().expect("lbm.runs");
+    assert!(
+        !lbm.is_empty()
+            && lbm
+                .iter()
+                .all(|r| r["mlups"].as_f64().is_some_and(|m| m > 0.0)),
+        "{lbm:?}"
+    );
+    let out = run(&["fv", "run", "--box", "3", "--steps", "4", "--ranks", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(" layout (") && !text.contains("slot-major"),
+        "{text}"
+    );
+    // A layout asked for by name that binds too many is refused, naming those that bind fewer.
+    let out = common::bespoke_command()
+        .env("BESPOKE_LIMITS", "webgpu")
+        .args([
+            "fv",
+            "run",
+            "--box",
+            "3",
+            "--steps",
+            "4",
+            "--layout",
+            "slot-major",
+        ])
+        .output()
+        .expect("the bespoke binary runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("10 storage buffers") && err.contains("tet-major 4"),
+        "{err}"
+    );
+    run(&[
+        "lbm", "cavity", "--re", "100", "--size", "34x34", "--steps", "31", "--ranks", "2",
+    ]);
+}
+
 #[test]
 fn bench_quick_writes_one_object_with_every_section() {
     if test_gpu().is_none() {

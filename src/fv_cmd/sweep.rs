@@ -20,7 +20,7 @@ pub(super) fn sweep_cmd<T: Real>(
     mesh: Option<(String, TetMesh)>,
 ) -> Result<(), Error> {
     use bespoke::fv::plot::{Series, write_plot};
-    use bespoke::fv::sweep::{default_blocks, equivalent_block, sweep};
+    use bespoke::fv::sweep::{buffer_layout, default_blocks, equivalent_block, sweep};
 
     // The real mesh runs the block-cached kernel at this block after the sweep: refuse a bad one first.
     bespoke::fv::diffusion::check_kernel_block::<T>(gpu, a.block_size)?;
@@ -79,8 +79,10 @@ pub(super) fn sweep_cmd<T: Real>(
             p.gbps / probe.gbps
         );
     }
+    // Slot-major, or tet-major on an adapter that binds fewer storage buffers (`buffer_layout`).
+    let slots = buffer_layout(gpu).name();
     println!(
-        "{name} ({} tets), gather (slot-major; texture where measured), placed at the ideal block size with the \
+        "{name} ({} tets), gather ({slots}; texture where measured), placed at the ideal block size with the \
          same in-block fraction:",
         op.n()
     );
@@ -97,16 +99,14 @@ pub(super) fn sweep_cmd<T: Real>(
         hollow: false,
     };
     let mut series = vec![
-        curve("gather", "slot-major", [0, 114, 178]),
-        curve("block-cached", "slot-major", [213, 94, 0]),
+        curve("gather", slots, [0, 114, 178]),
+        curve("block-cached", slots, [213, 94, 0]),
         curve("gather", "texture", [178, 34, 34]),
     ];
     let mut marks = Vec::new();
-    // Real orderings under gather: filled markers in the slot-major layout, outlines in the texture layout.
+    // Real orderings under gather: filled markers in the buffer layout, outlines in the texture layout.
     for r in real.iter().filter(|r| {
-        r.skipped.is_none()
-            && r.kernel == "gather"
-            && (r.layout == "slot-major" || r.layout == "texture")
+        r.skipped.is_none() && r.kernel == "gather" && (r.layout == slots || r.layout == "texture")
     }) {
         let hollow = r.layout == "texture";
         let x = equivalent_block(r.in_block_fraction, a.block_size as f64, n as f64).log2();

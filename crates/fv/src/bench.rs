@@ -84,8 +84,8 @@ pub fn bench_operator<T: Real>(
             } else {
                 KernelKind::BlockCached { block }
             };
-            let largest = layout.largest_binding(n, T::DTYPE.size());
-            if largest > gpu.binding_limit() {
+            let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
+            if let Some(why) = layout.misfit(n, T::DTYPE.size(), gpu.binding_limit(), max_buffers) {
                 runs.push(FvRun {
                     ordering: kind.name(),
                     kernel: kernel.name(),
@@ -96,10 +96,7 @@ pub fn bench_operator<T: Real>(
                     far_fraction,
                     ordering_seconds,
                     timing: "",
-                    skipped: Some(format!(
-                        "binds {largest} bytes, past the adapter's {}",
-                        gpu.binding_limit()
-                    )),
+                    skipped: Some(why),
                 });
                 continue;
             }

@@ -27,8 +27,19 @@ pub fn max_kernel_block(gpu: &bespoke_gpu::Gpu, size: usize) -> u32 {
     (fit / WG * WG).clamp(WG, 8192)
 }
 
-/// Times the gather and block-cached kernels (slot-major) and, in f32, gather with the operator in textures, on
-/// ideal operators of `n` tets for each block size.
+/// The buffer layout the sweep times both kernels in on `gpu`: slot-major, or tet-major where the adapter binds
+/// fewer than slot-major's 10 storage buffers a kernel (WebGPU's default 8).
+pub fn buffer_layout(gpu: &bespoke_gpu::Gpu) -> Layout {
+    if Layout::SlotMajor.storage_buffers() <= gpu.limits().max_storage_buffers_per_shader_stage {
+        Layout::SlotMajor
+    } else {
+        Layout::TetMajor
+    }
+}
+
+/// Times the gather and block-cached kernels (slot-major; tet-major on an adapter that binds fewer than its 10
+/// storage buffers a kernel) and, in f32, gather with the operator in textures, on ideal operators of `n` tets
+/// for each block size.
 pub fn sweep<T: Real>(
     gpu: &bespoke_gpu::Gpu,
     n: usize,
@@ -40,6 +51,7 @@ pub fn sweep<T: Real>(
     gpu.check_len::<T>(n.saturating_mul(4), "ideal operator values (4 per tet)")?;
     let bytes = (min_bytes_per_tet(T::DTYPE.size()) * n) as f64;
     let cap = max_kernel_block(gpu, T::DTYPE.size());
+    let slots = buffer_layout(gpu);
     let mut out = Vec::new();
     for &b in blocks {
         progress(b);
@@ -52,8 +64,8 @@ pub fn sweep<T: Real>(
             cap
         };
         let mut configs = vec![
-            (KernelKind::Gather, Layout::SlotMajor),
-            (KernelKind::BlockCached { block: kb }, Layout::SlotMajor),
+            (KernelKind::Gather, slots),
+            (KernelKind::BlockCached { block: kb }, slots),
         ];
         if T::DTYPE == crate::kernel::DType::F32 {
             configs.push((KernelKind::Gather, Layout::Texture));

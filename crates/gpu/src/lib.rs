@@ -42,8 +42,8 @@ pub mod vtk;
 pub use atomic::{AtomicFile, check_writable, folder_of, write_atomic, write_atomic_failing};
 pub use buffer::{GpuBuffer, Window, packed_len};
 pub use context::{
-    AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES,
-    env_flag, list_adapters,
+    AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, LimitsProfile, Quirks,
+    WANTED_FEATURES, env_flag, list_adapters,
 };
 pub use disk::{DiskCache, Lookup, remembered_json, user_cache_dir};
 pub use dispatch::{Arg, Grid, GridLayout, Launch};
@@ -63,7 +63,7 @@ pub use timing::{
     STILL_WARM, Timing, TimingSource, WARM_MAX_SECONDS, WARM_SECONDS, WARM_STEADY, median,
     warm_up_agreed,
 };
-pub use validate::{Capabilities, caps_for, validate_wgsl};
+pub use validate::{Capabilities, ResourceUse, caps_for, resource_use, validate_wgsl};
 
 pub use bytemuck;
 pub use naga;

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::error::{GpuError, Result, scoped};
 use crate::kernel::{Kernel, KernelId};
-use crate::validate::validate_named;
+use crate::validate::{resource_use_of, validate_named, validate_with_info};
 
 /// The grid prelude (`shaders/grid.wgsl`): prepend it to a kernel whose grid may exceed 65535 workgroups in a
 /// dimension, and address workgroups with `bespoke_workgroup(wid)` instead of `wid`.
@@ -33,6 +33,8 @@ pub(crate) struct CompileTarget<'a> {
     pub caps: naga::valid::Capabilities,
     pub driver_cache: Option<&'a wgpu::PipelineCache>,
     pub adapter: &'a str,
+    /// The device's limits, held against what the kernel uses before the driver sees it.
+    pub limits: &'a wgpu::Limits,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -71,8 +73,21 @@ impl PipelineCache {
 
 fn compile(target: &CompileTarget<'_>, kernel: &Kernel) -> Result<CachedPipeline> {
     let t0 = Instant::now();
-    let module = match validate_named(kernel.name(), kernel.source(), target.caps) {
-        Ok(m) => m,
+    let module = match validate_with_info(kernel.name(), kernel.source(), target.caps) {
+        Ok((m, info)) => {
+            if let Some((what, asked, max)) = resource_use_of(&m, &info).past(target.limits) {
+                return Err(GpuError::LimitExceeded {
+                    what: format!(
+                        "{what} (kernel `{}` on adapter `{}`)",
+                        kernel.name(),
+                        target.adapter
+                    ),
+                    asked,
+                    max,
+                });
+            }
+            m
+        }
         Err(e) => return Err(explain_invalid(target, kernel, e)),
     };
     let validate_seconds = t0.elapsed().as_secs_f64();

@@ -31,8 +31,9 @@ impl LayoutChoice {
     /// tet-major's largest binding). The tuning operator is smaller than most meshes: on lavapipe (128 MiB
     /// bindings) 16.5 M tets fit slot-major, texture and the four-tet layout, not tet-major. The second value says
     /// whether it fell back.
-    pub fn for_tets(&self, n: usize, size: usize, limit: u64) -> (Layout, bool) {
-        self.fitting(|l| l.largest_binding(n, size) <= limit)
+    /// A layout binding more storage buffers than `max_buffers` never fits.
+    pub fn for_tets(&self, n: usize, size: usize, limit: u64, max_buffers: u32) -> (Layout, bool) {
+        self.fitting(|l| l.misfit(n, size, limit, max_buffers).is_none())
     }
 
     /// The choice where `fits` takes it, else the fastest timed layout `fits` takes, else slot-major; and whether
@@ -88,17 +89,20 @@ pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice>
 /// ([`LayoutChoice::for_tets`]); and why, for the run's report (`tuned`, `cached`, or why it gave way).
 pub fn layout_for<T: Real>(gpu: &Gpu, kind: KernelKind, n: usize) -> Result<(Layout, String)> {
     let c = step_layout::<T>(gpu, kind)?;
-    Ok(match c.for_tets(n, T::DTYPE.size(), gpu.binding_limit()) {
-        (l, false) => (l, c.source),
-        (l, true) => (
-            l,
-            format!(
-                "{}: {} binds too much at {n} tets",
-                c.source,
-                c.layout.name()
+    let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
+    Ok(
+        match c.for_tets(n, T::DTYPE.size(), gpu.binding_limit(), max_buffers) {
+            (l, false) => (l, c.source),
+            (l, true) => (
+                l,
+                format!(
+                    "{}: {} binds too much at {n} tets",
+                    c.source,
+                    c.layout.name()
+                ),
             ),
-        ),
-    })
+        },
+    )
 }
 
 /// [`step_layout`] with the decisions (and each layout's shape) kept in `cache` (None: timed every time).
@@ -129,7 +133,12 @@ pub fn step_layout_in<T: Real>(
 /// unless the prior is within the margin. A layout the adapter cannot bind at the tuning size is left out.
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Result<LayoutChoice> {
     let prior = Layout::default_for(T::DTYPE, gpu.is_cpu());
-    let candidates = layouts(kind, T::DTYPE);
+    // A layout binding more storage buffers than the adapter allows is not a candidate at any size.
+    let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
+    let candidates: Vec<Layout> = layouts(kind, T::DTYPE)
+        .into_iter()
+        .filter(|l| l.storage_buffers() <= max_buffers)
+        .collect();
     // The shape tuner's operator, halved until every layout's bindings fit (as that tuner does for each).
     let (size, limit) = (T::DTYPE.size(), gpu.binding_limit());
     let too_large = |n| {
@@ -199,20 +208,30 @@ mod tests {
         };
         let limit = 128 << 20; // lavapipe's binding limit
         assert_eq!(
-            choice.for_tets(1 << 20, 4, limit),
+            choice.for_tets(1 << 20, 4, limit, 32),
             (Layout::TetMajor, false)
         );
         // 16.5 M tets: tet-major and d16 bind 264 MB of values; the four-tet layout's 66 MB fit.
         let n = 16_464_000;
         assert!(Layout::TetMajor.largest_binding(n, 4) > limit);
         assert!(Layout::TetMajorD16.largest_binding(n, 4) > limit);
-        assert_eq!(choice.for_tets(n, 4, limit), (Layout::SlotMajorX4, true));
+        assert_eq!(
+            choice.for_tets(n, 4, limit, 32),
+            (Layout::SlotMajorX4, true)
+        );
+        // An adapter with WebGPU's 8 storage buffers a kernel: the four-tet layout binds 11; the texture layout's
+        // x fits.
+        assert_eq!(choice.for_tets(n, 4, limit, 8), (Layout::Texture, true));
+        assert_eq!(
+            choice.for_tets(1 << 20, 4, limit, 3),
+            (Layout::Texture, true)
+        );
         // Nothing timed fits: slot-major, whose bindings are a quarter of tet-major's.
         let narrow = LayoutChoice {
             timed: vec![(Layout::TetMajor, 1.0)],
             ..choice.clone()
         };
-        assert_eq!(narrow.for_tets(n, 4, limit), (Layout::SlotMajor, true));
+        assert_eq!(narrow.for_tets(n, 4, limit, 32), (Layout::SlotMajor, true));
         // The order both fall back along (and the ranks share): the choice, the timed fastest first, slot-major.
         assert_eq!(
             choice.order(),

@@ -164,6 +164,24 @@ impl<'g, T: Real> Diffusion<'g, T> {
         if let KernelKind::BlockCached { block } = kind {
             check_kernel_block::<T>(gpu, block)?;
         }
+        let (count, max) = (
+            layout.storage_buffers(),
+            gpu.limits().max_storage_buffers_per_shader_stage,
+        );
+        if count > max {
+            let fewer: Vec<String> = Layout::ALL
+                .iter()
+                .filter(|l| l.storage_buffers() <= max)
+                .map(|l| format!("{} {}", l.name(), l.storage_buffers()))
+                .collect();
+            return Err(FvError::Unsupported(format!(
+                "the {} layout binds {count} storage buffers per kernel; adapter `{}` allows {max} (layouts that \
+                 bind fewer: {})",
+                layout.name(),
+                gpu.adapter_name(),
+                fewer.join(", ")
+            )));
+        }
         Ok(())
     }
 

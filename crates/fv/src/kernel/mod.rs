@@ -103,6 +103,43 @@ impl Layout {
         }
     }
 
+    /// Storage buffers a step kernel in this layout binds (gather or block-cached, any launch shape): slot-major
+    /// binds each slot's values and indices apart. An adapter that allows fewer runs the layouts that bind fewer
+    /// (WebGPU's default allows 8: tet-major binds 4, the texture layout 2 besides its textures).
+    pub fn storage_buffers(&self) -> u32 {
+        match self {
+            Self::SlotMajor => 10,
+            Self::TetMajor => 4,
+            Self::TetMajorD16 => 5,
+            Self::SlotMajorX4 => 11,
+            Self::SlotMajorX4D16 => 9,
+            Self::Texture => 2,
+        }
+    }
+
+    /// Why a step of `n` tets with `size`-byte values in this layout cannot run on an adapter binding at most
+    /// `binding_limit` bytes at once and `max_storage_buffers` buffers per kernel; `None` where it can.
+    pub fn misfit(
+        &self,
+        n: usize,
+        size: usize,
+        binding_limit: u64,
+        max_storage_buffers: u32,
+    ) -> Option<String> {
+        let (count, largest) = (self.storage_buffers(), self.largest_binding(n, size));
+        if count > max_storage_buffers {
+            Some(format!(
+                "binds {count} storage buffers per kernel, past the adapter's {max_storage_buffers}"
+            ))
+        } else if largest > binding_limit {
+            Some(format!(
+                "binds {largest} bytes at once, past the adapter's {binding_limit}"
+            ))
+        } else {
+            None
+        }
+    }
+
     pub const ALL: [Layout; 6] = [
         Self::SlotMajor,
         Self::TetMajor,

@@ -261,7 +261,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bespoke_gpu::{caps_for, validate_wgsl};
+    use bespoke_gpu::{caps_for, resource_use};
 
     #[test]
     fn kernels_validate() {
@@ -322,13 +322,20 @@ mod tests {
                                 rows.clone(),
                                 shape,
                             );
-                            validate_wgsl(&src, caps_for(dtype == DType::F64, false))
+                            let used = resource_use(&src, caps_for(dtype == DType::F64, false))
                                 .unwrap_or_else(|e| {
                                     panic!(
                                         "{} {dtype:?} {layout:?} {shape:?}: {e}\n{src}",
                                         kind.name()
                                     )
                                 });
+                            // What the layout choice holds against the adapter's limit is what it binds.
+                            assert_eq!(
+                                used.storage_buffers,
+                                layout.storage_buffers(),
+                                "{} {layout:?} {shape:?}",
+                                kind.name()
+                            );
                             // The ablation reads no tet's indices (each binding once, at 0).
                             let loads = [
                                 "i0[i]",

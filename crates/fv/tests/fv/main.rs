@@ -324,11 +324,93 @@ fn a_layout_past_the_binding_limit_is_refused_and_the_bench_says_so() {
         let binds = l.largest_binding(2048, 4) <= limit;
         assert_eq!(timed.contains(&l), binds, "{l:?} in {choice:?}");
     }
-    let (layout, _) = choice.for_tets(n, 4, small.binding_limit());
+    let (layout, _) = choice.for_tets(
+        n,
+        4,
+        small.binding_limit(),
+        small.limits().max_storage_buffers_per_shader_stage,
+    );
     assert!(
         layout.largest_binding(n, 4) <= limit,
         "{choice:?} gave {layout:?}"
     );
     Diffusion::<f32>::new(&small, &op, KernelKind::Gather, layout, dt)
         .expect("the fitting layout runs");
+}
+
+/// On a device held to WebGPU's limits (8 storage buffers a kernel) a layout that binds more (slot-major 10, the
+/// four-tet layouts 11 and 9) is refused by name before anything is uploaded, the bench reports it as not timed,
+/// the layout tuner leaves it out, and the layout chosen steps the bits slot-major steps on the shared device.
+#[test]
+fn layouts_binding_more_storage_buffers_than_the_device_allows_are_left_out() {
+    use bespoke_fv::bench::bench_operator;
+    use bespoke_gpu::testing::emulating;
+    use bespoke_gpu::{GpuOptions, LimitsProfile};
+    let Some(shared) = test_gpu() else { return };
+    let held = emulating(
+        shared,
+        GpuOptions {
+            limits: Some(LimitsProfile::WebGpu),
+            ..Default::default()
+        },
+    );
+    let max = held.limits().max_storage_buffers_per_shader_stage;
+    assert_eq!(max, 8);
+    let mesh = jittered_box();
+    let adj = adjacency(&mesh).unwrap();
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).unwrap();
+    let dt = 0.5 / op.max_row_sum();
+    for layout in [
+        Layout::SlotMajor,
+        Layout::SlotMajorX4,
+        Layout::SlotMajorX4D16,
+    ] {
+        let e = Diffusion::<f32>::new(&held, &op, KernelKind::Gather, layout, dt).unwrap_err();
+        assert!(matches!(e, FvError::Unsupported(_)), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("{} storage buffers", layout.storage_buffers()))
+                && msg.contains("allows 8")
+                && msg.contains("tet-major 4"),
+            "{msg}"
+        );
+    }
+    let runs = bench_operator::<f32>(&held, &op, &[OrderingKind::AsRead], 2048, 1, |_| {})
+        .expect("the bench runs what binds");
+    for r in &runs {
+        let over = Layout::parse(r.layout).unwrap().storage_buffers() > max;
+        assert_eq!(r.skipped.is_some(), over, "{} {}", r.kernel, r.layout);
+        assert_eq!(r.gbps.is_finite(), !over, "{} {}", r.kernel, r.layout);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cache = bespoke_gpu::DiskCache::at(dir.path(), "fv-shape", 1);
+    let choice =
+        bespoke_fv::diffusion::step_layout_in::<f32>(&held, KernelKind::Gather, Some(&cache))
+            .unwrap();
+    let timed: Vec<Layout> = choice.timed.iter().map(|t| t.0).collect();
+    for l in Layout::ALL {
+        assert_eq!(
+            timed.contains(&l),
+            l.storage_buffers() <= max,
+            "{l:?} in {choice:?}"
+        );
+    }
+    let (layout, _) = choice.for_tets(op.n(), 4, held.binding_limit(), max);
+    assert!(layout.storage_buffers() <= max, "{choice:?}");
+    let mut rng = seeded(fresh_seed());
+    let x: Vec<f64> = (0..op.n()).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let run = |gpu, layout| {
+        let mut d = Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, layout, dt).unwrap();
+        d.set_x(&x).unwrap();
+        d.step(3).unwrap();
+        d.x().unwrap()
+    };
+    let got = run(&held, layout);
+    let want = run(shared, Layout::SlotMajor);
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "{layout:?} on the held device differs from slot-major"
+    );
 }

@@ -18,7 +18,8 @@ pub use adapters::{AdapterSummary, list_adapters};
 use adapters::{backend_rank, type_rank};
 use close::{CloseDone, CloseTurn};
 pub use options::{
-    AdapterClass, GpuInfo, GpuOptions, KernelLimits, Quirks, WANTED_FEATURES, env_flag,
+    AdapterClass, GpuInfo, GpuOptions, KernelLimits, LimitsProfile, Quirks, WANTED_FEATURES,
+    env_flag,
 };
 
 /// One opened device plus everything kernels share: the pipeline cache and the error sink.
@@ -125,7 +126,16 @@ impl Gpu {
             | options::features_off_from_env().map_err(GpuError::InvalidArgument)?;
         let features = adapter.features() & wanted & !without;
         // The defaults (256 invocations, 16 KiB workgroup memory, 256 MiB buffers) are far below real hardware.
-        let mut limits = adapter.limits();
+        let profile = match opts.limits {
+            Some(p) => Some(p),
+            None => options::limits_from_env().map_err(GpuError::InvalidArgument)?,
+        };
+        let mut limits = match profile {
+            Some(p) => p.hold(adapter.limits()),
+            None => adapter.limits(),
+        };
+        // Keyed only where the profile lowered something (as a feature taken away, below).
+        let held_to = profile.filter(|_| limits != adapter.limits());
         if let Some(u) = opts.max_uniform_binding_bytes {
             limits.max_uniform_buffer_binding_size =
                 limits.max_uniform_buffer_binding_size.min(u.max(256));
@@ -196,6 +206,9 @@ impl Gpu {
         }
         if let Some(n) = opts.max_storage_buffers_per_stage {
             emulation += &format!("-sbufs{n}");
+        }
+        if let Some(p) = held_to {
+            emulation += &format!("-limits{}", p.name());
         }
         if opts.adapter_class.is_some() {
             emulation += &format!("-as{class:?}");
@@ -356,6 +369,7 @@ impl Gpu {
             caps: self.naga_capabilities(),
             driver_cache: self.driver_cache.as_ref(),
             adapter: &self.adapter_info.name,
+            limits: &self.limits,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

@@ -45,6 +45,60 @@ pub struct GpuOptions {
     /// idle spell): for tests of results, not of speed, on a GPU (the shared test device; a GPU's test suite
     /// tunes hundreds of kernels). Choices tuned so are keyed apart from the adapter's own (`-nowarm`).
     pub skip_warm_up: bool,
+    /// Request the device with no limit better than this profile's (each of the adapter's limits or the profile's,
+    /// whichever is worse): what WebGPU guarantees on every adapter, made to happen on any adapter. `BESPOKE_LIMITS=webgpu` (or `downlevel`) sets it for a whole command.
+    pub limits: Option<LimitsProfile>,
+}
+
+/// A set of limits an adapter may be held to ([`GpuOptions::limits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LimitsProfile {
+    /// WebGPU's defaults (`wgpu::Limits::default()`): 256 invocations a workgroup (256 × 256 × 64), 16 KiB of
+    /// workgroup memory, 8 storage buffers a stage, 128 MiB bindings, 256 MiB buffers, 64 KiB uniform bindings.
+    /// WebGPU guarantees these on every adapter; native Vulkan's own minimums are lower still (128 invocations).
+    WebGpu,
+    /// wgpu's downlevel defaults (`wgpu::Limits::downlevel_defaults()`): as [`LimitsProfile::WebGpu`], but 4
+    /// storage buffers a stage and 16 KiB uniform bindings (what a GLES 3.1 device grants).
+    Downlevel,
+}
+
+impl LimitsProfile {
+    /// The name `BESPOKE_LIMITS` takes and device keys carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::WebGpu => "webgpu",
+            Self::Downlevel => "downlevel",
+        }
+    }
+
+    /// The profile's limits.
+    pub fn limits(self) -> wgpu::Limits {
+        match self {
+            Self::WebGpu => wgpu::Limits::default(),
+            Self::Downlevel => wgpu::Limits::downlevel_defaults(),
+        }
+    }
+
+    /// `adapter`'s limits held to the profile: each the worse of the two.
+    pub fn hold(self, adapter: wgpu::Limits) -> wgpu::Limits {
+        adapter.or_worse_values_from(&self.limits())
+    }
+}
+
+/// The profile `BESPOKE_LIMITS` names (`None` when unset or empty); an unknown name is an error listing the names.
+pub(crate) fn limits_from_env() -> Result<Option<LimitsProfile>, String> {
+    parse_profile(&std::env::var("BESPOKE_LIMITS").unwrap_or_default())
+}
+
+fn parse_profile(value: &str) -> Result<Option<LimitsProfile>, String> {
+    match value.trim() {
+        "" => Ok(None),
+        v => [LimitsProfile::WebGpu, LimitsProfile::Downlevel]
+            .into_iter()
+            .find(|p| p.name() == v)
+            .map(Some)
+            .ok_or_else(|| format!("BESPOKE_LIMITS names `{v}`; it may name webgpu or downlevel")),
+    }
 }
 
 /// The features `BESPOKE_WITHOUT_FEATURES` names (none when unset or empty); an unknown name is an error listing
@@ -141,6 +195,36 @@ mod tests {
         );
         let e = super::parse_features("SHADER_F64,f16").unwrap_err();
         assert!(e.contains("`f16`") && e.contains("SHADER_F16"), "{e}");
+    }
+
+    #[test]
+    fn a_limits_profile_is_named_and_holds_the_worse_value() {
+        use super::{LimitsProfile, parse_profile};
+        assert_eq!(parse_profile(""), Ok(None));
+        assert_eq!(parse_profile(" webgpu "), Ok(Some(LimitsProfile::WebGpu)));
+        assert_eq!(
+            parse_profile("downlevel"),
+            Ok(Some(LimitsProfile::Downlevel))
+        );
+        let e = parse_profile("tiny").unwrap_err();
+        assert!(e.contains("`tiny`") && e.contains("webgpu"), "{e}");
+        // An adapter better than the profile in one limit and worse in another keeps the worse of each.
+        let adapter = wgpu::Limits {
+            max_compute_invocations_per_workgroup: 1024,
+            max_compute_workgroup_storage_size: 8192,
+            min_storage_buffer_offset_alignment: 32,
+            ..wgpu::Limits::default()
+        };
+        let held = LimitsProfile::WebGpu.hold(adapter);
+        assert_eq!(held.max_compute_invocations_per_workgroup, 256);
+        assert_eq!(held.max_compute_workgroup_storage_size, 8192);
+        assert_eq!(held.min_storage_buffer_offset_alignment, 256);
+        assert_eq!(
+            LimitsProfile::Downlevel
+                .hold(wgpu::Limits::default())
+                .max_storage_buffers_per_shader_stage,
+            4
+        );
     }
 
     #[test]

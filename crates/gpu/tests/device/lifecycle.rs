@@ -21,6 +21,61 @@ fn broken_shader_is_rejected_with_a_readable_message() {
     }
 }
 
+/// A device held to WebGPU's limits refuses, before the driver sees it, a kernel binding 9 storage buffers or
+/// launching 512 invocations a workgroup, with an error naming the limit, the kernel and both counts; the same
+/// kernels compile on the shared device (lavapipe allows both), and a kernel within the limits runs.
+#[test]
+fn a_kernel_past_the_devices_limits_is_refused_naming_the_limit() {
+    let Some(shared) = test_gpu() else { return };
+    let held = emulating(
+        shared,
+        GpuOptions {
+            limits: Some(bespoke_gpu::LimitsProfile::WebGpu),
+            ..GpuOptions::default()
+        },
+    );
+    assert!(
+        held.adapter_key().contains("-limitswebgpu"),
+        "{}",
+        held.adapter_key()
+    );
+    let nine: String = (0..9)
+        .map(|i| format!("@group(0) @binding({i}) var<storage, read_write> b{i}: array<f32>;\n"))
+        .chain(std::iter::once(
+            "@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {\n    \
+             b0[g.x] = b1[g.x] + b2[g.x] + b3[g.x] + b4[g.x] + b5[g.x] + b6[g.x] + b7[g.x] + b8[g.x];\n}"
+                .to_owned(),
+        ))
+        .collect();
+    let wide = AXPY.replace("@workgroup_size(64)", "@workgroup_size(512)");
+    for (name, src, what, asked, max) in [
+        ("nine-buffers", nine.as_str(), "storage buffers", 9, 8),
+        ("wide", wide.as_str(), "invocations per workgroup", 512, 256),
+    ] {
+        let k = Kernel::new(name, src);
+        match held.pipeline(&k) {
+            Err(GpuError::LimitExceeded {
+                what: w,
+                asked: a,
+                max: m,
+            }) => {
+                assert!(w.contains(what) && w.contains(name), "{w}");
+                assert_eq!((a, m), (asked, max), "{w}");
+            }
+            other => panic!("{name}: expected LimitExceeded, got {other:?}"),
+        }
+        if shared.limits().max_storage_buffers_per_shader_stage >= 9
+            && shared.limits().max_compute_invocations_per_workgroup >= 512
+        {
+            shared
+                .pipeline(&k)
+                .unwrap_or_else(|e| panic!("{name} on the shared device: {e}"));
+        }
+    }
+    held.pipeline(&Kernel::new("axpy", AXPY))
+        .expect("a kernel within the limits");
+}
+
 #[test]
 fn kernels_compile_on_every_core_once_and_a_broken_one_waits_for_its_use() {
     if test_gpu().is_none() {

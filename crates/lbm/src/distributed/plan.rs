@@ -164,36 +164,59 @@ pub(crate) fn unpack_entries(layout: Layout, n: usize, list: &[(usize, usize)]) 
         .collect()
 }
 
-/// WGSL of the pack (`unpack` false) or unpack kernel over the nine direction buffers (as u32 words, whatever
-/// the storage), an entry list and the exchange buffer.
-pub(crate) fn halo_kernel(unpack: bool) -> String {
+/// WGSL of the pack (`unpack` false) or unpack kernel over the lattice's directions (as u32 words, whatever the
+/// storage), an entry list and the exchange buffer: the nine directions as nine bindings, or (`stride`: the
+/// lattice binds one buffer) one binding with direction i at word i·stride, as the step kernel binds them where
+/// the adapter allows fewer storage buffers than nine and two more.
+pub(crate) fn halo_kernel(unpack: bool, stride: Option<usize>) -> String {
     let mut s = String::from(GRID_WGSL);
     s.push_str("// bespoke-lbm halo ");
     s.push_str(if unpack { "unpack" } else { "pack" });
     s.push_str(": populations that cross a cut, as raw bits.\n");
-    for i in 0..9 {
+    let dirs = match stride {
+        Some(_) => 1,
+        None => 9,
+    };
+    for i in 0..dirs {
         let _ = writeln!(
             s,
             "@group(0) @binding({i}) var<storage, read_write> a{i}: array<u32>;"
         );
     }
-    s.push_str("@group(0) @binding(9) var<storage, read> ent: array<vec4<u32>>;\n");
     let _ = writeln!(
         s,
-        "@group(0) @binding(10) var<storage, {}> buf: array<u32>;\n",
+        "@group(0) @binding({dirs}) var<storage, read> ent: array<vec4<u32>>;"
+    );
+    let _ = writeln!(
+        s,
+        "@group(0) @binding({}) var<storage, {}> buf: array<u32>;\n",
+        dirs + 1,
         if unpack { "read" } else { "read_write" }
     );
-    s.push_str("fn load_word(slot: u32, w: u32) -> u32 {\n    switch slot {\n");
-    for i in 0..9 {
-        let _ = writeln!(s, "        case {i}u: {{ return a{i}[w]; }}");
-    }
-    s.push_str("        default: { return 0u; }\n    }\n}\n\n");
-    if unpack {
-        s.push_str("fn store_word(slot: u32, w: u32, v: u32) {\n    switch slot {\n");
-        for i in 0..9 {
-            let _ = writeln!(s, "        case {i}u: {{ a{i}[w] = v; }}");
+    if let Some(stride) = stride {
+        let _ = writeln!(
+            s,
+            "fn load_word(slot: u32, w: u32) -> u32 {{ return a0[slot * {stride}u + w]; }}"
+        );
+        if unpack {
+            let _ = writeln!(
+                s,
+                "fn store_word(slot: u32, w: u32, v: u32) {{ a0[slot * {stride}u + w] = v; }}"
+            );
         }
-        s.push_str("        default: {}\n    }\n}\n\n");
+    } else {
+        s.push_str("fn load_word(slot: u32, w: u32) -> u32 {\n    switch slot {\n");
+        for i in 0..9 {
+            let _ = writeln!(s, "        case {i}u: {{ return a{i}[w]; }}");
+        }
+        s.push_str("        default: { return 0u; }\n    }\n}\n\n");
+        if unpack {
+            s.push_str("fn store_word(slot: u32, w: u32, v: u32) {\n    switch slot {\n");
+            for i in 0..9 {
+                let _ = writeln!(s, "        case {i}u: {{ a{i}[w] = v; }}");
+            }
+            s.push_str("        default: {}\n    }\n}\n\n");
+        }
     }
     let _ = write!(
         s,
@@ -238,8 +261,11 @@ mod tests {
     #[test]
     fn halo_kernels_validate() {
         for unpack in [false, true] {
-            let src = halo_kernel(unpack);
-            validate_wgsl(&src, caps_for(false, false)).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            for stride in [None, Some(4160)] {
+                let src = halo_kernel(unpack, stride);
+                validate_wgsl(&src, caps_for(false, false))
+                    .unwrap_or_else(|e| panic!("{e}\n{src}"));
+            }
         }
     }
 

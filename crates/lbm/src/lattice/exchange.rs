@@ -469,9 +469,19 @@ fn plan(
     let ue = gpu.upload(&unpack_entries(layout, n, &recvs))?;
     let send = gpu.alloc::<u32>(sends.len().max(1))?;
     let recv = gpu.alloc::<u32>(recvs.len().max(1))?;
+    // The directions bound as the step binds them: nine bindings, or the one buffer where the lattice binds one.
+    let max = gpu.limits().max_storage_buffers_per_shader_stage as usize;
+    let need = pops.kernel_args().len() + 2;
+    if need > max {
+        return Err(LbmError::Unsupported(format!(
+            "the halo exchange binds {need} storage buffers (the nine directions, its entries and the exchange \
+             buffer); adapter `{}` allows {max}. A lattice whose directions fit one binding binds them as one",
+            gpu.adapter_name()
+        )));
+    }
     let launch =
         |unpack: bool, ent: &GpuBuffer<[u32; 4]>, buf: &GpuBuffer<u32>| -> Result<Launch> {
-            let mut args = pops.dir_args();
+            let mut args = pops.kernel_args();
             args.push(ent.arg());
             args.push(buf.arg());
             let name = if unpack {
@@ -480,8 +490,10 @@ fn plan(
                 "lbm-halo-pack"
             };
             // SAFETY: entries hold slots below 9 and word indices `word_of` computed for cells of this lattice,
-            // each below the words of a direction; value indices are below the exchange buffer's length.
-            let k = unsafe { Kernel::new(name, halo_kernel(unpack)).without_bounds_checks() };
+            // each below the words of a direction (so slot·stride + word lies within the one buffer's nine); value indices are below the exchange buffer's length.
+            let k = unsafe {
+                Kernel::new(name, halo_kernel(unpack, pops.stride())).without_bounds_checks()
+            };
             Ok(gpu.prepare(&k, &args, Grid::cover(ent.len() as u64, WG)?)?)
         };
     Ok(Plan {

@@ -252,6 +252,32 @@ fn cuts_along_y_and_both_axes_with_and_without_overlap() {
     );
 }
 
+/// On a device held to WebGPU's limits (8 storage buffers a kernel) the lattice binds its directions as one
+/// buffer, and so does the halo exchange (nine bindings and two more before): two ranks match one domain.
+#[test]
+fn ranks_on_a_device_held_to_webgpus_limits_match_one_domain() {
+    let Some(shared) = test_gpu() else { return };
+    let held = emulating(
+        shared,
+        GpuOptions {
+            limits: Some(bespoke_gpu::LimitsProfile::WebGpu),
+            ..Default::default()
+        },
+    );
+    assert_eq!(held.limits().max_storage_buffers_per_shader_stage, 8);
+    for streaming in [Streaming::Ab, Streaming::InPlace] {
+        check(
+            &held,
+            Domain::Channel,
+            19,
+            22,
+            Storage::F32,
+            streaming,
+            &[(2, Some([1, 2]), true), (2, None, false)],
+        );
+    }
+}
+
 #[test]
 fn devices_of_their_own_and_checkpoints_across_ranks() {
     let Some(shared) = test_gpu() else { return };
