@@ -5,7 +5,7 @@
 
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_gpu::{Gpu, GpuOptions};
-use bespoke_mm::dense::{DenseGemm, DenseParams, Element, GemmShape};
+use bespoke_mm::dense::{DenseGemm, DenseParams, Element, GemmShape, TileLimits};
 use bespoke_mm::reference::{gemm_ref, rel_err};
 use bespoke_mm::{DType, MmError};
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -83,6 +83,29 @@ fn check<T: Element>(
     e
 }
 
+/// [`configs`] that `gpu` can launch in `dtype`, each left out said so (an adapter with WebGPU's 16 KiB of workgroup
+/// memory cannot hold the widest double-buffered tiles); most of them fit any adapter.
+fn configs_on(gpu: &Gpu, dtype: DType) -> Vec<DenseParams> {
+    let limits = TileLimits::of(gpu);
+    let all = configs();
+    let (fit, past): (Vec<DenseParams>, Vec<DenseParams>) =
+        all.iter().partition(|p| p.check(dtype, &limits).is_ok());
+    for p in &past {
+        bespoke_gpu::testing::skipped(&format!(
+            "dense {} {dtype:?} on this adapter: {}",
+            p.key(),
+            p.check(dtype, &limits).unwrap_err()
+        ));
+    }
+    assert!(
+        2 * fit.len() >= all.len(),
+        "only {} of {} configurations fit this adapter",
+        fit.len(),
+        all.len()
+    );
+    fit
+}
+
 fn configs() -> Vec<DenseParams> {
     let p = |tm, tn, wgm, wgn, kc, vec, split_k| DenseParams {
         tm,
@@ -145,7 +168,7 @@ fn f32_matches_reference_on_ragged_shapes() {
         (9, 1000, 64),
     ];
     for (m, n, k) in shapes {
-        for p in configs() {
+        for p in configs_on(gpu, DType::F32) {
             for (alpha, beta) in [(1.0, 0.0), (0.5, 1.0), (-1.5, 0.25)] {
                 // Padded leading dimensions (ldc > n) keep vec4 alignment and must stay untouched.
                 let s = GemmShape {
@@ -175,7 +198,10 @@ fn f64_matches_reference_where_available() {
         return;
     }
     let mut r = rng();
-    for p in configs().into_iter().filter(|p| p.tm * p.tn <= 32) {
+    for p in configs_on(gpu, DType::F64)
+        .into_iter()
+        .filter(|p| p.tm * p.tn <= 32)
+    {
         for (alpha, beta) in [(1.0, 0.0), (0.75, -2.0)] {
             let s = GemmShape {
                 m: 45,
@@ -318,7 +344,7 @@ fn bounds_checks_change_nothing_but_the_cost() {
                 }
             })
             .collect();
-        for p in configs() {
+        for p in configs_on(gpu, DType::F32) {
             if p.vec > 1 && [s.n, s.ldb, s.ldc].iter().any(|d| d % p.vec as usize != 0) {
                 continue;
             }
@@ -359,7 +385,10 @@ fn ablated_kernels_compute_their_reference() {
     let (m, n, k) = (37, 52, 43);
     let s = GemmShape::packed(m, n, k);
     let round = |v: Vec<f64>| v.iter().map(|&x| f64::from(x as f32)).collect::<Vec<f64>>();
-    for p in configs().into_iter().filter(|p| p.split_k == 1) {
+    for p in configs_on(gpu, DType::F32)
+        .into_iter()
+        .filter(|p| p.split_k == 1)
+    {
         for ablation in [Ablation::StageOnce, Ablation::FragmentsOnce] {
             let a = round(random(&mut r, m * k));
             let b = round(random(&mut r, k * n));
