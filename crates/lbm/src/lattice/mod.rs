@@ -328,14 +328,27 @@ impl<'g> Lattice<'g> {
             };
             let need = spec(phase, mode).storage_bindings();
             if need > max_bindings {
+                // In-place streaming binds one set of populations where two lattices bind two: say so only where
+                // that would fit.
+                let hint = if phase == Phase::Ab
+                    && spec(Phase::AaOdd, mode).storage_bindings() <= max_bindings
+                {
+                    " (in-place streaming needs fewer)"
+                } else {
+                    ""
+                };
                 return Err(LbmError::Unsupported(format!(
-                    "{} streaming with {} needs {need} storage buffers per kernel; adapter `{}` allows {max_bindings} \
-                     (in-place streaming needs fewer)",
+                    "{} streaming with {}: its {} kernel binds {need} storage buffers; adapter `{}` allows \
+                     {max_bindings} storage buffers per kernel{hint}",
                     cfg.streaming.name(),
                     if encoded.is_some() {
                         "flags"
                     } else {
                         "no flags"
+                    },
+                    match mode {
+                        Mode::Step => "step",
+                        _ => "macroscopic",
                     },
                     gpu.adapter_name()
                 )));

@@ -82,6 +82,28 @@ fn one_buffer_for_all_directions_follows_the_limits() {
     let e =
         Lattice::with_given_shape(&few, ab.clone(), walls.clone(), StepShape::given()).unwrap_err();
     assert!(e.to_string().contains("storage buffers per kernel"), "{e}");
+    // In-place streaming with nine bindings binds 12 here, past 8 too: the error does not suggest it. With 16
+    // (wgpu's GL backend) it fits where the two-lattice step's 20 do not, and the error says so.
+    assert!(!e.to_string().contains("in-place"), "{e}");
+    let sixteen = emulating(
+        shared,
+        GpuOptions {
+            max_storage_buffers_per_stage: Some(16),
+            ..Default::default()
+        },
+    );
+    let e = Lattice::with_given_shape(&sixteen, ab.clone(), walls.clone(), StepShape::given())
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("in-place streaming needs fewer"),
+        "{e}"
+    );
+    let inplace = Config {
+        streaming: Streaming::InPlace,
+        ..ab.clone()
+    };
+    Lattice::with_given_shape(&sixteen, inplace, walls.clone(), StepShape::given())
+        .expect("in-place streaming with nine bindings within 16");
     let mut lat = Lattice::with_given_shape(&few, ab.clone(), walls.clone(), one).unwrap();
     // Chosen, not given (wgpu's GL backend on llvmpipe allows 16 storage buffers, WebGPU's default 8): every
     // candidate the tuner times binds one buffer per side, and so does the lattice that takes its choice.
