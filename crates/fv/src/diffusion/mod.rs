@@ -169,7 +169,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             gpu.limits().max_storage_buffers_per_shader_stage,
         );
         if count > max {
-            let fewer: Vec<String> = Layout::ALL
+            let fewer: Vec<String> = layout::layouts(kind, T::DTYPE)
                 .iter()
                 .filter(|l| l.storage_buffers() <= max)
                 .map(|l| format!("{} {}", l.name(), l.storage_buffers()))

@@ -46,7 +46,8 @@ pub struct GpuOptions {
     /// tunes hundreds of kernels). Choices tuned so are keyed apart from the adapter's own (`-nowarm`).
     pub skip_warm_up: bool,
     /// Request the device with no limit better than this profile's (each of the adapter's limits or the profile's,
-    /// whichever is worse): what WebGPU guarantees on every adapter, made to happen on any adapter. `BESPOKE_LIMITS=webgpu` (or `downlevel`) sets it for a whole command.
+    /// whichever is worse): what WebGPU guarantees on every adapter, made to happen on any adapter.
+    /// `BESPOKE_LIMITS=webgpu` (or `downlevel`) sets it for a whole command.
     pub limits: Option<LimitsProfile>,
 }
 
