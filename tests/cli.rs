@@ -6,7 +6,7 @@
 mod common;
 
 use bespoke::gpu::testing::test_gpu;
-use common::{bespoke, bespoke_json, check_adapter};
+use common::{bespoke, bespoke_json, check_adapter, fv_layout_binds_too_many};
 use serde_json::Value;
 
 #[test]
@@ -102,11 +102,14 @@ fn commands_run_on_a_device_without_optional_features() {
         "{dense:?}"
     );
     let fv = v["fv"]["runs"].as_array().expect("fv.runs");
+    // Every row timed, but for a layout the device binds too many buffers for (held to WebGPU's limits).
     assert!(
-        !fv.is_empty()
-            && fv
-                .iter()
-                .all(|r| r["gbps"].as_f64().is_some_and(|g| g > 0.0)),
+        fv.iter()
+            .any(|r| r["gbps"].as_f64().is_some_and(|g| g > 0.0))
+            && fv.iter().all(|r| match r["skipped"].as_str() {
+                Some(why) => fv_layout_binds_too_many(r["layout"].as_str().unwrap_or(""), why),
+                None => r["gbps"].as_f64().is_some_and(|g| g > 0.0),
+            }),
         "{fv:?}"
     );
     for (args, feature) in [
@@ -358,7 +361,16 @@ fn lab_times_every_shape_and_ablation() {
             let bindings =
                 !nine_fit && r["group"] == "lbm" && why.contains("storage buffers per kernel");
             let f64_missing = !gpu.has_f64() && why.contains("SHADER_F64");
-            assert!(bindings || f64_missing, "not run: {r}");
+            // An FV row names its layout last in its case.
+            let fv_layout = r["group"] == "fv"
+                && fv_layout_binds_too_many(
+                    r["case"]
+                        .as_str()
+                        .and_then(|c| c.rsplit(' ').next())
+                        .unwrap_or(""),
+                    why,
+                );
+            assert!(bindings || f64_missing || fv_layout, "not run: {r}");
             continue;
         }
         for key in ["seconds", "gbps", "copy_fraction", "ratio_to_default"] {
@@ -389,10 +401,17 @@ fn lab_times_every_shape_and_ablation() {
             .iter()
             .filter(|r| r["variant"] == variant && r["not_run"].is_null())
             .count();
+        // Where two lattices' rows say in-place streaming binds fewer buffers (wgpu's GL backend, 16 a kernel), at
+        // least in place's two rows run; where not (WebGPU's 8), every row not run said why (above).
+        let in_place_fits = lbm.iter().any(|r| {
+            r["variant"] == variant
+                && r["not_run"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("in-place streaming needs fewer"))
+        });
         if nine_fit || variant.contains("one-buffer") {
             assert_eq!(ran, 4, "{variant}: {ran} of 4 ran");
-        } else {
-            // In place binds fewer: at least its two rows run.
+        } else if in_place_fits {
             assert!(ran >= 2, "{variant}: {ran} of 4 ran");
         }
     }

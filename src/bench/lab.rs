@@ -504,8 +504,7 @@ fn fv_shapes<T: bespoke_fv::Real>(
     let bytes = (min_bytes_per_tet(size) * n) as f64;
     let case = format!("{}k tets metis {}", n / 1000, T::DTYPE.wgsl());
     // A layout the adapter cannot bind (too many storage buffers, too large a binding): each row says so.
-    let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
-    if let Some(why) = layout.misfit(n, size, gpu.binding_limit(), max_buffers) {
+    if let Some(why) = layout.misfit_on(gpu, n, size) {
         for &shape in shapes {
             let row_case = format!("{case} {name} {}", layout.name());
             lab.not_run("fv", row_case, shape.name(), &why);

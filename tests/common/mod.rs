@@ -56,3 +56,14 @@ pub fn check_adapter(v: &Value) {
     let gbps = v["copy_gbps"].as_f64().expect("copy_gbps is a number");
     assert!(gbps > 0.0 && gbps.is_finite(), "copy_gbps = {gbps}");
 }
+
+/// Whether an FV row left out (the bench's `skipped`, the lab's `not_run`: `why`) names a `layout` that binds more
+/// storage buffers per kernel than the shared test device allows: the one reason such a row may be left out on a
+/// device held to WebGPU's limits (`BESPOKE_LIMITS=webgpu`: 8, where slot-major binds 10).
+pub fn fv_layout_binds_too_many(layout: &str, why: &str) -> bool {
+    let max = bespoke::gpu::testing::test_gpu().map_or(u32::MAX, |g| {
+        g.limits().max_storage_buffers_per_shader_stage
+    });
+    why.contains("storage buffers per kernel")
+        && bespoke::fv::kernel::Layout::parse(layout).is_some_and(|l| l.storage_buffers() > max)
+}

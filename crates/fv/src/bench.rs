@@ -84,8 +84,7 @@ pub fn bench_operator<T: Real>(
             } else {
                 KernelKind::BlockCached { block }
             };
-            let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
-            if let Some(why) = layout.misfit(n, T::DTYPE.size(), gpu.binding_limit(), max_buffers) {
+            if let Some(why) = layout.misfit_on(gpu, n, T::DTYPE.size()) {
                 runs.push(FvRun {
                     ordering: kind.name(),
                     kernel: kernel.name(),

@@ -35,6 +35,7 @@ pub mod output;
 pub mod plot;
 pub mod scale;
 pub mod sweep;
+pub mod testing;
 
 pub use diffusion::{Diffusion, Real};
 pub use distributed::DistDiffusion;

@@ -313,20 +313,7 @@ impl Gpu {
         lds: &[usize],
         copies: &[usize],
     ) -> Result<Vec<std::ops::Range<usize>>> {
-        let elem = size_of::<T>() as u64;
-        let align = u64::from(self.limits.min_storage_buffer_offset_alignment).max(4);
-        // Smallest row count whose byte length is a multiple of the alignment for every array.
-        let granule = lds.iter().fold(1u64, |g, &ld| {
-            let row_bytes = (ld.max(1) as u64) * elem;
-            let need = align / gcd(align, row_bytes);
-            g / gcd(g, need) * need
-        });
-        let bytes_per_row = lds
-            .iter()
-            .zip(copies.iter().chain(std::iter::repeat(&1)))
-            .map(|(&ld, &c)| ld as u64 * elem * c as u64)
-            .max()
-            .unwrap_or(elem);
+        let (granule, bytes_per_row) = self.row_granule::<T>(lds, copies);
         let fit = self.binding_limit / bytes_per_row.max(1);
         let per = fit / granule * granule;
         if per == 0 && rows > 0 {
@@ -342,6 +329,34 @@ impl Gpu {
         Ok((0..rows.div_ceil(per))
             .map(|i| i * per..((i + 1) * per).min(rows))
             .collect())
+    }
+
+    /// The smallest binding limit under which [`row_blocks`](Self::row_blocks) can split these arrays: one block
+    /// of the fewest rows whose byte length is a multiple of the storage offset alignment for every array (with
+    /// WebGPU's 256-byte alignment, 16 rows of 260 f32, 16 640 B). Tests that lower the binding limit to make
+    /// launches split ask for at least this, so they split on any adapter's alignment.
+    pub fn row_block_bytes<T: Pod>(&self, lds: &[usize], copies: &[usize]) -> u64 {
+        let (granule, bytes_per_row) = self.row_granule::<T>(lds, copies);
+        granule * bytes_per_row
+    }
+
+    /// Rows in the smallest aligned block of [`row_blocks`](Self::row_blocks), and the bytes a row binds.
+    fn row_granule<T: Pod>(&self, lds: &[usize], copies: &[usize]) -> (u64, u64) {
+        let elem = size_of::<T>() as u64;
+        let align = u64::from(self.limits.min_storage_buffer_offset_alignment).max(4);
+        // Smallest row count whose byte length is a multiple of the alignment for every array.
+        let granule = lds.iter().fold(1u64, |g, &ld| {
+            let row_bytes = (ld.max(1) as u64) * elem;
+            let need = align / gcd(align, row_bytes);
+            g / gcd(g, need) * need
+        });
+        let bytes_per_row = lds
+            .iter()
+            .zip(copies.iter().chain(std::iter::repeat(&1)))
+            .map(|(&ld, &c)| ld as u64 * elem * c as u64)
+            .max()
+            .unwrap_or(elem);
+        (granule, bytes_per_row)
     }
 
     /// `len` elements of `T` rounded up so that an array placed right after them in the same buffer starts at a

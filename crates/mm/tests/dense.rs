@@ -221,11 +221,9 @@ fn blocks_past_the_binding_limit() {
         return;
     }
     // 32 KiB bindings: A, B, C and the split-K workspace each need several row blocks, so K blocks accumulate with β = 1.
-    let gpu = Gpu::with_options(GpuOptions {
-        max_binding_bytes: Some(32 << 10),
-        ..Default::default()
-    })
-    .unwrap();
+    // On an adapter whose offset alignment puts more than 32 KiB in one aligned block of rows (WebGPU's 256 bytes:
+    // 32 rows of A's 360 B and C's 1040 B), one such block.
+    let shared = test_gpu().expect("checked above");
     let mut r = rng();
     let s = GemmShape {
         m: 70,
@@ -235,12 +233,30 @@ fn blocks_past_the_binding_limit() {
         ldb: 256,
         ldc: 260,
     };
+    let mut k_split = false;
     for p in [configs()[1], configs()[4]] {
+        let block =
+            shared.row_block_bytes::<f32>(&[s.lda, s.ldc, s.ldc], &[1, 1, p.split_k as usize]);
+        let gpu = Gpu::with_options(GpuOptions {
+            max_binding_bytes: Some(block.max(32 << 10)),
+            ..Default::default()
+        })
+        .unwrap();
+        let blocks = |rows, lds: &[usize], copies: &[usize]| {
+            gpu.row_blocks::<f32>(rows, lds, copies).unwrap().len()
+        };
+        assert!(
+            blocks(s.m, &[s.lda, s.ldc, s.ldc], &[1, 1, p.split_k as usize]) > 1,
+            "{}: M in one block",
+            p.key()
+        );
+        k_split |= blocks(s.k, &[s.ldb], &[1]) > 1;
         for (alpha, beta) in [(1.0, 0.0), (2.0, 0.5)] {
             let e = check::<f32>(&gpu, &mut r, s, p, alpha, beta);
             assert!(e <= 1e-5, "{} α={alpha} β={beta}: rel err {e:e}", p.key());
         }
     }
+    assert!(k_split, "K in one block for every tiling");
 }
 
 #[test]

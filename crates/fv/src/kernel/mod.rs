@@ -140,6 +140,16 @@ impl Layout {
         }
     }
 
+    /// [`misfit`](Self::misfit) against `gpu`'s binding limit and storage buffers per kernel.
+    pub fn misfit_on(&self, gpu: &bespoke_gpu::Gpu, n: usize, size: usize) -> Option<String> {
+        self.misfit(
+            n,
+            size,
+            gpu.binding_limit(),
+            gpu.limits().max_storage_buffers_per_shader_stage,
+        )
+    }
+
     pub const ALL: [Layout; 6] = [
         Self::SlotMajor,
         Self::TetMajor,
