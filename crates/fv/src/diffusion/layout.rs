@@ -89,9 +89,8 @@ pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice>
 /// ([`LayoutChoice::for_tets`]); and why, for the run's report (`tuned`, `cached`, or why it gave way).
 pub fn layout_for<T: Real>(gpu: &Gpu, kind: KernelKind, n: usize) -> Result<(Layout, String)> {
     let c = step_layout::<T>(gpu, kind)?;
-    let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
     Ok(
-        match c.for_tets(n, T::DTYPE.size(), gpu.binding_limit(), max_buffers) {
+        match c.fitting(|l| l.misfit_on(gpu, n, T::DTYPE.size()).is_none()) {
             (l, false) => (l, c.source),
             (l, true) => (
                 l,
@@ -139,12 +138,13 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Resu
         .into_iter()
         .filter(|l| l.storage_buffers() <= max_buffers)
         .collect();
-    // The shape tuner's operator, halved until every layout's bindings fit (as that tuner does for each).
-    let (size, limit) = (T::DTYPE.size(), gpu.binding_limit());
+    // The shape tuner's operator, halved until every layout's bindings (and textures) fit (as that tuner does for
+    // each).
+    let size = T::DTYPE.size();
     let too_large = |n| {
         candidates
             .iter()
-            .any(|l| l.largest_binding(n, size) > limit)
+            .any(|l| l.misfit_on(gpu, n, size).is_some())
     };
     let Tuning { op, dt, x, reps } = Tuning::new(gpu, too_large, 13)?;
     let mut timed = Vec::new();

@@ -213,6 +213,13 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 "tet {t} refers to tet {j}, past {n} (+ ghost)"
             )));
         }
+        if layout == Layout::Texture
+            && let Some(why) = layout.misfit_on(gpu, n, T::DTYPE.size())
+        {
+            return Err(FvError::Unsupported(format!(
+                "{n} tets in the texture layout: it {why}"
+            )));
+        }
         let largest = layout.largest_binding(n, T::DTYPE.size());
         if largest > gpu.binding_limit() {
             return Err(FvError::Unsupported(format!(
@@ -293,6 +300,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
                 (vals, idx)
             }
             Layout::Texture => {
+                // Checked above (`misfit_on`): the rows fit the texture side.
                 let width = texture_width(n).ok_or_else(|| {
                     FvError::Shape(format!(
                         "{n} tets are more than the texture layout's 8192 × 8192"

@@ -172,11 +172,11 @@ fn remembered_shape<T: Real>(
 /// Times every candidate on an operator with four random neighbours per tet within blocks (the shape of a
 /// METIS-ordered mesh), keeping the fastest unless the default is within [`bespoke_gpu::TUNE_MARGIN`].
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
-    // Halved until the layout's largest binding fits the adapter's; past that, Diffusion says so.
-    let limit = gpu.binding_limit();
+    // Halved until the layout's largest binding (and texture) fits the adapter's; past that (or past its storage
+    // buffers at any size), Diffusion says so.
     let Tuning { op, dt, x, reps } = Tuning::new(
         gpu,
-        |n| layout.largest_binding(n, T::DTYPE.size()) > limit,
+        |n| layout.misfit_on(gpu, n, T::DTYPE.size()).is_some(),
         12,
     )?;
     // One operator on the device, reshaped for each candidate (`Diffusion::reshape`): x carries on.

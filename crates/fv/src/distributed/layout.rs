@@ -97,10 +97,9 @@ pub fn rank_layout_for<T: Real>(
     let (order, source) = decode(&b)?;
     // Which layouts this rank's part fits, in Layout::ALL's order; then those every rank's part fits.
     let (size, limit) = (T::DTYPE.size(), gpu.binding_limit());
-    let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
     let fits: Vec<u8> = Layout::ALL
         .iter()
-        .map(|l| u8::from(l.misfit(local_tets, size, limit, max_buffers).is_none()))
+        .map(|l| u8::from(l.misfit_on(gpu, local_tets, size).is_none()))
         .collect();
     let all = comm.all_gather_bytes(&fits)?;
     let fits_everywhere = |l: Layout| {

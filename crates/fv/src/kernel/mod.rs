@@ -59,11 +59,13 @@ pub enum Layout {
 /// the rows within 8192, the 2-D texture side every WebGPU adapter offers, so the source does not depend on the
 /// adapter. Past 8192² tets there is none.
 pub fn texture_width(n: usize) -> Option<u32> {
-    const SIDE: u64 = 8192;
     (6..=13)
         .map(|p| 1u32 << p)
-        .find(|&w| (n as u64).div_ceil(u64::from(w)) <= SIDE)
+        .find(|&w| (n as u64).div_ceil(u64::from(w)) <= TEXTURE_SIDE)
 }
+
+/// The texture side [`texture_width`] keeps within: WebGPU's guaranteed 2-D texture side.
+pub const TEXTURE_SIDE: u64 = 8192;
 
 impl Layout {
     pub fn name(&self) -> &'static str {
@@ -127,7 +129,12 @@ impl Layout {
         max_storage_buffers: u32,
     ) -> Option<String> {
         let (count, largest) = (self.storage_buffers(), self.largest_binding(n, size));
-        if count > max_storage_buffers {
+        if *self == Self::Texture && texture_width(n).is_none() {
+            Some(format!(
+                "holds at most {} tets (two {TEXTURE_SIDE} × {TEXTURE_SIDE} textures)",
+                TEXTURE_SIDE * TEXTURE_SIDE
+            ))
+        } else if count > max_storage_buffers {
             Some(format!(
                 "binds {count} storage buffers per kernel, past the adapter's {max_storage_buffers}"
             ))
@@ -140,14 +147,25 @@ impl Layout {
         }
     }
 
-    /// [`misfit`](Self::misfit) against `gpu`'s binding limit and storage buffers per kernel.
+    /// [`misfit`](Self::misfit) against `gpu`'s binding limit and storage buffers per kernel, and for the texture
+    /// layout its 2-D texture side (WebGPU guarantees the 8192 that [`texture_width`] assumes; wgpu's downlevel
+    /// GLES-class limits give 2048).
     pub fn misfit_on(&self, gpu: &bespoke_gpu::Gpu, n: usize, size: usize) -> Option<String> {
-        self.misfit(
+        let why = self.misfit(
             n,
             size,
             gpu.binding_limit(),
             gpu.limits().max_storage_buffers_per_shader_stage,
-        )
+        );
+        if why.is_some() || *self != Self::Texture {
+            return why;
+        }
+        let width = texture_width(n)?;
+        let rows = (n as u64).div_ceil(u64::from(width));
+        let side = gpu.limits().max_texture_dimension_2d;
+        (u64::from(width) > u64::from(side) || rows > u64::from(side)).then(|| {
+            format!("needs textures of {width} × {rows} texels, past the adapter's {side} × {side}")
+        })
     }
 
     pub const ALL: [Layout; 6] = [
@@ -303,6 +321,23 @@ impl std::fmt::Display for Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The texture layout holds at most 8192 × 8192 tets, in rows of a power of two from 64 texels: past that it
+    /// does not fit, by name, whatever the bindings.
+    #[test]
+    fn the_texture_layout_fits_within_webgpus_texture_side_without_a_device() {
+        let most = (TEXTURE_SIDE * TEXTURE_SIDE) as usize;
+        assert_eq!(texture_width(64 * 8192), Some(64));
+        assert_eq!(texture_width(64 * 8192 + 1), Some(128));
+        assert_eq!(texture_width(most), Some(8192));
+        assert_eq!(texture_width(most + 1), None);
+        assert_eq!(Layout::Texture.misfit(most, 4, u64::MAX, 8), None);
+        let why = Layout::Texture
+            .misfit(most + 1, 4, u64::MAX, 8)
+            .expect("past the side");
+        assert!(why.contains("67108864 tets"), "{why}");
+        assert_eq!(Layout::TetMajor.misfit(most + 1, 4, u64::MAX, 8), None);
+    }
 
     /// A rank's interior and its other tets fall in two launches of groups of four that cover every group once, the
     /// interior's holding interior tets only.

@@ -14,7 +14,7 @@ use bespoke_fv::ordering::{OrderingKind, in_block_fraction, metis_partition, ord
 use bespoke_fv::testing::{binds, layouts_on, plain_layout};
 use bespoke_fv::{Boundary, Diffusion, FvError, Operator, Real, TetMesh};
 use bespoke_gpu::rng::{Rng, seeded};
-use bespoke_gpu::testing::{fresh_seed, test_gpu};
+use bespoke_gpu::testing::{differing_bits, fresh_seed, test_gpu};
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -413,4 +413,67 @@ fn layouts_binding_more_storage_buffers_than_the_device_allows_are_left_out() {
             .all(|(a, b)| a.to_bits() == b.to_bits()),
         "{layout:?} on the held device differs from {plain:?} on the shared one"
     );
+}
+
+/// A device whose 2-D textures are smaller than the 8192 texels a side the texture layout assumes (wgpu's downlevel
+/// limits: 2048): an operator whose rows of 64 texels pass 2048 is refused by name before anything is uploaded, one
+/// within it runs, and the layout chosen for it gives way to one that fits.
+#[test]
+fn a_texture_past_the_devices_texture_side_is_refused_by_name() {
+    use bespoke_fv::diffusion::LayoutChoice;
+    use bespoke_gpu::testing::emulating;
+    use bespoke_gpu::{GpuOptions, LimitsProfile};
+    let Some(shared) = test_gpu() else { return };
+    let held = emulating(
+        shared,
+        GpuOptions {
+            limits: Some(LimitsProfile::Downlevel),
+            ..Default::default()
+        },
+    );
+    assert_eq!(held.limits().max_texture_dimension_2d, 2048);
+    // 64 texels a row (the width texture_width takes up to 64 × 8192 tets): 2048 rows hold 131 072.
+    let side = Layout::Texture
+        .misfit_on(&held, 64 * 2048 + 1, 4)
+        .expect("past 2048 rows");
+    assert!(
+        side.contains("64 × 2049") && side.contains("2048 × 2048"),
+        "{side}"
+    );
+    assert_eq!(Layout::Texture.misfit_on(&held, 64 * 2048, 4), None);
+    assert_eq!(Layout::Texture.misfit_on(shared, 64 * 2048 + 1, 4), None);
+    // A 28³-cube box: 131 712 tets, 2058 rows.
+    let (mesh, adj) = BoxMesh::cube(28).build_with_adjacency().unwrap();
+    let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).unwrap();
+    let n = op.n();
+    assert!(n > 64 * 2048, "{n}");
+    let dt = 0.5 / op.max_row_sum();
+    let e = Diffusion::<f32>::new(&held, &op, KernelKind::Gather, Layout::Texture, dt).unwrap_err();
+    assert!(
+        matches!(e, FvError::Unsupported(_)) && e.to_string().contains("2048 × 2048"),
+        "{e}"
+    );
+    let choice = LayoutChoice {
+        layout: Layout::Texture,
+        timed: vec![(Layout::Texture, 1.0), (Layout::TetMajor, 2.0)],
+        source: "tuned".into(),
+    };
+    assert_eq!(
+        choice.fitting(|l| l.misfit_on(&held, n, 4).is_none()),
+        (Layout::TetMajor, true)
+    );
+    // The sphere's 2 694 tets fit: the texture layout steps there as on the shared device.
+    let s = sphere();
+    let op = Operator::diffusion(&s, &adjacency(&s).unwrap(), 1.0, Boundary::ZeroFlux).unwrap();
+    let dt = 0.5 / op.max_row_sum();
+    let mut rng = seeded(fresh_seed());
+    let x: Vec<f64> = (0..op.n()).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let run = |gpu| {
+        let mut d =
+            Diffusion::<f32>::new(gpu, &op, KernelKind::Gather, Layout::Texture, dt).unwrap();
+        d.set_x(&x).unwrap();
+        d.step(3).unwrap();
+        d.x().unwrap()
+    };
+    assert_eq!(differing_bits(&run(&held), &run(shared)), 0);
 }
