@@ -165,9 +165,7 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
         "warmed though asked not to"
     );
     assert!(!unwarmed.warms_up() && !shared.warms_up());
-    assert!(
-        unwarmed.adapter_key().ends_with("-nowarm") && shared.adapter_key().contains("-nowarm")
-    );
+    assert!(unwarmed.adapter_key().contains("-nowarm") && shared.adapter_key().contains("-nowarm"));
     assert_ne!(unwarmed.adapter_key(), gpu.adapter_key());
     // A device emulating a condition skips it as the shared test device does, unless opened to warm.
     let inherited = bespoke_gpu::testing::emulating(
