@@ -85,8 +85,9 @@ pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice>
 }
 
 /// The layout an operator of `n` tets runs in on `gpu` when the user names none: [`step_layout`]'s choice, or
-/// where the operator is too large for its bindings the fastest timed layout that fits
-/// ([`LayoutChoice::for_tets`]); and why, for the run's report (`tuned`, `cached`, or why it gave way).
+/// where the operator is too large for its bindings (or the texture layout for the adapter's textures) the
+/// fastest timed layout that fits ([`LayoutChoice::fitting`] by [`Layout::misfit_on`]); and why, for the run's
+/// report (`tuned`, `cached`, or why it gave way).
 pub fn layout_for<T: Real>(gpu: &Gpu, kind: KernelKind, n: usize) -> Result<(Layout, String)> {
     let c = step_layout::<T>(gpu, kind)?;
     Ok(
