@@ -33,6 +33,7 @@ mod phase;
 mod pipeline;
 mod probe;
 pub mod rng;
+mod stale_workgroup;
 pub mod testing;
 mod texture;
 mod timing;

@@ -35,6 +35,8 @@ pub(crate) struct CompileTarget<'a> {
     pub adapter: &'a str,
     /// The device's limits, held against what the kernel uses before the driver sees it.
     pub limits: &'a wgpu::Limits,
+    /// Fill workgroup memory with poison as each workgroup starts (`Quirks::stale_workgroup_memory`).
+    pub poison_workgroup_memory: bool,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -71,6 +73,33 @@ impl PipelineCache {
     }
 }
 
+/// `module` with the stale-workgroup-memory prologue (`crate::stale_workgroup`), validated again.
+fn poisoned(
+    kernel: &Kernel,
+    mut module: naga::Module,
+    info: &naga::valid::ModuleInfo,
+    caps: naga::valid::Capabilities,
+) -> Result<naga::Module> {
+    let invalid = |diagnostic: String| GpuError::InvalidShader {
+        kernel: kernel.name().to_owned(),
+        diagnostic,
+    };
+    crate::stale_workgroup::poison_workgroup_memory(&mut module, info).map_err(|e| {
+        invalid(format!(
+            "the stale-workgroup-memory quirk cannot fill it: {e}"
+        ))
+    })?;
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(&module)
+        .map_err(|e| {
+            invalid(format!(
+                "invalid after the stale-workgroup-memory prologue: {}",
+                e.emit_to_string(kernel.source())
+            ))
+        })?;
+    Ok(module)
+}
+
 fn compile(target: &CompileTarget<'_>, kernel: &Kernel) -> Result<CachedPipeline> {
     let t0 = Instant::now();
     let module = match validate_with_info(kernel.name(), kernel.source(), target.caps) {
@@ -86,7 +115,11 @@ fn compile(target: &CompileTarget<'_>, kernel: &Kernel) -> Result<CachedPipeline
                     max,
                 });
             }
-            m
+            if target.poison_workgroup_memory {
+                poisoned(kernel, m, &info, target.caps)?
+            } else {
+                m
+            }
         }
         Err(e) => return Err(explain_invalid(target, kernel, e)),
     };

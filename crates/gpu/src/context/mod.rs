@@ -213,8 +213,14 @@ impl Gpu {
         if opts.adapter_class.is_some() {
             emulation += &format!("-as{class:?}");
         }
-        if opts.quirks.folds_f16_round_trip {
+        let quirks = opts
+            .quirks
+            .or(options::quirks_from_env().map_err(GpuError::InvalidArgument)?);
+        if quirks.folds_f16_round_trip {
             emulation += "-foldf16";
+        }
+        if quirks.stale_workgroup_memory {
+            emulation += "-stalewg";
         }
         if opts.skip_warm_up {
             emulation += "-nowarm";
@@ -231,7 +237,7 @@ impl Gpu {
             queue,
             class,
             emulation,
-            quirks: opts.quirks,
+            quirks,
             adapter_info: info,
             features,
             downlevel,
@@ -370,6 +376,7 @@ impl Gpu {
             driver_cache: self.driver_cache.as_ref(),
             adapter: &self.adapter_info.name,
             limits: &self.limits,
+            poison_workgroup_memory: self.quirks.stale_workgroup_memory,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

@@ -150,6 +150,53 @@ pub struct Quirks {
     /// unrounded), as NVIDIA's Vulkan driver 580 did on an H200: generators that round a value that way emit
     /// the value itself. Vulkan leaves the precision of that round trip to the driver.
     pub folds_f16_round_trip: bool,
+    /// Workgroup memory holds, as a workgroup starts, whatever an earlier workgroup or kernel left there: Vulkan
+    /// leaves it undefined unless zero-initialised, and bespoke asks wgpu not to zero it. Emulated by the pipeline
+    /// layer, which fills every workgroup variable a kernel uses with NaN (floats) or 0xDEADBEEF (integers) as
+    /// each workgroup starts, so a kernel that reads workgroup memory it did not write fails its test on any
+    /// adapter (on lavapipe such a read often finds zeros left by nothing).
+    pub stale_workgroup_memory: bool,
+}
+
+impl Quirks {
+    /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
+    const NAMES: [&str; 2] = ["folds-f16-round-trip", "stale-workgroup-memory"];
+
+    fn set(&mut self, name: &str) -> bool {
+        match name {
+            "folds-f16-round-trip" => self.folds_f16_round_trip = true,
+            "stale-workgroup-memory" => self.stale_workgroup_memory = true,
+            _ => return false,
+        }
+        true
+    }
+
+    /// Both sets' quirks.
+    pub fn or(self, other: Self) -> Self {
+        Self {
+            folds_f16_round_trip: self.folds_f16_round_trip || other.folds_f16_round_trip,
+            stale_workgroup_memory: self.stale_workgroup_memory || other.stale_workgroup_memory,
+        }
+    }
+}
+
+/// The quirks `BESPOKE_QUIRKS` names (comma-separated: `stale-workgroup-memory,folds-f16-round-trip`), so a whole
+/// command runs with them; an unknown name is an error listing the names.
+pub(crate) fn quirks_from_env() -> Result<Quirks, String> {
+    parse_quirks(&std::env::var("BESPOKE_QUIRKS").unwrap_or_default())
+}
+
+fn parse_quirks(value: &str) -> Result<Quirks, String> {
+    let mut q = Quirks::default();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if !q.set(name) {
+            return Err(format!(
+                "BESPOKE_QUIRKS names `{name}`; it may name {}",
+                Quirks::NAMES.join(", ")
+            ));
+        }
+    }
+    Ok(q)
 }
 
 /// The limits kernels care about, as granted to the device.
@@ -196,6 +243,21 @@ mod tests {
         );
         let e = super::parse_features("SHADER_F64,f16").unwrap_err();
         assert!(e.contains("`f16`") && e.contains("SHADER_F16"), "{e}");
+    }
+
+    #[test]
+    fn quirks_are_named() {
+        use super::{Quirks, parse_quirks};
+        assert_eq!(parse_quirks(""), Ok(Quirks::default()));
+        let q = parse_quirks(" stale-workgroup-memory ,").unwrap();
+        assert!(q.stale_workgroup_memory && !q.folds_f16_round_trip);
+        let both = parse_quirks("folds-f16-round-trip,stale-workgroup-memory").unwrap();
+        assert!(both.stale_workgroup_memory && both.folds_f16_round_trip);
+        let e = parse_quirks("stale").unwrap_err();
+        assert!(
+            e.contains("`stale`") && e.contains("stale-workgroup-memory"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -27,4 +27,5 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 mod buffers;
 mod dispatch;
 mod lifecycle;
+mod stale;
 mod timing;

@@ -23,6 +23,7 @@ fn restart_is_bit_identical() {
         GpuOptions {
             quirks: Quirks {
                 folds_f16_round_trip: true,
+                ..Default::default()
             },
             ..Default::default()
         },

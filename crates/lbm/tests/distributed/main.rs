@@ -289,6 +289,7 @@ fn devices_of_their_own_and_checkpoints_across_ranks() {
     let folded_opts = || GpuOptions {
         quirks: Quirks {
             folds_f16_round_trip: true,
+            ..Default::default()
         },
         ..Default::default()
     };
