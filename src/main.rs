@@ -114,6 +114,9 @@ fn info(json_out: bool) -> Result<(), Error> {
         println!("backend        {} ({})", i.backend, i.device_type);
         println!("driver         {} / {}", i.driver, i.driver_info);
         println!("features       {}", i.features.join(" "));
+        if !gpu.emulation().is_empty() {
+            println!("emulating      {}", gpu.emulation());
+        }
         println!(
             "buffer         max {} B, storage binding max {} B",
             l.max_buffer_size, l.max_storage_buffer_binding_size

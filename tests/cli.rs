@@ -150,6 +150,61 @@ fn commands_run_on_a_device_without_optional_features() {
     );
 }
 
+/// A whole command with workgroup memory that starts as poison (`BESPOKE_QUIRKS=stale-workgroup-memory`, as a
+/// GPU's holds what an earlier workgroup left): the popcount GEMM stages its tiles through workgroup memory and
+/// `--check` compares every r² with the CPU's; the report says the device emulated it; an unknown quirk is an
+/// error naming the quirks.
+#[test]
+fn a_command_runs_with_workgroup_memory_left_stale() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let run = |quirks: &str, args: &[&str]| {
+        common::bespoke_command()
+            .env("BESPOKE_QUIRKS", quirks)
+            .args(args)
+            .output()
+            .expect("the bespoke binary runs")
+    };
+    let out = run("stale-workgroup-memory", &["info", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        v["adapter"]["emulation"]
+            .as_str()
+            .is_some_and(|e| e.contains("-stalewg")),
+        "{}",
+        v["adapter"]
+    );
+    let out = run(
+        "stale-workgroup-memory",
+        &[
+            "mm",
+            "ld",
+            "--random",
+            "200,300,100",
+            "--check",
+            "--params",
+            "t8x8v1-w16x16-k8-s1",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run("stale", &["info"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("`stale`") && err.contains("stale-workgroup-memory"),
+        "{err}"
+    );
+}
+
 /// Whole commands on a device held to WebGPU's default limits (`BESPOKE_LIMITS=webgpu`: 256 invocations a
 /// workgroup, 16 KiB of workgroup memory, 8 storage buffers a kernel, 128 MiB bindings), what WebGPU guarantees
 /// on every adapter: the FV and LBM bench sections run, each FV layout that binds more
@@ -175,6 +230,14 @@ fn commands_run_on_a_device_held_to_webgpu_limits() {
     };
     let v: Value = serde_json::from_slice(&run(&["info", "--json"]).stdout).expect("JSON");
     let l = &v["limits"];
+    // Every report says what the device emulated.
+    assert!(
+        v["adapter"]["emulation"]
+            .as_str()
+            .is_some_and(|e| e.contains("-limitswebgpu")),
+        "{}",
+        v["adapter"]
+    );
     assert_eq!(l["max_compute_invocations_per_workgroup"], 256, "{l}");
     assert_eq!(l["max_compute_workgroup_storage_size"], 16384, "{l}");
     assert_eq!(l["max_storage_buffers_per_shader_stage"], 8, "{l}");

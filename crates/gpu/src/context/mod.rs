@@ -420,6 +420,13 @@ impl Gpu {
         self.pipelines.len()
     }
 
+    /// What this device emulates (`GpuOptions`' lowered limits, adapter class, quirks, features taken away,
+    /// `BESPOKE_LIMITS`, `BESPOKE_QUIRKS`, `BESPOKE_WITHOUT_FEATURES`), as the suffix [`Gpu::adapter_key`] carries:
+    /// `-limitswebgpu-stalewg`; empty for the adapter as it is.
+    pub fn emulation(&self) -> &str {
+        &self.emulation
+    }
+
     /// A string that names this adapter and driver, for keying on-disk caches.
     pub fn adapter_key(&self) -> String {
         let i = &self.adapter_info;
