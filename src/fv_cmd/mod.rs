@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_rank, launched_size};
+use bespoke::fv::batches::step_batches;
 use bespoke::fv::bench::{bench_operator, min_bytes_per_tet};
 use bespoke::fv::diffusion::layout_for;
 use bespoke::fv::distributed::{RankPart, RankSetup, rank_layout};
@@ -283,46 +284,6 @@ impl RunJob {
     }
 }
 
-/// Runs `steps` steps through `step` in batches, the bar following them, and stops after the batch in flight once
-/// `stop` is raised on any rank. Batches start at one step and grow (at most doubling) towards a quarter of a
-/// second on rank 0, whose next size every rank takes when the ranks agree after each batch, so every rank steps
-/// alike and stops after the same step. Returns the steps done. The batches change no bit: the same steps run in
-/// the same order.
-fn step_batches(
-    steps: usize,
-    stop: &AtomicBool,
-    comm: Option<&dyn Comm>,
-    bar: &indicatif::ProgressBar,
-    mut step: impl FnMut(usize) -> Result<(), Error>,
-) -> Result<usize, Error> {
-    const BATCH_SECONDS: f64 = 0.25;
-    let (mut done, mut batch) = (0, 1usize);
-    while done < steps {
-        let k = batch.min(steps - done);
-        let t = Instant::now();
-        step(k)?;
-        done += k;
-        bar.set_position(done as u64);
-        let grown = (k as f64 * BATCH_SECONDS / t.elapsed().as_secs_f64().max(1e-9))
-            .clamp(1.0, 2.0 * k as f64);
-        let mut mine = vec![u8::from(stop.load(Ordering::Relaxed))];
-        mine.extend((grown as u64).to_le_bytes());
-        let all = match comm {
-            Some(c) => c.all_gather_bytes(&mine)?,
-            None => vec![mine],
-        };
-        if all.iter().any(|b| b.first() == Some(&1)) {
-            break;
-        }
-        batch = all[0]
-            .get(1..9)
-            .and_then(|b| b.try_into().ok())
-            .map_or(k, |b| u64::from_le_bytes(b) as usize)
-            .max(1);
-    }
-    Ok(done)
-}
-
 fn run_diffusion<T: Real>(
     gpu: &Gpu,
     a: &RunArgs,
@@ -369,7 +330,13 @@ fn run_diffusion<T: Real>(
                 drop(permuted);
                 let t = Instant::now();
                 let done = phase("fv steps", || {
-                    step_batches(a.steps, stop, None, &bar, |k| Ok(d.step(k)?))
+                    step_batches(
+                        a.steps,
+                        stop,
+                        None,
+                        |done| bar.set_position(done as u64),
+                        |k| d.step(k),
+                    )
                 })?;
                 let seconds = t.elapsed().as_secs_f64();
                 let x = perm.undo(&d.x()?);
@@ -404,7 +371,13 @@ fn run_diffusion<T: Real>(
                 comm.barrier()?;
                 let t = Instant::now();
                 let done = phase("fv steps", || {
-                    step_batches(a.steps, stop, Some(&*comm), &bar, |k| Ok(d.step(k)?))
+                    step_batches(
+                        a.steps,
+                        stop,
+                        Some(&*comm),
+                        |done| bar.set_position(done as u64),
+                        |k| d.step(k),
+                    )
                 })?;
                 let seconds = t.elapsed().as_secs_f64();
                 let m1 = d.mass()?;

@@ -21,6 +21,7 @@
 //!
 //! On a device, [`Diffusion::new`] uploads the operator in a layout and [`Diffusion::step`] runs `k` steps.
 
+pub mod batches;
 pub mod bench;
 pub mod diffusion;
 pub mod distributed;
