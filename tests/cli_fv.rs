@@ -307,8 +307,9 @@ fn fv_order_keeps_the_metis_order_the_bench_reads() {
 }
 
 /// SIGINT stops `fv run` (one domain, and two thread ranks) after the batch of steps in flight: it exits non-zero
-/// saying after how many steps, and its VTU and JSON are those of that step, byte for byte the VTU an
-/// uninterrupted one-domain run to that step writes.
+/// saying after how many steps, and its VTU, JSON and checkpoint are those of that step, byte for byte the VTU an
+/// uninterrupted one-domain run to that step writes; resumed on the other decomposition, the run ends with the
+/// bits of one that never stopped.
 #[test]
 fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
     use std::io::{BufRead, BufReader};
@@ -320,13 +321,15 @@ fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
     let dir = tempfile::tempdir().unwrap();
     for ranks in [None, Some("2")] {
         let tag = ranks.unwrap_or("1");
-        let (vtu, json) = (
+        let (vtu, json, ck) = (
             dir.path().join(format!("stopped-{tag}.vtu")),
             dir.path().join(format!("stopped-{tag}.json")),
+            dir.path().join(format!("stopped-{tag}.fv")),
         );
         let mut args = vec!["fv", "run", "--box", "6", "--steps", "1000000000"];
         args.extend(["--vtu", vtu.to_str().unwrap()]);
         args.extend(["--json", json.to_str().unwrap()]);
+        args.extend(["--checkpoint", ck.to_str().unwrap()]);
         if let Some(r) = ranks {
             args.extend(["--ranks", r]);
         }
@@ -408,5 +411,198 @@ fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
             std::fs::read(&vtu).unwrap() == std::fs::read(&straight).unwrap(),
             "ranks {tag}: the VTU of the run stopped after step {done} differs from an uninterrupted run's"
         );
+        // Seven steps more from the checkpoint, on the other decomposition, against seven more straight.
+        let (more, resumed) = (
+            (done + 7).to_string(),
+            dir.path().join(format!("resumed-{tag}.vtu")),
+        );
+        let mut args = vec!["fv", "run", "--box", "6", "--steps", &more];
+        args.extend(["--resume", ck.to_str().unwrap()]);
+        args.extend(["--vtu", resumed.to_str().unwrap()]);
+        if ranks.is_none() {
+            args.extend(["--ranks", "2"]);
+        }
+        let out = bespoke(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("resumed at step {done}")),
+            "{stdout}"
+        );
+        let out = bespoke(&[
+            "fv",
+            "run",
+            "--box",
+            "6",
+            "--steps",
+            &more,
+            "--vtu",
+            straight.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            std::fs::read(&resumed).unwrap() == std::fs::read(&straight).unwrap(),
+            "ranks {tag}: resumed from step {done}, the run ends otherwise than an uninterrupted one"
+        );
     }
+}
+
+/// `fv run --checkpoint` and `--resume`: a run stopped at a step and resumed (on one domain or on ranks, either
+/// way, in f32 and f64, with periodic saves) ends with the bits of one that never stopped, its report the
+/// same masses; a checkpoint of another mesh, boundary, precision or Δt, one at or past the end, a damaged or
+/// truncated file, and bad flags are errors naming the problem.
+#[test]
+fn fv_run_resumes_a_checkpoint_bit_for_bit_on_any_ranks() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["fv", "run", "--box", "5"];
+        args.extend(extra);
+        let out = bespoke(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let refused = |extra: &[&str], why: &str| {
+        let mut args = vec!["fv", "run", "--box", "5"];
+        args.extend(extra);
+        let out = bespoke(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(why),
+            "{args:?}: {err}"
+        );
+    };
+    let same = |a: &str, b: &str| {
+        assert!(
+            std::fs::read(path(a)).unwrap() == std::fs::read(path(b)).unwrap(),
+            "{a} and {b} differ"
+        );
+    };
+    for dtype in ["f32", "f64"] {
+        let straight = format!("straight-{dtype}.vtu");
+        run(&[
+            "--dtype",
+            dtype,
+            "--steps",
+            "30",
+            "--vtu",
+            &path(&straight),
+            "--json",
+            &path("s.json"),
+        ]);
+        let masses = |f: &str| {
+            let v: Value = serde_json::from_slice(&std::fs::read(path(f)).unwrap()).unwrap();
+            (v["mass_initial"].clone(), v["mass_final"].clone())
+        };
+        let want = masses("s.json");
+        for (first, second) in [(None, Some("2")), (Some("2"), None), (Some("3"), Some("2"))] {
+            let (ck, out) = (
+                path(&format!("c-{dtype}.fv")),
+                format!("resumed-{dtype}.vtu"),
+            );
+            let mut a = vec!["--dtype", dtype, "--steps", "12", "--checkpoint", &ck];
+            a.extend(first.map(|r| ["--ranks", r]).into_iter().flatten());
+            run(&a);
+            let mut b = vec!["--dtype", dtype, "--steps", "30", "--resume", &ck];
+            let (vtu, json) = (path(&out), path("r.json"));
+            b.extend(["--vtu", &vtu, "--json", &json]);
+            b.extend(second.map(|r| ["--ranks", r]).into_iter().flatten());
+            run(&b);
+            same(&straight, &out);
+            assert_eq!(masses("r.json"), want, "{first:?} → {second:?}");
+        }
+    }
+    // Periodic saves: the last is the end's; resumed from it with more steps, the run ends as a straight one.
+    let every = path("every.fv");
+    run(&[
+        "--steps",
+        "25",
+        "--checkpoint-every",
+        "7",
+        "--checkpoint",
+        &every,
+        "--ranks",
+        "2",
+    ]);
+    run(&[
+        "--steps",
+        "30",
+        "--resume",
+        &every,
+        "--vtu",
+        &path("every.vtu"),
+    ]);
+    same("straight-f32.vtu", "every.vtu");
+    let ck = path("c-f32.fv");
+    refused(
+        &["--steps", "30", "--dtype", "f64", "--resume", &ck],
+        "this run is in f64",
+    );
+    refused(
+        &["--steps", "12", "--resume", &ck],
+        "at or past the run's end",
+    );
+    refused(
+        &["--steps", "30", "--dirichlet", "1", "--resume", &ck],
+        "fingerprint",
+    );
+    let other = bespoke(&["fv", "run", "--box", "4", "--steps", "30", "--resume", &ck]);
+    assert!(String::from_utf8_lossy(&other.stderr).contains("tets"));
+    let bytes = std::fs::read(&ck).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[100] ^= 1;
+    std::fs::write(path("damaged.fv"), &damaged).unwrap();
+    refused(
+        &["--steps", "30", "--resume", &path("damaged.fv")],
+        "checksum",
+    );
+    refused(
+        &[
+            "--steps",
+            "30",
+            "--resume",
+            &path("damaged.fv"),
+            "--ranks",
+            "2",
+        ],
+        "checksum",
+    );
+    std::fs::write(path("short.fv"), &bytes[..200]).unwrap();
+    refused(
+        &["--steps", "30", "--resume", &path("short.fv")],
+        "truncated",
+    );
+    refused(
+        &["--steps", "30", "--resume", &path("missing.fv")],
+        "missing.fv",
+    );
+    refused(
+        &["--steps", "30", "--checkpoint-every", "3"],
+        "needs --checkpoint",
+    );
+    refused(
+        &[
+            "--steps",
+            "30",
+            "--checkpoint-every",
+            "0",
+            "--checkpoint",
+            &ck,
+        ],
+        "at least 1",
+    );
 }

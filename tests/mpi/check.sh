@@ -48,6 +48,16 @@ for np in 2 3 4; do
         bad "fv on $np MPI ranks"; cat "$work/fv-$np.out"
     fi
 done
+# FV checkpoints: rank 0 gathers the stored state and writes it; resumed on 3 MPI ranks the run ends with the
+# single-domain run's bits.
+if timeout 300 mpirun -np 2 "$bin" fv run --box 10 --steps 17 --checkpoint "$work/fv.ck" > "$work/fvck.out" 2>&1 \
+    && timeout 300 mpirun -np 3 "$bin" fv run --box 10 --steps 40 --resume "$work/fv.ck" --vtu "$work/fv-r.vtu" \
+        >> "$work/fvck.out" 2>&1 \
+    && cmp -s "$work/fv-1.vtu" "$work/fv-r.vtu" && grep -q "resumed at step 17" "$work/fvck.out"; then
+    ok "fv checkpointed on 2 MPI ranks and resumed on 3 is bitwise the single-domain run"
+else
+    bad "fv checkpoint across MPI ranks"; cat "$work/fvck.out"
+fi
 for f in crates/fv/data/sphere_h0.2_v4.1_bin.msh crates/fv/data/sphere_h0.2_v2.2.msh; do
     "$bin" fv run "$f" --steps 30 --dirichlet 0.5 --vtu "$work/s-1.vtu" > /dev/null
     if timeout 300 mpirun -np 3 "$bin" fv run "$f" --steps 30 --dirichlet 0.5 --vtu "$work/s-3.vtu" > "$work/s.out" 2>&1 \
@@ -117,6 +127,10 @@ expect_error "more ranks than tets" "more ranks than the mesh's 6 tets" \
 # Only rank 0 reads the mesh: when it cannot, the job ends with its message, not with ranks waiting for it.
 expect_error "a mesh rank 0 cannot read" "nonexistent" \
     mpirun -np 3 "$bin" fv run /nonexistent/mesh.msh --steps 5
+# Only rank 0 reads a checkpoint to resume: a damaged one ends the job with its message.
+head -c 300 "$work/fv.ck" > "$work/fv-short.ck"
+expect_error "an FV checkpoint rank 0 finds truncated" "truncated" \
+    mpirun -np 3 "$bin" fv run --box 10 --steps 40 --resume "$work/fv-short.ck"
 expect_error "ranks given different arguments" "disagree on the command line" \
     mpirun -np 1 "$bin" lbm cavity --size 32x32 --steps 10 : -np 1 "$bin" lbm cavity --size 32x32 --steps 20
 # The checkpoint path is a folder: refused before the first step, on every rank (until 2026-11-26 it passed the

@@ -12,30 +12,52 @@ use crate::error::Result;
 /// Wall-clock seconds a batch grows towards.
 pub const BATCH_SECONDS: f64 = 0.25;
 
-/// Runs `steps` steps through `step(k)` in batches and returns the steps done. Batches start at one step and grow
-/// (at most doubling) towards [`BATCH_SECONDS`] on rank 0, whose next size every rank takes when the ranks agree
-/// after each batch (`comm`; `None`: one domain), so every rank steps alike. Once `stop` is raised on any rank
-/// (a signal handler), every rank stops after the same batch. `progress(done)` follows each batch. The batches
-/// change no bit: the same steps run in the same order.
+/// Which steps a run takes and what may cut it short.
+#[derive(Debug)]
+pub struct Schedule<'a> {
+    /// The step the run starts at (a resumed run's checkpoint step; 0 otherwise).
+    pub from: usize,
+    /// The step it ends at.
+    pub to: usize,
+    /// Also `save` after every step that is a multiple of this, counted from the run's start (not `to` itself:
+    /// the caller saves the end).
+    pub save_every: Option<usize>,
+    /// Raised (by a signal handler) to stop after the batch in flight.
+    pub stop: &'a AtomicBool,
+    /// The ranks of a distributed run (`None`: one domain).
+    pub comm: Option<&'a dyn Comm>,
+}
+
+/// Runs the schedule's steps through `step(k)` in batches and returns the step reached. Batches start at one
+/// step and grow (at most doubling) towards [`BATCH_SECONDS`] on rank 0, whose next size every rank takes when
+/// the ranks agree after each batch, so every rank steps alike; a batch ends at each `save_every` multiple, where
+/// `save(step)` runs on every rank. Once `stop` is raised on any rank, every rank stops after the same batch.
+/// `progress(step)` follows each batch. The batches change no bit: the same steps run in the same order.
 pub fn step_batches(
-    steps: usize,
-    stop: &AtomicBool,
-    comm: Option<&dyn Comm>,
+    s: Schedule<'_>,
     mut progress: impl FnMut(usize),
     mut step: impl FnMut(usize) -> Result<()>,
+    mut save: impl FnMut(usize) -> Result<()>,
 ) -> Result<usize> {
-    let (mut done, mut batch) = (0, 1usize);
-    while done < steps {
-        let k = batch.min(steps - done);
+    let (mut at, mut batch) = (s.from, 1usize);
+    while at < s.to {
+        let mut end = s.to.min(at + batch);
+        if let Some(n) = s.save_every.filter(|&n| n > 0) {
+            end = end.min((at / n + 1) * n);
+        }
+        let k = end - at;
         let t = Instant::now();
         step(k)?;
-        done += k;
-        progress(done);
+        at = end;
+        progress(at);
+        if s.save_every.is_some_and(|n| n > 0 && at % n == 0) && at < s.to {
+            save(at)?;
+        }
         let grown = (k as f64 * BATCH_SECONDS / t.elapsed().as_secs_f64().max(1e-9))
             .clamp(1.0, 2.0 * k as f64);
-        let mut mine = vec![u8::from(stop.load(Ordering::Relaxed))];
+        let mut mine = vec![u8::from(s.stop.load(Ordering::Relaxed))];
         mine.extend((grown as u64).to_le_bytes());
-        let all = match comm {
+        let all = match s.comm {
             Some(c) => c.all_gather_bytes(&mine)?,
             None => vec![mine],
         };
@@ -48,26 +70,72 @@ pub fn step_batches(
             .map_or(k, |b| u64::from_le_bytes(b) as usize)
             .max(1);
     }
-    Ok(done)
+    Ok(at)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn sched<'a>(
+        from: usize,
+        to: usize,
+        save_every: Option<usize>,
+        stop: &'a AtomicBool,
+        comm: Option<&'a dyn Comm>,
+    ) -> Schedule<'a> {
+        Schedule {
+            from,
+            to,
+            save_every,
+            stop,
+            comm,
+        }
+    }
+
+    #[test]
+    fn batches_end_at_each_save_counted_from_the_runs_start_without_a_device() {
+        let stop = AtomicBool::new(false);
+        let (mut ran, mut saves) = (Vec::new(), Vec::new());
+        // A run resumed at step 13 of 60, saving every 10 steps: saves at 20 … 50, not at 60 (the caller's).
+        let at = step_batches(
+            sched(13, 60, Some(10), &stop, None),
+            |_| {},
+            |k| {
+                ran.push(k);
+                Ok(())
+            },
+            |s| {
+                saves.push(s);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(at, 60);
+        assert_eq!(ran.iter().sum::<usize>(), 47);
+        assert_eq!(saves, [20, 30, 40, 50]);
+        let err = step_batches(
+            sched(0, 30, Some(4), &stop, None),
+            |_| {},
+            |_| Ok(()),
+            |s| Err(crate::FvError::Shape(format!("the save at {s} failed"))),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("at 4"), "{err}");
+    }
+
     #[test]
     fn every_step_runs_once_in_growing_batches_without_a_device() {
         let stop = AtomicBool::new(false);
         let (mut batches, mut seen) = (Vec::new(), Vec::new());
         let done = step_batches(
-            1000,
-            &stop,
-            None,
+            sched(0, 1000, None, &stop, None),
             |d| seen.push(d),
             |k| {
                 batches.push(k);
                 Ok(())
             },
+            |_| panic!("no saves asked"),
         )
         .unwrap();
         assert_eq!(done, 1000);
@@ -84,9 +152,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let mut ran = 0;
         let done = step_batches(
-            1000,
-            &stop,
-            None,
+            sched(0, 1000, None, &stop, None),
             |_| {},
             |k| {
                 ran += k;
@@ -95,16 +161,16 @@ mod tests {
                 }
                 Ok(())
             },
+            |_| Ok(()),
         )
         .unwrap();
         // Batches 1, 2, 4: the stop raised in the third ends the run after it.
         assert_eq!((done, ran), (7, 7));
         let err = step_batches(
-            5,
-            &stop,
-            None,
+            sched(0, 5, None, &stop, None),
             |_| {},
             |_| Err(crate::FvError::Shape("the step failed".into())),
+            |_| Ok(()),
         )
         .unwrap_err();
         assert!(err.to_string().contains("the step failed"), "{err}");
@@ -117,9 +183,7 @@ mod tests {
             let stop = AtomicBool::new(false);
             let mut batches = Vec::new();
             let done = step_batches(
-                10_000,
-                &stop,
-                Some(&comm),
+                sched(0, 10_000, None, &stop, Some(&comm)),
                 |_| {},
                 |k| {
                     batches.push(k);
@@ -128,6 +192,7 @@ mod tests {
                     }
                     Ok(())
                 },
+                |_| Ok(()),
             )?;
             Ok::<_, crate::FvError>((done, batches))
         })

@@ -23,6 +23,9 @@ pub enum FvError {
         value: String,
         why: String,
     },
+    /// A checkpoint that cannot be read or does not belong to the run (file, what is wrong).
+    #[error("{path}: {why}")]
+    Checkpoint { path: String, why: String },
     /// Sizes that do not fit together.
     #[error("{0}")]
     Shape(String),

@@ -23,6 +23,7 @@
 
 pub mod batches;
 pub mod bench;
+pub mod checkpoint;
 pub mod diffusion;
 pub mod distributed;
 mod error;

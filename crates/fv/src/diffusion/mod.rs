@@ -460,6 +460,34 @@ impl<'g, T: Real> Diffusion<'g, T> {
         Ok(())
     }
 
+    /// The state a restart needs to continue bit for bit: the stored values (x − shift as the device holds them, n
+    /// entries, each exact in f64) and the shift. x itself, shifted back in f64, would not round back to them.
+    pub fn stored(&self) -> Result<(Vec<f64>, f64)> {
+        let mut v: Vec<f64> = self
+            .gpu
+            .read(&self.x[self.parity])?
+            .into_iter()
+            .map(|a| a.to_f64())
+            .collect();
+        v.truncate(self.n);
+        Ok((v, self.shift))
+    }
+
+    /// Restores what [`stored`](Self::stored) returned (n finite values, each rounded to the precision: exact
+    /// for values that came from it).
+    pub fn set_stored(&mut self, stored: &[f64], shift: f64) -> Result<()> {
+        check_field(stored, self.n)?;
+        if !shift.is_finite() {
+            return Err(FvError::param("shift", shift, "must be finite"));
+        }
+        self.shift = shift;
+        let mut v: Vec<T> = stored.iter().map(|&a| T::from_f64(a)).collect();
+        v.resize(self.ghost_at, T::from_f64(0.0));
+        v.push(T::from_f64(0.0));
+        self.gpu.write(&self.x[self.parity], 0, &v)?;
+        Ok(())
+    }
+
     /// Reads x back (n entries).
     pub fn x(&self) -> Result<Vec<f64>> {
         let mut v: Vec<f64> = self

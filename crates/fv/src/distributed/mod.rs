@@ -235,6 +235,29 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
     /// numbering; `None` on the other ranks): each rank is sent the values of its own tets and ghosts, and no
     /// other rank holds the whole field. Every rank must call it; a bad field on rank 0 is every rank's error.
     pub fn set_x_from_root(&mut self, x: Option<&[f64]>) -> Result<()> {
+        let local = self.scatter_from_root(x)?;
+        self.set_local_x(&local)
+    }
+
+    /// Restores the whole mesh's stored values and shift ([`stored_on_root`](Self::stored_on_root)) that rank 0
+    /// alone holds (`Some` there, `None` on the other ranks): each rank is sent its own tets' and ghosts' values
+    /// and rank 0's shift. Every rank must call it; a bad field on rank 0 is every rank's error.
+    pub fn set_stored_from_root(&mut self, stored: Option<(&[f64], f64)>) -> Result<()> {
+        let shifts = self
+            .comm
+            .all_gather_bytes(&stored.map_or(f64::NAN, |(_, s)| s).to_le_bytes())?;
+        let local = self.scatter_from_root(stored.map(|(v, _)| v))?;
+        let shift = shifts[0]
+            .as_slice()
+            .try_into()
+            .map(f64::from_le_bytes)
+            .map_err(|_| FvError::Shape("rank 0 sent no shift".into()))?;
+        self.local.set_stored(&local, shift)
+    }
+
+    /// Rank 0 learns every rank's tets (own then ghosts) and sends each rank its values of `x` (the whole mesh's,
+    /// on rank 0 alone); each rank's values, own then ghosts.
+    fn scatter_from_root(&mut self, x: Option<&[f64]>) -> Result<Vec<f64>> {
         let comm = self.comm.clone();
         let me = comm.rank();
         // Rank 0 learns every rank's tets (own then ghosts) from them, and sends each its values.
@@ -276,11 +299,9 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
                 v.len()
             )));
         }
-        let local: Vec<f64> = v
-            .chunks_exact(8)
+        Ok(v.chunks_exact(8)
             .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        self.set_local_x(&local)
+            .collect())
     }
 
     /// Sets x from this rank's own tets' then ghosts' values, stored less the whole domain's shift (the
@@ -304,27 +325,39 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
 
     /// The whole mesh's x (operator numbering), gathered on every rank.
     pub fn x(&self) -> Result<Vec<f64>> {
-        let all = self.comm.all_gather_bytes(&self.owned_values()?)?;
+        let all = self
+            .comm
+            .all_gather_bytes(&self.owned_values(self.local.x()?))?;
         Ok(self.place(&all))
     }
 
     /// [`x`](Self::x) on rank 0 (`Some`) only: the other ranks send their tets' values and hold no more (what a
     /// file written by rank 0 needs). Every rank must call it.
     pub fn x_on_root(&self) -> Result<Option<Vec<f64>>> {
-        let all = self.comm.gather_bytes(0, &self.owned_values()?)?;
+        let all = self
+            .comm
+            .gather_bytes(0, &self.owned_values(self.local.x()?))?;
         Ok(all.map(|all| self.place(&all)))
     }
 
-    /// This rank's owned tets and their values, as (u32 tet, f64 value) little-endian pairs.
-    fn owned_values(&self) -> Result<Vec<u8>> {
-        let mine = self.local.x()?;
-        Ok(self
-            .part
+    /// The whole mesh's stored values (x − shift as the devices hold them, operator numbering) and the shift, on
+    /// rank 0 (`Some`) only: what a checkpoint needs to continue bit for bit on any number of ranks
+    /// ([`Diffusion::stored`](crate::Diffusion::stored)). Every rank must call it.
+    pub fn stored_on_root(&self) -> Result<Option<(Vec<f64>, f64)>> {
+        let (mine, shift) = self.local.stored()?;
+        let all = self.comm.gather_bytes(0, &self.owned_values(mine))?;
+        Ok(all.map(|all| (self.place(&all), shift)))
+    }
+
+    /// This rank's owned tets and their values (`mine`: the local values, own tets first), as (u32 tet, f64 value)
+    /// little-endian pairs.
+    fn owned_values(&self, mine: Vec<f64>) -> Vec<u8> {
+        self.part
             .owned
             .iter()
             .zip(&mine)
             .flat_map(|(&t, v)| t.to_le_bytes().into_iter().chain(v.to_le_bytes()))
-            .collect())
+            .collect()
     }
 
     /// The whole field from every rank's [`owned_values`](Self::owned_values).
