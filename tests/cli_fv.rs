@@ -391,22 +391,19 @@ fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
         assert_eq!(report["steps"], done, "{report}");
         assert_eq!(report["interrupted"], true);
         let straight = dir.path().join(format!("straight-{tag}.vtu"));
-        let n = done.to_string();
-        let out = bespoke(&[
-            "fv",
-            "run",
-            "--box",
-            "6",
-            "--steps",
-            &n,
-            "--vtu",
-            straight.to_str().unwrap(),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // An uninterrupted one-domain run to `steps`, its VTU at `straight`.
+        let straight_to = |steps: usize| {
+            let n = steps.to_string();
+            let mut args = vec!["fv", "run", "--box", "6", "--steps", &n];
+            args.extend(["--vtu", straight.to_str().unwrap()]);
+            let out = bespoke(&args);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        straight_to(done);
         assert!(
             std::fs::read(&vtu).unwrap() == std::fs::read(&straight).unwrap(),
             "ranks {tag}: the VTU of the run stopped after step {done} differs from an uninterrupted run's"
@@ -433,21 +430,7 @@ fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
             stdout.contains(&format!("resumed at step {done}")),
             "{stdout}"
         );
-        let out = bespoke(&[
-            "fv",
-            "run",
-            "--box",
-            "6",
-            "--steps",
-            &more,
-            "--vtu",
-            straight.to_str().unwrap(),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        straight_to(done + 7);
         assert!(
             std::fs::read(&resumed).unwrap() == std::fs::read(&straight).unwrap(),
             "ranks {tag}: resumed from step {done}, the run ends otherwise than an uninterrupted one"

@@ -231,21 +231,30 @@ fn resume_told(
     Ok(Some((at(1)? as usize, f64::from_bits(at(9)?))))
 }
 
-/// The steps `fv run` takes: from a resumed checkpoint's step (or 0) to `--steps`, saving every
-/// `--checkpoint-every`.
-fn schedule<'a>(
+/// Runs `fv run`'s steps, from a resumed checkpoint's step (or 0) to `--steps`, in batches (the bar following
+/// them), saving every `--checkpoint-every` and at the step reached (`save` does nothing without
+/// `--checkpoint`); returns that step.
+fn steps(
     a: &RunArgs,
     from: usize,
-    stop: &'a AtomicBool,
-    comm: Option<&'a dyn Comm>,
-) -> Schedule<'a> {
-    Schedule {
+    stop: &AtomicBool,
+    comm: Option<&dyn Comm>,
+    bar: &indicatif::ProgressBar,
+    step: impl FnMut(usize) -> bespoke::fv::Result<()>,
+    save: impl Fn(usize) -> bespoke::fv::Result<()>,
+) -> Result<usize, Error> {
+    let schedule = Schedule {
         from,
         to: a.steps,
         save_every: a.checkpoint_every,
         stop,
         comm,
-    }
+    };
+    let done = phase("fv steps", || {
+        step_batches(schedule, |at| bar.set_position(at as u64), step, &save)
+    })?;
+    save(done)?;
+    Ok(done)
 }
 
 fn run_diffusion<T: Real>(
@@ -322,15 +331,7 @@ fn run_diffusion<T: Real>(
                 None => Ok(()),
             };
             let t = Instant::now();
-            let done = phase("fv steps", || {
-                step_batches(
-                    schedule(a, from, stop, None),
-                    |at| bar.set_position(at as u64),
-                    |k| d.borrow_mut().step(k),
-                    save,
-                )
-            })?;
-            save(done)?;
+            let done = steps(a, from, stop, None, &bar, |k| d.borrow_mut().step(k), save)?;
             let d = d.into_inner();
             let seconds = t.elapsed().as_secs_f64();
             let x = perm.undo(&d.x()?);
@@ -400,15 +401,15 @@ fn run_diffusion<T: Real>(
             };
             comm.barrier()?;
             let t = Instant::now();
-            let done = phase("fv steps", || {
-                step_batches(
-                    schedule(a, from, stop, Some(&*comm)),
-                    |at| bar.set_position(at as u64),
-                    |k| d.borrow_mut().step(k),
-                    save,
-                )
-            })?;
-            save(done)?;
+            let done = steps(
+                a,
+                from,
+                stop,
+                Some(&*comm),
+                &bar,
+                |k| d.borrow_mut().step(k),
+                save,
+            )?;
             let d = d.into_inner();
             let seconds = t.elapsed().as_secs_f64();
             let m1 = d.mass()?;
