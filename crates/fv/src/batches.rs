@@ -53,8 +53,10 @@ pub fn step_batches(
         if s.save_every.is_some_and(|n| n > 0 && at % n == 0) && at < s.to {
             save(at)?;
         }
+        // The rate this batch measured, to at most twice the batch planned: one cut short by a save does not
+        // shrink the next.
         let grown = (k as f64 * BATCH_SECONDS / t.elapsed().as_secs_f64().max(1e-9))
-            .clamp(1.0, 2.0 * k as f64);
+            .clamp(1.0, 2.0 * batch as f64);
         let mut mine = vec![u8::from(s.stop.load(Ordering::Relaxed))];
         mine.extend((grown as u64).to_le_bytes());
         let all = match s.comm {
@@ -114,6 +116,9 @@ mod tests {
         assert_eq!(at, 60);
         assert_eq!(ran.iter().sum::<usize>(), 47);
         assert_eq!(saves, [20, 30, 40, 50]);
+        // Instant steps: 1, 2, 4, 8 from step 13, then 2 to the save at 30; after that cut the batch is whole
+        // again (the save interval), not 4 (twice the cut batch, as before 2026-12-02).
+        assert_eq!(ran, [1, 2, 4, 8, 2, 10, 10, 10]);
         let err = step_batches(
             sched(0, 30, Some(4), &stop, None),
             |_| {},
