@@ -589,3 +589,75 @@ fn fv_run_resumes_a_checkpoint_bit_for_bit_on_any_ranks() {
         "at least 1",
     );
 }
+
+/// `fv run --vtu-every N`: a frame every N steps beside --vtu (out_00000010.vtu …), each the VTU a straight run to
+/// that step writes, byte for byte, on one domain or ranks, and ParaView's collection out.pvd listing every frame
+/// in the folder, a resumed run's joining the earlier; the flag needs --vtu and at least 1.
+#[test]
+fn fv_run_writes_a_vtu_series_that_a_resumed_run_joins() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["fv", "run", "--box", "5"];
+        args.extend(extra);
+        let out = bespoke(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let (out, ck) = (path("out.vtu"), path("c.fv"));
+    run(&[
+        "--steps",
+        "25",
+        "--ranks",
+        "2",
+        "--vtu-every",
+        "10",
+        "--vtu",
+        &out,
+        "--checkpoint",
+        &ck,
+    ]);
+    run(&[
+        "--steps",
+        "40",
+        "--vtu-every",
+        "10",
+        "--vtu",
+        &out,
+        "--resume",
+        &ck,
+    ]);
+    let pvd = std::fs::read_to_string(path("out.pvd")).unwrap();
+    let listed: Vec<&str> = pvd.lines().filter(|l| l.contains("<DataSet")).collect();
+    assert_eq!(listed.len(), 4, "{pvd}");
+    for (i, step) in [10, 20, 30, 40].iter().enumerate() {
+        let frame = format!("out_{step:08}.vtu");
+        assert!(listed[i].contains(&frame) && listed[i].contains(&format!("timestep=\"{step}\"")));
+        let straight = path(&format!("straight-{step}.vtu"));
+        run(&["--steps", &step.to_string(), "--vtu", &straight]);
+        assert!(
+            std::fs::read(path(&frame)).unwrap() == std::fs::read(&straight).unwrap(),
+            "{frame} differs from a straight run's VTU at step {step}"
+        );
+    }
+    for (extra, why) in [
+        (&["--steps", "30", "--vtu-every", "10"][..], "needs --vtu"),
+        (
+            &["--steps", "30", "--vtu-every", "0", "--vtu", &out][..],
+            "at least 1",
+        ),
+    ] {
+        let mut args = vec!["fv", "run", "--box", "5"];
+        args.extend(extra);
+        let o = bespoke(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(why), "{args:?}: {err}");
+    }
+}

@@ -18,7 +18,7 @@ use bespoke::fv::kernel::{DType, KernelKind, Layout};
 use bespoke::fv::ordering::{OrderingKind, order};
 use bespoke::fv::output::write_vtu;
 use bespoke::fv::{Diffusion, DistDiffusion, Operator, Real, TetMesh};
-use bespoke::gpu::Gpu;
+use bespoke::gpu::{Gpu, vtk};
 use bespoke::report::adapter_json;
 use bespoke::{Error, phase};
 use clap::Args;
@@ -90,6 +90,11 @@ pub struct RunArgs {
     /// Also save the state to --checkpoint every N steps (of the run's total count), keeping the latest.
     #[arg(long, value_name = "N")]
     checkpoint_every: Option<usize>,
+    /// Also write the field every N steps (of the run's total count) as a time series beside --vtu (out.vtu →
+    /// out_00000200.vtu …) with ParaView's collection out.pvd listing every frame in the folder (a resumed run's
+    /// join the earlier).
+    #[arg(long, value_name = "N")]
+    vtu_every: Option<usize>,
     /// Continue from a checkpoint of the same mesh, boundary, precision and Δt to the same end (--steps counts
     /// from the run's start): a run stopped and resumed ends with the bits of one that never stopped.
     #[arg(long, value_name = "FILE")]
@@ -131,6 +136,11 @@ impl RunJob {
         match (a.checkpoint_every, &a.checkpoint) {
             (Some(0), _) => return Err("--checkpoint-every must be at least 1".into()),
             (Some(_), None) => return Err("--checkpoint-every needs --checkpoint FILE".into()),
+            _ => {}
+        }
+        match (a.vtu_every, &a.vtu) {
+            (Some(0), _) => return Err("--vtu-every must be at least 1".into()),
+            (Some(_), None) => return Err("--vtu-every needs --vtu FILE".into()),
             _ => {}
         }
         // Under mpirun only rank 0 reads the mesh and builds the operator (if it cannot, it stops and mpirun ends
@@ -232,8 +242,8 @@ fn resume_told(
 }
 
 /// Runs `fv run`'s steps, from a resumed checkpoint's step (or 0) to `--steps`, in batches (the bar following
-/// them), saving every `--checkpoint-every` and at the step reached (`save` does nothing without
-/// `--checkpoint`); returns that step.
+/// them), calling `save(step, end)` at every `--checkpoint-every` and `--vtu-every` multiple and at the step
+/// reached (`end`); returns that step.
 fn steps(
     a: &RunArgs,
     from: usize,
@@ -241,20 +251,57 @@ fn steps(
     comm: Option<&dyn Comm>,
     bar: &indicatif::ProgressBar,
     step: impl FnMut(usize) -> bespoke::fv::Result<()>,
-    save: impl Fn(usize) -> bespoke::fv::Result<()>,
+    save: impl Fn(usize, bool) -> bespoke::fv::Result<()>,
 ) -> Result<usize, Error> {
     let schedule = Schedule {
         from,
         to: a.steps,
-        save_every: a.checkpoint_every,
+        save_every: [a.checkpoint_every, a.vtu_every]
+            .into_iter()
+            .flatten()
+            .collect(),
         stop,
         comm,
     };
     let done = phase("fv steps", || {
-        step_batches(schedule, |at| bar.set_position(at as u64), step, &save)
+        step_batches(
+            schedule,
+            |at| bar.set_position(at as u64),
+            step,
+            |s| save(s, false),
+        )
     })?;
-    save(done)?;
+    save(done, true)?;
     Ok(done)
+}
+
+/// What `save(step, end)` writes at `step`: (the checkpoint, a frame of the VTU series).
+fn saves_at(a: &RunArgs, step: usize, end: bool) -> (bool, bool) {
+    let every = |n: Option<usize>| n.is_some_and(|n| n > 0 && step.is_multiple_of(n));
+    (
+        a.checkpoint.is_some() && (end || every(a.checkpoint_every)),
+        a.vtu.is_some() && every(a.vtu_every),
+    )
+}
+
+/// Writes the frame of `--vtu`'s series at `step` (rank 0: `x` the whole field) and rewrites its collection.
+fn write_frame(
+    a: &RunArgs,
+    step: usize,
+    mesh: &TetMesh,
+    x: &[f64],
+    x0: &[f64],
+) -> bespoke::fv::Result<()> {
+    let Some(vtu) = &a.vtu else { return Ok(()) };
+    write_vtu(
+        &vtk::series_frame(vtu, step as u64),
+        mesh,
+        &[("x", x), ("x0", x0)],
+    )?;
+    vtk::write_series_collection(vtu).map_err(|e| bespoke::fv::FvError::Io {
+        path: vtu.display().to_string(),
+        err: e,
+    })
 }
 
 fn run_diffusion<T: Real>(
@@ -323,12 +370,17 @@ fn run_diffusion<T: Real>(
             drop(permuted);
             let saving = saving::<T>(a, Some(op), dt, m0);
             let d = RefCell::new(d);
-            let save = |step: usize| match &saving {
-                Some(s) => {
+            let save = |step: usize, end: bool| {
+                let (checkpoint, frame) = saves_at(a, step, end);
+                if let (true, Some(s)) = (checkpoint, &saving) {
                     let (stored, shift) = d.borrow().stored()?;
-                    s.write(step, perm.undo(&stored), shift)
+                    s.write(step, perm.undo(&stored), shift)?;
                 }
-                None => Ok(()),
+                if let (true, Some((mesh, _))) = (frame, whole) {
+                    let x = perm.undo(&d.borrow().x()?);
+                    write_frame(a, step, mesh, &x, x0)?;
+                }
+                Ok(())
             };
             let t = Instant::now();
             let done = steps(a, from, stop, None, &bar, |k| d.borrow_mut().step(k), save)?;
@@ -388,16 +440,22 @@ fn run_diffusion<T: Real>(
             };
             let saving = saving::<T>(a, op, dt, m0);
             let d = RefCell::new(d);
-            // Every rank gathers its values onto rank 0, which writes the file.
-            let save = |step: usize| {
-                if a.checkpoint.is_none() {
-                    return Ok(());
+            // Every rank gathers its values onto rank 0, which writes the files.
+            let save = |step: usize, end: bool| {
+                let (checkpoint, frame) = saves_at(a, step, end);
+                if checkpoint
+                    && let (Some(s), Some((stored, shift))) =
+                        (&saving, d.borrow().stored_on_root()?)
+                {
+                    s.write(step, stored, shift)?;
                 }
-                let state = d.borrow().stored_on_root()?;
-                match (&saving, state) {
-                    (Some(s), Some((stored, shift))) => s.write(step, stored, shift),
-                    _ => Ok(()),
+                if frame
+                    && let (Some(x), Some((mesh, _)), Some(x0)) =
+                        (d.borrow().x_on_root()?, whole, &x0)
+                {
+                    write_frame(a, step, mesh, &x, x0)?;
                 }
+                Ok(())
             };
             comm.barrier()?;
             let t = Instant::now();

@@ -2,7 +2,7 @@
 
 Run by check.sh in a folder of files the CLI wrote: the same cylinder on 2x2 thread ranks as a `.pvti` series
 (`flow.pvti`, frames and `flow.pvd`), on one domain as `.vti` and as legacy `.vtk`, and FV's `.vtu` of a box of
-n^3 cubes. Fails (exit 1) naming what differs.
+n^3 cubes with its series (`mesh.pvd`, a frame a step). Fails (exit 1) naming what differs.
 """
 import sys
 import xml.etree.ElementTree as ET
@@ -87,4 +87,11 @@ for f in frames:
     check(frame.GetNumberOfCells() == nx * ny, f"{f.get('file')} read whole")
 last = arrays(read(vtk.vtkXMLPImageDataReader, frames[-1].get("file")).GetCellData())
 check(np.array_equal(last["rho"].view(np.uint8), a["rho"].view(np.uint8)), "the last frame is the final state")
+
+series = ET.parse("mesh.pvd").getroot().find("Collection").findall("DataSet")
+check([float(f.get("timestep")) for f in series] == [1.0, 2.0, 3.0], f"mesh.pvd lists {len(series)} FV frames in step order")
+for f in series:
+    check(read(vtk.vtkXMLUnstructuredGridReader, f.get("file")).GetNumberOfCells() == tets, f"{f.get('file')} read whole")
+last = arrays(read(vtk.vtkXMLUnstructuredGridReader, series[-1].get("file")).GetCellData())
+check(np.array_equal(last["x"].view(np.uint8), u["x"].view(np.uint8)), "the FV series' last frame is the final state")
 print(f"every file read by VTK {vtk.vtkVersion.GetVTKVersion()}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every file bespoke writes for ParaView is read by VTK's own readers (tests/vtk/check.py): a `.pvti` series of a
-# cylinder on 2x2 thread ranks, the same run as `.vti` and legacy `.vtk`, and FV's `.vtu`. Our tests read the
+# cylinder on 2x2 thread ranks, the same run as `.vti` and legacy `.vtk`, and FV's `.vtu` and its series (`.pvd`). Our tests read the
 # files back with our own reader; this is the check that ParaView would open them. It needs Python's `vtk`
 # package: installed with pip where it is missing; where that fails, it says so and passes (no VTK, no check).
 set -euo pipefail
@@ -27,5 +27,5 @@ nx=160 ny=40 cubes=6
 "$bin" lbm cylinder --size ${nx}x${ny} --steps 60 --ranks 2x2 --vtk flow.pvti --vtk-every 20 > run.txt
 "$bin" lbm cylinder --size ${nx}x${ny} --steps 60 --vtk one.vti >> run.txt
 "$bin" lbm cylinder --size ${nx}x${ny} --steps 60 --vtk legacy.vtk >> run.txt
-"$bin" fv run --box $cubes --steps 3 --vtu mesh.vtu >> run.txt
+"$bin" fv run --box $cubes --steps 3 --vtu mesh.vtu --vtu-every 1 >> run.txt
 python3 "$here/check.py" $nx $ny $cubes

@@ -19,9 +19,9 @@ pub struct Schedule<'a> {
     pub from: usize,
     /// The step it ends at.
     pub to: usize,
-    /// Also `save` after every step that is a multiple of this, counted from the run's start (not `to` itself:
-    /// the caller saves the end).
-    pub save_every: Option<usize>,
+    /// Also `save` after every step that is a multiple of one of these (checkpoints, frames of a time series),
+    /// counted from the run's start (not `to` itself: the caller saves the end); zeros are ignored.
+    pub save_every: Vec<usize>,
     /// Raised (by a signal handler) to stop after the batch in flight.
     pub stop: &'a AtomicBool,
     /// The ranks of a distributed run (`None`: one domain).
@@ -42,7 +42,7 @@ pub fn step_batches(
     let (mut at, mut batch) = (s.from, 1usize);
     while at < s.to {
         let mut end = s.to.min(at + batch);
-        if let Some(n) = s.save_every.filter(|&n| n > 0) {
+        for &n in s.save_every.iter().filter(|&&n| n > 0) {
             end = end.min((at / n + 1) * n);
         }
         let k = end - at;
@@ -50,7 +50,7 @@ pub fn step_batches(
         step(k)?;
         at = end;
         progress(at);
-        if s.save_every.is_some_and(|n| n > 0 && at % n == 0) && at < s.to {
+        if s.save_every.iter().any(|&n| n > 0 && at % n == 0) && at < s.to {
             save(at)?;
         }
         // The rate this batch measured, to at most twice the batch planned: one cut short by a save does not
@@ -82,14 +82,14 @@ mod tests {
     fn sched<'a>(
         from: usize,
         to: usize,
-        save_every: Option<usize>,
+        save_every: &[usize],
         stop: &'a AtomicBool,
         comm: Option<&'a dyn Comm>,
     ) -> Schedule<'a> {
         Schedule {
             from,
             to,
-            save_every,
+            save_every: save_every.to_vec(),
             stop,
             comm,
         }
@@ -101,7 +101,7 @@ mod tests {
         let (mut ran, mut saves) = (Vec::new(), Vec::new());
         // A run resumed at step 13 of 60, saving every 10 steps: saves at 20 … 50, not at 60 (the caller's).
         let at = step_batches(
-            sched(13, 60, Some(10), &stop, None),
+            sched(13, 60, &[10], &stop, None),
             |_| {},
             |k| {
                 ran.push(k);
@@ -120,13 +120,26 @@ mod tests {
         // again (the save interval), not 4 (twice the cut batch, as before 2026-12-02).
         assert_eq!(ran, [1, 2, 4, 8, 2, 10, 10, 10]);
         let err = step_batches(
-            sched(0, 30, Some(4), &stop, None),
+            sched(0, 30, &[4], &stop, None),
             |_| {},
             |_| Ok(()),
             |s| Err(crate::FvError::Shape(format!("the save at {s} failed"))),
         )
         .unwrap_err();
         assert!(err.to_string().contains("at 4"), "{err}");
+        // Two cadences (checkpoints every 10, frames every 4): a save at each multiple of either.
+        let mut saves = Vec::new();
+        step_batches(
+            sched(0, 30, &[10, 4], &stop, None),
+            |_| {},
+            |_| Ok(()),
+            |s| {
+                saves.push(s);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(saves, [4, 8, 10, 12, 16, 20, 24, 28]);
     }
 
     #[test]
@@ -134,7 +147,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let (mut batches, mut seen) = (Vec::new(), Vec::new());
         let done = step_batches(
-            sched(0, 1000, None, &stop, None),
+            sched(0, 1000, &[], &stop, None),
             |d| seen.push(d),
             |k| {
                 batches.push(k);
@@ -157,7 +170,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let mut ran = 0;
         let done = step_batches(
-            sched(0, 1000, None, &stop, None),
+            sched(0, 1000, &[], &stop, None),
             |_| {},
             |k| {
                 ran += k;
@@ -172,7 +185,7 @@ mod tests {
         // Batches 1, 2, 4: the stop raised in the third ends the run after it.
         assert_eq!((done, ran), (7, 7));
         let err = step_batches(
-            sched(0, 5, None, &stop, None),
+            sched(0, 5, &[], &stop, None),
             |_| {},
             |_| Err(crate::FvError::Shape("the step failed".into())),
             |_| Ok(()),
@@ -188,7 +201,7 @@ mod tests {
             let stop = AtomicBool::new(false);
             let mut batches = Vec::new();
             let done = step_batches(
-                sched(0, 10_000, None, &stop, Some(&comm)),
+                sched(0, 10_000, &[], &stop, Some(&comm)),
                 |_| {},
                 |k| {
                     batches.push(k);

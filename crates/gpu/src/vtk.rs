@@ -281,6 +281,46 @@ pub fn write_collection(path: &Path, entries: &[(f64, String)]) -> std::io::Resu
     f.commit()
 }
 
+/// The frame of a time series beside `path` at `step`: `flow.pvti` → `flow_00000200.pvti` (no extension: `vtk`).
+pub fn series_frame(path: &Path, step: u64) -> std::path::PathBuf {
+    let (stem, ext) = series_name(path);
+    path.with_file_name(format!("{stem}_{step:08}.{ext}"))
+}
+
+/// Rewrites ParaView's collection beside `path` (`flow.pvti` → `flow.pvd`) to list every frame of its series in
+/// the folder ([`series_frame`]'s names) by step, so that a resumed run's frames join the earlier ones and an
+/// interrupted run leaves a collection of the frames it wrote.
+pub fn write_series_collection(path: &Path) -> std::io::Result<()> {
+    let (stem, ext) = series_name(path);
+    let dir = crate::folder_of(path);
+    let mut frames = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let step: Option<u64> = name
+            .strip_prefix(&format!("{stem}_"))
+            .and_then(|r| r.strip_suffix(&format!(".{ext}")))
+            .filter(|d| d.len() >= 8 && d.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|d| d.parse().ok());
+        if let Some(step) = step {
+            frames.push((step, name));
+        }
+    }
+    frames.sort();
+    let entries: Vec<(f64, String)> = frames.into_iter().map(|(s, n)| (s as f64, n)).collect();
+    write_collection(&path.with_file_name(format!("{stem}.pvd")), &entries)
+}
+
+/// A series' stem and extension (`flow.pvti` → `flow`, `pvti`; no extension: `vtk`).
+fn series_name(path: &Path) -> (String, String) {
+    let part = |s: Option<&std::ffi::OsStr>, or: &str| {
+        s.map_or_else(|| or.to_string(), |s| s.to_string_lossy().into_owned())
+    };
+    (
+        part(path.file_stem(), "fields"),
+        part(path.extension(), "vtk"),
+    )
+}
+
 /// `values` into `w` as `to_bytes` makes their bytes (`f32::to_le_bytes`), converted a block at a time (no copy
 /// of the whole array).
 pub fn write_values<T: Copy, const N: usize>(

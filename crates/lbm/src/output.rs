@@ -270,58 +270,15 @@ pub fn write_fields(lat: &mut Lattice, path: &Path) -> Result<()> {
 /// series in the folder by step, so that a resumed run's frames join the earlier ones and an interrupted run
 /// leaves a collection of the frames it wrote. Every rank must call it.
 pub fn write_series_frame(lat: &mut Lattice, path: &Path) -> Result<()> {
-    let step = lat.steps_done();
-    let (stem, ext) = series_name(path);
-    let frame = path.with_file_name(format!("{stem}_{step:08}.{ext}"));
+    let frame = vtk::series_frame(path, lat.steps_done());
     write_fields(lat, &frame)?;
     let listed = if lat.is_root() {
-        series_frames(path).and_then(|frames| {
-            let entries: Vec<(f64, String)> = frames
-                .into_iter()
-                .map(|(s, name)| (s as f64, name))
-                .collect();
-            let pvd = path.with_file_name(format!("{stem}.pvd"));
-            vtk::write_collection(&pvd, &entries).map_err(|e| LbmError::io(&pvd, e))
-        })
+        vtk::write_series_collection(path)
+            .map_err(|e| LbmError::io(bespoke_gpu::folder_of(path), e))
     } else {
         Ok(())
     };
     lat.agree(listed)
-}
-
-/// A series' stem and extension (`flow.pvti` → `flow`, `pvti`; no extension: `vtk`).
-fn series_name(path: &Path) -> (String, String) {
-    let part = |s: Option<&std::ffi::OsStr>, or: &str| {
-        s.map_or_else(|| or.to_string(), |s| s.to_string_lossy().into_owned())
-    };
-    (
-        part(path.file_stem(), "fields"),
-        part(path.extension(), "vtk"),
-    )
-}
-
-/// The frames of `path`'s series in its folder (`{stem}_{8+ digits}.{ext}`), by step.
-fn series_frames(path: &Path) -> Result<Vec<(u64, String)>> {
-    let (stem, ext) = series_name(path);
-    let dir = bespoke_gpu::folder_of(path);
-    let mut frames = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| LbmError::io(dir, e))? {
-        let name = entry
-            .map_err(|e| LbmError::io(dir, e))?
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
-        let step = name
-            .strip_prefix(&format!("{stem}_"))
-            .and_then(|r| r.strip_suffix(&format!(".{ext}")))
-            .filter(|d| d.len() >= 8 && d.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|d| d.parse().ok());
-        if let Some(step) = step {
-            frames.push((step, name));
-        }
-    }
-    frames.sort();
-    Ok(frames)
 }
 
 /// The default arrays ParaView colours by.
