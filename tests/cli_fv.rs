@@ -438,6 +438,19 @@ fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
     }
 }
 
+/// `bespoke fv run --box 5 EXTRA…`, asserted to succeed.
+fn box5(extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["fv", "run", "--box", "5"];
+    args.extend(extra);
+    let out = bespoke(&args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// `fv run --checkpoint` and `--resume`: a run stopped at a step and resumed (on one domain or on ranks, either
 /// way, in f32 and f64, with periodic saves) ends with the bits of one that never stopped, its report the
 /// same masses; a checkpoint of another mesh, boundary, precision or Δt, one at or past the end, a damaged or
@@ -450,14 +463,7 @@ fn fv_run_resumes_a_checkpoint_bit_for_bit_on_any_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
     let run = |extra: &[&str]| {
-        let mut args = vec!["fv", "run", "--box", "5"];
-        args.extend(extra);
-        let out = bespoke(&args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        box5(extra);
     };
     let refused = |extra: &[&str], why: &str| {
         let mut args = vec!["fv", "run", "--box", "5"];
@@ -600,17 +606,7 @@ fn fv_run_writes_a_vtu_series_that_a_resumed_run_joins() {
     }
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
-    let run = |extra: &[&str]| {
-        let mut args = vec!["fv", "run", "--box", "5"];
-        args.extend(extra);
-        let out = bespoke(&args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    };
+    let run = box5;
     let (out, ck) = (path("out.vtu"), path("c.fv"));
     run(&[
         "--steps",
