@@ -435,11 +435,8 @@ impl<'g, T: Real> Diffusion<'g, T> {
             }
             self.shift = m.value() / w.value();
         }
-        let mut v: Vec<T> = x.iter().map(|&a| T::from_f64(a - self.shift)).collect();
-        v.resize(self.ghost_at, T::from_f64(0.0));
-        v.push(T::from_f64(0.0));
-        self.gpu.write(&self.x[self.parity], 0, &v)?;
-        Ok(())
+        let shift = self.shift;
+        self.upload(x.iter().map(|&a| a - shift))
     }
 
     /// Sets the stored x to `x` − `shift` as given (n entries): a rank of a distributed run stores the
@@ -453,11 +450,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
             )));
         }
         self.shift = shift;
-        let mut v: Vec<T> = x.iter().map(|&a| T::from_f64(a - shift)).collect();
-        v.resize(self.ghost_at, T::from_f64(0.0));
-        v.push(T::from_f64(0.0));
-        self.gpu.write(&self.x[self.parity], 0, &v)?;
-        Ok(())
+        self.upload(x.iter().map(|&a| a - shift))
     }
 
     /// The state a restart needs to continue bit for bit: the stored values (x − shift as the device holds them, n
@@ -481,7 +474,13 @@ impl<'g, T: Real> Diffusion<'g, T> {
             return Err(FvError::param("shift", shift, "must be finite"));
         }
         self.shift = shift;
-        let mut v: Vec<T> = stored.iter().map(|&a| T::from_f64(a)).collect();
+        self.upload(stored.iter().copied())
+    }
+
+    /// Writes `stored` (n values of x − shift) into the current x, rounded to the precision, zeros past them to
+    /// the ghost.
+    fn upload(&mut self, stored: impl Iterator<Item = f64>) -> Result<()> {
+        let mut v: Vec<T> = stored.map(T::from_f64).collect();
         v.resize(self.ghost_at, T::from_f64(0.0));
         v.push(T::from_f64(0.0));
         self.gpu.write(&self.x[self.parity], 0, &v)?;
@@ -490,14 +489,8 @@ impl<'g, T: Real> Diffusion<'g, T> {
 
     /// Reads x back (n entries).
     pub fn x(&self) -> Result<Vec<f64>> {
-        let mut v: Vec<f64> = self
-            .gpu
-            .read(&self.x[self.parity])?
-            .into_iter()
-            .map(|a| a.to_f64() + self.shift)
-            .collect();
-        v.truncate(self.n);
-        Ok(v)
+        let (v, shift) = self.stored()?;
+        Ok(v.into_iter().map(|a| a + shift).collect())
     }
 
     /// The launch shape the step runs in.
