@@ -150,12 +150,13 @@ fn commands_run_on_a_device_without_optional_features() {
     );
 }
 
-/// A whole command with workgroup memory that starts as poison (`BESPOKE_QUIRKS=stale-workgroup-memory`, as a
-/// GPU's holds what an earlier workgroup left): the popcount GEMM stages its tiles through workgroup memory and
-/// `--check` compares every r² with the CPU's; the report says the device emulated it; an unknown quirk is an
-/// error naming the quirks.
+/// A whole command with workgroup memory that starts as poison and workgroups that run last id first
+/// (`BESPOKE_QUIRKS=stale-workgroup-memory,reversed-workgroups`, as on a GPU: its workgroup memory holds what an
+/// earlier workgroup left, and it runs workgroups in an order of its own): the popcount GEMM stages its tiles
+/// through workgroup memory and `--check` compares every r² with the CPU's; the report says the device emulated
+/// both; an unknown quirk is an error naming the quirks.
 #[test]
-fn a_command_runs_with_workgroup_memory_left_stale() {
+fn a_command_runs_with_workgroup_memory_left_stale_and_workgroups_reversed() {
     if test_gpu().is_none() {
         return;
     }
@@ -166,7 +167,8 @@ fn a_command_runs_with_workgroup_memory_left_stale() {
             .output()
             .expect("the bespoke binary runs")
     };
-    let out = run("stale-workgroup-memory", &["info", "--json"]);
+    let quirks = "stale-workgroup-memory,reversed-workgroups";
+    let out = run(quirks, &["info", "--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -176,12 +178,12 @@ fn a_command_runs_with_workgroup_memory_left_stale() {
     assert!(
         v["adapter"]["emulation"]
             .as_str()
-            .is_some_and(|e| e.contains("-stalewg")),
+            .is_some_and(|e| e.contains("-stalewg") && e.contains("-revwg")),
         "{}",
         v["adapter"]
     );
     let out = run(
-        "stale-workgroup-memory",
+        quirks,
         &[
             "mm",
             "ld",
@@ -200,7 +202,10 @@ fn a_command_runs_with_workgroup_memory_left_stale() {
     let out = run("stale", &["info"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("`stale`") && err.contains("stale-workgroup-memory"),
+        !out.status.success()
+            && err.contains("`stale`")
+            && err.contains("stale-workgroup-memory")
+            && err.contains("reversed-workgroups"),
         "{err}"
     );
 }

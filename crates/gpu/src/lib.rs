@@ -32,6 +32,8 @@ mod overlap;
 mod phase;
 mod pipeline;
 mod probe;
+mod reversed_workgroups;
+mod rewrite;
 pub mod rng;
 mod stale_workgroup;
 pub mod testing;

@@ -37,6 +37,8 @@ pub(crate) struct CompileTarget<'a> {
     pub limits: &'a wgpu::Limits,
     /// Fill workgroup memory with poison as each workgroup starts (`Quirks::stale_workgroup_memory`).
     pub poison_workgroup_memory: bool,
+    /// Run each dispatch's workgroups in the reverse order of their ids (`Quirks::reversed_workgroups`).
+    pub reverse_workgroups: bool,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -73,27 +75,49 @@ impl PipelineCache {
     }
 }
 
-/// `module` with the stale-workgroup-memory prologue (`crate::stale_workgroup`), validated again.
-fn poisoned(
+/// `module` with the quirks' prologues (`crate::stale_workgroup`, then `crate::reversed_workgroups`, whose
+/// prologue runs first), validated again; `module` as it was where the target emulates neither.
+fn with_quirks(
+    target: &CompileTarget<'_>,
     kernel: &Kernel,
     mut module: naga::Module,
     info: &naga::valid::ModuleInfo,
-    caps: naga::valid::Capabilities,
 ) -> Result<naga::Module> {
+    let mut quirks = Vec::new();
+    if target.poison_workgroup_memory {
+        quirks.push("stale-workgroup-memory");
+    }
+    if target.reverse_workgroups {
+        quirks.push("reversed-workgroups");
+    }
+    if quirks.is_empty() {
+        return Ok(module);
+    }
     let invalid = |diagnostic: String| GpuError::InvalidShader {
         kernel: kernel.name().to_owned(),
         diagnostic,
     };
-    crate::stale_workgroup::poison_workgroup_memory(&mut module, info).map_err(|e| {
-        invalid(format!(
-            "the stale-workgroup-memory quirk cannot fill it: {e}"
-        ))
-    })?;
-    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+    if target.poison_workgroup_memory {
+        // Needs the validation of the module as written (which workgroup variables the entry points use).
+        crate::stale_workgroup::poison_workgroup_memory(&mut module, info).map_err(|e| {
+            invalid(format!(
+                "the stale-workgroup-memory quirk cannot fill it: {e}"
+            ))
+        })?;
+    }
+    if target.reverse_workgroups {
+        crate::reversed_workgroups::reverse_workgroups(&mut module).map_err(|e| {
+            invalid(format!(
+                "the reversed-workgroups quirk cannot reverse it: {e}"
+            ))
+        })?;
+    }
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), target.caps)
         .validate(&module)
         .map_err(|e| {
             invalid(format!(
-                "invalid after the stale-workgroup-memory prologue: {}",
+                "invalid after the {} quirk's prologue: {}",
+                quirks.join(" and "),
                 e.emit_to_string(kernel.source())
             ))
         })?;
@@ -115,11 +139,7 @@ fn compile(target: &CompileTarget<'_>, kernel: &Kernel) -> Result<CachedPipeline
                     max,
                 });
             }
-            if target.poison_workgroup_memory {
-                poisoned(kernel, m, &info, target.caps)?
-            } else {
-                m
-            }
+            with_quirks(target, kernel, m, &info)?
         }
         Err(e) => return Err(explain_invalid(target, kernel, e)),
     };

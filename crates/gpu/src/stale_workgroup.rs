@@ -14,10 +14,11 @@
 //! stores overlap but cover every element), every element of nested arrays, and a workgroup barrier after it.
 
 use naga::{
-    AddressSpace, ArraySize, Barrier, BinaryOperator, Binding, Block, BuiltIn, Expression,
-    Function, FunctionArgument, Handle, Literal, LocalVariable, Module, Range, Scalar, ScalarKind,
-    ShaderStage, Span, Statement, Type, TypeInner,
+    AddressSpace, ArraySize, Barrier, BinaryOperator, Block, Expression, Handle, Literal,
+    LocalVariable, Module, Scalar, ScalarKind, ShaderStage, Span, Statement, Type, TypeInner,
 };
+
+use crate::rewrite::Prologue;
 
 /// The bits of the poison that floats take (a quiet NaN, then converted to the float's width).
 const NAN_BITS: u32 = 0x7fc0_dead;
@@ -61,17 +62,10 @@ pub(crate) fn poison_workgroup_memory(
             Some(_) => 1,
             None => ep.workgroup_size.iter().product::<u32>().max(1),
         };
-        let mut p = Prologue {
-            f: &mut ep.function,
-            types: &module.types,
-            u32_ty,
-            body: Block::new(),
-        };
+        let mut p = Prologue::new(&mut ep.function, &module.types, u32_ty);
         let lid = p.local_invocation_index();
         for &&(g, ty, ref name) in &used {
-            let base =
-                p.f.expressions
-                    .append(Expression::GlobalVariable(g), Span::UNDEFINED);
+            let base = p.pre(Expression::GlobalVariable(g));
             p.fill(base, ty, Some((lid, stride)))
                 .map_err(|what| format!("workgroup variable `{name}`: {what}"))?;
         }
@@ -79,70 +73,12 @@ pub(crate) fn poison_workgroup_memory(
             Statement::ControlBarrier(Barrier::WORK_GROUP),
             Span::UNDEFINED,
         );
-        let mut body = std::mem::take(&mut p.body);
-        body.append(&mut ep.function.body);
-        ep.function.body = body;
+        p.prepend();
     }
     Ok(())
 }
 
-struct Prologue<'a> {
-    f: &'a mut Function,
-    types: &'a naga::UniqueArena<Type>,
-    u32_ty: Handle<Type>,
-    body: Block,
-}
-
 impl Prologue<'_> {
-    /// The entry point's `local_invocation_index`, as an argument or a struct member, added as an argument where
-    /// the entry point has none.
-    fn local_invocation_index(&mut self) -> Handle<Expression> {
-        let lii = Binding::BuiltIn(BuiltIn::LocalInvocationIndex);
-        for (i, arg) in self.f.arguments.iter().enumerate() {
-            if arg.binding.as_ref() == Some(&lii) {
-                return self.pre(Expression::FunctionArgument(i as u32));
-            }
-            if let TypeInner::Struct { members, .. } = &self.types[arg.ty].inner
-                && let Some(m) = members
-                    .iter()
-                    .position(|m| m.binding.as_ref() == Some(&lii))
-            {
-                let a = self.pre(Expression::FunctionArgument(i as u32));
-                return self.emit(Expression::AccessIndex {
-                    base: a,
-                    index: m as u32,
-                });
-            }
-        }
-        self.f.arguments.push(FunctionArgument {
-            name: Some("bespoke_poison_lid".into()),
-            ty: self.u32_ty,
-            binding: Some(lii),
-        });
-        self.pre(Expression::FunctionArgument(
-            self.f.arguments.len() as u32 - 1,
-        ))
-    }
-
-    /// An expression that needs no `Emit` (literals, arguments, variables).
-    fn pre(&mut self, e: Expression) -> Handle<Expression> {
-        self.f.expressions.append(e, Span::UNDEFINED)
-    }
-
-    /// Appends `e` with an `Emit` of it into the prologue.
-    fn emit(&mut self, e: Expression) -> Handle<Expression> {
-        let h = self.f.expressions.append(e, Span::UNDEFINED);
-        self.body.push(
-            Statement::Emit(Range::new_from_bounds(h, h)),
-            Span::UNDEFINED,
-        );
-        h
-    }
-
-    fn u32(&mut self, v: u32) -> Handle<Expression> {
-        self.pre(Expression::Literal(Literal::U32(v)))
-    }
-
     /// The poison of a scalar type, emitted into the prologue.
     fn scalar_poison(&mut self, s: Scalar) -> Result<Handle<Expression>, String> {
         Ok(match (s.kind, s.width) {

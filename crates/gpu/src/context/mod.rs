@@ -222,6 +222,9 @@ impl Gpu {
         if quirks.stale_workgroup_memory {
             emulation += "-stalewg";
         }
+        if quirks.reversed_workgroups {
+            emulation += "-revwg";
+        }
         if opts.skip_warm_up {
             emulation += "-nowarm";
         }
@@ -377,6 +380,7 @@ impl Gpu {
             adapter: &self.adapter_info.name,
             limits: &self.limits,
             poison_workgroup_memory: self.quirks.stale_workgroup_memory,
+            reverse_workgroups: self.quirks.reversed_workgroups,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

@@ -156,16 +156,26 @@ pub struct Quirks {
     /// each workgroup starts, so a kernel that reads workgroup memory it did not write fails its test on any
     /// adapter (on lavapipe such a read often finds zeros left by nothing).
     pub stale_workgroup_memory: bool,
+    /// A dispatch's workgroups run in any order, thousands at once: a GPU does not run them in id order as
+    /// lavapipe does. Emulated by the pipeline layer, which hands each kernel `num_workgroups − 1 −
+    /// workgroup_id` for its workgroup id, so the last workgroup runs first and a kernel whose workgroup reads
+    /// what a lower-numbered one of the same dispatch writes fails on any adapter.
+    pub reversed_workgroups: bool,
 }
 
 impl Quirks {
     /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
-    const NAMES: [&str; 2] = ["folds-f16-round-trip", "stale-workgroup-memory"];
+    const NAMES: [&str; 3] = [
+        "folds-f16-round-trip",
+        "stale-workgroup-memory",
+        "reversed-workgroups",
+    ];
 
     fn set(&mut self, name: &str) -> bool {
         match name {
             "folds-f16-round-trip" => self.folds_f16_round_trip = true,
             "stale-workgroup-memory" => self.stale_workgroup_memory = true,
+            "reversed-workgroups" => self.reversed_workgroups = true,
             _ => return false,
         }
         true
@@ -176,11 +186,12 @@ impl Quirks {
         Self {
             folds_f16_round_trip: self.folds_f16_round_trip || other.folds_f16_round_trip,
             stale_workgroup_memory: self.stale_workgroup_memory || other.stale_workgroup_memory,
+            reversed_workgroups: self.reversed_workgroups || other.reversed_workgroups,
         }
     }
 }
 
-/// The quirks `BESPOKE_QUIRKS` names (comma-separated: `stale-workgroup-memory,folds-f16-round-trip`), so a whole
+/// The quirks `BESPOKE_QUIRKS` names (comma-separated: `stale-workgroup-memory,reversed-workgroups`), so a whole
 /// command runs with them; an unknown name is an error listing the names.
 pub(crate) fn quirks_from_env() -> Result<Quirks, String> {
     parse_quirks(&std::env::var("BESPOKE_QUIRKS").unwrap_or_default())

@@ -27,5 +27,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 mod buffers;
 mod dispatch;
 mod lifecycle;
+mod reversed;
 mod stale;
 mod timing;

@@ -1,0 +1,326 @@
+//! The reversed-workgroups quirk ([`Quirks::reversed_workgroups`](crate::Quirks)): each compute entry point sees
+//! `num_workgroups − 1 − workgroup_id` where it asked for `workgroup_id` (and the matching
+//! `global_invocation_id`), so the workgroups of a dispatch run in the opposite order of their ids.
+//!
+//! A GPU runs a dispatch's workgroups thousands at a time, in an order Vulkan does not define; lavapipe runs them
+//! in id order on a few threads. A kernel whose workgroup reads what a lower-numbered workgroup of the same
+//! dispatch writes (a carry, an in-place update across workgroups, a scan without a look-back) then passes on
+//! lavapipe and fails on a card. Under the quirk the last workgroup runs first, on any adapter.
+//!
+//! How: the entry point keeps the built-in as its raw argument (and gains `num_workgroups` where it lacks it), and
+//! every expression that read the argument becomes the result of a call, at the top of the body, to a one-line
+//! function returning the reversed id. No expression moves, so no handle has to be renumbered. naga 30 does not
+//! require uniform control flow at a barrier (`ValidationFlags::CONTROL_FLOW_UNIFORMITY` covers derivatives), so a
+//! kernel whose barriers sit in loops bounded by the id validates as before although a call's result is not
+//! uniform to naga; a unit test says so should that change.
+
+use naga::{
+    BinaryOperator, Binding, BuiltIn, Expression, Function, FunctionArgument, Handle, Literal,
+    Module, Scalar, ShaderStage, Span, Statement, Type, TypeInner, VectorSize,
+};
+
+use crate::rewrite::Prologue;
+
+/// The built-ins that name a workgroup, and what the quirk hands the kernel for each.
+const REVERSED: [(BuiltIn, &str, &str); 2] = [
+    (
+        BuiltIn::WorkGroupId,
+        "workgroup_id",
+        "bespoke_reversed_workgroup_id",
+    ),
+    (
+        BuiltIn::GlobalInvocationId,
+        "global_invocation_id",
+        "bespoke_reversed_global_invocation_id",
+    ),
+];
+
+/// Reverses the workgroup order of every compute entry point of `module` that reads `workgroup_id` or
+/// `global_invocation_id` (`local_invocation_*` stay as they are). An entry point that takes either as a struct
+/// member, or `global_invocation_id` with a workgroup size set by an override, is an error naming the entry point,
+/// so no kernel runs unreversed under the quirk.
+pub(crate) fn reverse_workgroups(module: &mut Module) -> Result<(), String> {
+    // (entry point, argument, which of REVERSED)
+    let mut readers = Vec::new();
+    for (e, ep) in module.entry_points.iter().enumerate() {
+        if ep.stage != ShaderStage::Compute {
+            continue;
+        }
+        for (i, arg) in ep.function.arguments.iter().enumerate() {
+            for (r, &(builtin, wgsl, _)) in REVERSED.iter().enumerate() {
+                let b = Some(Binding::BuiltIn(builtin));
+                if arg.binding == b {
+                    if builtin == BuiltIn::GlobalInvocationId
+                        && ep.workgroup_size_overrides.is_some()
+                    {
+                        return Err(format!(
+                            "entry point `{}` takes global_invocation_id with a workgroup size set by an override",
+                            ep.name
+                        ));
+                    }
+                    readers.push((e, i as u32, r));
+                } else if let TypeInner::Struct { members, .. } = &module.types[arg.ty].inner
+                    && members.iter().any(|m| m.binding == b)
+                {
+                    return Err(format!(
+                        "entry point `{}` takes {wgsl} as a member of its argument `{}`",
+                        ep.name,
+                        arg.name.as_deref().unwrap_or("?")
+                    ));
+                }
+            }
+        }
+    }
+    if readers.is_empty() {
+        return Ok(());
+    }
+    let u32_ty = module.types.insert(
+        Type {
+            name: None,
+            inner: TypeInner::Scalar(Scalar::U32),
+        },
+        Span::UNDEFINED,
+    );
+    let vec3_ty = module.types.insert(
+        Type {
+            name: None,
+            inner: TypeInner::Vector {
+                size: VectorSize::Tri,
+                scalar: Scalar::U32,
+            },
+        },
+        Span::UNDEFINED,
+    );
+    let reversers = REVERSED.map(|(builtin, _, name)| {
+        let f = reverser(name, builtin == BuiltIn::GlobalInvocationId, vec3_ty);
+        module.functions.append(f, Span::UNDEFINED)
+    });
+    for e in 0..module.entry_points.len() {
+        let mine: Vec<_> = readers.iter().filter(|r| r.0 == e).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let ep = &mut module.entry_points[e];
+        let size = ep.workgroup_size;
+        let f = &mut ep.function;
+        let mut calls = Vec::new();
+        for &&(_, arg, r) in &mine {
+            for (h, x) in f.expressions.iter_mut() {
+                if matches!(x, Expression::FunctionArgument(a) if *a == arg) {
+                    *x = Expression::CallResult(reversers[r]);
+                    calls.push((h, arg, r));
+                }
+            }
+        }
+        let mut p = Prologue::new(f, &module.types, u32_ty);
+        let count = p.builtin(BuiltIn::NumWorkGroups, vec3_ty, "bespoke_dispatch_size");
+        let mut group_size = None;
+        for (h, arg, r) in calls {
+            let raw = p.pre(Expression::FunctionArgument(arg));
+            let mut arguments = vec![raw, count];
+            if REVERSED[r].0 == BuiltIn::GlobalInvocationId {
+                let s = *group_size.get_or_insert_with(|| {
+                    let components = size.map(|n| p.u32(n)).to_vec();
+                    p.emit(Expression::Compose {
+                        ty: vec3_ty,
+                        components,
+                    })
+                });
+                arguments.push(s);
+            }
+            p.body.push(
+                Statement::Call {
+                    function: reversers[r],
+                    arguments,
+                    result: Some(h),
+                },
+                Span::UNDEFINED,
+            );
+        }
+        p.prepend();
+    }
+    Ok(())
+}
+
+/// `fn bespoke_reversed_workgroup_id(w, n: vec3<u32>) -> vec3<u32> { return n - 1 - w; }`, or with `global`,
+/// `fn bespoke_reversed_global_invocation_id(g, n, s: vec3<u32>) -> vec3<u32> { return (n - 1 - g / s) * s + g % s; }`.
+fn reverser(name: &str, global: bool, vec3_ty: Handle<Type>) -> Function {
+    let arg = |name: &str| FunctionArgument {
+        name: Some(name.into()),
+        ty: vec3_ty,
+        binding: None,
+    };
+    let mut f = Function {
+        name: Some(name.into()),
+        arguments: if global {
+            vec![arg("g"), arg("n"), arg("s")]
+        } else {
+            vec![arg("w"), arg("n")]
+        },
+        result: Some(naga::FunctionResult {
+            ty: vec3_ty,
+            binding: None,
+        }),
+        ..Default::default()
+    };
+    let x = &mut f.expressions;
+    let mut add = |e: Expression| x.append(e, Span::UNDEFINED);
+    let id = add(Expression::FunctionArgument(0));
+    let n = add(Expression::FunctionArgument(1));
+    let s = global.then(|| add(Expression::FunctionArgument(2)));
+    let one = add(Expression::Literal(Literal::U32(1)));
+    let ones = add(Expression::Splat {
+        size: VectorSize::Tri,
+        value: one,
+    });
+    let bin = |op, left, right| Expression::Binary { op, left, right };
+    let last = add(bin(BinaryOperator::Subtract, n, ones));
+    let result = match s {
+        None => add(bin(BinaryOperator::Subtract, last, id)),
+        Some(s) => {
+            let w = add(bin(BinaryOperator::Divide, id, s));
+            let l = add(bin(BinaryOperator::Modulo, id, s));
+            let rw = add(bin(BinaryOperator::Subtract, last, w));
+            let base = add(bin(BinaryOperator::Multiply, rw, s));
+            add(bin(BinaryOperator::Add, base, l))
+        }
+    };
+    f.body.push(
+        Statement::Emit(naga::Range::new_from_bounds(ones, result)),
+        Span::UNDEFINED,
+    );
+    f.body.push(
+        Statement::Return {
+            value: Some(result),
+        },
+        Span::UNDEFINED,
+    );
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reverse_workgroups;
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+    fn validate(m: &naga::Module) -> naga::valid::ModuleInfo {
+        Validator::new(ValidationFlags::all(), Capabilities::empty())
+            .validate(m)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    /// Parses `src`, reverses it and validates the result; the module before and after.
+    fn reversed(src: &str) -> Result<(naga::Module, naga::Module), String> {
+        let before = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+        validate(&before);
+        let mut after = before.clone();
+        reverse_workgroups(&mut after)?;
+        validate(&after);
+        Ok((before, after))
+    }
+
+    fn args(m: &naga::Module) -> Vec<Option<naga::Binding>> {
+        m.entry_points[0]
+            .function
+            .arguments
+            .iter()
+            .map(|a| a.binding.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_barrier_in_a_loop_bounded_by_the_workgroup_id_still_validates_without_a_device() {
+        // The dense GEMM's shape: a K loop whose bounds come from the workgroup id, barriers inside it. Should naga
+        // come to require uniform control flow at barriers, the reversed id (a call's result) fails here first.
+        let src = "
+var<workgroup> s: array<f32, 64>;
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) l: u32) {
+    var acc = 0.0;
+    for (var k = 0u; k < w.x + w.y; k++) {
+        s[l] = f32(k);
+        workgroupBarrier();
+        acc += s[63u - l];
+        workgroupBarrier();
+    }
+    out[w.x * 64u + l] = acc;
+}";
+        let (before, after) = reversed(src).unwrap();
+        let mut want = args(&before);
+        want.push(Some(naga::Binding::BuiltIn(naga::BuiltIn::NumWorkGroups)));
+        assert_eq!(args(&after), want, "num_workgroups added; the rest kept");
+        assert_eq!(after.functions.len(), before.functions.len() + 2);
+        let calls = after.entry_points[0]
+            .function
+            .body
+            .iter()
+            .take_while(|s| matches!(s, naga::Statement::Call { .. }))
+            .count();
+        assert_eq!(
+            calls, 1,
+            "the body starts with the call that gives the reversed id"
+        );
+    }
+
+    #[test]
+    fn num_workgroups_is_reused_where_the_kernel_takes_it_without_a_device() {
+        let src = "
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+struct In { @builtin(local_invocation_index) l: u32, @builtin(num_workgroups) n: vec3<u32> }
+@compute @workgroup_size(8)
+fn main(@builtin(workgroup_id) w: vec3<u32>, i: In) {
+    out[w.x * 8u + i.l] = i.n.x;
+}";
+        let (before, after) = reversed(src).unwrap();
+        assert_eq!(args(&after), args(&before));
+    }
+
+    #[test]
+    fn a_kernel_that_reads_neither_id_is_left_as_it_was_without_a_device() {
+        let src = "
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) l: u32) { out[l] = 1.0; }";
+        let (before, after) = reversed(src).unwrap();
+        assert_eq!(format!("{before:?}"), format!("{after:?}"));
+    }
+
+    #[test]
+    fn the_global_id_is_reversed_a_workgroup_at_a_time_and_an_override_size_is_refused_without_a_device()
+     {
+        let src = "
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(8, 2)
+fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(workgroup_id) w: vec3<u32>) {
+    out[g.x + g.y * 64u] = w.x;
+}";
+        let (_, after) = reversed(src).unwrap();
+        let body = &after.entry_points[0].function.body;
+        let calls = body
+            .iter()
+            .filter(|s| matches!(s, naga::Statement::Call { .. }))
+            .count();
+        assert_eq!(calls, 2, "one call for each id");
+        let e = reversed(
+            "
+override WG: u32 = 64u;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(WG)
+fn wide(@builtin(global_invocation_id) g: vec3<u32>) { out[g.x] = 1u; }",
+        )
+        .unwrap_err();
+        assert!(e.contains("`wide`") && e.contains("override"), "{e}");
+    }
+
+    #[test]
+    fn the_workgroup_id_as_a_struct_member_is_an_error_naming_the_entry_point_without_a_device() {
+        let src = "
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+struct In { @builtin(workgroup_id) w: vec3<u32> }
+@compute @workgroup_size(8)
+fn carry(i: In) { out[i.w.x] = 1u; }";
+        let e = reversed(src).unwrap_err();
+        assert!(e.contains("`carry`") && e.contains("workgroup_id"), "{e}");
+    }
+}
