@@ -150,13 +150,13 @@ fn commands_run_on_a_device_without_optional_features() {
     );
 }
 
-/// A whole command with workgroup memory that starts as poison and workgroups that run last id first
-/// (`BESPOKE_QUIRKS=stale-workgroup-memory,reversed-workgroups`, as on a GPU: its workgroup memory holds what an
-/// earlier workgroup left, and it runs workgroups in an order of its own): the popcount GEMM stages its tiles
-/// through workgroup memory and `--check` compares every r² with the CPU's; the report says the device emulated
-/// both; an unknown quirk is an error naming the quirks.
+/// A whole command under a GPU's quirks (`BESPOKE_QUIRKS=stale-workgroup-memory,reversed-workgroups,
+/// fused-multiply-add`: its workgroup memory holds what an earlier workgroup left, it runs workgroups in an order
+/// of its own, its compiler fuses multiply-adds): the popcount GEMM stages its tiles through workgroup memory and
+/// `--check` compares every r² with the CPU's; the report says the device emulated each; an unknown quirk is an
+/// error naming the quirks.
 #[test]
-fn a_command_runs_with_workgroup_memory_left_stale_and_workgroups_reversed() {
+fn a_command_runs_under_a_gpus_quirks() {
     if test_gpu().is_none() {
         return;
     }
@@ -167,7 +167,7 @@ fn a_command_runs_with_workgroup_memory_left_stale_and_workgroups_reversed() {
             .output()
             .expect("the bespoke binary runs")
     };
-    let quirks = "stale-workgroup-memory,reversed-workgroups";
+    let quirks = "stale-workgroup-memory,reversed-workgroups,fused-multiply-add";
     let out = run(quirks, &["info", "--json"]);
     assert!(
         out.status.success(),
@@ -178,7 +178,7 @@ fn a_command_runs_with_workgroup_memory_left_stale_and_workgroups_reversed() {
     assert!(
         v["adapter"]["emulation"]
             .as_str()
-            .is_some_and(|e| e.contains("-stalewg") && e.contains("-revwg")),
+            .is_some_and(|e| ["-stalewg", "-revwg", "-fma"].iter().all(|q| e.contains(q))),
         "{}",
         v["adapter"]
     );
@@ -205,7 +205,8 @@ fn a_command_runs_with_workgroup_memory_left_stale_and_workgroups_reversed() {
         !out.status.success()
             && err.contains("`stale`")
             && err.contains("stale-workgroup-memory")
-            && err.contains("reversed-workgroups"),
+            && err.contains("reversed-workgroups")
+            && err.contains("fused-multiply-add"),
         "{err}"
     );
 }

@@ -39,6 +39,8 @@ pub(crate) struct CompileTarget<'a> {
     pub poison_workgroup_memory: bool,
     /// Run each dispatch's workgroups in the reverse order of their ids (`Quirks::reversed_workgroups`).
     pub reverse_workgroups: bool,
+    /// Fuse every float multiply-add (`Quirks::fuses_multiply_add`).
+    pub fuse_multiply_add: bool,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -75,8 +77,9 @@ impl PipelineCache {
     }
 }
 
-/// `module` with the quirks' prologues (`crate::stale_workgroup`, then `crate::reversed_workgroups`, whose
-/// prologue runs first), validated again; `module` as it was where the target emulates neither.
+/// `module` with the quirks applied (`crate::fused_multiply_add`, then the prologues of `crate::stale_workgroup` and
+/// `crate::reversed_workgroups`, whose prologue runs first), validated again; `module` as it was where the target
+/// emulates none.
 fn with_quirks(
     target: &CompileTarget<'_>,
     kernel: &Kernel,
@@ -84,6 +87,9 @@ fn with_quirks(
     info: &naga::valid::ModuleInfo,
 ) -> Result<naga::Module> {
     let mut quirks = Vec::new();
+    if target.fuse_multiply_add {
+        quirks.push("fused-multiply-add");
+    }
     if target.poison_workgroup_memory {
         quirks.push("stale-workgroup-memory");
     }
@@ -97,6 +103,11 @@ fn with_quirks(
         kernel: kernel.name().to_owned(),
         diagnostic,
     };
+    if target.fuse_multiply_add {
+        // First: it reads the operands' types from the validation of the module as written.
+        let wide = target.caps.contains(naga::valid::Capabilities::FLOAT64);
+        crate::fused_multiply_add::fuse_multiply_adds(&mut module, info, wide);
+    }
     if target.poison_workgroup_memory {
         // Needs the validation of the module as written (which workgroup variables the entry points use).
         crate::stale_workgroup::poison_workgroup_memory(&mut module, info).map_err(|e| {
@@ -116,7 +127,8 @@ fn with_quirks(
         .validate(&module)
         .map_err(|e| {
             invalid(format!(
-                "invalid after the {} quirk's prologue: {}",
+                "invalid after the quirk{} {}: {}",
+                if quirks.len() > 1 { "s" } else { "" },
                 quirks.join(" and "),
                 e.emit_to_string(kernel.source())
             ))

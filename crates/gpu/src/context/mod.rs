@@ -225,6 +225,9 @@ impl Gpu {
         if quirks.reversed_workgroups {
             emulation += "-revwg";
         }
+        if quirks.fuses_multiply_add {
+            emulation += "-fma";
+        }
         if opts.skip_warm_up {
             emulation += "-nowarm";
         }
@@ -381,6 +384,7 @@ impl Gpu {
             limits: &self.limits,
             poison_workgroup_memory: self.quirks.stale_workgroup_memory,
             reverse_workgroups: self.quirks.reversed_workgroups,
+            fuse_multiply_add: self.quirks.fuses_multiply_add,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

@@ -161,14 +161,21 @@ pub struct Quirks {
     /// workgroup_id` for its workgroup id, so the last workgroup runs first and a kernel whose workgroup reads
     /// what a lower-numbered one of the same dispatch writes fails on any adapter.
     pub reversed_workgroups: bool,
+    /// The compiler contracts a float multiply and the add that takes its product into one fused multiply-add
+    /// (rounded once): SPIR-V allows it wherever `NoContraction` is absent, which naga never writes, and GPU
+    /// compilers do it (lavapipe does not). Emulated by the pipeline layer, which fuses every float `a * b + c`
+    /// of a kernel, so a test that holds a kernel to its reference's bits where a compiler may fuse fails on any
+    /// adapter.
+    pub fuses_multiply_add: bool,
 }
 
 impl Quirks {
     /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
-    const NAMES: [&str; 3] = [
+    const NAMES: [&str; 4] = [
         "folds-f16-round-trip",
         "stale-workgroup-memory",
         "reversed-workgroups",
+        "fused-multiply-add",
     ];
 
     fn set(&mut self, name: &str) -> bool {
@@ -176,6 +183,7 @@ impl Quirks {
             "folds-f16-round-trip" => self.folds_f16_round_trip = true,
             "stale-workgroup-memory" => self.stale_workgroup_memory = true,
             "reversed-workgroups" => self.reversed_workgroups = true,
+            "fused-multiply-add" => self.fuses_multiply_add = true,
             _ => return false,
         }
         true
@@ -187,6 +195,7 @@ impl Quirks {
             folds_f16_round_trip: self.folds_f16_round_trip || other.folds_f16_round_trip,
             stale_workgroup_memory: self.stale_workgroup_memory || other.stale_workgroup_memory,
             reversed_workgroups: self.reversed_workgroups || other.reversed_workgroups,
+            fuses_multiply_add: self.fuses_multiply_add || other.fuses_multiply_add,
         }
     }
 }
