@@ -1,5 +1,5 @@
 //! The CLI end to end on the adapter CI has: `info`, `bench --quick`, the reports' JSON, `lab`. The kernel
-//! commands have files of their own: `cli_mm.rs` (dense, ld, gen, bench), `cli_lbm.rs`, `cli_fv.rs`.
+//! commands have files of their own: `cli_mm.rs` (dense, ld, gen, bench), `cli_lbm.rs`, `cli_fv/`.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
