@@ -21,9 +21,11 @@
 use std::collections::{HashMap, HashSet};
 
 use naga::{
-    Arena, BinaryOperator, Block, Expression, Function, FunctionArgument, FunctionResult, Handle,
+    BinaryOperator, Block, Expression, Function, FunctionArgument, FunctionResult, Handle,
     MathFunction, Module, Range, Scalar, ScalarKind, Span, Statement, Type, TypeInner,
 };
+
+use crate::rewrite::{CallAt, call_in_place, each_block, prepend_functions};
 
 /// A float multiply-add found in a function: the add, the factors and the addend, and their type.
 struct Pair {
@@ -33,9 +35,6 @@ struct Pair {
     c: Handle<Expression>,
     ty: TypeInner,
 }
-
-/// The call that gives an add's value: the function and its three arguments.
-type Call = (Handle<Function>, [Handle<Expression>; 3]);
 
 /// Fuses every float multiply-add of `module`'s functions and entry points. `info` is the module's validation
 /// (the operands' types). `wide`: the device has f64, so f32 and f16 pairs are computed in the wider type and
@@ -74,29 +73,15 @@ pub(crate) fn fuse_multiply_adds(
             }
         }
     }
-    let mut emulators = HashMap::new();
-    if !emulated.is_empty() {
-        let mut functions = Arena::new();
-        for ty in &emulated {
-            let f = emulator(&mut module.types, ty);
-            emulators.insert(format!("{ty:?}"), functions.append(f, Span::UNDEFINED));
-        }
-        let mut moved = HashMap::new();
-        for (h, f) in std::mem::take(&mut module.functions)
-            .into_inner()
-            .into_iter()
-            .zip(&old)
-        {
-            moved.insert(*f, functions.append(h, Span::UNDEFINED));
-        }
-        module.functions = functions;
-        for (_, f) in module.functions.iter_mut() {
-            remap_calls(f, &moved);
-        }
-        for ep in module.entry_points.iter_mut() {
-            remap_calls(&mut ep.function, &moved);
-        }
-    }
+    let made: Vec<Function> = emulated
+        .iter()
+        .map(|ty| emulator(&mut module.types, ty))
+        .collect();
+    let emulators: HashMap<String, Handle<Function>> = emulated
+        .iter()
+        .map(|ty| format!("{ty:?}"))
+        .zip(prepend_functions(module, made))
+        .collect();
     let functions: Vec<&mut Function> = module
         .functions
         .iter_mut()
@@ -110,7 +95,14 @@ pub(crate) fn fuse_multiply_adds(
             match emulators.get(&format!("{:?}", p.ty)) {
                 Some(&e) => {
                     f.expressions[p.add] = Expression::CallResult(e);
-                    calls.insert(p.add, (e, [p.a, p.b, p.c]));
+                    calls.insert(
+                        p.add,
+                        CallAt {
+                            emit_first: None,
+                            function: e,
+                            arguments: vec![p.a, p.b, p.c],
+                        },
+                    );
                 }
                 None => {
                     f.expressions[p.add] = Expression::Math {
@@ -152,7 +144,7 @@ fn pairs(
         _ => None,
     };
     let mut emitted = HashSet::new();
-    each_block(&f.body, &mut |b| {
+    each_block(&f.body, &mut |b: &Block| {
         for s in b.iter() {
             if let Statement::Emit(r) = s {
                 emitted.extend(r.clone());
@@ -244,110 +236,6 @@ fn emulator(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
     f.body
         .push(Statement::Return { value: Some(back) }, Span::UNDEFINED);
     f
-}
-
-/// Calls `f` on `block` and on every block nested in it.
-fn each_block(block: &Block, f: &mut impl FnMut(&Block)) {
-    f(block);
-    for s in block.iter() {
-        match s {
-            Statement::Block(b) => each_block(b, f),
-            Statement::If { accept, reject, .. } => {
-                each_block(accept, f);
-                each_block(reject, f);
-            }
-            Statement::Loop {
-                body, continuing, ..
-            } => {
-                each_block(body, f);
-                each_block(continuing, f);
-            }
-            Statement::Switch { cases, .. } => cases.iter().for_each(|c| each_block(&c.body, f)),
-            _ => {}
-        }
-    }
-}
-
-/// Calls `f` on `block` and on every block nested in it, mutably.
-fn each_block_mut(block: &mut Block, f: &mut impl FnMut(&mut Block)) {
-    f(block);
-    for s in block.iter_mut() {
-        match s {
-            Statement::Block(b) => each_block_mut(b, f),
-            Statement::If { accept, reject, .. } => {
-                each_block_mut(accept, f);
-                each_block_mut(reject, f);
-            }
-            Statement::Loop {
-                body, continuing, ..
-            } => {
-                each_block_mut(body, f);
-                each_block_mut(continuing, f);
-            }
-            Statement::Switch { cases, .. } => cases
-                .iter_mut()
-                .for_each(|c| each_block_mut(&mut c.body, f)),
-            _ => {}
-        }
-    }
-}
-
-/// Points every call of `f` (statements and their result expressions) at the functions' new handles.
-fn remap_calls(f: &mut Function, moved: &HashMap<Handle<Function>, Handle<Function>>) {
-    for (_, e) in f.expressions.iter_mut() {
-        if let Expression::CallResult(h) = e {
-            *h = moved[h];
-        }
-    }
-    each_block_mut(&mut f.body, &mut |b| {
-        for s in b.iter_mut() {
-            if let Statement::Call { function, .. } = s {
-                *function = moved[function];
-            }
-        }
-    });
-}
-
-/// Splits each `Emit` that covers an add in `calls` around it, with the call that now gives its value in its place.
-fn call_in_place(body: &mut Block, calls: &HashMap<Handle<Expression>, Call>) {
-    each_block_mut(body, &mut |b| {
-        if !b
-            .iter()
-            .any(|s| matches!(s, Statement::Emit(r) if r.clone().any(|h| calls.contains_key(&h))))
-        {
-            return;
-        }
-        let mut out = Block::with_capacity(b.len());
-        for (s, span) in std::mem::take(b).span_into_iter() {
-            let Statement::Emit(r) = &s else {
-                out.push(s, span);
-                continue;
-            };
-            let mut run: Option<(Handle<Expression>, Handle<Expression>)> = None;
-            for h in r.clone() {
-                match calls.get(&h) {
-                    None => run = Some((run.map_or(h, |(first, _)| first), h)),
-                    Some(&(function, args)) => {
-                        if let Some((first, last)) = run.take() {
-                            out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);
-                        }
-                        out.push(
-                            Statement::Call {
-                                function,
-                                arguments: args.to_vec(),
-                                result: Some(h),
-                            },
-                            span,
-                        );
-                    }
-                }
-            }
-            if let Some((first, last)) = run {
-                out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);
-            }
-        }
-        *b = out;
-    });
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod disk;
 mod dispatch;
 mod dtype;
 mod error;
+mod flushed_subnormals;
 mod fused_multiply_add;
 mod host;
 mod kernel;

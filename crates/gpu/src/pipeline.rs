@@ -41,6 +41,8 @@ pub(crate) struct CompileTarget<'a> {
     pub reverse_workgroups: bool,
     /// Fuse every float multiply-add (`Quirks::fuses_multiply_add`).
     pub fuse_multiply_add: bool,
+    /// Flush every subnormal float value (`Quirks::flushes_subnormals`).
+    pub flush_subnormals: bool,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -77,9 +79,9 @@ impl PipelineCache {
     }
 }
 
-/// `module` with the quirks applied (`crate::fused_multiply_add`, then the prologues of `crate::stale_workgroup` and
-/// `crate::reversed_workgroups`, whose prologue runs first), validated again; `module` as it was where the target
-/// emulates none.
+/// `module` with the quirks applied (`crate::fused_multiply_add` or `crate::flushed_subnormals`, then the prologues
+/// of `crate::stale_workgroup` and `crate::reversed_workgroups`, whose prologue runs first), validated again;
+/// `module` as it was where the target emulates none.
 fn with_quirks(
     target: &CompileTarget<'_>,
     kernel: &Kernel,
@@ -89,6 +91,9 @@ fn with_quirks(
     let mut quirks = Vec::new();
     if target.fuse_multiply_add {
         quirks.push("fused-multiply-add");
+    }
+    if target.flush_subnormals {
+        quirks.push("flushed-subnormals");
     }
     if target.poison_workgroup_memory {
         quirks.push("stale-workgroup-memory");
@@ -107,6 +112,17 @@ fn with_quirks(
         // First: it reads the operands' types from the validation of the module as written.
         let wide = target.caps.contains(naga::valid::Capabilities::FLOAT64);
         crate::fused_multiply_add::fuse_multiply_adds(&mut module, info, wide);
+    }
+    if target.flush_subnormals {
+        // It reads the values' types from a validation of the module as it is now.
+        let now = if target.fuse_multiply_add {
+            &naga::valid::Validator::new(naga::valid::ValidationFlags::all(), target.caps)
+                .validate(&module)
+                .map_err(|e| invalid(format!("invalid after the fused-multiply-add quirk: {e}")))?
+        } else {
+            info
+        };
+        crate::flushed_subnormals::flush_subnormals(&mut module, now);
     }
     if target.poison_workgroup_memory {
         // Needs the validation of the module as written (which workgroup variables the entry points use).

@@ -1,9 +1,13 @@
-//! What the pipeline layer's quirks (stale workgroup memory, reversed workgroups) share: a prologue of
-//! statements built over an entry point's validated naga function and put before its own body.
+//! What the pipeline layer's quirks share: a prologue of statements built over an entry point's validated naga
+//! function and put before its own body (stale workgroup memory, reversed workgroups), and an expression's value
+//! given instead by a call put in its place (fused multiply-adds, flushed subnormals), with the called functions
+//! placed before every other function.
+
+use std::collections::HashMap;
 
 use naga::{
-    Binding, Block, BuiltIn, Expression, Function, FunctionArgument, Handle, Literal, Range, Span,
-    Statement, Type, TypeInner,
+    Arena, Binding, Block, BuiltIn, Expression, Function, FunctionArgument, Handle, Literal,
+    Module, Range, Span, Statement, Type, TypeInner,
 };
 
 /// Statements to run before an entry point's body, and the expressions they need, appended to its function.
@@ -93,4 +97,146 @@ impl<'a> Prologue<'a> {
         body.append(&mut self.f.body);
         self.f.body = body;
     }
+}
+
+/// Puts `functions` before every function of `module` (so a function that calls one calls a function before it,
+/// as naga's arenas expect), and points every call at the moved functions' new handles. Returns their handles.
+pub fn prepend_functions(module: &mut Module, functions: Vec<Function>) -> Vec<Handle<Function>> {
+    if functions.is_empty() {
+        return Vec::new();
+    }
+    let old: Vec<Handle<Function>> = module.functions.iter().map(|(h, _)| h).collect();
+    let mut arena = Arena::new();
+    let added = functions
+        .into_iter()
+        .map(|f| arena.append(f, Span::UNDEFINED))
+        .collect();
+    let mut moved = HashMap::new();
+    for (f, h) in std::mem::take(&mut module.functions)
+        .into_inner()
+        .into_iter()
+        .zip(old)
+    {
+        moved.insert(h, arena.append(f, Span::UNDEFINED));
+    }
+    module.functions = arena;
+    let remap = |f: &mut Function| {
+        for (_, e) in f.expressions.iter_mut() {
+            if let Expression::CallResult(h) = e {
+                *h = moved[h];
+            }
+        }
+        each_block_mut(&mut f.body, &mut |b| {
+            for s in b.iter_mut() {
+                if let Statement::Call { function, .. } = s {
+                    *function = moved[function];
+                }
+            }
+        });
+    };
+    module.functions.iter_mut().for_each(|(_, f)| remap(f));
+    module
+        .entry_points
+        .iter_mut()
+        .for_each(|ep| remap(&mut ep.function));
+    added
+}
+
+/// Calls `f` on `block` and on every block nested in it.
+pub fn each_block(block: &Block, f: &mut impl FnMut(&Block)) {
+    f(block);
+    for s in block.iter() {
+        match s {
+            Statement::Block(b) => each_block(b, f),
+            Statement::If { accept, reject, .. } => {
+                each_block(accept, f);
+                each_block(reject, f);
+            }
+            Statement::Loop {
+                body, continuing, ..
+            } => {
+                each_block(body, f);
+                each_block(continuing, f);
+            }
+            Statement::Switch { cases, .. } => cases.iter().for_each(|c| each_block(&c.body, f)),
+            _ => {}
+        }
+    }
+}
+
+/// Calls `f` on `block` and on every block nested in it, mutably.
+pub fn each_block_mut(block: &mut Block, f: &mut impl FnMut(&mut Block)) {
+    f(block);
+    for s in block.iter_mut() {
+        match s {
+            Statement::Block(b) => each_block_mut(b, f),
+            Statement::If { accept, reject, .. } => {
+                each_block_mut(accept, f);
+                each_block_mut(reject, f);
+            }
+            Statement::Loop {
+                body, continuing, ..
+            } => {
+                each_block_mut(body, f);
+                each_block_mut(continuing, f);
+            }
+            Statement::Switch { cases, .. } => cases
+                .iter_mut()
+                .for_each(|c| each_block_mut(&mut c.body, f)),
+            _ => {}
+        }
+    }
+}
+
+/// The call that gives an expression's value in its place: `emit_first` (an expression of its own, emitted just
+/// before the call) and the function with its arguments.
+pub struct CallAt {
+    pub emit_first: Option<Handle<Expression>>,
+    pub function: Handle<Function>,
+    pub arguments: Vec<Handle<Expression>>,
+}
+
+/// Splits each `Emit` of `body` that covers an expression of `calls` around it, with the expression's call (and
+/// what it emits first) in its place; the expression itself must already be the call's `CallResult`.
+pub fn call_in_place(body: &mut Block, calls: &HashMap<Handle<Expression>, CallAt>) {
+    each_block_mut(body, &mut |b| {
+        if !b
+            .iter()
+            .any(|s| matches!(s, Statement::Emit(r) if r.clone().any(|h| calls.contains_key(&h))))
+        {
+            return;
+        }
+        let mut out = Block::with_capacity(b.len());
+        for (s, span) in std::mem::take(b).span_into_iter() {
+            let Statement::Emit(r) = &s else {
+                out.push(s, span);
+                continue;
+            };
+            let mut run: Option<(Handle<Expression>, Handle<Expression>)> = None;
+            for h in r.clone() {
+                let Some(call) = calls.get(&h) else {
+                    run = Some((run.map_or(h, |(first, _)| first), h));
+                    continue;
+                };
+                if let Some((first, last)) = run.take() {
+                    out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);
+                }
+                if let Some(e) = call.emit_first {
+                    out.push(Statement::Emit(Range::new_from_bounds(e, e)), span);
+                }
+                out.push(
+                    Statement::Call {
+                        function: call.function,
+                        arguments: call.arguments.clone(),
+                        result: Some(h),
+                    },
+                    span,
+                );
+            }
+            if let Some((first, last)) = run {
+                out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);
+            }
+        }
+        *b = out;
+    });
 }

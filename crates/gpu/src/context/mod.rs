@@ -228,6 +228,9 @@ impl Gpu {
         if quirks.fuses_multiply_add {
             emulation += "-fma";
         }
+        if quirks.flushes_subnormals {
+            emulation += "-ftz";
+        }
         if opts.skip_warm_up {
             emulation += "-nowarm";
         }
@@ -385,6 +388,7 @@ impl Gpu {
             poison_workgroup_memory: self.quirks.stale_workgroup_memory,
             reverse_workgroups: self.quirks.reversed_workgroups,
             fuse_multiply_add: self.quirks.fuses_multiply_add,
+            flush_subnormals: self.quirks.flushes_subnormals,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

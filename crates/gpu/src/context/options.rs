@@ -167,15 +167,21 @@ pub struct Quirks {
     /// of a kernel, so a test that holds a kernel to its reference's bits where a compiler may fuse fails on any
     /// adapter.
     pub fuses_multiply_add: bool,
+    /// Subnormal floats are flushed to zero: WGSL allows it on the input and output of any operation and Vulkan
+    /// leaves it to the driver where a module asks nothing, as naga's do; GPUs flush (lavapipe does not).
+    /// Emulated by the pipeline layer, which flushes every float value a kernel loads, converts or computes, so
+    /// a kernel or test that counts on a subnormal fails on any adapter.
+    pub flushes_subnormals: bool,
 }
 
 impl Quirks {
     /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
-    const NAMES: [&str; 4] = [
+    const NAMES: [&str; 5] = [
         "folds-f16-round-trip",
         "stale-workgroup-memory",
         "reversed-workgroups",
         "fused-multiply-add",
+        "flushed-subnormals",
     ];
 
     fn set(&mut self, name: &str) -> bool {
@@ -184,6 +190,7 @@ impl Quirks {
             "stale-workgroup-memory" => self.stale_workgroup_memory = true,
             "reversed-workgroups" => self.reversed_workgroups = true,
             "fused-multiply-add" => self.fuses_multiply_add = true,
+            "flushed-subnormals" => self.flushes_subnormals = true,
             _ => return false,
         }
         true
@@ -196,6 +203,7 @@ impl Quirks {
             stale_workgroup_memory: self.stale_workgroup_memory || other.stale_workgroup_memory,
             reversed_workgroups: self.reversed_workgroups || other.reversed_workgroups,
             fuses_multiply_add: self.fuses_multiply_add || other.fuses_multiply_add,
+            flushes_subnormals: self.flushes_subnormals || other.flushes_subnormals,
         }
     }
 }

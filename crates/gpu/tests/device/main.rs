@@ -26,6 +26,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 mod buffers;
 mod dispatch;
+mod flushed;
 mod fused;
 mod lifecycle;
 mod reversed;

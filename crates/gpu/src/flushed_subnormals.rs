@@ -1,0 +1,308 @@
+//! The flushed-subnormals quirk ([`Quirks::flushes_subnormals`](crate::Quirks)): every float a kernel loads,
+//! converts or computes is flushed to a zero of its sign where it is subnormal.
+//!
+//! WGSL lets an implementation flush subnormals on the input and output of any floating-point operation, and
+//! Vulkan leaves it to the driver where a module asks nothing (naga asks nothing): GPUs flush (NVIDIA's Vulkan
+//! driver flushed f16 subnormals in a multiply-add, llvm/offload-test-suite#563), lavapipe does not (measured: a
+//! product of 10⁻²⁰ and 10⁻²⁰, 10⁻⁴⁰ + 0 and 10⁻⁴⁰ · 2 all kept their subnormal results). A kernel or test that
+//! counts on a subnormal then passes on lavapipe and fails on a card. Under the quirk it fails on any adapter.
+//!
+//! How: each float-typed (scalar or vector) load, conversion, arithmetic result (`+ − · / %`) and built-in
+//! function's result moves to an expression of its own, and its old handle becomes the result of a call, in its
+//! place, to a function that flushes it (one a type, put before every other function): so every value the kernel
+//! goes on to use is flushed, inputs included, and nothing is renumbered. Bit casts are left alone (they move
+//! bits, not values), and so are negation and plain copies, which produce no new subnormal.
+
+use std::collections::{HashMap, HashSet};
+
+use naga::{
+    BinaryOperator, Block, Expression, Function, FunctionArgument, FunctionResult, Handle, Literal,
+    MathFunction, Module, Range, ScalarKind, Span, Statement, Type, TypeInner,
+};
+
+use crate::rewrite::{CallAt, call_in_place, each_block, prepend_functions};
+
+/// Flushes every subnormal float value of `module`'s functions and entry points. `info` is the module's
+/// validation (the expressions' types). Returns how many expressions it flushes.
+pub(crate) fn flush_subnormals(module: &mut Module, info: &naga::valid::ModuleInfo) -> usize {
+    let old: Vec<Handle<Function>> = module.functions.iter().map(|(h, _)| h).collect();
+    let mut found: Vec<Vec<(Handle<Expression>, TypeInner)>> = old
+        .iter()
+        .map(|&h| flushed(&module.functions[h], &info[h], &module.types))
+        .collect();
+    found.extend(
+        module
+            .entry_points
+            .iter()
+            .enumerate()
+            .map(|(i, ep)| flushed(&ep.function, info.get_entry_point(i), &module.types)),
+    );
+    let total = found.iter().map(Vec::len).sum();
+    if total == 0 {
+        return 0;
+    }
+    let mut kinds: Vec<TypeInner> = Vec::new();
+    for (_, ty) in found.iter().flatten() {
+        if !kinds.contains(ty) {
+            kinds.push(ty.clone());
+        }
+    }
+    let made: Vec<Function> = kinds
+        .iter()
+        .map(|ty| flusher(&mut module.types, ty))
+        .collect();
+    let flushers: HashMap<String, Handle<Function>> = kinds
+        .iter()
+        .map(|ty| format!("{ty:?}"))
+        .zip(prepend_functions(module, made))
+        .collect();
+    let functions: Vec<&mut Function> = module
+        .functions
+        .iter_mut()
+        .skip(kinds.len())
+        .map(|(_, f)| f)
+        .chain(module.entry_points.iter_mut().map(|ep| &mut ep.function))
+        .collect();
+    for (f, values) in functions.into_iter().zip(found) {
+        let mut calls = HashMap::new();
+        for (h, ty) in values {
+            let function = flushers[&format!("{ty:?}")];
+            let value = std::mem::replace(&mut f.expressions[h], Expression::CallResult(function));
+            let moved = f.expressions.append(value, Span::UNDEFINED);
+            calls.insert(
+                h,
+                CallAt {
+                    emit_first: Some(moved),
+                    function,
+                    arguments: vec![moved],
+                },
+            );
+        }
+        call_in_place(&mut f.body, &calls);
+    }
+    total
+}
+
+/// The emitted float-typed values of `f` that the quirk flushes, with their types.
+fn flushed(
+    f: &Function,
+    info: &naga::valid::FunctionInfo,
+    types: &naga::UniqueArena<Type>,
+) -> Vec<(Handle<Expression>, TypeInner)> {
+    let mut emitted = HashSet::new();
+    each_block(&f.body, &mut |b: &Block| {
+        for s in b.iter() {
+            if let Statement::Emit(r) = s {
+                emitted.extend(r.clone());
+            }
+        }
+    });
+    f.expressions
+        .iter()
+        .filter(|(h, e)| {
+            emitted.contains(h)
+                && match **e {
+                    Expression::Load { .. } | Expression::Math { .. } => true,
+                    Expression::As { convert, .. } => convert.is_some(),
+                    Expression::Binary { op, .. } => matches!(
+                        op,
+                        BinaryOperator::Add
+                            | BinaryOperator::Subtract
+                            | BinaryOperator::Multiply
+                            | BinaryOperator::Divide
+                            | BinaryOperator::Modulo
+                    ),
+                    _ => false,
+                }
+        })
+        .filter_map(|(h, _)| match info[h].ty.inner_with(types) {
+            t @ (TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. })
+                if s.kind == ScalarKind::Float =>
+            {
+                Some((h, t.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `fn bespoke_flush(v: T) -> T { return select(v, select(+0, −0, v < 0), abs(v) < T(least normal) & v != 0); }`.
+fn flusher(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
+    let t = types.insert(
+        Type {
+            name: None,
+            inner: ty.clone(),
+        },
+        Span::UNDEFINED,
+    );
+    let (scalar, size) = match *ty {
+        TypeInner::Scalar(s) => (s, None),
+        TypeInner::Vector { size, scalar } => (scalar, Some(size)),
+        _ => unreachable!("only float scalars and vectors are flushed"),
+    };
+    let (least, zero, negative_zero) = match scalar.width {
+        2 => (
+            Literal::F16(half::f16::MIN_POSITIVE),
+            Literal::F16(half::f16::ZERO),
+            Literal::F16(half::f16::NEG_ZERO),
+        ),
+        4 => (
+            Literal::F32(f32::MIN_POSITIVE),
+            Literal::F32(0.0),
+            Literal::F32(-0.0),
+        ),
+        _ => (
+            Literal::F64(f64::MIN_POSITIVE),
+            Literal::F64(0.0),
+            Literal::F64(-0.0),
+        ),
+    };
+    let mut f = Function {
+        name: Some(format!("bespoke_flush_{}", scalar.width * 8)),
+        arguments: vec![FunctionArgument {
+            name: Some("v".into()),
+            ty: t,
+            binding: None,
+        }],
+        result: Some(FunctionResult {
+            ty: t,
+            binding: None,
+        }),
+        ..Default::default()
+    };
+    let x = &mut f.expressions;
+    let mut add = |e: Expression| x.append(e, Span::UNDEFINED);
+    let v = add(Expression::FunctionArgument(0));
+    let least = add(Expression::Literal(least));
+    let zero = add(Expression::Literal(zero));
+    let negative_zero = add(Expression::Literal(negative_zero));
+    let splat = |add: &mut dyn FnMut(Expression) -> Handle<Expression>, value| match size {
+        Some(size) => add(Expression::Splat { size, value }),
+        None => value,
+    };
+    let first = add(Expression::Math {
+        fun: MathFunction::Abs,
+        arg: v,
+        arg1: None,
+        arg2: None,
+        arg3: None,
+    });
+    let least = splat(&mut add, least);
+    let zero = splat(&mut add, zero);
+    let negative_zero = splat(&mut add, negative_zero);
+    // Subnormal: below the least normal and not a zero (a zero passes as it is, its sign kept).
+    let below = add(Expression::Binary {
+        op: BinaryOperator::Less,
+        left: first,
+        right: least,
+    });
+    let nonzero = add(Expression::Binary {
+        op: BinaryOperator::NotEqual,
+        left: v,
+        right: zero,
+    });
+    let small = add(Expression::Binary {
+        op: BinaryOperator::And,
+        left: below,
+        right: nonzero,
+    });
+    // The zero of v's sign, from constants: `v * 0` would do, but a compiler that ignores zeros' signs folds it.
+    let negative = add(Expression::Binary {
+        op: BinaryOperator::Less,
+        left: v,
+        right: zero,
+    });
+    let signed_zero = add(Expression::Select {
+        condition: negative,
+        accept: negative_zero,
+        reject: zero,
+    });
+    let result = add(Expression::Select {
+        condition: small,
+        accept: signed_zero,
+        reject: v,
+    });
+    f.body.push(
+        Statement::Emit(Range::new_from_bounds(first, result)),
+        Span::UNDEFINED,
+    );
+    f.body.push(
+        Statement::Return {
+            value: Some(result),
+        },
+        Span::UNDEFINED,
+    );
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flush_subnormals;
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+    fn validate(m: &naga::Module, caps: Capabilities) -> naga::valid::ModuleInfo {
+        Validator::new(ValidationFlags::all(), caps)
+            .validate(m)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn every_float_value_is_flushed_and_the_module_validates_without_a_device() {
+        let src = "
+enable f16;
+@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> v: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> i: array<u32>;
+@group(0) @binding(3) var<storage, read_write> d: array<f64>;
+@group(0) @binding(4) var<storage, read_write> h: array<f16>;
+fn helper(a: f32) -> f32 { return a * 0.5; }
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    let k = g.x;
+    x[k] = helper(x[k] * x[k + 1u] + exp(x[k + 2u]));
+    v[k] = v[k] / v[k + 1u] - v[k + 2u];
+    i[k] = i[k] * 3u + bitcast<u32>(x[k]);
+    d[k] = d[k] * d[k + 1u];
+    h[k] = f16(x[k]) + h[k + 1u];
+    var s = x[k];
+    for (var j = 0u; j < k; j++) {
+        if j % 2u == 0u { s = s * x[j]; }
+    }
+    x[k + 5u] = s;
+}";
+        let caps = Capabilities::FLOAT64 | Capabilities::SHADER_FLOAT16;
+        let mut m = naga::front::wgsl::parse_str(src).unwrap();
+        let before = m.functions.len();
+        let info = validate(&m, caps);
+        let n = flush_subnormals(&mut m, &info);
+        validate(&m, caps);
+        // f32, vec4<f32>, f64 and f16 flushers, before the helper.
+        assert_eq!(m.functions.len(), before + 4);
+        assert_eq!(
+            m.functions.iter().last().unwrap().1.name.as_deref(),
+            Some("helper")
+        );
+        assert!(n >= 25, "{n} values flushed");
+    }
+
+    #[test]
+    fn a_kernel_without_float_values_is_left_as_it_was_without_a_device() {
+        let src = "
+@group(0) @binding(0) var<storage, read_write> x: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { x[g.x] = x[g.x] * 2u + bitcast<u32>(f32(g.x)); }";
+        let mut m = naga::front::wgsl::parse_str(src).unwrap();
+        let before = format!("{m:?}");
+        let info = validate(&m, Capabilities::empty());
+        // `f32(g.x)` converts to a float: the one value it flushes.
+        assert_eq!(flush_subnormals(&mut m, &info), 1);
+        validate(&m, Capabilities::empty());
+        let mut plain =
+            naga::front::wgsl::parse_str(src.replace("f32(g.x)", "0.5f").as_str()).unwrap();
+        let info = validate(&plain, Capabilities::empty());
+        let untouched = format!("{plain:?}");
+        assert_eq!(flush_subnormals(&mut plain, &info), 0);
+        assert_eq!(format!("{plain:?}"), untouched);
+        assert_ne!(format!("{m:?}"), before);
+    }
+}
