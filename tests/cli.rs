@@ -151,8 +151,8 @@ fn commands_run_on_a_device_without_optional_features() {
 }
 
 /// A whole command under a GPU's quirks (`BESPOKE_QUIRKS=stale-workgroup-memory,reversed-workgroups,
-/// fused-multiply-add`: its workgroup memory holds what an earlier workgroup left, it runs workgroups in an order
-/// of its own, its compiler fuses multiply-adds): the popcount GEMM stages its tiles through workgroup memory and
+/// fused-multiply-add,flushed-subnormals`: its workgroup memory holds what an earlier workgroup left, it runs
+/// workgroups in an order of its own, its compiler fuses multiply-adds, it flushes subnormals): the popcount GEMM stages its tiles through workgroup memory and
 /// `--check` compares every r² with the CPU's; the report says the device emulated each; an unknown quirk is an
 /// error naming the quirks.
 #[test]
@@ -167,7 +167,7 @@ fn a_command_runs_under_a_gpus_quirks() {
             .output()
             .expect("the bespoke binary runs")
     };
-    let quirks = "stale-workgroup-memory,reversed-workgroups,fused-multiply-add";
+    let quirks = "stale-workgroup-memory,reversed-workgroups,fused-multiply-add,flushed-subnormals";
     let out = run(quirks, &["info", "--json"]);
     assert!(
         out.status.success(),
@@ -178,7 +178,9 @@ fn a_command_runs_under_a_gpus_quirks() {
     assert!(
         v["adapter"]["emulation"]
             .as_str()
-            .is_some_and(|e| ["-stalewg", "-revwg", "-fma"].iter().all(|q| e.contains(q))),
+            .is_some_and(|e| ["-stalewg", "-revwg", "-fma", "-ftz"]
+                .iter()
+                .all(|q| e.contains(q))),
         "{}",
         v["adapter"]
     );
@@ -206,7 +208,8 @@ fn a_command_runs_under_a_gpus_quirks() {
             && err.contains("`stale`")
             && err.contains("stale-workgroup-memory")
             && err.contains("reversed-workgroups")
-            && err.contains("fused-multiply-add"),
+            && err.contains("fused-multiply-add")
+            && err.contains("flushed-subnormals"),
         "{err}"
     );
 }

@@ -13,30 +13,19 @@
 //! goes on to use is flushed, inputs included, and nothing is renumbered. Bit casts are left alone (they move
 //! bits, not values), and so are negation and plain copies, which produce no new subnormal.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use naga::{
-    BinaryOperator, Block, Expression, Function, FunctionArgument, FunctionResult, Handle, Literal,
-    MathFunction, Module, Range, ScalarKind, Span, Statement, Type, TypeInner,
+    BinaryOperator, Expression, Function, FunctionArgument, FunctionResult, Handle, Literal,
+    MathFunction, Module, Range, Span, Statement, Type, TypeInner,
 };
 
-use crate::rewrite::{CallAt, call_in_place, each_block, prepend_functions};
+use crate::rewrite::{CallAt, add_per_type, call_in_place, emitted, float_type, per_function};
 
 /// Flushes every subnormal float value of `module`'s functions and entry points. `info` is the module's
 /// validation (the expressions' types). Returns how many expressions it flushes.
 pub(crate) fn flush_subnormals(module: &mut Module, info: &naga::valid::ModuleInfo) -> usize {
-    let old: Vec<Handle<Function>> = module.functions.iter().map(|(h, _)| h).collect();
-    let mut found: Vec<Vec<(Handle<Expression>, TypeInner)>> = old
-        .iter()
-        .map(|&h| flushed(&module.functions[h], &info[h], &module.types))
-        .collect();
-    found.extend(
-        module
-            .entry_points
-            .iter()
-            .enumerate()
-            .map(|(i, ep)| flushed(&ep.function, info.get_entry_point(i), &module.types)),
-    );
+    let found = per_function(module, info, |f, i| flushed(f, i, &module.types));
     let total = found.iter().map(Vec::len).sum();
     if total == 0 {
         return 0;
@@ -47,22 +36,7 @@ pub(crate) fn flush_subnormals(module: &mut Module, info: &naga::valid::ModuleIn
             kinds.push(ty.clone());
         }
     }
-    let made: Vec<Function> = kinds
-        .iter()
-        .map(|ty| flusher(&mut module.types, ty))
-        .collect();
-    let flushers: HashMap<String, Handle<Function>> = kinds
-        .iter()
-        .map(|ty| format!("{ty:?}"))
-        .zip(prepend_functions(module, made))
-        .collect();
-    let functions: Vec<&mut Function> = module
-        .functions
-        .iter_mut()
-        .skip(kinds.len())
-        .map(|(_, f)| f)
-        .chain(module.entry_points.iter_mut().map(|ep| &mut ep.function))
-        .collect();
+    let (flushers, functions) = add_per_type(module, &kinds, flusher);
     for (f, values) in functions.into_iter().zip(found) {
         let mut calls = HashMap::new();
         for (h, ty) in values {
@@ -89,14 +63,7 @@ fn flushed(
     info: &naga::valid::FunctionInfo,
     types: &naga::UniqueArena<Type>,
 ) -> Vec<(Handle<Expression>, TypeInner)> {
-    let mut emitted = HashSet::new();
-    each_block(&f.body, &mut |b: &Block| {
-        for s in b.iter() {
-            if let Statement::Emit(r) = s {
-                emitted.extend(r.clone());
-            }
-        }
-    });
+    let emitted = emitted(f);
     f.expressions
         .iter()
         .filter(|(h, e)| {
@@ -115,14 +82,7 @@ fn flushed(
                     _ => false,
                 }
         })
-        .filter_map(|(h, _)| match info[h].ty.inner_with(types) {
-            t @ (TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. })
-                if s.kind == ScalarKind::Float =>
-            {
-                Some((h, t.clone()))
-            }
-            _ => None,
-        })
+        .filter_map(|(h, _)| float_type(info, types, h).map(|t| (h, t)))
         .collect()
 }
 

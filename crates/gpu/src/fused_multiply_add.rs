@@ -18,14 +18,14 @@
 //! reader. Only pairs whose three operands have one float type are fused (a vector times a scalar is not), and a
 //! subtraction is left alone: `a * b − c` would need a negation placed before it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use naga::{
-    BinaryOperator, Block, Expression, Function, FunctionArgument, FunctionResult, Handle,
-    MathFunction, Module, Range, Scalar, ScalarKind, Span, Statement, Type, TypeInner,
+    BinaryOperator, Expression, Function, FunctionArgument, FunctionResult, Handle, MathFunction,
+    Module, Range, Scalar, ScalarKind, Span, Statement, Type, TypeInner,
 };
 
-use crate::rewrite::{CallAt, call_in_place, each_block, prepend_functions};
+use crate::rewrite::{CallAt, add_per_type, call_in_place, emitted, float_type, per_function};
 
 /// A float multiply-add found in a function: the add, the factors and the addend, and their type.
 struct Pair {
@@ -47,18 +47,7 @@ pub(crate) fn fuse_multiply_adds(
     info: &naga::valid::ModuleInfo,
     wide: bool,
 ) -> usize {
-    let old: Vec<Handle<Function>> = module.functions.iter().map(|(h, _)| h).collect();
-    let mut found: Vec<Vec<Pair>> = old
-        .iter()
-        .map(|&h| pairs(&module.functions[h], &info[h], &module.types))
-        .collect();
-    found.extend(
-        module
-            .entry_points
-            .iter()
-            .enumerate()
-            .map(|(i, ep)| pairs(&ep.function, info.get_entry_point(i), &module.types)),
-    );
+    let found = per_function(module, info, |f, i| pairs(f, i, &module.types));
     let total = found.iter().map(Vec::len).sum();
     if total == 0 {
         return 0;
@@ -73,22 +62,7 @@ pub(crate) fn fuse_multiply_adds(
             }
         }
     }
-    let made: Vec<Function> = emulated
-        .iter()
-        .map(|ty| emulator(&mut module.types, ty))
-        .collect();
-    let emulators: HashMap<String, Handle<Function>> = emulated
-        .iter()
-        .map(|ty| format!("{ty:?}"))
-        .zip(prepend_functions(module, made))
-        .collect();
-    let functions: Vec<&mut Function> = module
-        .functions
-        .iter_mut()
-        .skip(emulated.len())
-        .map(|(_, f)| f)
-        .chain(module.entry_points.iter_mut().map(|ep| &mut ep.function))
-        .collect();
+    let (emulators, functions) = add_per_type(module, &emulated, emulator);
     for (f, pairs) in functions.into_iter().zip(found) {
         let mut calls = HashMap::new();
         for p in pairs {
@@ -135,22 +109,8 @@ fn pairs(
     info: &naga::valid::FunctionInfo,
     types: &naga::UniqueArena<Type>,
 ) -> Vec<Pair> {
-    let float = |h: Handle<Expression>| match info[h].ty.inner_with(types) {
-        t @ (TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. })
-            if s.kind == ScalarKind::Float =>
-        {
-            Some(t.clone())
-        }
-        _ => None,
-    };
-    let mut emitted = HashSet::new();
-    each_block(&f.body, &mut |b: &Block| {
-        for s in b.iter() {
-            if let Statement::Emit(r) = s {
-                emitted.extend(r.clone());
-            }
-        }
-    });
+    let float = |h| float_type(info, types, h);
+    let emitted = emitted(f);
     let mut found = Vec::new();
     for (add, e) in f.expressions.iter() {
         let Expression::Binary {

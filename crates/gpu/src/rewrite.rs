@@ -3,11 +3,11 @@
 //! given instead by a call put in its place (fused multiply-adds, flushed subnormals), with the called functions
 //! placed before every other function.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use naga::{
     Arena, Binding, Block, BuiltIn, Expression, Function, FunctionArgument, Handle, Literal,
-    Module, Range, Span, Statement, Type, TypeInner,
+    Module, Range, ScalarKind, Span, Statement, Type, TypeInner,
 };
 
 /// Statements to run before an entry point's body, and the expressions they need, appended to its function.
@@ -239,4 +239,78 @@ pub fn call_in_place(body: &mut Block, calls: &HashMap<Handle<Expression>, CallA
         }
         *b = out;
     });
+}
+
+/// `per` of each function of `module`, then of each entry point's, with its validation.
+pub fn per_function<T>(
+    module: &Module,
+    info: &naga::valid::ModuleInfo,
+    mut per: impl FnMut(&Function, &naga::valid::FunctionInfo) -> T,
+) -> Vec<T> {
+    let mut all: Vec<T> = module
+        .functions
+        .iter()
+        .map(|(h, f)| per(f, &info[h]))
+        .collect();
+    all.extend(
+        module
+            .entry_points
+            .iter()
+            .enumerate()
+            .map(|(i, ep)| per(&ep.function, info.get_entry_point(i))),
+    );
+    all
+}
+
+/// One function per type, made by `make` and put before every other function (`prepend_functions`), keyed by
+/// the type's `Debug` form; then every function that was there before them, and each entry point's, mutably, in
+/// the order of [`per_function`].
+pub fn add_per_type<'m>(
+    module: &'m mut Module,
+    types: &[TypeInner],
+    mut make: impl FnMut(&mut naga::UniqueArena<Type>, &TypeInner) -> Function,
+) -> (HashMap<String, Handle<Function>>, Vec<&'m mut Function>) {
+    let made: Vec<Function> = types.iter().map(|ty| make(&mut module.types, ty)).collect();
+    let by_type = types
+        .iter()
+        .map(|ty| format!("{ty:?}"))
+        .zip(prepend_functions(module, made))
+        .collect();
+    let functions = module
+        .functions
+        .iter_mut()
+        .skip(types.len())
+        .map(|(_, f)| f)
+        .chain(module.entry_points.iter_mut().map(|ep| &mut ep.function))
+        .collect();
+    (by_type, functions)
+}
+
+/// The expressions `f` emits (a constant one, folded already, is not).
+pub fn emitted(f: &Function) -> HashSet<Handle<Expression>> {
+    let mut emitted = HashSet::new();
+    each_block(&f.body, &mut |b: &Block| {
+        for s in b.iter() {
+            if let Statement::Emit(r) = s {
+                emitted.extend(r.clone());
+            }
+        }
+    });
+    emitted
+}
+
+/// `h`'s type where it is a float scalar or vector.
+pub fn float_type(
+    info: &naga::valid::FunctionInfo,
+    types: &naga::UniqueArena<Type>,
+    h: Handle<Expression>,
+) -> Option<TypeInner> {
+    match info[h].ty.inner_with(types) {
+        t @ (TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. })
+            if s.kind == ScalarKind::Float =>
+        {
+            Some(t.clone())
+        }
+        _ => None,
+    }
 }
