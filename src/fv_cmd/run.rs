@@ -241,9 +241,17 @@ fn resume_told(
     Ok(Some((at(1)? as usize, f64::from_bits(at(9)?))))
 }
 
+/// Which of `save`'s calls: at a `--checkpoint-every` or `--vtu-every` multiple the steps reached, or at the run's
+/// last step (`repeat`: the first kind ran at that step already, as when a stop came right after a multiple).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum SaveAt {
+    Multiple,
+    End { repeat: bool },
+}
+
 /// Runs `fv run`'s steps, from a resumed checkpoint's step (or 0) to `--steps`, in batches (the bar following
-/// them), calling `save(step, end)` at every `--checkpoint-every` and `--vtu-every` multiple and at the step
-/// reached (`end`); returns that step.
+/// them), calling `save(step, SaveAt::Multiple)` at every `--checkpoint-every` and `--vtu-every` multiple and
+/// `save(step, SaveAt::End { .. })` at the step reached; returns that step.
 fn steps(
     a: &RunArgs,
     from: usize,
@@ -251,7 +259,7 @@ fn steps(
     comm: Option<&dyn Comm>,
     bar: &indicatif::ProgressBar,
     step: impl FnMut(usize) -> bespoke::fv::Result<()>,
-    save: impl Fn(usize, bool) -> bespoke::fv::Result<()>,
+    save: impl Fn(usize, SaveAt) -> bespoke::fv::Result<()>,
 ) -> Result<usize, Error> {
     let schedule = Schedule {
         from,
@@ -263,25 +271,40 @@ fn steps(
         stop,
         comm,
     };
+    let saved = std::cell::Cell::new(None);
     let done = phase("fv steps", || {
         step_batches(
             schedule,
             |at| bar.set_position(at as u64),
             step,
-            |s| save(s, false),
+            |s| {
+                saved.set(Some(s));
+                save(s, SaveAt::Multiple)
+            },
         )
     })?;
-    save(done, true)?;
+    save(
+        done,
+        SaveAt::End {
+            repeat: saved.get() == Some(done),
+        },
+    )?;
     Ok(done)
 }
 
-/// What `save(step, end)` writes at `step`: (the checkpoint, a frame of the VTU series).
-fn saves_at(a: &RunArgs, step: usize, end: bool) -> (bool, bool) {
+/// What `save(step, at)` writes at `step`: (the checkpoint, a frame of the VTU series). The run's end writes the
+/// checkpoint whatever the step, and nothing its step's multiple wrote already.
+fn saves_at(a: &RunArgs, step: usize, at: SaveAt) -> (bool, bool) {
     let every = |n: Option<usize>| n.is_some_and(|n| n > 0 && step.is_multiple_of(n));
-    (
-        a.checkpoint.is_some() && (end || every(a.checkpoint_every)),
+    let (checkpoint, frame) = (
+        a.checkpoint.is_some() && every(a.checkpoint_every),
         a.vtu.is_some() && every(a.vtu_every),
-    )
+    );
+    match at {
+        SaveAt::Multiple => (checkpoint, frame),
+        SaveAt::End { repeat: false } => (a.checkpoint.is_some(), frame),
+        SaveAt::End { repeat: true } => (a.checkpoint.is_some() && !checkpoint, false),
+    }
 }
 
 /// Writes the frame of `--vtu`'s series at `step` (rank 0: `x` the whole field) and rewrites its collection.
@@ -370,8 +393,10 @@ fn run_diffusion<T: Real>(
             drop(permuted);
             let saving = saving::<T>(a, Some(op), dt, m0);
             let d = RefCell::new(d);
-            let save = |step: usize, end: bool| {
-                let (checkpoint, frame) = saves_at(a, step, end);
+            // The last frame's field, so that a run ending on a `--vtu-every` multiple reads it back once.
+            let framed = RefCell::new(None);
+            let save = |step: usize, at: SaveAt| {
+                let (checkpoint, frame) = saves_at(a, step, at);
                 if let (true, Some(s)) = (checkpoint, &saving) {
                     let (stored, shift) = d.borrow().stored()?;
                     s.write(step, perm.undo(&stored), shift)?;
@@ -379,6 +404,7 @@ fn run_diffusion<T: Real>(
                 if let (true, Some((mesh, _))) = (frame, whole) {
                     let x = perm.undo(&d.borrow().x()?);
                     write_frame(a, step, mesh, &x, x0)?;
+                    *framed.borrow_mut() = Some((step, x));
                 }
                 Ok(())
             };
@@ -386,7 +412,10 @@ fn run_diffusion<T: Real>(
             let done = steps(a, from, stop, None, &bar, |k| d.borrow_mut().step(k), save)?;
             let d = d.into_inner();
             let seconds = t.elapsed().as_secs_f64();
-            let x = perm.undo(&d.x()?);
+            let x = match framed.into_inner() {
+                Some((step, x)) if step == done => x,
+                _ => perm.undo(&d.x()?),
+            };
             let m1 = op.mass(&x);
             let x = a.vtu.is_some().then_some(x);
             let n = op.n();
@@ -440,20 +469,23 @@ fn run_diffusion<T: Real>(
             };
             let saving = saving::<T>(a, op, dt, m0);
             let d = RefCell::new(d);
+            // As on one domain: the last frame's field (rank 0's), and whether it was gathered at all (every rank).
+            let framed = RefCell::new(None);
             // Every rank gathers its values onto rank 0, which writes the files.
-            let save = |step: usize, end: bool| {
-                let (checkpoint, frame) = saves_at(a, step, end);
+            let save = |step: usize, at: SaveAt| {
+                let (checkpoint, frame) = saves_at(a, step, at);
                 if checkpoint
                     && let (Some(s), Some((stored, shift))) =
                         (&saving, d.borrow().stored_on_root()?)
                 {
                     s.write(step, stored, shift)?;
                 }
-                if frame
-                    && let (Some(x), Some((mesh, _)), Some(x0)) =
-                        (d.borrow().x_on_root()?, whole, &x0)
-                {
-                    write_frame(a, step, mesh, &x, x0)?;
+                if frame {
+                    let x = d.borrow().x_on_root()?;
+                    if let (Some(x), Some((mesh, _)), Some(x0)) = (&x, whole, &x0) {
+                        write_frame(a, step, mesh, x, x0)?;
+                    }
+                    *framed.borrow_mut() = Some((step, x));
                 }
                 Ok(())
             };
@@ -471,9 +503,11 @@ fn run_diffusion<T: Real>(
             let d = d.into_inner();
             let seconds = t.elapsed().as_secs_f64();
             let m1 = d.mass()?;
-            let x = match a.vtu {
-                Some(_) => d.x_on_root()?,
-                None => None,
+            // Every rank decides alike: each gathered at the same steps.
+            let x = match (&a.vtu, framed.into_inner()) {
+                (None, _) => None,
+                (Some(_), Some((step, x))) if step == done => x,
+                (Some(_), _) => d.x_on_root()?,
             };
             let (own, interior, ghosts) = d.sizes();
             let st = d.exchange_stats();
@@ -561,4 +595,51 @@ fn run_diffusion<T: Real>(
         .into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn args(extra: &[&str]) -> RunArgs {
+        let mut v = vec!["fv-run", "--box", "2"];
+        v.extend(extra);
+        Cli::try_parse_from(v).unwrap().run
+    }
+
+    #[test]
+    fn the_end_saves_what_its_multiple_did_not_without_a_device() {
+        let a = args(&[
+            "--checkpoint",
+            "c",
+            "--checkpoint-every",
+            "4",
+            "--vtu",
+            "v.vtu",
+            "--vtu-every",
+            "6",
+        ]);
+        let end = |repeat| SaveAt::End { repeat };
+        assert_eq!(saves_at(&a, 12, SaveAt::Multiple), (true, true));
+        assert_eq!(saves_at(&a, 8, SaveAt::Multiple), (true, false));
+        assert_eq!(saves_at(&a, 6, SaveAt::Multiple), (false, true));
+        // The run's last step: the checkpoint always, a frame at a multiple…
+        assert_eq!(saves_at(&a, 7, end(false)), (true, false));
+        assert_eq!(saves_at(&a, 12, end(false)), (true, true));
+        // …and, stopped right after a multiple's save, only what that save did not write.
+        assert_eq!(saves_at(&a, 12, end(true)), (false, false));
+        assert_eq!(saves_at(&a, 6, end(true)), (true, false));
+        assert_eq!(saves_at(&a, 8, end(true)), (false, false));
+        // Nothing asked, nothing written.
+        let none = args(&[]);
+        assert_eq!(saves_at(&none, 12, end(false)), (false, false));
+        assert_eq!(saves_at(&none, 12, SaveAt::Multiple), (false, false));
+    }
 }
