@@ -23,9 +23,8 @@ struct LocalProbe {
     ids: Vec<usize>,
     /// Entries that are points (they come first).
     points: usize,
-    /// (cell, link mask) per entry.
-    _input: GpuBuffer<u32>,
-    out: GpuBuffer<f32>,
+    /// (cell, link mask) per entry, then the kernel's [`PROBE_VALUES`] f32 (as bits) per entry: one binding.
+    buffer: GpuBuffer<u32>,
     launches: [Launch; 2],
 }
 
@@ -129,18 +128,15 @@ impl Lattice<'_> {
             None
         } else {
             let gpu = self.gpu();
-            let input = gpu.upload(&entries)?;
-            let out = gpu.alloc::<f32>(count * PROBE_VALUES)?;
-            let launches = self.prepare_reader(
-                Mode::Probe,
-                &[input.arg(), out.arg()],
-                Grid::cover(count as u64, WG)?,
-            )?;
+            // The values' words poisoned, so that an entry the kernel skips shows as NaN.
+            entries.resize(count * (2 + PROBE_VALUES), NAN_F32);
+            let buffer = gpu.upload(&entries)?;
+            let launches =
+                self.prepare_reader(Mode::Probe, &[buffer.arg()], Grid::cover(count as u64, WG)?)?;
             Some(LocalProbe {
                 ids,
                 points: local_points,
-                _input: input,
-                out,
+                buffer,
                 launches,
             })
         };
@@ -164,13 +160,16 @@ impl Lattice<'_> {
         let mut rows: Vec<(u32, u64, [f32; PROBE_VALUES])> = Vec::new();
         if let Some(l) = &probe.local {
             let gpu = self.gpu();
-            // Poisoned so that an entry the kernel skips shows as NaN.
-            gpu.fill(&l.out, f32::from_bits(NAN_F32))?;
+            let count = l.ids.len();
+            // Poisoned again, so that an entry the kernel skips shows as NaN rather than an earlier reading.
+            gpu.write(&l.buffer, 2 * count, &vec![NAN_F32; count * PROBE_VALUES])?;
             gpu.run(&[&l.launches[self.parity()]])?;
-            let v = gpu.read(&l.out)?;
+            let v = gpu.read_range(&l.buffer, 2 * count..count * (2 + PROBE_VALUES))?;
             for (k, &id) in l.ids.iter().enumerate() {
                 let mut vals = [0.0; PROBE_VALUES];
-                vals.copy_from_slice(&v[k * PROBE_VALUES..(k + 1) * PROBE_VALUES]);
+                for (j, x) in vals.iter_mut().enumerate() {
+                    *x = f32::from_bits(v[k * PROBE_VALUES + j]);
+                }
                 rows.push((u32::from(k < l.points), id as u64, vals));
             }
         }

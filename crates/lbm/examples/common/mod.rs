@@ -42,6 +42,7 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         cells: 1,
         ablation: None,
         one_buffer: 0,
+        packed_macros: false,
     }
 }
 

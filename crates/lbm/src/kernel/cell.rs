@@ -46,7 +46,10 @@ impl KernelSpec {
                 let _ = writeln!(w, "if hsel == {} {{", c == "b");
             }
             for (j, v) in vals.iter().enumerate() {
-                let _ = writeln!(w, "probe_out[k * {PROBE_VALUES}u + {j}u] = {v};");
+                let _ = writeln!(
+                    w,
+                    "probe[2u * probe_count + k * {PROBE_VALUES}u + {j}u] = bitcast<u32>({v});"
+                );
             }
             if pair.is_some() {
                 w.push_str("}\n");
@@ -72,10 +75,9 @@ impl KernelSpec {
                 let _ = writeln!(s, "{ind}    let uw = bval[fl >> {INDEX_SHIFT}u];");
             }
             if self.mode == Mode::Macro {
-                let _ = writeln!(
-                    s,
-                    "{ind}    rho_out[{cidx}] = 1.0;\n{ind}    ux_out[{cidx}] = uw.x;\n{ind}    uy_out[{cidx}] = uw.y;"
-                );
+                for line in self.macro_store(cidx, ["1.0", "uw.x", "uw.y"]).lines() {
+                    let _ = writeln!(s, "{ind}    {line}");
+                }
             }
             if self.mode == Mode::Probe {
                 for line in probe_store(["1.0", "uw.x", "uw.y", "0.0", "0.0"]).lines() {
@@ -283,10 +285,7 @@ if (fl & {bit}u) != 0u {{
             );
         }
         if self.mode == Mode::Macro {
-            let _ = writeln!(
-                b,
-                "rho_out[{cidx}] = rho;\nux_out[{cidx}] = ux;\nuy_out[{cidx}] = uy;"
-            );
+            b.push_str(&self.macro_store(cidx, ["rho", "ux", "uy"]));
         } else if self.mode == Mode::Probe {
             b.push_str(&probe_store(["rho", "ux", "uy", "fx", "fy"]));
         } else {
@@ -332,6 +331,19 @@ if (fl & {bit}u) != 0u {{
         }
         if !close.is_empty() {
             let _ = writeln!(s, "{ind}{close}");
+        }
+    }
+
+    /// The macroscopic kernel's stores of ρ, u_x and u_y (`vals`) for the cell at `cidx`: three buffers, or one
+    /// holding every cell's ρ, then every u_x, then every u_y ([`KernelSpec::packed_macros`]).
+    fn macro_store(&self, cidx: &str, vals: [&str; 3]) -> String {
+        let [rho, ux, uy] = vals;
+        if self.packed_macros {
+            format!(
+                "macros[{cidx}] = {rho};\nmacros[N + {cidx}] = {ux};\nmacros[2u * N + {cidx}] = {uy};\n"
+            )
+        } else {
+            format!("rho_out[{cidx}] = {rho};\nux_out[{cidx}] = {ux};\nuy_out[{cidx}] = {uy};\n")
         }
     }
 }

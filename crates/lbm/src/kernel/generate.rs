@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use bespoke_gpu::GRID_WGSL;
 
-use super::{Ablation, F16_SCALE, KernelSpec, Mode, Phase, Region, lit};
+use super::{Ablation, F16_SCALE, KernelSpec, Mode, PROBE_VALUES, Phase, Region, lit};
 use crate::config::Layout;
 use crate::d2q9::{C, OPP};
 
@@ -195,7 +195,12 @@ fn rt(v: f32) -> f32 {{
             binding += 1;
         }
         if self.mode == Mode::Macro {
-            for name in ["rho_out", "ux_out", "uy_out"] {
+            let names: &[&str] = if self.packed_macros {
+                &["macros"]
+            } else {
+                &["rho_out", "ux_out", "uy_out"]
+            };
+            for name in names {
                 let _ = writeln!(
                     s,
                     "@group(0) @binding({binding}) var<storage, read_write> {name}: array<f32>;"
@@ -206,9 +211,7 @@ fn rt(v: f32) -> f32 {{
         if self.mode == Mode::Probe {
             let _ = writeln!(
                 s,
-                "@group(0) @binding({binding}) var<storage, read> probe_in: array<vec2<u32>>;\n\
-                 @group(0) @binding({}) var<storage, read_write> probe_out: array<f32>;",
-                binding + 1
+                "@group(0) @binding({binding}) var<storage, read_write> probe: array<u32>;"
             );
         }
 
@@ -245,9 +248,11 @@ fn rt(v: f32) -> f32 {{
             };
             format!(
                 "    let k = bespoke_workgroup_linear(wid) * {wg}u + lid;
-    if k >= arrayLength(&probe_in) {{ return; }}
-    let pin = probe_in[k];
-{cell}"
+    let probe_count = arrayLength(&probe) / {words}u;
+    if k >= probe_count {{ return; }}
+    let pin = vec2<u32>(probe[2u * k], probe[2u * k + 1u]);
+{cell}",
+                words = 2 + PROBE_VALUES
             )
         };
         let cells = self.per_invocation();

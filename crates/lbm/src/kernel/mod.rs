@@ -28,10 +28,12 @@ pub enum Mode {
     Step,
     /// Stream and compute ρ and u (as the next collision would see them); store those, leave populations.
     Macro,
-    /// For each entry (cell, link mask) of `probe_in`: ρ and u at the cell as `Macro` computes them, and the
-    /// momentum exchanged on the links whose bits are set (bit i: the link to the solid pull source x − c_i),
-    /// Σ c_d (f_d* + f_d̄) with d = ī and f_d̄ the population the next step returns, five f32 per entry in
-    /// `probe_out`. Paired layouts take the cell index and update the word that holds it.
+    /// For each entry (cell, link mask) of the `probe` buffer: ρ and u at the cell as `Macro` computes them, and
+    /// the momentum exchanged on the links whose bits are set (bit i: the link to the solid pull source x − c_i),
+    /// Σ c_d (f_d* + f_d̄) with d = ī and f_d̄ the population the next step returns, five f32 per entry. One u32
+    /// buffer holds both, so the kernel binds one buffer past the lattice's (an adapter may allow only four): its
+    /// E entries as pairs of words, then the 5·E values as f32 bits. Paired layouts take the cell index and update
+    /// the word that holds it.
     Probe,
 }
 
@@ -110,6 +112,11 @@ pub struct KernelSpec {
     /// 0: each direction is its own binding (`a0`…`a8`). Otherwise the nine directions share one buffer, this
     /// many u32 words apart, bound once (`a`, and `b` for the two-lattice step) and indexed `a[i·S + k]`.
     pub one_buffer: usize,
+    /// The macroscopic kernel writes ρ, u_x and u_y into one buffer (`macros`: every cell's ρ, then every u_x,
+    /// then every u_y) instead of three, where the adapter allows too few storage buffers per kernel for three
+    /// (wgpu's downlevel limits allow 4: GL ES, WebGPU compatibility, older mobile drivers). Three otherwise: one
+    /// buffer of 3 values a cell reaches the binding limit at a third of the lattice.
+    pub packed_macros: bool,
 }
 
 /// A part of the step left out, to measure what it costs (the lab's ablations; never in a simulation).
@@ -186,6 +193,11 @@ impl KernelSpec {
                 .ablation
                 .map_or(String::new(), |a| format!("-ablate-{}", a.name()))
             + if self.one_buffer > 0 { "-1buf" } else { "" }
+            + if self.packed_macros && self.mode == Mode::Macro {
+                "-packed"
+            } else {
+                ""
+            }
     }
 
     /// Interpolated bounce-back is generated for lattices with wall distances.
@@ -216,8 +228,9 @@ impl KernelSpec {
             + usize::from(self.stashed())
             + match self.mode {
                 Mode::Step => 0,
+                Mode::Macro if self.packed_macros => 1,
                 Mode::Macro => 3,
-                Mode::Probe => 2,
+                Mode::Probe => 1,
             }
     }
 

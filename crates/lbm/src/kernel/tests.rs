@@ -17,9 +17,12 @@ fn every_kernel_validates_without_a_device() {
             ] {
                 for (flags, curved) in [(false, false), (true, false), (true, true)] {
                     for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
-                        for (mode, one_buffer) in [Mode::Step, Mode::Macro, Mode::Probe]
-                            .into_iter()
-                            .flat_map(|m| [(m, 0), (m, 256)])
+                        // The macroscopic kernel also with its three outputs in one buffer.
+                        for (mode, one_buffer, packed_macros) in
+                            [Mode::Step, Mode::Macro, Mode::Probe]
+                                .into_iter()
+                                .flat_map(|m| [(m, 0, false), (m, 256, false)])
+                                .chain([(Mode::Macro, 0, true), (Mode::Macro, 256, true)])
                         {
                             let spec = KernelSpec {
                                 nx: 37,
@@ -46,6 +49,7 @@ fn every_kernel_validates_without_a_device() {
                                 ablation: None,
                                 // Nine bindings, or one buffer for all directions 256 words apart.
                                 one_buffer,
+                                packed_macros,
                             };
                             assert_eq!(
                                 spec.per_invocation() > 1,
@@ -64,7 +68,7 @@ fn every_kernel_validates_without_a_device() {
             }
         }
     }
-    assert_eq!(n, 972);
+    assert_eq!(n, 1296);
 }
 
 #[test]
@@ -103,6 +107,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             cells: 1,
             ablation: None,
             one_buffer: 0,
+            packed_macros: false,
         };
         insta::assert_snapshot!(spec.name(), spec.generate());
     }
@@ -132,6 +137,7 @@ fn ablated_step_kernels_validate() {
                         cells: 1,
                         ablation: Some(ablation),
                         one_buffer: 0,
+                        packed_macros: false,
                     };
                     let src = spec.generate();
                     let f16 = spec.layout() == Layout::F16Single;

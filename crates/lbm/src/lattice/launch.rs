@@ -74,6 +74,26 @@ pub fn check_fits_within(binding_limit: u64, cfg: &Config) -> Result<()> {
     Ok(())
 }
 
+/// Where the macroscopic kernel writes its three outputs into one buffer (the adapter allows too few storage
+/// buffers per kernel for three), whether three f32 a cell of `cfg` fit one binding of `gpu`: checked when the
+/// lattice is made, so that a run does not reach its end to fail reading its fields back.
+pub(super) fn check_packed_macros(gpu: &Gpu, cfg: &Config) -> Result<()> {
+    let bytes = 3 * 4 * cfg.cells() as u64;
+    let limit = gpu.binding_limit();
+    if bytes > limit {
+        return Err(LbmError::Unsupported(format!(
+            "a {}x{} lattice: adapter `{}` allows {} storage buffers per kernel, too few for the macroscopic \
+             kernel's three outputs, which then share one buffer of {bytes} bytes, past its binding limit of \
+             {limit} bytes; use a smaller domain or blocks on several ranks (`--ranks N`)",
+            cfg.nx,
+            cfg.ny,
+            gpu.adapter_name(),
+            gpu.limits().max_storage_buffers_per_shader_stage
+        )));
+    }
+    Ok(())
+}
+
 /// The kernel spec of a lattice with `cfg`, with or without a flag field and wall distances; step kernels take
 /// the launch shape `step` (workgroup, ablation), the others run in workgroups of [`WG`].
 pub(super) fn lattice_spec(
@@ -110,6 +130,7 @@ pub(super) fn lattice_spec(
             None
         },
         one_buffer: 0,
+        packed_macros: false,
     }
 }
 
@@ -142,7 +163,9 @@ pub(crate) fn prepare_launch<'a>(
     args.extend_from_slice(extra);
     // SAFETY: every index the kernel forms is a cell index below N (neighbours wrap; probe entries are cell
     // indices `Lattice::probe` checked against N), every population buffer holds at least N elements of its type,
-    // and boundary-table indices come from `encode`, which only emits indices of entries it stored.
+    // the macroscopic outputs N each (3·N packed), the probe buffer 7 words an entry (the kernel's entry count is
+    // its length ÷ 7), and boundary-table indices come from `encode`, which only emits indices of entries it
+    // stored.
     let spec = KernelSpec {
         folded_f16: gpu.quirks().folds_f16_round_trip,
         ..*spec

@@ -9,9 +9,9 @@ mod pops;
 mod readback;
 mod shape;
 
-use launch::lattice_spec;
 pub(crate) use launch::{Boundary, check_shape, pops, prepare_launch};
 pub use launch::{check_fits, check_fits_within, check_storage, nine_bindings_fit};
+use launch::{check_packed_macros, lattice_spec};
 
 pub(crate) use pops::Pops;
 pub use pops::one_buffer_bytes;
@@ -55,8 +55,10 @@ pub struct Lattice<'g> {
     pub(crate) flag_bufs: Option<Boundary>,
     /// Step launches by parity: two-lattice a→b, b→a; in-place odd, even.
     pub(crate) steps: [Launch; 2],
-    /// Macroscopic pass per parity and its outputs, made on first use.
-    macros: Option<([Launch; 2], [GpuBuffer<f32>; 3])>,
+    /// Macroscopic pass per parity and its outputs (ρ, u_x, u_y; or the three in one buffer), made on first use.
+    macros: Option<([Launch; 2], Vec<GpuBuffer<f32>>)>,
+    /// Whether the macroscopic kernel writes its three outputs into one buffer ([`KernelSpec::packed_macros`]).
+    packed_macros: bool,
     /// 0: `a` holds the post-collision state S (in-place: next kernel odd); 1: the other.
     pub(crate) parity: usize,
     pub(crate) steps_done: u64,
@@ -316,16 +318,28 @@ impl<'g> Lattice<'g> {
         let max_bindings = gpu.limits().max_storage_buffers_per_shader_stage as usize;
         // Allocated before the kernels are made: one buffer for all directions sets their stride.
         let a = Pops::alloc(gpu, words, shape.one_buffer)?;
+        let phase = match cfg.streaming {
+            Streaming::Ab => Phase::Ab,
+            Streaming::InPlace => Phase::AaOdd,
+        };
+        // The macroscopic outputs in one buffer only where three would bind past the adapter's count.
+        let packed_macros = KernelSpec {
+            edges,
+            one_buffer: a.stride().unwrap_or(0),
+            ..lattice_spec(&cfg, encoded.is_some(), curved, phase, Mode::Macro, &shape)
+        }
+        .storage_bindings()
+            > max_bindings;
         let spec = |phase, mode| KernelSpec {
             edges,
             one_buffer: a.stride().unwrap_or(0),
+            packed_macros,
             ..lattice_spec(&cfg, encoded.is_some(), curved, phase, mode, &shape)
         };
+        if packed_macros {
+            check_packed_macros(gpu, &cfg)?;
+        }
         for mode in [Mode::Step, Mode::Macro] {
-            let phase = match cfg.streaming {
-                Streaming::Ab => Phase::Ab,
-                Streaming::InPlace => Phase::AaOdd,
-            };
             let need = spec(phase, mode).storage_bindings();
             if need > max_bindings {
                 // In-place streaming binds one set of populations where two lattices bind two: say so only where
@@ -395,6 +409,7 @@ impl<'g> Lattice<'g> {
             flag_bufs,
             steps,
             macros: None,
+            packed_macros,
             parity: 0,
             steps_done: 0,
             warnings,
@@ -462,6 +477,7 @@ impl<'g> Lattice<'g> {
         KernelSpec {
             edges: self.edges,
             one_buffer: self.a.stride().unwrap_or(0),
+            packed_macros: self.packed_macros,
             ..lattice_spec(
                 &self.cfg,
                 self.flag_bufs.is_some(),

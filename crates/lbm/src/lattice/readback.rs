@@ -227,20 +227,31 @@ impl Lattice<'_> {
             self.gpu.fill(o, f32::from_bits(NAN_F32))?;
         }
         self.gpu.run(&[&launches[self.parity]])?;
-        Ok([
-            self.gpu.read(&out[0])?,
-            self.gpu.read(&out[1])?,
-            self.gpu.read(&out[2])?,
-        ])
+        Ok(match out.as_slice() {
+            [rho, ux, uy] => [self.gpu.read(rho)?, self.gpu.read(ux)?, self.gpu.read(uy)?],
+            // One buffer: every cell's ρ, then every u_x, then every u_y.
+            [packed] => {
+                let n = self.cfg.cells();
+                let mut rho = self.gpu.read(packed)?;
+                let uy = rho.split_off(2 * n);
+                let ux = rho.split_off(n);
+                [rho, ux, uy]
+            }
+            _ => unreachable!("one output buffer or three"),
+        })
     }
 
-    fn prepare_macros(&self) -> Result<([Launch; 2], [GpuBuffer<f32>; 3])> {
+    fn prepare_macros(&self) -> Result<([Launch; 2], Vec<GpuBuffer<f32>>)> {
         let n = self.cfg.cells();
-        let out = [
-            self.gpu.alloc::<f32>(n)?,
-            self.gpu.alloc::<f32>(n)?,
-            self.gpu.alloc::<f32>(n)?,
-        ];
+        let out = if self.packed_macros {
+            vec![self.gpu.alloc::<f32>(3 * n)?]
+        } else {
+            vec![
+                self.gpu.alloc::<f32>(n)?,
+                self.gpu.alloc::<f32>(n)?,
+                self.gpu.alloc::<f32>(n)?,
+            ]
+        };
         let grid = Grid::cover(self.spec(Phase::Ab, Mode::Macro).invocations() as u64, WG)?;
         let args: Vec<Arg<'_>> = out.iter().map(|b| b.arg()).collect();
         Ok((self.prepare_reader(Mode::Macro, &args, grid)?, out))
