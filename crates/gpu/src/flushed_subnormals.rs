@@ -16,11 +16,13 @@
 use std::collections::HashMap;
 
 use naga::{
-    BinaryOperator, Expression, Function, FunctionArgument, FunctionResult, Handle, Literal,
-    MathFunction, Module, Range, Span, Statement, Type, TypeInner,
+    BinaryOperator, Expression, Function, Handle, Literal, MathFunction, Module, Span, Type,
+    TypeInner,
 };
 
-use crate::rewrite::{CallAt, add_per_type, call_in_place, emitted, float_type, per_function};
+use crate::rewrite::{
+    CallAt, SmallFunction, add_per_key, call_in_place, emitted, float_type, per_function,
+};
 
 /// Flushes every subnormal float value of `module`'s functions and entry points. `info` is the module's
 /// validation (the expressions' types). Returns how many expressions it flushes.
@@ -36,11 +38,11 @@ pub(crate) fn flush_subnormals(module: &mut Module, info: &naga::valid::ModuleIn
             kinds.push(ty.clone());
         }
     }
-    let (flushers, functions) = add_per_type(module, &kinds, flusher);
+    let (flushers, functions) = add_per_key(module, &kinds, flusher);
     for (f, values) in functions.into_iter().zip(found) {
         let mut calls = HashMap::new();
         for (h, ty) in values {
-            let function = flushers[&format!("{ty:?}")];
+            let function = flushers[&ty];
             let value = std::mem::replace(&mut f.expressions[h], Expression::CallResult(function));
             let moved = f.expressions.append(value, Span::UNDEFINED);
             calls.insert(
@@ -117,82 +119,44 @@ fn flusher(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
             Literal::F64(-0.0),
         ),
     };
-    let mut f = Function {
-        name: Some(format!("bespoke_flush_{}", scalar.width * 8)),
-        arguments: vec![FunctionArgument {
-            name: Some("v".into()),
-            ty: t,
-            binding: None,
-        }],
-        result: Some(FunctionResult {
-            ty: t,
-            binding: None,
-        }),
-        ..Default::default()
-    };
-    let x = &mut f.expressions;
-    let mut add = |e: Expression| x.append(e, Span::UNDEFINED);
-    let v = add(Expression::FunctionArgument(0));
-    let least = add(Expression::Literal(least));
-    let zero = add(Expression::Literal(zero));
-    let negative_zero = add(Expression::Literal(negative_zero));
-    let splat = |add: &mut dyn FnMut(Expression) -> Handle<Expression>, value| match size {
-        Some(size) => add(Expression::Splat { size, value }),
-        None => value,
-    };
-    let first = add(Expression::Math {
+    let mut f = SmallFunction::new(
+        format!("bespoke_flush_{}", scalar.width * 8),
+        &[("v", t)],
+        t,
+    );
+    let v = f.arg(0);
+    let [least, zero, negative_zero] = [least, zero, negative_zero].map(|l| {
+        let value = f.pre(Expression::Literal(l));
+        match size {
+            Some(size) => f.emit(Expression::Splat { size, value }),
+            None => value,
+        }
+    });
+    let bin = |op, left, right| Expression::Binary { op, left, right };
+    let magnitude = f.emit(Expression::Math {
         fun: MathFunction::Abs,
         arg: v,
         arg1: None,
         arg2: None,
         arg3: None,
     });
-    let least = splat(&mut add, least);
-    let zero = splat(&mut add, zero);
-    let negative_zero = splat(&mut add, negative_zero);
     // Subnormal: below the least normal and not a zero (a zero passes as it is, its sign kept).
-    let below = add(Expression::Binary {
-        op: BinaryOperator::Less,
-        left: first,
-        right: least,
-    });
-    let nonzero = add(Expression::Binary {
-        op: BinaryOperator::NotEqual,
-        left: v,
-        right: zero,
-    });
-    let small = add(Expression::Binary {
-        op: BinaryOperator::And,
-        left: below,
-        right: nonzero,
-    });
+    let below = f.emit(bin(BinaryOperator::Less, magnitude, least));
+    let nonzero = f.emit(bin(BinaryOperator::NotEqual, v, zero));
+    let small = f.emit(bin(BinaryOperator::And, below, nonzero));
     // The zero of v's sign, from constants: `v * 0` would do, but a compiler that ignores zeros' signs folds it.
-    let negative = add(Expression::Binary {
-        op: BinaryOperator::Less,
-        left: v,
-        right: zero,
-    });
-    let signed_zero = add(Expression::Select {
+    let negative = f.emit(bin(BinaryOperator::Less, v, zero));
+    let signed_zero = f.emit(Expression::Select {
         condition: negative,
         accept: negative_zero,
         reject: zero,
     });
-    let result = add(Expression::Select {
+    let result = f.emit(Expression::Select {
         condition: small,
         accept: signed_zero,
         reject: v,
     });
-    f.body.push(
-        Statement::Emit(Range::new_from_bounds(first, result)),
-        Span::UNDEFINED,
-    );
-    f.body.push(
-        Statement::Return {
-            value: Some(result),
-        },
-        Span::UNDEFINED,
-    );
-    f
+    f.returning(result)
 }
 
 #[cfg(test)]

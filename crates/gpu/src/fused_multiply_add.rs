@@ -1,39 +1,80 @@
-//! The fused-multiply-add quirk ([`Quirks::fuses_multiply_add`](crate::Quirks)): every float `a * b + c` (and
-//! `c + a * b`) of a kernel is computed as `fma(a, b, c)`, rounded once instead of twice.
+//! The fused-multiply-add quirk ([`Quirks::fuses_multiply_add`](crate::Quirks)): every float `a * b + c`,
+//! `c + a * b`, `a * b − c` and `c − a * b` of a kernel is computed rounded once instead of twice, as
+//! `fma(a, b, ±c)` or `fma(−a, b, c)`.
 //!
 //! naga emits a multiply and an add without SPIR-V's `NoContraction`, so a driver may contract the pair into one
-//! fused instruction, and GPU compilers do (NVIDIA's among them); lavapipe does not (measured: of 188 random f32
-//! triples whose fused and unfused results differ, it gave the unfused one 188 times). A test that compares a
-//! kernel with a plain-Rust reference bit for bit, or two kernels that a compiler may contract differently, then
-//! passes on lavapipe and fails on a card. Under the quirk every such pair is fused, on any adapter: between the
-//! plain adapter (none fused) and the quirk (all fused) lie the drivers that fuse some.
+//! fused instruction, and GPU compilers do (NVIDIA's among them, subtractions too: its FFMA negates an operand for
+//! free); lavapipe does not (measured: of 188 random f32 triples whose fused and unfused results differ, it gave
+//! the unfused one 188 times). A test that compares a kernel with a plain-Rust reference bit for bit, or two
+//! kernels that a compiler may contract differently, then passes on lavapipe and fails on a card. Under the quirk
+//! every such pair is fused, on any adapter: between the plain adapter (none fused) and the quirk (all fused) lie
+//! the drivers that fuse some.
 //!
-//! How: the add's expression becomes, in place, the result of a call that computes the pair rounded once (so
-//! nothing is renumbered): its `Emit` is split around it and the call put there. The called function (one a type,
-//! put before every other function) computes in the type twice as wide, f32 in f64 and f16 in f32, where the
-//! product is exact, and rounds the sum, then narrows it: that second rounding differs from a fused one only where
-//! the wide sum falls exactly on a tie of the narrow type. naga's own `fma` cannot serve here: Vulkan lets a driver
-//! compute it as a multiply and an add, and lavapipe does. f64 pairs, and every pair on a device without f64,
-//! become naga's `fma` (fused where the driver fuses it). The multiply stays, unused where the add was its only
-//! reader. Only pairs whose three operands have one float type are fused (a vector times a scalar is not), and a
-//! subtraction is left alone: `a * b − c` would need a negation placed before it.
+//! How: the add's (or subtraction's) expression becomes, in place, the result of a call that computes the pair
+//! rounded once (so nothing is renumbered): its `Emit` is split around it and the call put there. The called
+//! function (one a type and form, put before every other function) computes in the type twice as wide, f32 in f64
+//! and f16 in f32, where the product is exact, and rounds the sum, then narrows it: that second rounding differs
+//! from a fused one only where the wide sum falls exactly on a tie of the narrow type. naga's own `fma` cannot
+//! serve here: Vulkan lets a driver compute it as a multiply and an add, and lavapipe does. f64 pairs, and every
+//! pair on a device without f64, become naga's `fma` (fused where the driver fuses it): an add in place, a
+//! subtraction through a function that negates an operand first. The multiply stays, unused where the add was its
+//! only reader. Pairs whose three operands have one float type are fused, and a vector times its scalar (either
+//! side) added to a vector of that type (the dense GEMM's and the operators' `acc + a * b4`), whose helper splats
+//! the scalar where it calls naga's `fma`.
 
 use std::collections::HashMap;
 
 use naga::{
-    BinaryOperator, Expression, Function, FunctionArgument, FunctionResult, Handle, MathFunction,
-    Module, Range, Scalar, ScalarKind, Span, Statement, Type, TypeInner,
+    BinaryOperator, Expression, Function, Handle, MathFunction, Module, Scalar, ScalarKind, Span,
+    Type, TypeInner, UnaryOperator,
 };
 
-use crate::rewrite::{CallAt, add_per_type, call_in_place, emitted, float_type, per_function};
+use crate::rewrite::{
+    CallAt, SmallFunction, add_per_key, call_in_place, emitted, float_type, per_function,
+};
 
-/// A float multiply-add found in a function: the add, the factors and the addend, and their type.
+/// Which of the four pairs: `a * b + c` (either order), `a * b − c`, or `c − a * b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Form {
+    Add,
+    SubtractAddend,
+    SubtractProduct,
+}
+
+/// A float multiply-add found in a function: the add (or subtraction), the factors and the addend, their types
+/// and the form.
 struct Pair {
     add: Handle<Expression>,
     a: Handle<Expression>,
     b: Handle<Expression>,
     c: Handle<Expression>,
-    ty: TypeInner,
+    types: Types,
+    form: Form,
+}
+
+/// The types of a pair's factors and addend: all one, or (a vector times a scalar) one factor the scalar of the
+/// other two's vector.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Types([TypeInner; 3]);
+
+impl Types {
+    /// The pair's type: the addend's (and the result's).
+    fn result(&self) -> &TypeInner {
+        &self.0[2]
+    }
+    /// Whether all three are one type (naga's `fma` takes only those).
+    fn alike(&self) -> bool {
+        self.0[0] == self.0[2] && self.0[1] == self.0[2]
+    }
+}
+
+/// How a pair is computed: naga's `fma` in place of an add of one type, or a call of the function made for its
+/// types and form, computing wider (`wide`) or through naga's `fma` with an operand negated or a scalar splat.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Helper {
+    types: Types,
+    form: Form,
+    wide: bool,
 }
 
 /// Fuses every float multiply-add of `module`'s functions and entry points. `info` is the module's validation
@@ -52,28 +93,34 @@ pub(crate) fn fuse_multiply_adds(
     if total == 0 {
         return 0;
     }
-    // The types computed wider, each with its function: placed before every other function, so a helper that
-    // calls one calls a function before it, as naga's arenas expect.
-    let mut emulated: Vec<TypeInner> = Vec::new();
-    if wide {
-        for p in found.iter().flatten() {
-            if scalar(&p.ty).width < 8 && !emulated.contains(&p.ty) {
-                emulated.push(p.ty.clone());
-            }
+    let helper = |p: &Pair| {
+        let wide = wide && scalar(p.types.result()).width < 8;
+        (wide || p.form != Form::Add || !p.types.alike()).then(|| Helper {
+            types: p.types.clone(),
+            form: p.form,
+            wide,
+        })
+    };
+    // The helpers the pairs need, each once: placed before every other function, so a helper that calls one
+    // calls a function before it, as naga's arenas expect.
+    let mut helpers: Vec<Helper> = Vec::new();
+    for h in found.iter().flatten().filter_map(helper) {
+        if !helpers.contains(&h) {
+            helpers.push(h);
         }
     }
-    let (emulators, functions) = add_per_type(module, &emulated, emulator);
+    let (made, functions) = add_per_key(module, &helpers, make_helper);
     for (f, pairs) in functions.into_iter().zip(found) {
         let mut calls = HashMap::new();
         for p in pairs {
-            match emulators.get(&format!("{:?}", p.ty)) {
-                Some(&e) => {
-                    f.expressions[p.add] = Expression::CallResult(e);
+            match helper(&p).map(|h| made[&h]) {
+                Some(function) => {
+                    f.expressions[p.add] = Expression::CallResult(function);
                     calls.insert(
                         p.add,
                         CallAt {
                             emit_first: None,
-                            function: e,
+                            function,
                             arguments: vec![p.a, p.b, p.c],
                         },
                     );
@@ -111,91 +158,128 @@ fn pairs(
 ) -> Vec<Pair> {
     let float = |h| float_type(info, types, h);
     let emitted = emitted(f);
+    let product = |h| match f.expressions[h] {
+        Expression::Binary {
+            op: BinaryOperator::Multiply,
+            left: a,
+            right: b,
+        } => Some((a, b)),
+        _ => None,
+    };
     let mut found = Vec::new();
     for (add, e) in f.expressions.iter() {
-        let Expression::Binary {
-            op: BinaryOperator::Add,
-            left,
-            right,
-        } = *e
-        else {
+        let Expression::Binary { op, left, right } = *e else {
             continue;
         };
         if !emitted.contains(&add) {
             continue;
         }
         // The multiply on the left first, as a compiler reading left to right would take it.
-        let product = [(left, right), (right, left)]
-            .into_iter()
-            .find_map(|(p, c)| match f.expressions[p] {
-                Expression::Binary {
-                    op: BinaryOperator::Multiply,
-                    left: a,
-                    right: b,
-                } => Some((a, b, c)),
-                _ => None,
+        let on_left = product(left).map(|(a, b)| (a, b, right));
+        let on_right = || product(right).map(|(a, b)| (a, b, left));
+        let (form, (a, b, c)) = match op {
+            BinaryOperator::Add => match on_left.or_else(on_right) {
+                Some(abc) => (Form::Add, abc),
+                None => continue,
+            },
+            BinaryOperator::Subtract => match (on_left, on_right()) {
+                (Some(abc), _) => (Form::SubtractAddend, abc),
+                (None, Some(abc)) => (Form::SubtractProduct, abc),
+                (None, None) => continue,
+            },
+            _ => continue,
+        };
+        let (Some(ta), Some(tb), Some(tc)) = (float(a), float(b), float(c)) else {
+            continue;
+        };
+        // One type, or a vector times its scalar (either side) added to that vector.
+        let fits = |t: &TypeInner| t == &tc || (t == &TypeInner::Scalar(scalar(&tc)) && ta != tb);
+        if fits(&ta) && fits(&tb) {
+            found.push(Pair {
+                add,
+                a,
+                b,
+                c,
+                types: Types([ta, tb, tc]),
+                form,
             });
-        let Some((a, b, c)) = product else { continue };
-        let Some(ty) = float(c) else { continue };
-        if float(a).as_ref() == Some(&ty) && float(b).as_ref() == Some(&ty) {
-            found.push(Pair { add, a, b, c, ty });
         }
     }
     found
 }
 
-/// `fn bespoke_fma(a: T, b: T, c: T) -> T { return T(W(a) * W(b) + W(c)); }`, W twice T's width.
-fn emulator(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
-    let mut ty_of = |inner: TypeInner| types.insert(Type { name: None, inner }, Span::UNDEFINED);
-    let narrow = ty_of(ty.clone());
-    let width = scalar(ty).width;
-    let arg = |name: &str| FunctionArgument {
-        name: Some(name.into()),
-        ty: narrow,
-        binding: None,
-    };
-    let mut f = Function {
-        name: Some(format!("bespoke_fma_{}", width * 8)),
-        arguments: vec![arg("a"), arg("b"), arg("c")],
-        result: Some(FunctionResult {
-            ty: narrow,
-            binding: None,
-        }),
-        ..Default::default()
-    };
-    let x = &mut f.expressions;
-    let mut add = |e: Expression| x.append(e, Span::UNDEFINED);
-    let args = [0, 1, 2].map(|i| add(Expression::FunctionArgument(i)));
-    let [a, b, c] = args.map(|h| {
-        add(Expression::As {
-            expr: h,
-            kind: ScalarKind::Float,
-            convert: Some(width * 2),
-        })
-    });
-    let first = a;
-    let product = add(Expression::Binary {
-        op: BinaryOperator::Multiply,
-        left: a,
-        right: b,
-    });
-    let sum = add(Expression::Binary {
-        op: BinaryOperator::Add,
-        left: product,
-        right: c,
-    });
-    let back = add(Expression::As {
-        expr: sum,
-        kind: ScalarKind::Float,
-        convert: Some(width),
-    });
-    f.body.push(
-        Statement::Emit(Range::new_from_bounds(first, back)),
-        Span::UNDEFINED,
+/// `fn bespoke_fma_32(a: A, b: B, c: T) -> T` (A and B are T, or one of them T's scalar): wide,
+/// `T(W(a) * W(b) ± W(c))` (or `T(W(c) − W(a) * W(b))`), W twice T's width; otherwise `fma(a, b, −c)` (or
+/// `fma(−a, b, c)`), a scalar factor splat to T first.
+fn make_helper(types: &mut naga::UniqueArena<Type>, h: &Helper) -> Function {
+    let [ta, tb, tc] = h
+        .types
+        .0
+        .clone()
+        .map(|inner| types.insert(Type { name: None, inner }, Span::UNDEFINED));
+    let result = h.types.result();
+    let width = scalar(result).width;
+    let name = format!(
+        "bespoke_{}_{}",
+        match h.form {
+            Form::Add => "fma",
+            Form::SubtractAddend => "fms",
+            Form::SubtractProduct => "fnma",
+        },
+        width * 8
     );
-    f.body
-        .push(Statement::Return { value: Some(back) }, Span::UNDEFINED);
-    f
+    let mut f = SmallFunction::new(name, &[("a", ta), ("b", tb), ("c", tc)], tc);
+    let [a, b, c] = [0, 1, 2].map(|i| f.arg(i));
+    let bin = |op, left, right| Expression::Binary { op, left, right };
+    let value = if h.wide {
+        let [a, b, c] = [a, b, c].map(|h| {
+            f.emit(Expression::As {
+                expr: h,
+                kind: ScalarKind::Float,
+                convert: Some(width * 2),
+            })
+        });
+        let product = f.emit(bin(BinaryOperator::Multiply, a, b));
+        let sum = f.emit(match h.form {
+            Form::Add => bin(BinaryOperator::Add, product, c),
+            Form::SubtractAddend => bin(BinaryOperator::Subtract, product, c),
+            Form::SubtractProduct => bin(BinaryOperator::Subtract, c, product),
+        });
+        f.emit(Expression::As {
+            expr: sum,
+            kind: ScalarKind::Float,
+            convert: Some(width),
+        })
+    } else {
+        // naga's fma takes three of one type: a scalar factor splat to the vector.
+        let widen = |f: &mut SmallFunction, value, ty: &TypeInner| match (ty, result) {
+            (TypeInner::Scalar(_), &TypeInner::Vector { size, .. }) => {
+                f.emit(Expression::Splat { size, value })
+            }
+            _ => value,
+        };
+        let a = widen(&mut f, a, &h.types.0[0]);
+        let b = widen(&mut f, b, &h.types.0[1]);
+        let negate = |f: &mut SmallFunction, expr| {
+            f.emit(Expression::Unary {
+                op: UnaryOperator::Negate,
+                expr,
+            })
+        };
+        let (a, c) = match h.form {
+            Form::Add => (a, c),
+            Form::SubtractAddend => (a, negate(&mut f, c)),
+            Form::SubtractProduct => (negate(&mut f, a), c),
+        };
+        f.emit(Expression::Math {
+            fun: MathFunction::Fma,
+            arg: a,
+            arg1: Some(b),
+            arg2: Some(c),
+            arg3: None,
+        })
+    };
+    f.returning(value)
 }
 
 #[cfg(test)]
@@ -278,8 +362,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     x[k] = x[k] * x[k + 1u] + x[k + 2u];            // fused
     x[k + 3u] = helper(x[k], x[k + 1u], 2.0);         // fused, in the helper
     v[k] = v[k] * v[k + 1u] + v[k + 2u];            // fused: vectors alike
-    v[k + 3u] = v[k] * x[k] + v[k + 2u];            // left: a vector times a scalar
-    x[k + 4u] = x[k] * x[k + 1u] - x[k + 2u];       // left: a subtraction
+    v[k + 3u] = v[k] * x[k] + v[k + 2u];            // fused: a vector times a scalar
+    v[k + 4u] = v[k + 2u] - x[k] * v[k + 1u];       // fused: the scalar first, subtracted
+    v[k + 5u] = x[k] * x[k + 1u] + v[k];            // left: a scalar product added to a vector
+    x[k + 4u] = x[k] * x[k + 1u] - x[k + 2u];       // fused: a subtraction
+    x[k + 6u] = x[k + 2u] - x[k] * x[k + 1u];       // fused: the product subtracted
     i[k] = i[k] * i[k + 1u] + i[k + 2u];            // left: integers
     d[k] = d[k] * d[k + 1u] + d[k + 2u];            // fused: f64
     h[k] = h[k] * h[k + 1u] + h[k + 2u];            // fused: f16
@@ -293,19 +380,23 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     #[test]
     fn float_multiply_adds_are_fused_and_the_rest_left_without_a_device() {
         let caps = Capabilities::FLOAT64 | Capabilities::SHADER_FLOAT16;
-        // Without f64: naga's fma in place of each add.
+        // Without f64: naga's fma in place of each add, and a function for each subtraction's form that negates
+        // an operand of its fma.
+        let before = naga::front::wgsl::parse_str(PAIRS).unwrap();
         let (m, n) = fused(PAIRS, caps, false);
         assert_eq!(
             (n, fmas(&m), calls(&m)),
-            (6, 6, 1),
-            "the helper's call is the one call"
+            (10, 10, 5),
+            "six fmas in place, one in the function of each subtraction and of each vector times a scalar; \
+             the helper's call and those four"
         );
-        // With it: f32 and f16 through a function each type that computes them wider; f64 as naga's fma.
-        let before = naga::front::wgsl::parse_str(PAIRS).unwrap();
+        assert_eq!(m.functions.len(), before.functions.len() + 4);
+        // With it: f32 and f16 through a function each type and form that computes them wider; f64 as naga's fma.
         let (m, n) = fused(PAIRS, caps, true);
-        assert_eq!((n, fmas(&m), calls(&m)), (6, 1, 6));
-        // f32, vec4<f32> and f16 (the added functions come first, then the helper that calls one).
-        assert_eq!(m.functions.len(), before.functions.len() + 3);
+        assert_eq!((n, fmas(&m), calls(&m)), (10, 1, 10));
+        // f32 (three forms), vec4<f32>, f16 and the two vector-times-scalar forms (the added functions come
+        // first, then the helper that calls one).
+        assert_eq!(m.functions.len(), before.functions.len() + 7);
         assert_eq!(
             m.functions.iter().last().unwrap().1.name.as_deref(),
             Some("helper")
@@ -317,7 +408,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
         let src = "
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) { x[g.x] = x[g.x] * 2.0 - 1.0 + f32(g.x * 3u + 1u); }";
+fn main(@builtin(global_invocation_id) g: vec3<u32>) { x[g.x] = x[g.x] * 2.0 / 3.0 - f32(g.x * 3u + 1u); }";
         let before = naga::front::wgsl::parse_str(src).unwrap();
         let (after, n) = fused(src, Capabilities::empty(), true);
         assert_eq!(n, 0);

@@ -15,11 +15,11 @@
 //! uniform to naga; a unit test says so should that change.
 
 use naga::{
-    BinaryOperator, Binding, BuiltIn, Expression, Function, FunctionArgument, Handle, Literal,
-    Module, Scalar, ShaderStage, Span, Statement, Type, TypeInner, VectorSize,
+    BinaryOperator, Binding, BuiltIn, Expression, Function, Handle, Literal, Module, Scalar,
+    ShaderStage, Span, Statement, Type, TypeInner, VectorSize,
 };
 
-use crate::rewrite::Prologue;
+use crate::rewrite::{Prologue, SmallFunction};
 
 /// The built-ins that name a workgroup, and what the quirk hands the kernel for each.
 const REVERSED: [(BuiltIn, &str, &str); 2] = [
@@ -145,57 +145,34 @@ pub(crate) fn reverse_workgroups(module: &mut Module) -> Result<(), String> {
 /// `fn bespoke_reversed_workgroup_id(w, n: vec3<u32>) -> vec3<u32> { return n - 1 - w; }`, or with `global`,
 /// `fn bespoke_reversed_global_invocation_id(g, n, s: vec3<u32>) -> vec3<u32> { return (n - 1 - g / s) * s + g % s; }`.
 fn reverser(name: &str, global: bool, vec3_ty: Handle<Type>) -> Function {
-    let arg = |name: &str| FunctionArgument {
-        name: Some(name.into()),
-        ty: vec3_ty,
-        binding: None,
+    let names: &[&str] = if global {
+        &["g", "n", "s"]
+    } else {
+        &["w", "n"]
     };
-    let mut f = Function {
-        name: Some(name.into()),
-        arguments: if global {
-            vec![arg("g"), arg("n"), arg("s")]
-        } else {
-            vec![arg("w"), arg("n")]
-        },
-        result: Some(naga::FunctionResult {
-            ty: vec3_ty,
-            binding: None,
-        }),
-        ..Default::default()
-    };
-    let x = &mut f.expressions;
-    let mut add = |e: Expression| x.append(e, Span::UNDEFINED);
-    let id = add(Expression::FunctionArgument(0));
-    let n = add(Expression::FunctionArgument(1));
-    let s = global.then(|| add(Expression::FunctionArgument(2)));
-    let one = add(Expression::Literal(Literal::U32(1)));
-    let ones = add(Expression::Splat {
+    let args: Vec<_> = names.iter().map(|&n| (n, vec3_ty)).collect();
+    let mut f = SmallFunction::new(name.into(), &args, vec3_ty);
+    let id = f.arg(0);
+    let n = f.arg(1);
+    let s = global.then(|| f.arg(2));
+    let one = f.pre(Expression::Literal(Literal::U32(1)));
+    let ones = f.emit(Expression::Splat {
         size: VectorSize::Tri,
         value: one,
     });
     let bin = |op, left, right| Expression::Binary { op, left, right };
-    let last = add(bin(BinaryOperator::Subtract, n, ones));
+    let last = f.emit(bin(BinaryOperator::Subtract, n, ones));
     let result = match s {
-        None => add(bin(BinaryOperator::Subtract, last, id)),
+        None => f.emit(bin(BinaryOperator::Subtract, last, id)),
         Some(s) => {
-            let w = add(bin(BinaryOperator::Divide, id, s));
-            let l = add(bin(BinaryOperator::Modulo, id, s));
-            let rw = add(bin(BinaryOperator::Subtract, last, w));
-            let base = add(bin(BinaryOperator::Multiply, rw, s));
-            add(bin(BinaryOperator::Add, base, l))
+            let w = f.emit(bin(BinaryOperator::Divide, id, s));
+            let l = f.emit(bin(BinaryOperator::Modulo, id, s));
+            let rw = f.emit(bin(BinaryOperator::Subtract, last, w));
+            let base = f.emit(bin(BinaryOperator::Multiply, rw, s));
+            f.emit(bin(BinaryOperator::Add, base, l))
         }
     };
-    f.body.push(
-        Statement::Emit(naga::Range::new_from_bounds(ones, result)),
-        Span::UNDEFINED,
-    );
-    f.body.push(
-        Statement::Return {
-            value: Some(result),
-        },
-        Span::UNDEFINED,
-    );
-    f
+    f.returning(result)
 }
 
 #[cfg(test)]

@@ -99,6 +99,59 @@ impl<'a> Prologue<'a> {
     }
 }
 
+/// A function of one block, built expression by expression: `name(arguments) -> result`, each emitted
+/// expression in an `Emit` of its own, then a `return` (the quirks' small helpers).
+pub(crate) struct SmallFunction(Function);
+
+impl SmallFunction {
+    pub fn new(name: String, arguments: &[(&str, Handle<Type>)], result: Handle<Type>) -> Self {
+        Self(Function {
+            name: Some(name),
+            arguments: arguments
+                .iter()
+                .map(|&(name, ty)| FunctionArgument {
+                    name: Some(name.into()),
+                    ty,
+                    binding: None,
+                })
+                .collect(),
+            result: Some(naga::FunctionResult {
+                ty: result,
+                binding: None,
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// The `i`th argument's value.
+    pub fn arg(&mut self, i: u32) -> Handle<Expression> {
+        self.pre(Expression::FunctionArgument(i))
+    }
+
+    /// An expression that needs no `Emit` (literals, arguments).
+    pub fn pre(&mut self, e: Expression) -> Handle<Expression> {
+        self.0.expressions.append(e, Span::UNDEFINED)
+    }
+
+    /// Appends `e` with an `Emit` of it.
+    pub fn emit(&mut self, e: Expression) -> Handle<Expression> {
+        let h = self.0.expressions.append(e, Span::UNDEFINED);
+        self.0.body.push(
+            Statement::Emit(Range::new_from_bounds(h, h)),
+            Span::UNDEFINED,
+        );
+        h
+    }
+
+    /// The function, returning `value`.
+    pub fn returning(mut self, value: Handle<Expression>) -> Function {
+        self.0
+            .body
+            .push(Statement::Return { value: Some(value) }, Span::UNDEFINED);
+        self.0
+    }
+}
+
 /// Puts `functions` before every function of `module` (so a function that calls one calls a function before it,
 /// as naga's arenas expect), and points every call at the moved functions' new handles. Returns their handles.
 pub fn prepend_functions(module: &mut Module, functions: Vec<Function>) -> Vec<Handle<Function>> {
@@ -262,28 +315,28 @@ pub fn per_function<T>(
     all
 }
 
-/// One function per type, made by `make` and put before every other function (`prepend_functions`), keyed by
-/// the type's `Debug` form; then every function that was there before them, and each entry point's, mutably, in
-/// the order of [`per_function`].
-pub fn add_per_type<'m>(
+/// One function per key (a type, or a type and what to compute with it), made by `make` and put before every
+/// other function (`prepend_functions`); then every function that was there before them, and each entry point's,
+/// mutably, in the order of [`per_function`].
+pub fn add_per_key<'m, K: Clone + Eq + std::hash::Hash>(
     module: &'m mut Module,
-    types: &[TypeInner],
-    mut make: impl FnMut(&mut naga::UniqueArena<Type>, &TypeInner) -> Function,
-) -> (HashMap<String, Handle<Function>>, Vec<&'m mut Function>) {
-    let made: Vec<Function> = types.iter().map(|ty| make(&mut module.types, ty)).collect();
-    let by_type = types
+    keys: &[K],
+    mut make: impl FnMut(&mut naga::UniqueArena<Type>, &K) -> Function,
+) -> (HashMap<K, Handle<Function>>, Vec<&'m mut Function>) {
+    let made: Vec<Function> = keys.iter().map(|k| make(&mut module.types, k)).collect();
+    let by_key = keys
         .iter()
-        .map(|ty| format!("{ty:?}"))
+        .cloned()
         .zip(prepend_functions(module, made))
         .collect();
     let functions = module
         .functions
         .iter_mut()
-        .skip(types.len())
+        .skip(keys.len())
         .map(|(_, f)| f)
         .chain(module.entry_points.iter_mut().map(|ep| &mut ep.function))
         .collect();
-    (by_type, functions)
+    (by_key, functions)
 }
 
 /// The expressions `f` emits (a constant one, folded already, is not).

@@ -163,9 +163,9 @@ pub struct Quirks {
     pub reversed_workgroups: bool,
     /// The compiler contracts a float multiply and the add that takes its product into one fused multiply-add
     /// (rounded once): SPIR-V allows it wherever `NoContraction` is absent, which naga never writes, and GPU
-    /// compilers do it (lavapipe does not). Emulated by the pipeline layer, which fuses every float `a * b + c`
-    /// of a kernel, so a test that holds a kernel to its reference's bits where a compiler may fuse fails on any
-    /// adapter.
+    /// compilers do it (lavapipe does not). Emulated by the pipeline layer, which fuses every float `a * b ± c`
+    /// and `c − a * b` of a kernel (a vector times a scalar too), so a test that holds a kernel to its
+    /// reference's bits where a compiler may fuse fails on any adapter.
     pub fuses_multiply_add: bool,
     /// Subnormal floats are flushed to zero: WGSL allows it on the input and output of any operation and Vulkan
     /// leaves it to the driver where a module asks nothing, as naga's do; GPUs flush (lavapipe does not).
