@@ -212,14 +212,14 @@ impl Lattice<'_> {
     /// x + c_i before an even one, until that step overwrites it.
     fn fill_stash(&self, slots: &[Vec<u32>]) -> Result<()> {
         match (self.stash_buffer(), self.stash_from_words(slots)) {
-            (Some(stash), Some(values)) => Ok(self.gpu.write(stash, 0, &values)?),
+            (Some(b), Some(values)) => b.write_stash(self.gpu, &values),
             _ => Ok(()),
         }
     }
 
-    /// The stash buffer, where this lattice keeps one.
-    fn stash_buffer(&self) -> Option<&bespoke_gpu::GpuBuffer<f32>> {
-        self.flag_bufs.as_ref()?.stash.as_ref()
+    /// The flag field's buffers, where this lattice keeps a stash (in a buffer of its own or after the table).
+    fn stash_buffer(&self) -> Option<&crate::lattice::Boundary> {
+        self.flag_bufs.as_ref().filter(|b| b.stash.is_some())
     }
 
     /// [`Self::fill_stash`]'s values (None where the lattice keeps no stash).
@@ -246,10 +246,10 @@ impl Lattice<'_> {
     /// may drop the kernel's round trip through f16 (`bespoke_gpu::Quirks`), so the stash holds values the
     /// words do not.
     pub(crate) fn stash_links(&self) -> Result<Vec<StashLink>> {
-        let (Some(stash), Some(e)) = (self.stash_buffer(), &self.encoded) else {
+        let (Some(b), Some(e)) = (self.stash_buffer(), &self.encoded) else {
             return Ok(Vec::new());
         };
-        let values = self.gpu.read(stash)?;
+        let values = b.read_stash(self.gpu)?;
         let nx = self.cfg.nx;
         let mine: Vec<StashLink> = e
             .interpolated_links()
@@ -277,7 +277,7 @@ impl Lattice<'_> {
     /// Sets the stash from a checkpoint's `links` (`stash_links`); every link of this lattice's own cells must
     /// be among them. Halo cells of a block, which this rank does not update, keep what the words give.
     fn restore_stash(&self, words: &[Vec<u32>], links: &[StashLink]) -> Result<()> {
-        let (Some(stash), Some(mut values), Some(e)) = (
+        let (Some(b), Some(mut values), Some(e)) = (
             self.stash_buffer(),
             self.stash_from_words(words),
             self.encoded.as_ref(),
@@ -301,7 +301,7 @@ impl Lattice<'_> {
                 None => {}
             }
         }
-        Ok(self.gpu.write(stash, 0, &values)?)
+        b.write_stash(self.gpu, &values)
     }
 
     /// Whether `populations` can be read now (false for in-place streaming after an odd number of steps).

@@ -43,6 +43,7 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         ablation: None,
         one_buffer: 0,
         packed_macros: false,
+        packed_stash: false,
     }
 }
 

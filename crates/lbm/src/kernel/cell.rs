@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Edges, KernelSpec, Mode, PROBE_VALUES, Phase, half, lit, stash_elem};
+use super::{Edges, KernelSpec, Mode, PROBE_VALUES, Phase, half, lit};
 use crate::d2q9::{C, OPP, W};
 use crate::flags::{INDEX_SHIFT, MASK_SHIFT, TYPE_FLUID, TYPE_INLET, TYPE_MASK, TYPE_SOLID};
 
@@ -176,7 +176,7 @@ impl KernelSpec {
             // for q < 1/2 and is divided by 2q for q ≥ 1/2 (Bouzidi et al.'s moving-boundary rule).
             let far = pulled(o);
             let own = if self.stashed() {
-                stash_elem(i)
+                self.stash_elem(i)
             } else {
                 read(self.pop("a", i, "idx"), "false")
             };
@@ -303,7 +303,7 @@ if (fl & {bit}u) != 0u {{
                     let _ = writeln!(
                         b,
                         "    if (fl & {bit}u) != 0u {{ {} = rt(o{i}); }}",
-                        stash_elem(i)
+                        self.stash_elem(i)
                     );
                 }
                 b.push_str("}\n");

@@ -175,14 +175,20 @@ fn rt(v: f32) -> f32 {{
                 s,
                 "@group(0) @binding({binding}) var<storage, read> flags: array<u32>;"
             );
+            // The step writes the stash where it lies after the table.
+            let access = if self.stashed() && self.packed_stash && self.mode == Mode::Step {
+                "read_write"
+            } else {
+                "read"
+            };
             let _ = writeln!(
                 s,
-                "@group(0) @binding({}) var<storage, read> bval: array<vec2<f32>>;",
+                "@group(0) @binding({}) var<storage, {access}> bval: array<vec2<f32>>;",
                 binding + 1
             );
             binding += 2;
         }
-        if self.stashed() {
+        if self.stashed() && !self.packed_stash {
             let access = if self.mode == Mode::Step {
                 "read_write"
             } else {

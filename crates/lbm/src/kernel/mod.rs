@@ -117,6 +117,12 @@ pub struct KernelSpec {
     /// (wgpu's downlevel limits allow 4: GL ES, WebGPU compatibility, older mobile drivers). Three otherwise: one
     /// buffer of 3 values a cell reaches the binding limit at a third of the lattice.
     pub packed_macros: bool,
+    /// The in-place stash of interpolated links lies in the boundary table's buffer, after the table (the table's
+    /// E vec2 entries, then the stash's 2·E f32, as E more vec2: element m of the stash is component m mod 2 of
+    /// entry E + m div 2), instead of a buffer of its own: where the adapter allows too few storage buffers per
+    /// kernel for both (an in-place step with wall distances binds 4 with one buffer for the populations, the
+    /// macroscopic kernel 5). The table is then bound read-write by the step.
+    pub packed_stash: bool,
 }
 
 /// A part of the step left out, to measure what it costs (the lab's ablations; never in a simulation).
@@ -198,6 +204,11 @@ impl KernelSpec {
             } else {
                 ""
             }
+            + if self.packed_stash && self.stashed() {
+                "-tablestash"
+            } else {
+                ""
+            }
     }
 
     /// Interpolated bounce-back is generated for lattices with wall distances.
@@ -225,7 +236,7 @@ impl KernelSpec {
         };
         let pops = if self.one_buffer > 0 { sets } else { 9 * sets };
         pops + if self.flags { 2 } else { 0 }
-            + usize::from(self.stashed())
+            + usize::from(self.stashed() && !self.packed_stash)
             + match self.mode {
                 Mode::Step => 0,
                 Mode::Macro if self.packed_macros => 1,
@@ -310,9 +321,21 @@ pub(crate) fn stash_index(k: usize, i: usize) -> usize {
     2 * k + i - 1
 }
 
-/// `stash_index(qk, i)` in WGSL.
-fn stash_elem(i: usize) -> String {
-    format!("stash[2u * qk + {}u]", i - 1)
+impl KernelSpec {
+    /// `stash_index(qk, i)` in WGSL: in the stash's own buffer, or after the table in its buffer
+    /// ([`packed_stash`](Self::packed_stash); `arrayLength` is then twice the table's entries).
+    fn stash_elem(&self, i: usize) -> String {
+        if self.packed_stash {
+            let m = i - 1;
+            format!(
+                "bval[arrayLength(&bval) / 2u + qk + {}u].{}",
+                m / 2,
+                ["x", "y"][m % 2]
+            )
+        } else {
+            format!("stash[2u * qk + {}u]", i - 1)
+        }
+    }
 }
 
 /// The vector component of a paired word's half.

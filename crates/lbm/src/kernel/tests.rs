@@ -17,12 +17,19 @@ fn every_kernel_validates_without_a_device() {
             ] {
                 for (flags, curved) in [(false, false), (true, false), (true, true)] {
                     for phase in [Phase::Ab, Phase::AaEven, Phase::AaOdd] {
-                        // The macroscopic kernel also with its three outputs in one buffer.
-                        for (mode, one_buffer, packed_macros) in
+                        // The macroscopic kernel also with its three outputs in one buffer, and every kernel
+                        // with the in-place stash after the boundary table (as on four storage buffers).
+                        for (mode, one_buffer, packed_macros, packed_stash) in
                             [Mode::Step, Mode::Macro, Mode::Probe]
                                 .into_iter()
-                                .flat_map(|m| [(m, 0, false), (m, 256, false)])
-                                .chain([(Mode::Macro, 0, true), (Mode::Macro, 256, true)])
+                                .flat_map(|m| [(m, 0, false, false), (m, 256, false, false)])
+                                .chain([
+                                    (Mode::Macro, 0, true, false),
+                                    (Mode::Macro, 256, true, false),
+                                    (Mode::Step, 256, false, true),
+                                    (Mode::Macro, 256, true, true),
+                                    (Mode::Probe, 256, false, true),
+                                ])
                         {
                             let spec = KernelSpec {
                                 nx: 37,
@@ -50,6 +57,7 @@ fn every_kernel_validates_without_a_device() {
                                 // Nine bindings, or one buffer for all directions 256 words apart.
                                 one_buffer,
                                 packed_macros,
+                                packed_stash,
                             };
                             assert_eq!(
                                 spec.per_invocation() > 1,
@@ -68,7 +76,7 @@ fn every_kernel_validates_without_a_device() {
             }
         }
     }
-    assert_eq!(n, 1296);
+    assert_eq!(n, 1782);
 }
 
 #[test]
@@ -108,6 +116,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             ablation: None,
             one_buffer: 0,
             packed_macros: false,
+            packed_stash: false,
         };
         insta::assert_snapshot!(spec.name(), spec.generate());
     }
@@ -138,6 +147,7 @@ fn ablated_step_kernels_validate() {
                         ablation: Some(ablation),
                         one_buffer: 0,
                         packed_macros: false,
+                        packed_stash: false,
                     };
                     let src = spec.generate();
                     let f16 = spec.layout() == Layout::F16Single;

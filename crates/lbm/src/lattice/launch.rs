@@ -131,6 +131,7 @@ pub(super) fn lattice_spec(
         },
         one_buffer: 0,
         packed_macros: false,
+        packed_stash: false,
     }
 }
 
@@ -138,8 +139,47 @@ pub(super) fn lattice_spec(
 #[derive(Debug)]
 pub(crate) struct Boundary {
     pub(super) codes: GpuBuffer<u32>,
+    /// The table's E entries; with [`Stash::AfterTable`], E more that hold the stash.
     pub(super) table: GpuBuffer<[f32; 2]>,
-    pub(crate) stash: Option<GpuBuffer<f32>>,
+    pub(crate) stash: Option<Stash>,
+}
+
+/// Where the in-place stash of interpolated links lies (`KernelSpec::packed_stash`): 2·E f32, E the table's
+/// entries.
+#[derive(Debug)]
+pub(crate) enum Stash {
+    Own(GpuBuffer<f32>),
+    /// After the table's E entries in its buffer, as E more.
+    AfterTable {
+        entries: usize,
+    },
+}
+
+impl Boundary {
+    /// The stash's 2·E values as the kernels left them.
+    pub(crate) fn read_stash(&self, gpu: &Gpu) -> Result<Vec<f32>> {
+        Ok(match &self.stash {
+            Some(Stash::Own(b)) => gpu.read(b)?,
+            Some(Stash::AfterTable { entries }) => {
+                let pairs = gpu.read_range(&self.table, *entries..2 * entries)?;
+                bespoke_gpu::bytemuck::cast_slice(&pairs).to_vec()
+            }
+            None => Vec::new(),
+        })
+    }
+
+    /// Sets the stash's 2·E `values`.
+    pub(crate) fn write_stash(&self, gpu: &Gpu, values: &[f32]) -> Result<()> {
+        match &self.stash {
+            Some(Stash::Own(b)) => gpu.write(b, 0, values)?,
+            Some(Stash::AfterTable { entries }) => {
+                let pairs: Vec<[f32; 2]> = bespoke_gpu::bytemuck::pod_collect_to_vec(values);
+                gpu.write(&self.table, *entries, &pairs)?
+            }
+            None => {}
+        }
+        Ok(())
+    }
 }
 
 /// A launch of a lattice kernel: the population buffers, then the flag field, its table and the stash when there
@@ -156,8 +196,10 @@ pub(crate) fn prepare_launch<'a>(
     if let Some(b) = flag_bufs {
         args.push(b.codes.arg());
         args.push(b.table.arg());
-        if spec.stashed() {
-            args.extend(b.stash.as_ref().map(GpuBuffer::arg));
+        if spec.stashed()
+            && let Some(Stash::Own(stash)) = &b.stash
+        {
+            args.push(stash.arg());
         }
     }
     args.extend_from_slice(extra);

@@ -9,7 +9,7 @@ mod pops;
 mod readback;
 mod shape;
 
-pub(crate) use launch::{Boundary, check_shape, pops, prepare_launch};
+pub(crate) use launch::{Boundary, Stash, check_shape, pops, prepare_launch};
 pub use launch::{check_fits, check_fits_within, check_storage, nine_bindings_fit};
 use launch::{check_packed_macros, lattice_spec};
 
@@ -59,6 +59,8 @@ pub struct Lattice<'g> {
     macros: Option<([Launch; 2], Vec<GpuBuffer<f32>>)>,
     /// Whether the macroscopic kernel writes its three outputs into one buffer ([`KernelSpec::packed_macros`]).
     packed_macros: bool,
+    /// Whether the in-place stash lies after the boundary table ([`KernelSpec::packed_stash`]).
+    packed_stash: bool,
     /// 0: `a` holds the post-collision state S (in-place: next kernel odd); 1: the other.
     pub(crate) parity: usize,
     pub(crate) steps_done: u64,
@@ -322,20 +324,22 @@ impl<'g> Lattice<'g> {
             Streaming::Ab => Phase::Ab,
             Streaming::InPlace => Phase::AaOdd,
         };
-        // The macroscopic outputs in one buffer only where three would bind past the adapter's count.
-        let packed_macros = KernelSpec {
-            edges,
-            one_buffer: a.stride().unwrap_or(0),
-            ..lattice_spec(&cfg, encoded.is_some(), curved, phase, Mode::Macro, &shape)
-        }
-        .storage_bindings()
-            > max_bindings;
-        let spec = |phase, mode| KernelSpec {
+        let packed = |phase, mode, packed_macros, packed_stash| KernelSpec {
             edges,
             one_buffer: a.stride().unwrap_or(0),
             packed_macros,
+            packed_stash,
             ..lattice_spec(&cfg, encoded.is_some(), curved, phase, mode, &shape)
         };
+        // The macroscopic outputs in one buffer only where three would bind past the adapter's count; then the
+        // in-place stash after the boundary table only where its own buffer would.
+        let packed_macros =
+            packed(phase, Mode::Macro, false, false).storage_bindings() > max_bindings;
+        let packed_stash = packed(phase, Mode::Step, false, false).stashed()
+            && [Mode::Step, Mode::Macro].into_iter().any(|mode| {
+                packed(phase, mode, packed_macros, false).storage_bindings() > max_bindings
+            });
+        let spec = |phase, mode| packed(phase, mode, packed_macros, packed_stash);
         if packed_macros {
             check_packed_macros(gpu, &cfg)?;
         }
@@ -377,11 +381,22 @@ impl<'g> Lattice<'g> {
         let flag_bufs = match &encoded {
             Some(e) => Some(Boundary {
                 codes: gpu.upload(&e.codes)?,
-                table: gpu.upload(&e.table)?,
-                // In-place kernels with wall distances read it (`KernelSpec::stashed`). Zeros: the populations
-                // at rest, as `a` starts.
-                stash: if cfg.streaming == Streaming::InPlace && curved {
-                    Some(gpu.alloc_filled::<f32>(2 * e.table.len(), 0.0)?)
+                // In-place kernels with wall distances keep a stash (`KernelSpec::stashed`), after the table
+                // where the adapter's storage buffers are too few for its own. Zeros: the populations at rest,
+                // as `a` starts.
+                table: if packed_stash {
+                    let mut t = e.table.clone();
+                    t.resize(2 * e.table.len(), [0.0; 2]);
+                    gpu.upload(&t)?
+                } else {
+                    gpu.upload(&e.table)?
+                },
+                stash: if packed_stash {
+                    Some(Stash::AfterTable {
+                        entries: e.table.len(),
+                    })
+                } else if cfg.streaming == Streaming::InPlace && curved {
+                    Some(Stash::Own(gpu.alloc_filled::<f32>(2 * e.table.len(), 0.0)?))
                 } else {
                     None
                 },
@@ -410,6 +425,7 @@ impl<'g> Lattice<'g> {
             steps,
             macros: None,
             packed_macros,
+            packed_stash,
             parity: 0,
             steps_done: 0,
             warnings,
@@ -478,6 +494,7 @@ impl<'g> Lattice<'g> {
             edges: self.edges,
             one_buffer: self.a.stride().unwrap_or(0),
             packed_macros: self.packed_macros,
+            packed_stash: self.packed_stash,
             ..lattice_spec(
                 &self.cfg,
                 self.flag_bufs.is_some(),
