@@ -329,3 +329,57 @@ fn lbm_vtk_series_and_its_collection_across_a_resume() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--vtk-every must be at least 1"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A step that is both a PNG frame's and a VTK frame's reads the fields once and writes both from them, on one
+/// domain and across ranks: the last frames are byte for byte the run's final `--png` and `--vtk`.
+#[test]
+fn png_and_vtk_frames_of_one_step_are_the_final_files() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    for ranks in ["1", "2"] {
+        let (frames, vti, png) = (
+            p(&format!("f{ranks}")),
+            p(&format!("s{ranks}.vti")),
+            p(&format!("a{ranks}.png")),
+        );
+        let out = bespoke(&[
+            "lbm",
+            "cavity",
+            "--size",
+            "24x24",
+            "--steps",
+            "20",
+            "--ranks",
+            ranks,
+            "--frames",
+            &frames,
+            "--frame-every",
+            "10",
+            "--vtk",
+            &vti,
+            "--vtk-every",
+            "10",
+            "--png",
+            &png,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let read = |f: &str| std::fs::read(f).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let frame = format!("{frames}/frame_00000020.png");
+        assert!(
+            read(&frame) == read(&png),
+            "{ranks} ranks: the PNG frame at step 20 is not the final PNG"
+        );
+        assert!(
+            read(&p(&format!("s{ranks}_00000020.vti"))) == read(&vti),
+            "{ranks} ranks: the VTK frame at step 20 is not the final VTK"
+        );
+        assert!(std::path::Path::new(&format!("{frames}/frame_00000010.png")).exists());
+    }
+}

@@ -253,11 +253,18 @@ impl VtkKind {
 /// pieces on every rank, or the whole fields gathered onto rank 0 for one file. Every rank must call it; an
 /// error on any rank is every rank's.
 pub fn write_fields(lat: &mut Lattice, path: &Path) -> Result<()> {
+    let own = lat.own_fields()?;
+    write_own_fields(lat, path, own)
+}
+
+/// [`write_fields`] of fields read already (`own`, from [`Lattice::own_fields`] at the current step), so that a
+/// caller that checked them first reads the device once.
+pub fn write_own_fields(lat: &mut Lattice, path: &Path, own: OwnFields) -> Result<()> {
     let kind = VtkKind::of(path);
     if kind == VtkKind::Parallel {
-        return write_pvti(lat, path);
+        return write_own_pvti(lat, path, own);
     }
-    let wrote = match lat.macroscopic_on_root()? {
+    let wrote = match lat.fields_on_root(own)? {
         Some(f) if kind == VtkKind::Legacy => write_vtk(path, &f, lat.flags()),
         Some(f) => write_fields_vti(path, f, lat.flags()),
         None => Ok(()),
@@ -269,9 +276,9 @@ pub fn write_fields(lat: &mut Lattice, path: &Path) -> Result<()> {
 /// [`write_fields`]), then ParaView's collection `flow.pvd` rewritten (rank 0) to list every frame of the
 /// series in the folder by step, so that a resumed run's frames join the earlier ones and an interrupted run
 /// leaves a collection of the frames it wrote. Every rank must call it.
-pub fn write_series_frame(lat: &mut Lattice, path: &Path) -> Result<()> {
+pub fn write_series_frame(lat: &mut Lattice, path: &Path, own: OwnFields) -> Result<()> {
     let frame = vtk::series_frame(path, lat.steps_done());
-    write_fields(lat, &frame)?;
+    write_own_fields(lat, &frame, own)?;
     let listed = if lat.is_root() {
         vtk::write_series_collection(path)
             .map_err(|e| LbmError::io(bespoke_gpu::folder_of(path), e))
@@ -306,6 +313,11 @@ fn extent([x0, y0]: [usize; 2], [w, h]: [usize; 2]) -> String {
 /// the rank and the file.
 pub fn write_pvti(lat: &mut Lattice, path: &Path) -> Result<()> {
     let own = lat.own_fields()?;
+    write_own_pvti(lat, path, own)
+}
+
+/// [`write_pvti`] of fields read already (`own`, at the current step).
+fn write_own_pvti(lat: &mut Lattice, path: &Path, own: OwnFields) -> Result<()> {
     let vorticity = lat.own_vorticity(&own)?;
     let (rank, ranks) = lat.comm().map_or((0, 1), |c| (c.rank(), c.size()));
     let (piece, _) = vtk::piece_path(path, rank, ranks, "vti");

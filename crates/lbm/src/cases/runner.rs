@@ -109,22 +109,34 @@ impl<'a, 'g> Runner<'a, 'g> {
             self.seconds += t.elapsed().as_secs_f64();
             self.done += k;
             left -= k;
-            if let Some(f) = self.frames.clone()
-                && self.done.is_multiple_of(f.every)
-            {
-                self.fields()?;
-                let path = f
-                    .dir
-                    .join(format!("frame_{:08}.png", self.lat.steps_done()));
-                if let Some(fields) = self.lat.macroscopic_on_root()? {
-                    crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
+            // A frame's fields are read from the device once, checked, then written (each read is a pass over
+            // the lattice and a copy to the host: on a GPU the cost of tens of steps).
+            let png = self
+                .frames
+                .clone()
+                .filter(|f| self.done.is_multiple_of(f.every));
+            let vtk = self
+                .vtk_series
+                .clone()
+                .filter(|v| self.done.is_multiple_of(v.every));
+            if png.is_some() || vtk.is_some() {
+                let own = self.fields()?;
+                let (for_png, for_vtk) = match (&png, &vtk) {
+                    (Some(_), Some(_)) => (Some(own.clone()), Some(own)),
+                    (Some(_), None) => (Some(own), None),
+                    _ => (None, Some(own)),
+                };
+                if let (Some(f), Some(own)) = (png, for_png) {
+                    let path = f
+                        .dir
+                        .join(format!("frame_{:08}.png", self.lat.steps_done()));
+                    if let Some(fields) = self.lat.fields_on_root(own)? {
+                        crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
+                    }
                 }
-            }
-            if let Some(v) = self.vtk_series.clone()
-                && self.done.is_multiple_of(v.every)
-            {
-                self.fields()?;
-                crate::output::write_series_frame(&mut self.lat, &v.path)?;
+                if let (Some(v), Some(own)) = (vtk, for_vtk) {
+                    crate::output::write_series_frame(&mut self.lat, &v.path, own)?;
+                }
             }
             if let (Some(e), Some(path)) = (self.every, self.checkpoint.clone())
                 && self.lat.steps_done().is_multiple_of(e)

@@ -133,10 +133,20 @@ impl Lattice<'_> {
         local: &[T],
         per_cell: usize,
     ) -> Result<Option<Vec<T>>> {
+        self.gather_own_to_root(&self.own_cells(local, per_cell), per_cell)
+    }
+
+    /// [`gather_to_root`](Self::gather_to_root) of arrays that are this block's own cells already
+    /// ([`own_cells`](Self::own_cells)' form).
+    pub(crate) fn gather_own_to_root<T: bytemuck::Pod>(
+        &self,
+        own: &[T],
+        per_cell: usize,
+    ) -> Result<Option<Vec<T>>> {
         let all = self
             .dist()
             .comm
-            .gather_bytes(0, bytemuck::cast_slice(&self.own_cells(local, per_cell)))?;
+            .gather_bytes(0, bytemuck::cast_slice(own))?;
         all.map(|all| self.assemble(&all, per_cell)).transpose()
     }
 

@@ -41,18 +41,33 @@ impl Lattice<'_> {
         if self.dist.is_none() {
             return self.macroscopic().map(Some);
         }
-        let [rho, ux, uy] = self.read_macros()?;
-        let cfg = self.config();
-        let (nx, ny) = (cfg.nx, cfg.ny);
-        let mut packed = rho;
-        packed.extend_from_slice(&ux);
-        packed.extend_from_slice(&uy);
-        drop((ux, uy));
-        Ok(self.gather_to_root(&packed, 3)?.map(|mut all| {
+        let own = self.own_fields()?;
+        self.fields_on_root(own)
+    }
+
+    /// The whole domain's fields on rank 0 (`Some`) from every rank's `own` ([`own_fields`](Self::own_fields)
+    /// at the current step), the other ranks holding nothing more: [`macroscopic_on_root`](Self::macroscopic_on_root)
+    /// without reading the device again. Every rank must call it.
+    pub fn fields_on_root(&self, own: OwnFields) -> Result<Option<Fields>> {
+        let (nx, ny) = (own.domain[0], own.domain[1]);
+        if self.dist.is_none() {
+            return Ok(Some(Fields {
+                nx,
+                ny,
+                rho: own.rho,
+                ux: own.ux,
+                uy: own.uy,
+            }));
+        }
+        // Array-major, each array the rank's own cells in `own_cells`' order: what `gather_to_root` sends.
+        let mut packed = own.rho;
+        packed.extend_from_slice(&own.ux);
+        packed.extend_from_slice(&own.uy);
+        drop((own.ux, own.uy));
+        Ok(self.gather_own_to_root(&packed, 3)?.map(|mut all| {
             let n = nx * ny;
             let uy = all.split_off(2 * n);
             let ux = all.split_off(n);
-            // Split off, the tails keep the whole capacity: hand it back.
             all.shrink_to_fit();
             Fields {
                 nx,
