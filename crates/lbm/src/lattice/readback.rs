@@ -68,6 +68,7 @@ impl Lattice<'_> {
             let n = nx * ny;
             let uy = all.split_off(2 * n);
             let ux = all.split_off(n);
+            // Split off, the tails keep the whole capacity: hand it back.
             all.shrink_to_fit();
             Fields {
                 nx,
@@ -250,6 +251,8 @@ impl Lattice<'_> {
                 let mut rho = self.gpu.read(packed)?;
                 let uy = rho.split_off(2 * n);
                 let ux = rho.split_off(n);
+                // Split off, ρ keeps the whole buffer's capacity: hand it back.
+                rho.shrink_to_fit();
                 [rho, ux, uy]
             }
             _ => unreachable!("one output buffer or three"),
