@@ -8,7 +8,7 @@ use bespoke::comm::{Comm, launched_size};
 use bespoke::gpu::Gpu;
 use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, VtkSeries, check, run_case};
 use bespoke::lbm::distributed::Ranks;
-use bespoke::lbm::output::{Quantity, write_fields, write_png};
+use bespoke::lbm::output::{Quantity, write_outputs};
 use bespoke::lbm::{Storage, Streaming};
 use bespoke::report::adapter_json;
 use clap::Args;
@@ -252,16 +252,17 @@ fn run_on(
         // Every rank takes part (the state is gathered); rank 0 writes.
         r.lattice.checkpoint(p, &r.checkpoint_meta())?;
     }
-    // Every rank takes part: a parallel image's pieces, or the fields gathered onto rank 0 for one file.
-    if let Some(p) = &a.vtk {
-        write_fields(&mut r.lattice, p)?;
+    // Every rank takes part: the fields read from the device once for both files, a parallel image's pieces
+    // or the whole domain gathered onto rank 0 (which alone writes the PNG and a one-file image).
+    if a.vtk.is_some() || a.png.is_some() {
+        let own = r.lattice.own_fields()?;
+        write_outputs(
+            &mut r.lattice,
+            own,
+            a.png.as_deref().map(|p| (p, quantity)),
+            a.vtk.as_deref(),
+        )?;
     }
-    // Rank 0 alone holds the whole domain's fields, and only to write them.
-    let fields = if a.png.is_some() {
-        r.lattice.macroscopic_on_root()?
-    } else {
-        None
-    };
     let Some(probe) = probe else {
         return Ok(()); // not the root
     };
@@ -327,9 +328,6 @@ fn run_on(
     }
     for n in &r.notes {
         println!("  note: {n}");
-    }
-    if let (Some(p), Some(f)) = (&a.png, &fields) {
-        write_png(p, f, r.lattice.flags(), quantity)?;
     }
     write_json(
         json_file,

@@ -61,7 +61,8 @@ fn ramp(map: &[[f64; 3]], t: f64) -> [u8; 3] {
     std::array::from_fn(|c| (map[i][c] * (1.0 - f) + map[i + 1][c] * f).round() as u8)
 }
 
-/// Writes `q` of `fields` as an RGB PNG (top row = largest y), walls grey.
+/// Writes `q` of `fields` as an RGB PNG (top row = largest y), walls grey; whole or not at all
+/// ([`bespoke_gpu::AtomicFile`]).
 pub fn write_png(path: &Path, fields: &Fields, flags: &Flags, q: Quantity) -> Result<()> {
     let (nx, ny) = (fields.nx, fields.ny);
     let values = match q {
@@ -94,17 +95,21 @@ pub fn write_png(path: &Path, fields: &Fields, flags: &Flags, q: Quantity) -> Re
             rgb.extend_from_slice(&c);
         }
     }
-    let file = std::fs::File::create(path).map_err(|e| LbmError::io(path, e))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), nx as u32, ny as u32);
+    // Whole or not at all: a frame overwritten by a resumed run, or a run stopped while writing, leaves the
+    // earlier file or the new one, never a truncated image.
+    let file = bespoke_gpu::AtomicFile::create(path).map_err(|e| LbmError::io(path, e))?;
+    let mut file = std::io::BufWriter::new(file);
+    let err = |e: png::EncodingError| LbmError::file(path, format!("writing PNG: {e}"));
+    let mut enc = png::Encoder::new(&mut file, nx as u32, ny as u32);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
-    let mut w = enc
-        .write_header()
-        .map_err(|e| LbmError::file(path, format!("writing PNG: {e}")))?;
-    w.write_image_data(&rgb)
-        .map_err(|e| LbmError::file(path, format!("writing PNG: {e}")))?;
-    w.finish()
-        .map_err(|e| LbmError::file(path, format!("writing PNG: {e}")))
+    let mut w = enc.write_header().map_err(err)?;
+    w.write_image_data(&rgb).map_err(err)?;
+    w.finish().map_err(err)?;
+    file.into_inner()
+        .map_err(|e| LbmError::io(path, e.into_error()))?
+        .commit()
+        .map_err(|e| LbmError::io(path, e))
 }
 
 /// The cell type the VTK files carry: 0 fluid, 1 solid, 2 inlet, 3 outlet.
@@ -260,25 +265,51 @@ pub fn write_fields(lat: &mut Lattice, path: &Path) -> Result<()> {
 /// [`write_fields`] of fields read already (`own`, from [`Lattice::own_fields`] at the current step), so that a
 /// caller that checked them first reads the device once.
 pub fn write_own_fields(lat: &mut Lattice, path: &Path, own: OwnFields) -> Result<()> {
-    let kind = VtkKind::of(path);
-    if kind == VtkKind::Parallel {
-        return write_own_pvti(lat, path, own);
+    write_outputs(lat, own, None, Some(path))
+}
+
+/// One step's fields, read once (`own`, from [`Lattice::own_fields`] at the current step), written as a PNG of
+/// `png`'s quantity (rank 0, from the whole domain gathered) and as VTK fields at `vtk` ([`write_fields`]),
+/// either or both: a run's end or frame with both reads the device, and gathers across ranks, once. Every rank
+/// must call it; an error on any rank (the PNG's on rank 0 among them) is every rank's.
+pub fn write_outputs(
+    lat: &mut Lattice,
+    own: OwnFields,
+    png: Option<(&Path, Quantity)>,
+    vtk: Option<&Path>,
+) -> Result<()> {
+    let kind = vtk.map(VtkKind::of);
+    if let (Some(path), Some(VtkKind::Parallel)) = (vtk, kind) {
+        // Every rank writes its own piece: nothing is gathered unless the PNG asks for it.
+        write_own_pvti(lat, path, &own)?;
+        if png.is_none() {
+            return Ok(());
+        }
     }
-    let wrote = match lat.fields_on_root(own)? {
-        Some(f) if kind == VtkKind::Legacy => write_vtk(path, &f, lat.flags()),
-        Some(f) => write_fields_vti(path, f, lat.flags()),
-        None => Ok(()),
-    };
+    let whole = lat.fields_on_root(own)?;
+    let wrote = whole.map_or(Ok(()), |f| {
+        if let Some((path, quantity)) = png {
+            write_png(path, &f, lat.flags(), quantity)?;
+        }
+        match (vtk, kind) {
+            (Some(path), Some(VtkKind::Legacy)) => write_vtk(path, &f, lat.flags()),
+            (Some(path), Some(VtkKind::Serial)) => write_fields_vti(path, f, lat.flags()),
+            _ => Ok(()),
+        }
+    });
     lat.agree(wrote)
 }
 
-/// One frame of a time series beside `path` (`flow.pvti` → `flow_00000200.pvti` at step 200, in `path`'s kind:
-/// [`write_fields`]), then ParaView's collection `flow.pvd` rewritten (rank 0) to list every frame of the
+/// The path of a time series' frame beside `path` at the lattice's current step (`flow.pvti` →
+/// `flow_00000200.pvti` at step 200), in `path`'s kind.
+pub fn series_frame_path(lat: &Lattice, path: &Path) -> std::path::PathBuf {
+    vtk::series_frame(path, lat.steps_done())
+}
+
+/// Rewrites ParaView's collection beside a series' `path` (`flow.pvd`, rank 0) to list every frame of the
 /// series in the folder by step, so that a resumed run's frames join the earlier ones and an interrupted run
 /// leaves a collection of the frames it wrote. Every rank must call it.
-pub fn write_series_frame(lat: &mut Lattice, path: &Path, own: OwnFields) -> Result<()> {
-    let frame = vtk::series_frame(path, lat.steps_done());
-    write_own_fields(lat, &frame, own)?;
+pub fn write_series_collection(lat: &Lattice, path: &Path) -> Result<()> {
     let listed = if lat.is_root() {
         vtk::write_series_collection(path)
             .map_err(|e| LbmError::io(bespoke_gpu::folder_of(path), e))
@@ -313,18 +344,18 @@ fn extent([x0, y0]: [usize; 2], [w, h]: [usize; 2]) -> String {
 /// the rank and the file.
 pub fn write_pvti(lat: &mut Lattice, path: &Path) -> Result<()> {
     let own = lat.own_fields()?;
-    write_own_pvti(lat, path, own)
+    write_own_pvti(lat, path, &own)
 }
 
 /// [`write_pvti`] of fields read already (`own`, at the current step).
-fn write_own_pvti(lat: &mut Lattice, path: &Path, own: OwnFields) -> Result<()> {
-    let vorticity = lat.own_vorticity(&own)?;
+fn write_own_pvti(lat: &mut Lattice, path: &Path, own: &OwnFields) -> Result<()> {
+    let vorticity = lat.own_vorticity(own)?;
     let (rank, ranks) = lat.comm().map_or((0, 1), |c| (c.rank(), c.size()));
     let (piece, _) = vtk::piece_path(path, rank, ranks, "vti");
     // Every rank stages its piece; they take their places only once all were written (a rank that failed
     // leaves no other rank's new piece behind, and an earlier write's pieces and index stay whole).
-    let staged = stage_vti(&piece, &own, &vorticity, lat.flags());
-    drop((own, vorticity));
+    let staged = stage_vti(&piece, own, &vorticity, lat.flags());
+    drop(vorticity);
     let staged = lat.agree(staged)?;
     lat.agree(staged.commit().map_err(|e| LbmError::io(&piece, e)))?;
     let index = if rank == 0 {

@@ -1,7 +1,8 @@
 //! The VTK files read back: the legacy file and a serial XML image of one domain, and the parallel image
 //! (`.pvti`) each rank writes its own piece of, hold the one-domain fields bit for bit (ρ, velocity, the
 //! vorticity with its wrap around the domain, the cell types) on every decomposition; a piece that cannot be
-//! written fails every rank by name and leaves no piece or index.
+//! written fails every rank by name and leaves no piece or index; a PNG and a VTK file of one read are those of
+//! two, and a PNG that cannot be written fails every rank.
 
 #![allow(clippy::unwrap_used)] // a failed unwrap is a failed test
 
@@ -13,7 +14,7 @@ use bespoke_comm::{ThreadComm, run_threads};
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_gpu::vtk;
 use bespoke_lbm::distributed::Ranks;
-use bespoke_lbm::output::{write_pvti, write_vti, write_vtk};
+use bespoke_lbm::output::{Quantity, write_outputs, write_png, write_pvti, write_vti, write_vtk};
 use bespoke_lbm::{Cell, Collision, Config, Fields, Flags, Lattice, LbmError};
 
 const NX: usize = 23;
@@ -327,4 +328,81 @@ fn a_piece_that_cannot_be_written_fails_every_rank_and_leaves_no_piece_or_index(
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(left, ["out_p1.vti"], "left behind by a failed write");
+}
+
+/// A run's end (and a frame) writes its PNG and VTK file from one read of the fields: the files are those the
+/// separate writes make, byte for byte, on one domain and on two ranks whatever the VTK kind; a PNG that rank 0
+/// cannot write fails every rank by name (until 2026-12-02 a frame's PNG failed rank 0 alone, the other ranks
+/// going on to the next collective).
+#[test]
+fn a_png_and_a_vtk_file_of_one_read_are_the_separate_writes_and_a_failed_png_fails_every_rank() {
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    let (cfg, flags) = setup();
+    let mut one = Lattice::new(gpu, cfg.clone(), flags.clone()).unwrap();
+    start(&mut one, seed).unwrap();
+    let fields = one.macroscopic().unwrap();
+    let want = tempfile::tempdir().unwrap();
+    let q = Quantity::Vorticity;
+    write_png(&want.path().join("a.png"), &fields, &flags, q).unwrap();
+    write_vtk(&want.path().join("a.vtk"), &fields, &flags).unwrap();
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    for vtk in ["b.vtk", "b.vti", "b.pvti"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (png, file) = (dir.path().join("b.png"), dir.path().join(vtk));
+        let own = one.own_fields().unwrap();
+        write_outputs(&mut one, own, Some((&png, q)), Some(&file)).unwrap();
+        assert_eq!(read(&png), read(&want.path().join("a.png")), "{vtk}: PNG");
+        if vtk == "b.vtk" {
+            assert_eq!(read(&file), read(&want.path().join("a.vtk")), "legacy VTK");
+        }
+        let two = tempfile::tempdir().unwrap();
+        let (png2, file2) = (two.path().join("b.png"), two.path().join(vtk));
+        run_threads(2, |comm: ThreadComm| {
+            let mut lat = Lattice::new_distributed(
+                gpu,
+                cfg.clone(),
+                flags.clone(),
+                &Ranks::new(Rc::new(comm)),
+            )?;
+            start(&mut lat, seed)?;
+            let own = lat.own_fields()?;
+            write_outputs(&mut lat, own, Some((&png2, q)), Some(&file2))
+        })
+        .unwrap_or_else(|e| panic!("{vtk}, 2 ranks: {e}"));
+        assert_eq!(read(&png2), read(&png), "{vtk}, 2 ranks: PNG");
+        if vtk == "b.pvti" {
+            compare(
+                &assemble(&read_pvti(&file2)),
+                &expected(&fields, &flags),
+                "2 ranks' pieces",
+            );
+        } else {
+            assert_eq!(read(&file2), read(&file), "{vtk}, 2 ranks");
+        }
+    }
+    // Rank 0's PNG path is a folder: both ranks fail, naming it, beside a parallel image whose pieces were written.
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("out.png");
+    std::fs::create_dir(&png).unwrap();
+    let errors = run_threads(2, |comm: ThreadComm| {
+        let mut lat =
+            Lattice::new_distributed(gpu, cfg.clone(), flags.clone(), &Ranks::new(Rc::new(comm)))?;
+        start(&mut lat, seed)?;
+        let own = lat.own_fields()?;
+        let e = write_outputs(
+            &mut lat,
+            own,
+            Some((&png, q)),
+            Some(&dir.path().join("out.pvti")),
+        );
+        Ok::<_, LbmError>(e.unwrap_err().to_string())
+    })
+    .unwrap();
+    for (rank, e) in errors.iter().enumerate() {
+        assert!(e.contains("out.png"), "rank {rank}: {e}");
+        if rank == 1 {
+            assert!(e.contains("rank 0"), "rank {rank}: {e}");
+        }
+    }
 }

@@ -135,7 +135,7 @@ pub struct CaseOptions {
     /// Write a PNG frame of this quantity into this folder every so many steps (`frame_<step>.png`).
     pub frames: Option<Frames>,
     /// Write the fields every so many steps as a VTK time series beside this path, in its extension's kind, with
-    /// ParaView's collection (`output::write_series_frame`).
+    /// ParaView's collection (`output::write_series_collection`).
     pub vtk_series: Option<VtkSeries>,
     /// Mask case: walls at the 50 % contour of the image's interpolated lightness, with interpolated bounce-back
     /// (`Flags::add_png_mask_interpolated`), instead of a staircase of its dark pixels.

@@ -121,21 +121,21 @@ impl<'a, 'g> Runner<'a, 'g> {
                 .filter(|v| self.done.is_multiple_of(v.every));
             if png.is_some() || vtk.is_some() {
                 let own = self.fields()?;
-                let (for_png, for_vtk) = match (&png, &vtk) {
-                    (Some(_), Some(_)) => (Some(own.clone()), Some(own)),
-                    (Some(_), None) => (Some(own), None),
-                    _ => (None, Some(own)),
-                };
-                if let (Some(f), Some(own)) = (png, for_png) {
-                    let path = f
-                        .dir
-                        .join(format!("frame_{:08}.png", self.lat.steps_done()));
-                    if let Some(fields) = self.lat.fields_on_root(own)? {
-                        crate::output::write_png(&path, &fields, self.lat.flags(), f.quantity)?;
-                    }
-                }
-                if let (Some(v), Some(own)) = (vtk, for_vtk) {
-                    crate::output::write_series_frame(&mut self.lat, &v.path, own)?;
+                let png_path = png.as_ref().map(|f| {
+                    f.dir
+                        .join(format!("frame_{:08}.png", self.lat.steps_done()))
+                });
+                let frame = vtk
+                    .as_ref()
+                    .map(|v| crate::output::series_frame_path(&self.lat, &v.path));
+                crate::output::write_outputs(
+                    &mut self.lat,
+                    own,
+                    png_path.as_deref().zip(png.map(|f| f.quantity)),
+                    frame.as_deref(),
+                )?;
+                if let Some(v) = vtk {
+                    crate::output::write_series_collection(&self.lat, &v.path)?;
                 }
             }
             if let (Some(e), Some(path)) = (self.every, self.checkpoint.clone())
