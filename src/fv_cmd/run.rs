@@ -1,26 +1,21 @@
-//! `bespoke fv run`: the diffusion of a Gaussian bump on one domain or across ranks, its batches, its
-//! checkpoints and its report (a thin adapter over `bespoke_fv`).
+//! `bespoke fv run`: the diffusion of a Gaussian bump on one domain or across ranks (`bespoke_fv::run`): its
+//! arguments, the mesh and a checkpoint to resume checked before a device is opened, and its report.
 
-use std::cell::RefCell;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
+use bespoke::Error;
 use bespoke::bench::progress_bar;
 use bespoke::comm::{Comm, launched_rank, launched_size};
-use bespoke::fv::batches::{Schedule, step_batches};
-use bespoke::fv::checkpoint::{Checkpoint, fingerprint};
-use bespoke::fv::diffusion::layout_for;
-use bespoke::fv::distributed::{RankPart, RankSetup, rank_layout};
+use bespoke::fv::checkpoint::Checkpoint;
 use bespoke::fv::kernel::{DType, KernelKind, Layout};
-use bespoke::fv::ordering::{OrderingKind, order};
-use bespoke::fv::output::write_vtu;
-use bespoke::fv::{Diffusion, DistDiffusion, Operator, Real, TetMesh};
-use bespoke::gpu::{Gpu, vtk};
+use bespoke::fv::ordering::OrderingKind;
+use bespoke::fv::run::{RunOptions, Saves, run};
+use bespoke::fv::{Operator, Real, TetMesh};
+use bespoke::gpu::Gpu;
 use bespoke::report::adapter_json;
-use bespoke::{Error, phase};
 use clap::Args;
 use serde_json::json;
 
@@ -176,157 +171,6 @@ impl RunJob {
     }
 }
 
-/// Where and what `fv run` saves (`--checkpoint`), on rank 0 (and one domain) alone.
-struct Saving {
-    path: PathBuf,
-    fingerprint: u64,
-    dtype: DType,
-    dt: f64,
-    mass_initial: f64,
-}
-
-impl Saving {
-    /// Writes the state at `step`: `stored` in the operator's numbering.
-    fn write(&self, step: usize, stored: Vec<f64>, shift: f64) -> bespoke::fv::Result<()> {
-        Checkpoint {
-            fingerprint: self.fingerprint,
-            dtype: self.dtype,
-            dt: self.dt,
-            step: step as u64,
-            mass_initial: self.mass_initial,
-            shift,
-            stored,
-        }
-        .write(&self.path)
-    }
-}
-
-/// What `--checkpoint` saves, where the whole operator is (rank 0, one domain).
-fn saving<T: Real>(
-    a: &RunArgs,
-    op: Option<&Operator>,
-    dt: f64,
-    mass_initial: f64,
-) -> Option<Saving> {
-    Some(Saving {
-        path: a.checkpoint.clone()?,
-        fingerprint: fingerprint(op?),
-        dtype: T::DTYPE,
-        dt,
-        mass_initial,
-    })
-}
-
-/// Every rank learns from rank 0 whether the run resumes and, if so, the checkpoint's step and initial mass.
-fn resume_told(
-    comm: &dyn Comm,
-    resume: Option<&Checkpoint>,
-) -> Result<Option<(usize, f64)>, Error> {
-    let mut mine = vec![u8::from(resume.is_some())];
-    if let Some(c) = resume {
-        mine.extend(c.step.to_le_bytes());
-        mine.extend(c.mass_initial.to_le_bytes());
-    }
-    let all = comm.all_gather_bytes(&mine)?;
-    let b = &all[0];
-    if b.first() != Some(&1) {
-        return Ok(None);
-    }
-    let at = |o: usize| {
-        b.get(o..o + 8)
-            .and_then(|s| s.try_into().ok())
-            .map(u64::from_le_bytes)
-            .ok_or("rank 0 sent a short resume message")
-    };
-    Ok(Some((at(1)? as usize, f64::from_bits(at(9)?))))
-}
-
-/// Which of `save`'s calls: at a `--checkpoint-every` or `--vtu-every` multiple the steps reached, or at the run's
-/// last step (`repeat`: the first kind ran at that step already, as when a stop came right after a multiple).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum SaveAt {
-    Multiple,
-    End { repeat: bool },
-}
-
-/// Runs `fv run`'s steps, from a resumed checkpoint's step (or 0) to `--steps`, in batches (the bar following
-/// them), calling `save(step, SaveAt::Multiple)` at every `--checkpoint-every` and `--vtu-every` multiple and
-/// `save(step, SaveAt::End { .. })` at the step reached; returns that step.
-fn steps(
-    a: &RunArgs,
-    from: usize,
-    stop: &AtomicBool,
-    comm: Option<&dyn Comm>,
-    bar: &indicatif::ProgressBar,
-    step: impl FnMut(usize) -> bespoke::fv::Result<()>,
-    save: impl Fn(usize, SaveAt) -> bespoke::fv::Result<()>,
-) -> Result<usize, Error> {
-    let schedule = Schedule {
-        from,
-        to: a.steps,
-        save_every: [a.checkpoint_every, a.vtu_every]
-            .into_iter()
-            .flatten()
-            .collect(),
-        stop,
-        comm,
-    };
-    let saved = std::cell::Cell::new(None);
-    let done = phase("fv steps", || {
-        step_batches(
-            schedule,
-            |at| bar.set_position(at as u64),
-            step,
-            |s| {
-                saved.set(Some(s));
-                save(s, SaveAt::Multiple)
-            },
-        )
-    })?;
-    save(
-        done,
-        SaveAt::End {
-            repeat: saved.get() == Some(done),
-        },
-    )?;
-    Ok(done)
-}
-
-/// What `save(step, at)` writes at `step`: (the checkpoint, a frame of the VTU series). The run's end writes the
-/// checkpoint whatever the step, and nothing its step's multiple wrote already.
-fn saves_at(a: &RunArgs, step: usize, at: SaveAt) -> (bool, bool) {
-    let every = |n: Option<usize>| n.is_some_and(|n| n > 0 && step.is_multiple_of(n));
-    let (checkpoint, frame) = (
-        a.checkpoint.is_some() && every(a.checkpoint_every),
-        a.vtu.is_some() && every(a.vtu_every),
-    );
-    match at {
-        SaveAt::Multiple => (checkpoint, frame),
-        SaveAt::End { repeat: false } => (a.checkpoint.is_some(), frame),
-        SaveAt::End { repeat: true } => (a.checkpoint.is_some() && !checkpoint, false),
-    }
-}
-
-/// Writes the frame of `--vtu`'s series at `step` (rank 0: `x` the whole field) and rewrites its collection.
-fn write_frame(
-    a: &RunArgs,
-    step: usize,
-    mesh: &TetMesh,
-    x: &[f64],
-    x0: &[f64],
-) -> bespoke::fv::Result<()> {
-    let Some(vtu) = &a.vtu else { return Ok(()) };
-    write_vtu(
-        &vtk::series_frame(vtu, step as u64),
-        mesh,
-        &[("x", x), ("x0", x0)],
-    )?;
-    vtk::write_series_collection(vtu).map_err(|e| bespoke::fv::FvError::Io {
-        path: vtu.display().to_string(),
-        err: e,
-    })
-}
-
 fn run_diffusion<T: Real>(
     gpu: &Gpu,
     a: &RunArgs,
@@ -345,246 +189,72 @@ fn run_diffusion<T: Real>(
     } else {
         None
     };
-    // The whole mesh and operator on rank 0 (and on one domain) alone.
-    let whole = job.whole.as_ref().filter(|_| root);
-    let op = whole.map(|(_, op)| op);
-    let (kernel, kind) = (job.kernel, job.ordering);
-    // `auto`: one domain times the layouts on its device once (cached); across ranks rank 0 does, and every rank
-    // takes its choice where every rank's part fits it (`rank_layout`).
-    let given = job.layout.map(|l| (l, "given".to_string()));
-    let x0 = op.map(Operator::gaussian_bump);
-    // Masses are exact sums (the same bits in any tet order and on any number of ranks); the whole field is
-    // gathered, onto rank 0 alone, only for the VTU.
-    let (
-        x,
-        m0,
-        m1,
-        seconds,
-        ordering_seconds,
-        dist,
-        n,
-        dt,
-        (layout, layout_source, shape),
-        (from, done),
-    ) = match comm {
-        None => {
-            let (op, x0) = op.zip(x0.as_ref()).ok_or("one domain without its mesh")?;
-            let dt = 0.5 / op.max_row_sum();
-            let (perm, ordering_seconds) = order(op, kind)?;
-            let permuted = perm.apply_operator(op);
-            let (layout, source) = match given {
-                Some(g) => g,
-                None => layout_for::<T>(gpu, kernel, op.n())?,
-            };
-            let mut d = Diffusion::<T>::new(gpu, &permuted, kernel, layout, dt)?;
-            let (from, m0) = match &job.resume {
-                // The stored values as they were, the step and the initial mass of the run that saved them.
-                Some(c) => {
-                    d.set_stored(&perm.apply(&c.stored), c.shift)?;
-                    (c.step as usize, c.mass_initial)
-                }
-                None => {
-                    d.set_x(&perm.apply(x0))?;
-                    // The initial mass of x as stored (rounded to the precision), so the drift is the steps'
-                    // alone.
-                    (0, permuted.mass(&d.x()?))
-                }
-            };
-            drop(permuted);
-            let saving = saving::<T>(a, Some(op), dt, m0);
-            let d = RefCell::new(d);
-            // The last frame's field, so that a run ending on a `--vtu-every` multiple reads it back once.
-            let framed = RefCell::new(None);
-            let save = |step: usize, at: SaveAt| {
-                let (checkpoint, frame) = saves_at(a, step, at);
-                if let (true, Some(s)) = (checkpoint, &saving) {
-                    let (stored, shift) = d.borrow().stored()?;
-                    s.write(step, perm.undo(&stored), shift)?;
-                }
-                if let (true, Some((mesh, _))) = (frame, whole) {
-                    let x = perm.undo(&d.borrow().x()?);
-                    write_frame(a, step, mesh, &x, x0)?;
-                    *framed.borrow_mut() = Some((step, x));
-                }
-                Ok(())
-            };
-            let t = Instant::now();
-            let done = steps(a, from, stop, None, &bar, |k| d.borrow_mut().step(k), save)?;
-            let d = d.into_inner();
-            let seconds = t.elapsed().as_secs_f64();
-            let x = match framed.into_inner() {
-                Some((step, x)) if step == done => x,
-                _ => perm.undo(&d.x()?),
-            };
-            let m1 = op.mass(&x);
-            let x = a.vtu.is_some().then_some(x);
-            let n = op.n();
-            let ran = (layout, source, d.shape());
-            (
-                x,
-                m0,
-                m1,
-                seconds,
-                ordering_seconds,
-                None,
-                n,
-                dt,
-                ran,
-                (from, done),
-            )
-        }
-        Some(comm) => {
-            let t = Instant::now();
-            // METIS on rank 0, each rank sent its own rows: no rank but 0 holds the whole mesh.
-            let part = RankPart::distribute(&*comm, op, kind)?;
-            // The partition, the parts' ordering and their sending; not rank 0's layout timing (the first
-            // time on an adapter) nor the parts' set-up on the device, as on one domain.
-            let ordering_seconds = t.elapsed().as_secs_f64();
-            let (n, dt) = (part.whole_tets(), 0.5 / part.max_row_sum());
-            let (layout, source) = match given {
-                Some(g) => g,
-                None => rank_layout::<T>(gpu, &*comm, kernel, &part)?,
-            };
-            let setup = RankSetup {
-                ordering: kind,
-                kind: kernel,
-                layout,
-                dt,
-                overlap: !a.no_overlap,
-            };
-            let mut d = DistDiffusion::<T>::from_part(gpu, comm.clone(), Rc::new(part), setup)?;
-            // A resumed run: rank 0 read the checkpoint; every rank learns that, its step and initial mass.
-            let told = resume_told(&*comm, job.resume.as_ref())?;
-            let (from, m0) = match told {
-                Some(fm) => {
-                    d.set_stored_from_root(
-                        job.resume.as_ref().map(|c| (c.stored.as_slice(), c.shift)),
-                    )?;
-                    fm
-                }
-                None => {
-                    d.set_x_from_root(x0.as_deref())?;
-                    (0, d.mass()?)
-                }
-            };
-            let saving = saving::<T>(a, op, dt, m0);
-            let d = RefCell::new(d);
-            // As on one domain: the last frame's field (rank 0's), and whether it was gathered at all (every rank).
-            let framed = RefCell::new(None);
-            // Every rank gathers its values onto rank 0, which writes the files.
-            let save = |step: usize, at: SaveAt| {
-                let (checkpoint, frame) = saves_at(a, step, at);
-                if checkpoint
-                    && let (Some(s), Some((stored, shift))) =
-                        (&saving, d.borrow().stored_on_root()?)
-                {
-                    s.write(step, stored, shift)?;
-                }
-                if frame {
-                    let x = d.borrow().x_on_root()?;
-                    if let (Some(x), Some((mesh, _)), Some(x0)) = (&x, whole, &x0) {
-                        write_frame(a, step, mesh, x, x0)?;
-                    }
-                    *framed.borrow_mut() = Some((step, x));
-                }
-                Ok(())
-            };
-            comm.barrier()?;
-            let t = Instant::now();
-            let done = steps(
-                a,
-                from,
-                stop,
-                Some(&*comm),
-                &bar,
-                |k| d.borrow_mut().step(k),
-                save,
-            )?;
-            let d = d.into_inner();
-            let seconds = t.elapsed().as_secs_f64();
-            let m1 = d.mass()?;
-            // Every rank decides alike: each gathered at the same steps.
-            let x = match (&a.vtu, framed.into_inner()) {
-                (None, _) => None,
-                (Some(_), Some((step, x))) if step == done => x,
-                (Some(_), _) => d.x_on_root()?,
-            };
-            let (own, interior, ghosts) = d.sizes();
-            let st = d.exchange_stats();
-            let per = |v: f64| {
-                if st.exchanges > 0 {
-                    v / st.exchanges as f64
-                } else {
-                    0.0
-                }
-            };
-            let info = json!({
-                "ranks": comm.size(), "transport": comm.kind(), "partition": bespoke_fv::ordering::partition_method(comm.size()),
-                "rank0_tets": own, "rank0_interior": interior, "rank0_ghosts": ghosts, "overlap": d.overlapped(),
-                "exchange_bytes_per_step_rank0": per(st.bytes_sent as f64),
-                "exchange_seconds_per_step_rank0": per(st.seconds),
-            });
-            let ran = (layout, source, d.shape());
-            (
-                x,
-                m0,
-                m1,
-                seconds,
-                ordering_seconds,
-                Some(info),
-                n,
-                dt,
-                ran,
-                (from, done),
-            )
-        }
+    let saves = |path: &Option<PathBuf>, every| path.clone().map(|path| Saves { path, every });
+    let opts = RunOptions {
+        kernel: job.kernel,
+        layout: job.layout,
+        ordering: job.ordering,
+        steps: a.steps,
+        overlap: !a.no_overlap,
+        checkpoint: saves(&a.checkpoint, a.checkpoint_every),
+        vtu: saves(&a.vtu, a.vtu_every),
+        resume: job.resume.as_ref(),
+        stop,
     };
+    // The whole mesh and operator on rank 0 (and on one domain) alone.
+    let whole = job.whole.as_ref().filter(|_| root).map(|(m, op)| (m, op));
+    let r = run::<T>(gpu, whole, comm, &opts, |at| bar.set_position(at as u64))?;
     bar.finish_and_clear();
     if !root {
         return Ok(());
     }
     let name = &job.name;
+    let (kind, kernel, done) = (job.ordering, job.kernel, r.done);
     println!(
-        "{name}: {n} tets, {} steps of Δt = {dt:.3e} ({} ordering in {ordering_seconds:.2} s, {} kernel, {} layout ({layout_source})) in {seconds:.3} s; \
-         mass {m0:.9e} → {m1:.9e} (relative drift {:.2e})",
-        done,
+        "{name}: {} tets, {done} steps of Δt = {:.3e} ({} ordering in {:.2} s, {} kernel, {} layout ({})) in {:.3} s; \
+         mass {:.9e} → {:.9e} (relative drift {:.2e})",
+        r.tets,
+        r.dt,
         kind.name(),
+        r.ordering_seconds,
         kernel.name(),
-        layout.name(),
-        Operator::relative_drift(m0, m1)
+        r.layout.name(),
+        r.layout_source,
+        r.seconds,
+        r.mass_initial,
+        r.mass_final,
+        Operator::relative_drift(r.mass_initial, r.mass_final)
     );
-    println!("  step shape {}", shape.name());
-    if from > 0 {
-        println!("  resumed at step {from}");
+    println!("  step shape {}", r.shape.name());
+    if r.from > 0 {
+        println!("  resumed at step {}", r.from);
     }
     if let Some(p) = &a.checkpoint {
         println!("  state at step {done} saved to {}", p.display());
     }
-    if let Some(d) = &dist {
+    if let Some(d) = &r.ranks {
         println!(
             "  ranks {} ({}, {}): rank 0 owns {} tets ({} interior) and {} ghosts, exchanges {:.0} B per step in {:.3} ms",
-            d["ranks"],
-            d["transport"].as_str().unwrap_or(""),
-            d["partition"].as_str().unwrap_or(""),
-            d["rank0_tets"],
-            d["rank0_interior"],
-            d["rank0_ghosts"],
-            d["exchange_bytes_per_step_rank0"].as_f64().unwrap_or(0.0),
-            1e3 * d["exchange_seconds_per_step_rank0"].as_f64().unwrap_or(0.0)
+            d.ranks,
+            d.transport,
+            d.partition,
+            d.rank0_tets,
+            d.rank0_interior,
+            d.rank0_ghosts,
+            d.exchange_bytes_per_step_rank0,
+            1e3 * d.exchange_seconds_per_step_rank0
         );
-    }
-    if let (Some(p), Some(x), Some((mesh, _)), Some(x0)) = (&a.vtu, &x, whole, &x0) {
-        write_vtu(p, mesh, &[("x", x), ("x0", x0)])?;
     }
     write_json(
         json_file,
         &json!({
-            "mesh": name, "tets": n, "steps": done, "steps_asked": a.steps, "interrupted": done < a.steps, "resumed_at": from,
+            "mesh": name, "tets": r.tets, "steps": done, "steps_asked": a.steps, "interrupted": done < a.steps, "resumed_at": r.from,
             "ordering": kind.name(), "kernel": kernel.name(),
-            "layout": layout.name(), "layout_source": layout_source, "dtype": T::DTYPE.wgsl(), "dt": dt, "mass_initial": m0, "mass_final": m1,
-            "mass_rel_drift": Operator::relative_drift(m0, m1), "seconds": seconds,
-            "ordering_seconds": ordering_seconds, "adapter": adapter_json(gpu), "ranks": dist,
-            "step_shape": shape,
+            "layout": r.layout.name(), "layout_source": r.layout_source, "dtype": T::DTYPE.wgsl(), "dt": r.dt,
+            "mass_initial": r.mass_initial, "mass_final": r.mass_final,
+            "mass_rel_drift": Operator::relative_drift(r.mass_initial, r.mass_final), "seconds": r.seconds,
+            "ordering_seconds": r.ordering_seconds, "adapter": adapter_json(gpu), "ranks": r.ranks,
+            "step_shape": r.shape,
         }),
     )?;
     if done < a.steps {
@@ -595,51 +265,4 @@ fn run_diffusion<T: Real>(
         .into());
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-
-    fn args(extra: &[&str]) -> RunArgs {
-        let mut v = vec!["fv-run", "--box", "2"];
-        v.extend(extra);
-        Cli::try_parse_from(v).unwrap().run
-    }
-
-    #[test]
-    fn the_end_saves_what_its_multiple_did_not_without_a_device() {
-        let a = args(&[
-            "--checkpoint",
-            "c",
-            "--checkpoint-every",
-            "4",
-            "--vtu",
-            "v.vtu",
-            "--vtu-every",
-            "6",
-        ]);
-        let end = |repeat| SaveAt::End { repeat };
-        assert_eq!(saves_at(&a, 12, SaveAt::Multiple), (true, true));
-        assert_eq!(saves_at(&a, 8, SaveAt::Multiple), (true, false));
-        assert_eq!(saves_at(&a, 6, SaveAt::Multiple), (false, true));
-        // The run's last step: the checkpoint always, a frame at a multiple…
-        assert_eq!(saves_at(&a, 7, end(false)), (true, false));
-        assert_eq!(saves_at(&a, 12, end(false)), (true, true));
-        // …and, stopped right after a multiple's save, only what that save did not write.
-        assert_eq!(saves_at(&a, 12, end(true)), (false, false));
-        assert_eq!(saves_at(&a, 6, end(true)), (true, false));
-        assert_eq!(saves_at(&a, 8, end(true)), (false, false));
-        // Nothing asked, nothing written.
-        let none = args(&[]);
-        assert_eq!(saves_at(&none, 12, end(false)), (false, false));
-        assert_eq!(saves_at(&none, 12, SaveAt::Multiple), (false, false));
-    }
 }

@@ -35,6 +35,7 @@ pub mod operator;
 pub mod ordering;
 pub mod output;
 pub mod plot;
+pub mod run;
 pub mod scale;
 pub mod sweep;
 pub mod testing;

@@ -449,3 +449,111 @@ fn a_stored_state_continues_bit_for_bit_on_any_ranks() {
         assert!(e.contains("shift"), "{e}");
     }
 }
+
+/// [`bespoke_fv::run::run`], what `fv run` calls: a run of 12 steps on one domain, and on 2 ranks stopped at its
+/// first batch and resumed from the checkpoint it saved there, end with one checkpoint's bits and one VTU's
+/// bytes; a frame at step 6 of every run, the same bytes too; the report's mass is the bits of the whole field's.
+#[test]
+fn a_run_stopped_and_resumed_on_ranks_saves_the_bits_of_one_domain() {
+    use std::sync::atomic::AtomicBool;
+
+    use bespoke_fv::checkpoint::Checkpoint;
+    use bespoke_fv::run::{RunOptions, Saves, run};
+    let Some(gpu) = test_gpu() else { return };
+    let mesh = BoxMesh {
+        cells: [7, 5, 4],
+        jitter: 0.2,
+        shuffle: Some(3),
+        seed: 11,
+    }
+    .build()
+    .expect("mesh");
+    let op = Operator::diffusion(
+        &mesh,
+        &adjacency(&mesh).expect("adjacency"),
+        1.0,
+        Boundary::ZeroFlux,
+    )
+    .expect("operator");
+    let go = AtomicBool::new(false);
+    let halt = AtomicBool::new(true);
+    let opts = |dir: &std::path::Path, stop| RunOptions {
+        kernel: KernelKind::Gather,
+        layout: Some(plain_layout(gpu)),
+        ordering: OrderingKind::Metis { block: 64 },
+        steps: 12,
+        overlap: true,
+        checkpoint: Some(Saves {
+            path: dir.join("state.ck"),
+            every: Some(4),
+        }),
+        vtu: Some(Saves {
+            path: dir.join("x.vtu"),
+            every: Some(6),
+        }),
+        resume: None,
+        stop,
+    };
+    let one = tempfile::tempdir().unwrap();
+    let r = run::<f32>(
+        gpu,
+        Some((&mesh, &op)),
+        None,
+        &opts(one.path(), &go),
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!((r.from, r.done, r.tets), (0, 12, op.n()));
+    assert!(r.ranks.is_none());
+    let two = tempfile::tempdir().unwrap();
+    // Stopped: the first batch is one step, after which the stop is seen; its checkpoint is step 1's.
+    let stopped = run_threads(2, |comm| {
+        let whole = (comm.rank() == 0).then_some((&mesh, &op));
+        run::<f32>(
+            gpu,
+            whole,
+            Some(Rc::new(comm)),
+            &opts(two.path(), &halt),
+            |_| {},
+        )
+    })
+    .unwrap();
+    assert!(
+        stopped.iter().all(|s| s.done == 1),
+        "stopped at {:?}",
+        stopped.iter().map(|s| s.done).collect::<Vec<_>>()
+    );
+    let saved = Checkpoint::read(&two.path().join("state.ck")).unwrap();
+    assert_eq!(saved.step, 1);
+    let resumed = run_threads(2, |comm| {
+        let root = comm.rank() == 0;
+        let o = RunOptions {
+            resume: root.then_some(&saved),
+            ..opts(two.path(), &go)
+        };
+        run::<f32>(
+            gpu,
+            root.then_some((&mesh, &op)),
+            Some(Rc::new(comm)),
+            &o,
+            |_| {},
+        )
+    })
+    .unwrap();
+    let d = &resumed[0];
+    assert_eq!((d.from, d.done), (1, 12));
+    assert_eq!(d.ranks.as_ref().map(|k| k.ranks), Some(2));
+    assert_eq!(
+        d.mass_initial.to_bits(),
+        r.mass_initial.to_bits(),
+        "initial mass"
+    );
+    assert_eq!(d.mass_final.to_bits(), r.mass_final.to_bits(), "final mass");
+    for f in ["state.ck", "x.vtu", "x_00000006.vtu", "x_00000012.vtu"] {
+        let read = |dir: &tempfile::TempDir| std::fs::read(dir.path().join(f)).unwrap();
+        assert!(
+            read(&one) == read(&two),
+            "{f} differs between one domain and 2 ranks resumed"
+        );
+    }
+}
