@@ -16,15 +16,20 @@ use bespoke_gpu::Gpu;
 use bespoke_gpu::rng::{Rng, seeded};
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 
-fn mesh_op(boundary: Boundary) -> Operator {
-    let mesh = BoxMesh {
+/// A jittered, shuffled 7×5×4 box: 840 tets.
+fn mesh() -> bespoke_fv::TetMesh {
+    BoxMesh {
         cells: [7, 5, 4],
         jitter: 0.2,
         shuffle: Some(3),
         seed: 11,
     }
     .build()
-    .expect("mesh");
+    .expect("mesh")
+}
+
+fn mesh_op(boundary: Boundary) -> Operator {
+    let mesh = mesh();
     let adj = adjacency(&mesh).expect("adjacency");
     Operator::diffusion(&mesh, &adj, 1.0, boundary).expect("operator")
 }
@@ -460,14 +465,7 @@ fn a_run_stopped_and_resumed_on_ranks_saves_the_bits_of_one_domain() {
     use bespoke_fv::checkpoint::Checkpoint;
     use bespoke_fv::run::{RunOptions, Saves, run};
     let Some(gpu) = test_gpu() else { return };
-    let mesh = BoxMesh {
-        cells: [7, 5, 4],
-        jitter: 0.2,
-        shuffle: Some(3),
-        seed: 11,
-    }
-    .build()
-    .expect("mesh");
+    let mesh = mesh();
     let op = Operator::diffusion(
         &mesh,
         &adjacency(&mesh).expect("adjacency"),
