@@ -535,3 +535,46 @@ fn lab_times_every_shape_and_ablation() {
         "the lab is a section by name"
     );
 }
+
+/// `BESPOKE_NO_TUNING=1`: the LBM step's launch shape and the FV layout (one domain and across ranks) are the
+/// defaults, said so in the reports, and nothing is timed into the cache.
+#[test]
+fn no_tuning_takes_the_defaults_and_caches_nothing() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let json = cache.path().join("out.json");
+    let run = |args: &[&str]| -> Value {
+        let out = common::bespoke_command()
+            .env("BESPOKE_CACHE_DIR", cache.path())
+            .env("BESPOKE_NO_TUNING", "1")
+            .args(args)
+            .args(["--json", json.to_str().unwrap()])
+            .output()
+            .expect("the bespoke binary runs");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).expect("JSON")
+    };
+    let untuned = "default (BESPOKE_NO_TUNING)";
+    let lbm = run(&["lbm", "taylor-green", "--size", "32x32", "--steps", "20"]);
+    assert_eq!(
+        lbm["step_shape"]["source"], untuned,
+        "{}",
+        lbm["step_shape"]
+    );
+    let fv = run(&["fv", "run", "--box", "3", "--steps", "2"]);
+    assert_eq!(fv["layout_source"], untuned, "{fv}");
+    let fv = run(&["fv", "run", "--box", "3", "--steps", "2", "--ranks", "2"]);
+    assert_eq!(fv["layout_source"], format!("{untuned} on rank 0"), "{fv}");
+    let shapes: Vec<String> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("shape"))
+        .collect();
+    assert!(shapes.is_empty(), "tuned into the cache: {shapes:?}");
+}

@@ -169,6 +169,9 @@ tests() {
     # The tests' tuning and model caches apart from the bench's: what several test processes measure at once on
     # one device is no input for the bench stages (and not in $OUT: a driver's pipeline cache may be large).
     export BESPOKE_CACHE_DIR=$PWD/.devbin/tests-cache
+    # The library's launch-shape tuners take their defaults: each binary would tune its lattices and operators at
+    # GPU sizes from an empty cache (docs/gpu.md, "Tuning off"); the tuners' own tests and the CLI's still tune.
+    export BESPOKE_NO_TUNING=1
     mkdir -p "$OUT/tests"
     : > "$OUT/tests/summary.txt"
     local jobs=${TEST_JOBS:-4} last=()
@@ -318,7 +321,8 @@ for stage in "$@"; do
     echo "== $stage ($(date -u +%FT%TZ))"
     case $stage in
         info) $bin info | tee -a "$OUT/info.txt" ;;
-        tests) tests ;;
+        # In a subshell: its exports (the tests' cache, no tuning) stay out of the stages after it.
+        tests) ( tests ) ;;
         # Each phase's seconds (set-up, orderings, tuning, timed runs) in the log: where a stage's time went.
         bench) BESPOKE_PHASE_TIMES=1 $bin bench --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" ;;
         lab) BESPOKE_PHASE_TIMES=1 $bin lab --json "$OUT/lab.json" 2>&1 | tee "$OUT/lab.txt" ;;

@@ -15,7 +15,10 @@ pub fn bespoke_command() -> Command {
         "BESPOKE_CACHE_DIR",
         std::env::temp_dir().join("bespoke-cli-test-cache"),
     )
-    .env("BESPOKE_SKIP_WARM_UP", "1");
+    .env("BESPOKE_SKIP_WARM_UP", "1")
+    // The commands tune as a user's do (and the tests of what they report say so), whatever the stage running
+    // the tests asks of the library's tuners; a test of the knob sets it.
+    .env_remove("BESPOKE_NO_TUNING");
     c
 }
 

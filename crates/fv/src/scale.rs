@@ -10,8 +10,7 @@ use bespoke_comm::scaling::{Memory, ScaleReport, Setup, Timed, Timer, scaling};
 use bespoke_gpu::Gpu;
 
 use crate::diffusion::Diffusion;
-use crate::diffusion::user_cache;
-use crate::distributed::rank_layout_for;
+use crate::distributed::rank_layout_for_tets;
 use crate::distributed::{DistDiffusion, RankPart, RankSetup};
 use crate::error::{FvError, Result};
 use crate::generate::BoxMesh;
@@ -176,13 +175,8 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
     // operator any setup gives any rank fits: the larger box a rank steps alone, and a quarter more for a part's
     // ghosts (until 2026-11-30 the texture layout, the H200's slowest gather layout, on every adapter).
     let largest = strong_tets.max(6 * c * c * c);
-    let (layout, source) = rank_layout_for::<f32>(
-        gpu,
-        &*comm,
-        KernelKind::Gather,
-        largest + largest / 4,
-        user_cache().as_ref(),
-    )?;
+    let (layout, source) =
+        rank_layout_for_tets::<f32>(gpu, &*comm, KernelKind::Gather, largest + largest / 4)?;
     let code = format!(
         "fv diffusion f32, {} layout ({source}), {} tets per rank, strong {strong_tets} tets",
         layout.name(),

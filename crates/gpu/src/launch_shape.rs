@@ -10,6 +10,19 @@ pub const WORKGROUP_SIZES: [u32; 5] = [64, 128, 256, 512, 1024];
 /// noise is not a reason to change.
 pub const TUNE_MARGIN: f64 = 0.97;
 
+/// Why a launch-shape tuner took its default without timing anything: [`tuning_off`].
+pub const UNTUNED: &str = "default (BESPOKE_NO_TUNING)";
+
+/// Whether `BESPOKE_NO_TUNING` is set (to anything but empty or `0`): the launch-shape tuners a run reaches
+/// through the user's cache (the LBM step's, the FV step's shape and layout) take their defaults, timing nothing
+/// and caching nothing, and report [`UNTUNED`] as the source. For runs whose launch shapes do not matter and whose
+/// tuning would cost more than they do: the tests under emulated devices in CI (each emulation is an adapter of its
+/// own, tuned from nothing) and a GPU session's test stage. Every candidate shape gives the default's bits
+/// (tested), so only the time moves. The tuners called with a cache of their own still time.
+pub fn tuning_off() -> bool {
+    crate::env_flag("BESPOKE_NO_TUNING")
+}
+
 impl Gpu {
     /// The sizes of [`WORKGROUP_SIZES`] a one-dimensional workgroup can have on this adapter.
     pub fn workgroup_sizes(&self) -> Vec<u32> {

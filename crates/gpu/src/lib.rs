@@ -57,7 +57,8 @@ pub use error::{GpuError, Result};
 pub use host::{par_fill, par_first, prefetch};
 pub use kernel::{Kernel, KernelId, StableHasher, stable_hash};
 pub use launch_shape::{
-    PER_INVOCATION, TUNE_MARGIN, WORKGROUP_SIZES, fastest_unless_close, tune_per_invocation,
+    PER_INVOCATION, TUNE_MARGIN, UNTUNED, WORKGROUP_SIZES, fastest_unless_close,
+    tune_per_invocation, tuning_off,
 };
 pub use overlap::PendingRead;
 pub use phase::{phase, phase_since};

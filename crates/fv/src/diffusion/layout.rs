@@ -79,8 +79,24 @@ fn key<T: Real>(gpu: &Gpu, kind: KernelKind) -> String {
     format!("layout-{}-{kind}-{}", gpu.adapter_key(), T::DTYPE.wgsl())
 }
 
-/// The layout for `kind` with values of type `T` on `gpu`: from the user's cache, else timed now and cached.
+/// The layout for `kind` with values of type `T` on `gpu`: from the user's cache, else timed now and cached;
+/// with `BESPOKE_NO_TUNING` ([`bespoke_gpu::tuning_off`]) the prior ([`Layout::default_for`]) where the adapter
+/// binds its storage buffers, else the first layout `kind` takes that it does, timing nothing.
 pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice> {
+    if bespoke_gpu::tuning_off() {
+        let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
+        let allowed = layouts(kind, T::DTYPE);
+        let prior = Layout::default_for(T::DTYPE, gpu.is_cpu());
+        let layout = std::iter::once(prior)
+            .chain(allowed.iter().copied())
+            .find(|l| allowed.contains(l) && l.storage_buffers() <= max_buffers)
+            .unwrap_or(prior);
+        return Ok(LayoutChoice {
+            layout,
+            timed: Vec::new(),
+            source: bespoke_gpu::UNTUNED.into(),
+        });
+    }
     step_layout_in::<T>(gpu, kind, user_cache().as_ref())
 }
 

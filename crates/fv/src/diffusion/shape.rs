@@ -124,8 +124,16 @@ fn key<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> String {
 }
 
 /// The step's shape for `kind` in `layout` with values of type `T` on `gpu`: from the user's cache, else timed
-/// now and cached.
+/// now and cached; with `BESPOKE_NO_TUNING` the default ([`bespoke_gpu::tuning_off`]).
 pub fn step_shape<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Result<ShapeChoice> {
+    if bespoke_gpu::tuning_off() {
+        return Ok(ShapeChoice {
+            shape: Shape::default(),
+            timed: Vec::new(),
+            timed_tets: Vec::new(),
+            source: bespoke_gpu::UNTUNED.into(),
+        });
+    }
     step_shape_in::<T>(gpu, kind, layout, user_cache().as_ref())
 }
 

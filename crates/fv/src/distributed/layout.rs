@@ -12,7 +12,7 @@ use bespoke_gpu::{DiskCache, Gpu};
 
 use super::RankPart;
 use super::slice::{FROM_ROOT_PART, from_root, root_failed};
-use crate::diffusion::{Real, step_layout_in, user_cache};
+use crate::diffusion::{LayoutChoice, Real, step_layout, step_layout_in};
 use crate::error::{FvError, Result};
 use crate::kernel::{KernelKind, Layout};
 
@@ -58,7 +58,19 @@ pub fn rank_layout<T: Real>(
     kind: KernelKind,
     part: &RankPart,
 ) -> Result<(Layout, String)> {
-    rank_layout_in::<T>(gpu, comm, kind, part, user_cache().as_ref())
+    rank_layout_for_tets::<T>(gpu, comm, kind, part.local_tets())
+}
+
+/// [`rank_layout`] for operators of at most `local_tets` tets on this rank (`bespoke scale`: the largest box or
+/// part any of its setups gives a rank), rank 0 choosing as [`step_layout`] does (the user's cache, or the default
+/// with `BESPOKE_NO_TUNING`).
+pub fn rank_layout_for_tets<T: Real>(
+    gpu: &Gpu,
+    comm: &dyn Comm,
+    kind: KernelKind,
+    local_tets: usize,
+) -> Result<(Layout, String)> {
+    rank_layout_of::<T>(gpu, comm, kind, local_tets, || step_layout::<T>(gpu, kind))
 }
 
 /// [`rank_layout`] with rank 0's decision kept in `cache` (None: timed every time).
@@ -81,8 +93,21 @@ pub fn rank_layout_for<T: Real>(
     local_tets: usize,
     cache: Option<&DiskCache>,
 ) -> Result<(Layout, String)> {
+    rank_layout_of::<T>(gpu, comm, kind, local_tets, || {
+        step_layout_in::<T>(gpu, kind, cache)
+    })
+}
+
+/// [`rank_layout_for`] with rank 0's choice from `choose`.
+fn rank_layout_of<T: Real>(
+    gpu: &Gpu,
+    comm: &dyn Comm,
+    kind: KernelKind,
+    local_tets: usize,
+    choose: impl FnOnce() -> Result<LayoutChoice>,
+) -> Result<(Layout, String)> {
     let mut b = if comm.rank() == 0 {
-        match step_layout_in::<T>(gpu, kind, cache) {
+        match choose() {
             Ok(c) => encode(&c.order(), &c.source),
             Err(e) => {
                 let b = root_failed(&e.to_string());

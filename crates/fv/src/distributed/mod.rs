@@ -27,7 +27,7 @@ use crate::operator::{Boundary, Operator};
 use crate::ordering::OrderingKind;
 use slice::{FROM_ROOT_PART, from_root, root_failed};
 
-pub use layout::{rank_layout, rank_layout_for, rank_layout_in};
+pub use layout::{rank_layout, rank_layout_for, rank_layout_for_tets, rank_layout_in};
 pub use part::{RankPart, partition};
 
 /// Halo traffic so far on this rank.

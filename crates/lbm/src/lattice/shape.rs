@@ -137,8 +137,16 @@ pub fn cache_key(gpu: &Gpu, cfg: &Config, flags: bool) -> String {
 }
 
 /// The step kernel's shape for a lattice like `cfg` (with a flag field or without) on `gpu`: from the user's
-/// cache, else timed now and cached. Without a cache folder it is timed and not kept.
+/// cache, else timed now and cached. Without a cache folder it is timed and not kept; with `BESPOKE_NO_TUNING`
+/// it is the default ([`bespoke_gpu::tuning_off`]).
 pub fn step_shape(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
+    if bespoke_gpu::tuning_off() {
+        return Ok(StepShape {
+            one_buffer: binds_one_buffer(gpu, cfg, flags, false),
+            source: bespoke_gpu::UNTUNED.into(),
+            ..StepShape::given()
+        });
+    }
     step_shape_in(gpu, cfg, flags, user_cache().as_ref())
 }
 
