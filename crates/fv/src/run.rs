@@ -54,6 +54,21 @@ pub struct RunOptions<'a> {
     pub stop: &'a AtomicBool,
 }
 
+impl RunOptions<'_> {
+    /// Refuses what no run can do: a file saved every 0 steps.
+    pub fn check(&self) -> Result<()> {
+        for (what, saves) in [
+            ("checkpoint every", &self.checkpoint),
+            ("vtu every", &self.vtu),
+        ] {
+            if saves.as_ref().and_then(|s| s.every) == Some(0) {
+                return Err(FvError::param(what, 0, "must be at least 1 step"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a run did (rank 0's view; every rank's but the ranks' figures, which are rank 0's).
 #[derive(Clone, Debug)]
 pub struct RunReport {
@@ -101,6 +116,7 @@ pub fn run<T: Real>(
     opts: &RunOptions<'_>,
     progress: impl FnMut(usize),
 ) -> Result<RunReport> {
+    opts.check()?;
     match comm {
         None => {
             let (mesh, op) = whole.ok_or_else(|| {
@@ -506,5 +522,13 @@ mod tests {
         };
         assert_eq!(saves_at(&none, 12, end(false)), (false, false));
         assert_eq!(saves_at(&none, 12, SaveAt::Multiple), (false, false));
+        assert!(none.check().is_ok());
+        // Saved every 0 steps: refused by name.
+        let zero = RunOptions {
+            vtu: saves("v.vtu", Some(0)),
+            ..none
+        };
+        let e = zero.check().unwrap_err().to_string();
+        assert!(e.contains("vtu every = 0"), "{e}");
     }
 }
