@@ -14,6 +14,7 @@ cp "$here/session.sh" "$work/benches/gpu/"
 cat > "$work/.devbin/bespoke" <<'EOF'
 #!/usr/bin/env bash
 echo "$(date +%s.%N) start $*" >> "$(dirname "$0")/calls.log"
+echo "tuning ${BESPOKE_NO_TUNING:-on} $*" >> "$(dirname "$0")/env.log"
 case "$1 ${3:-}" in
     "fv "*) sleep 2 ;;
     "info "*) sleep 1 ;;
@@ -123,8 +124,8 @@ for name in t1 t2 t3 t4 t5 cli_ranks-x slow; do
     secs=1
     [ "$name" = t5 ] && secs=2
     [ "$name" = slow ] && secs=30
-    printf '#!/usr/bin/env bash\necho "$(date +%%s.%%N) start %s $PWD $*" >> "%s/tests.log"\nsleep %s\necho "$(date +%%s.%%N) end %s" >> "%s/tests.log"\necho "test result: ok. 1 passed; 0 failed"\n' \
-        "$name" "$work" "$secs" "$name" "$work" > "$work/tb/tests/$name"
+    printf '#!/usr/bin/env bash\necho "$(date +%%s.%%N) start %s $PWD $*" >> "%s/tests.log"\necho "%s tuning ${BESPOKE_NO_TUNING:-on}" >> "%s/tests-env.log"\nsleep %s\necho "$(date +%%s.%%N) end %s" >> "%s/tests.log"\necho "test result: ok. 1 passed; 0 failed"\n' \
+        "$name" "$work" "$name" "$work" "$secs" "$name" "$work" > "$work/tb/tests/$name"
     chmod +x "$work/tb/tests/$name"
     printf '%s\t%s\n' "$name" "crates/a" >> "$work/tb/tests/list.tsv"
 done
@@ -157,6 +158,8 @@ before "$first_end" "$(ts start t3)" || fail "more than 4 binaries at once"
 for t in t1 t2 t3 t4 t5; do
     before "$(ts end $t)" "$(ts start cli_ranks-x)" || fail "cli_ranks started before $t ended"
 done
+# The test binaries run with the library's tuners off (docs/gpu.md, "Tuning off").
+grep -q '^t1 tuning 1$' "$work/tests-env.log" || fail "the tests ran with tuning on: $(cat "$work/tests-env.log")"
 # A binary whose limit would pass the stage's is given what the stage has left (less a margin), so it ends
 # before the stage's own timeout, which would stop the stage's shell and leave the binary running.
 rm -rf "$work/out" "$work/out-work"
@@ -167,6 +170,12 @@ took=$(($(date +%s) - start))
 [ "$took" -lt 14 ] || fail "the tests stage ran into its own limit (${took} s): a binary outlived it"
 grep -q '^slow .*rc 124' "$work/out-work/tests/summary.txt" \
     || fail "the slow binary was not cut at the stage's end: $(cat "$work/run4.txt")"
+# A tests stage run in the script's own shell (no @) leaves its settings behind it: the next stage tunes.
+rm -rf "$work/out" "$work/out-work" "$work/.devbin/env.log"
+OUT=$work/out TEST_ONLY='^t1$' benches/gpu/session.sh tests info > "$work/run5.txt" 2>&1 \
+    || fail "session.sh failed: $(cat "$work/run5.txt")"
+grep -q '^tuning on info' "$work/.devbin/env.log" \
+    || fail "a stage after tests ran with its settings: $(cat "$work/.devbin/env.log" 2> /dev/null)"
 # Every stage docs/gpu.md plans (its `session.sh …` commands and the later stages it lists) and every `bespoke`
 # stage of session.sh is one it knows, and every `bespoke` command those stages run parses with the real CLI
 # (`BESPOKE_ARGS_ONLY=1`: parsed, bench sections checked, nothing run): a renamed or refused argument (a count
