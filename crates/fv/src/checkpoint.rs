@@ -91,19 +91,13 @@ impl Checkpoint {
 
     /// Writes the checkpoint to `path`, atomically.
     pub fn write(&self, path: &Path) -> Result<()> {
-        bespoke_gpu::write_atomic(path, &self.to_bytes()).map_err(|e| FvError::Io {
-            path: path.display().to_string(),
-            err: e,
-        })
+        bespoke_gpu::write_atomic(path, &self.to_bytes()).map_err(|e| FvError::io(path, e))
     }
 
     /// Reads a checkpoint; a file that is not one, truncated, damaged (its checksum) or of an unknown precision is
     /// an error naming the file and what is wrong.
     pub fn read(path: &Path) -> Result<Self> {
-        let b = std::fs::read(path).map_err(|e| FvError::Io {
-            path: path.display().to_string(),
-            err: e,
-        })?;
+        let b = std::fs::read(path).map_err(|e| FvError::io(path, e))?;
         Self::from_bytes(path, &b)
     }
 

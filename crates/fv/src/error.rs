@@ -43,6 +43,14 @@ pub enum FvError {
 pub type Result<T, E = FvError> = std::result::Result<T, E>;
 
 impl FvError {
+    /// An I/O error on the file at `path`.
+    pub(crate) fn io(path: &std::path::Path, err: std::io::Error) -> Self {
+        Self::Io {
+            path: path.display().to_string(),
+            err,
+        }
+    }
+
     pub(crate) fn param(
         what: &'static str,
         value: impl std::fmt::Display,

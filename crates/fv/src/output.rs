@@ -101,10 +101,7 @@ pub fn write_vtu(path: &Path, mesh: &TetMesh, fields: &[(&str, &[f64])]) -> Resu
         ],
     }
     .write(path)
-    .map_err(|e| FvError::Io {
-        path: path.display().to_string(),
-        err: e,
-    })
+    .map_err(|e| FvError::io(path, e))
 }
 
 #[cfg(test)]

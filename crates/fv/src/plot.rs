@@ -98,10 +98,7 @@ pub fn write_plot(
             }
         }
     }
-    let io = |e: std::io::Error| FvError::Io {
-        path: path.display().to_string(),
-        err: e,
-    };
+    let io = |e: std::io::Error| FvError::io(path, e);
     let png_err = |e: png::EncodingError| io(std::io::Error::other(e.to_string()));
     // Encoded in memory, then written whole or not at all: a failed write keeps any older plot of that name.
     let mut bytes = Vec::new();

@@ -5,7 +5,7 @@
 //! across ranks (every rank calling [`run`] alike). What the CLI prints and writes as JSON is the [`RunReport`].
 
 use std::cell::{Cell, RefCell};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -453,7 +453,7 @@ fn write_frame(
         mesh,
         &[("x", x), ("x0", x0)],
     )?;
-    vtk::write_series_collection(&vtu.path).map_err(|e| io(&vtu.path, e))
+    vtk::write_series_collection(&vtu.path).map_err(|e| FvError::io(&vtu.path, e))
 }
 
 /// Writes the run's final VTU (rank 0: `x` the whole field), where one is asked for.
@@ -461,13 +461,6 @@ fn write_final(opts: &RunOptions<'_>, mesh: &TetMesh, x: &[f64], x0: &[f64]) -> 
     match &opts.vtu {
         Some(vtu) => write_vtu(&vtu.path, mesh, &[("x", x), ("x0", x0)]),
         None => Ok(()),
-    }
-}
-
-fn io(path: &Path, err: std::io::Error) -> FvError {
-    FvError::Io {
-        path: path.display().to_string(),
-        err,
     }
 }
 

@@ -15,10 +15,7 @@ use sections::{read_elements_v2, read_elements_v4, read_entities, read_nodes_v2,
 
 /// Reads a mesh file.
 pub fn read_msh(path: &Path) -> Result<TetMesh> {
-    let bytes = std::fs::read(path).map_err(|e| FvError::Io {
-        path: path.display().to_string(),
-        err: e,
-    })?;
+    let bytes = std::fs::read(path).map_err(|e| FvError::io(path, e))?;
     parse_msh(&path.display().to_string(), &bytes)
 }
 
