@@ -13,11 +13,7 @@ use serde_json::Value;
 fn info_json_names_the_adapter_and_copy_bandwidth() {
     let Some(gpu) = test_gpu() else { return };
     let out = bespoke(&["info", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "info --json");
     let v: Value = serde_json::from_slice(&out.stdout).expect("info --json prints JSON");
     check_adapter(&v);
     assert_eq!(v["adapter"]["name"].as_str(), Some(gpu.adapter_name()));
@@ -46,11 +42,7 @@ fn commands_run_on_a_device_without_optional_features() {
             .expect("the bespoke binary runs")
     };
     let out = run(&["info", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "info --json with features off");
     let v: Value = serde_json::from_slice(&out.stdout).expect("info --json prints JSON");
     let features: Vec<&str> = v["features"]
         .as_array()
@@ -73,11 +65,7 @@ fn commands_run_on_a_device_without_optional_features() {
         "--json",
         path.to_str().expect("utf-8 temp path"),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "bench --quick dense fv");
     let v: Value =
         serde_json::from_slice(&std::fs::read(&path).expect("the report")).expect("JSON");
     let _ = std::fs::remove_file(&path);
@@ -132,22 +120,14 @@ fn commands_run_on_a_device_without_optional_features() {
         ),
     ] {
         let out = run(args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains(feature),
-            "{args:?}: {err}"
-        );
+        common::refused(&out, args, &[feature]);
     }
     let out = common::bespoke_command()
         .env("BESPOKE_WITHOUT_FEATURES", "f64")
         .args(["info"])
         .output()
         .expect("the bespoke binary runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("`f64`") && err.contains("SHADER_F64"),
-        "{err}"
-    );
+    common::refused(&out, "info without f64", &["`f64`", "SHADER_F64"]);
 }
 
 /// A whole command under a GPU's quirks (`BESPOKE_QUIRKS=stale-workgroup-memory,reversed-workgroups,
@@ -169,11 +149,7 @@ fn a_command_runs_under_a_gpus_quirks() {
     };
     let quirks = "stale-workgroup-memory,reversed-workgroups,fused-multiply-add,flushed-subnormals";
     let out = run(quirks, &["info", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, quirks);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert!(
         v["adapter"]["emulation"]
@@ -196,21 +172,18 @@ fn a_command_runs_under_a_gpus_quirks() {
             "t8x8v1-w16x16-k8-s1",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "mm ld --check under the quirks");
     let out = run("stale", &["info"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success()
-            && err.contains("`stale`")
-            && err.contains("stale-workgroup-memory")
-            && err.contains("reversed-workgroups")
-            && err.contains("fused-multiply-add")
-            && err.contains("flushed-subnormals"),
-        "{err}"
+    common::refused(
+        &out,
+        "BESPOKE_QUIRKS=stale",
+        &[
+            "`stale`",
+            "stale-workgroup-memory",
+            "reversed-workgroups",
+            "fused-multiply-add",
+            "flushed-subnormals",
+        ],
     );
 }
 
@@ -230,11 +203,7 @@ fn commands_run_on_a_device_held_to_webgpu_limits() {
             .args(args)
             .output()
             .expect("the bespoke binary runs");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::succeeded(&out, args);
         out
     };
     let v: Value = serde_json::from_slice(&run(&["info", "--json"]).stdout).expect("JSON");
@@ -312,10 +281,10 @@ fn commands_run_on_a_device_held_to_webgpu_limits() {
         ])
         .output()
         .expect("the bespoke binary runs");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("10 storage buffers") && err.contains("tet-major 4"),
-        "{err}"
+    common::refused(
+        &out,
+        "fv run --layout slot-major on WebGPU limits",
+        &["10 storage buffers", "tet-major 4"],
     );
     run(&[
         "lbm", "cavity", "--re", "100", "--size", "34x34", "--steps", "31", "--ranks", "2",
@@ -358,9 +327,11 @@ fn unwritable_json_path_is_a_clear_error() {
         return;
     }
     let out = bespoke(&["bench", "--quick", "--json", "/nonexistent-dir/x.json"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("/nonexistent-dir/x.json"), "{err}");
+    common::refused(
+        &out,
+        "bench --json into a missing folder",
+        &["/nonexistent-dir/x.json"],
+    );
 }
 
 /// A run that fails keeps the older report of the same name (the report is written at the end, atomically), and
@@ -384,9 +355,7 @@ fn a_failed_run_keeps_the_old_report() {
         "--json",
         report.to_str().unwrap(),
     ]);
-    assert!(!out.status.success(), "a malformed matrix was accepted");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("bad.mtx"), "{err}");
+    common::refused(&out, "mm bench bad.mtx", &["bad.mtx"]);
     assert_eq!(
         std::fs::read_to_string(&report).unwrap(),
         old,
@@ -402,9 +371,7 @@ fn a_failed_run_keeps_the_old_report() {
         "--json",
         dir.path().to_str().unwrap(),
     ]);
-    assert!(!out.status.success(), "a folder was accepted as the report");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("folder, not a file"), "{err}");
+    let err = common::refused(&out, "bench --json to a folder", &["folder, not a file"]);
     assert!(!err.contains("adapter:"), "it ran before refusing: {err}");
 }
 
@@ -553,11 +520,7 @@ fn no_tuning_takes_the_defaults_and_caches_nothing() {
             .args(["--json", json.to_str().unwrap()])
             .output()
             .expect("the bespoke binary runs");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::succeeded(&out, args);
         serde_json::from_slice(&std::fs::read(&json).unwrap()).expect("JSON")
     };
     let untuned = "default (BESPOKE_NO_TUNING)";

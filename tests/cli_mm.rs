@@ -145,9 +145,7 @@ fn dense_sweep_screens_then_confirms_on_the_full_shape() {
         let mut args = vec!["mm", "dense-sweep", "--m", "8", "--n", "8", "--k", "8"];
         args.extend(bad);
         let out = bespoke(&args);
-        assert!(!out.status.success(), "{bad:?} accepted");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(needles.iter().all(|n| err.contains(n)), "{bad:?}: {err}");
+        common::refused(&out, bad, needles);
     }
 }
 
@@ -193,9 +191,7 @@ fn dense_bench_rejects_bad_input_clearly() {
         ),
     ] {
         let out = bespoke(&[&["mm", "dense-bench"], &args[..]].concat());
-        assert!(!out.status.success(), "{args:?} succeeded");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle), "{args:?}: {err}");
+        common::refused(&out, &args, &[needle]);
     }
 }
 
@@ -249,11 +245,7 @@ fn ld_file_gives_r2_and_names_bad_lines() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "mm ld good.mtx");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let r2: Vec<f64> = v["r2"]
         .as_array()
@@ -273,14 +265,14 @@ fn ld_file_gives_r2_and_names_bad_lines() {
         "--params",
         "t2x2v1-w8x8-k4-s1",
     ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("line 2") && err.contains("`a`"), "{err}");
+    common::refused(
+        &out,
+        "mm ld on a malformed genotype file",
+        &["line 2", "`a`"],
+    );
     // Past any device: an error before 10¹⁵ samples are drawn (that ran until memory ran out).
     let out = bespoke(&["mm", "ld", "--random", "1000000000,8,1000000"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("SNP matrix A"), "{err}");
+    common::refused(&out, "mm ld past any device", &["SNP matrix A"]);
     let _ = (std::fs::remove_file(&good), std::fs::remove_file(&json));
 }
 
@@ -298,11 +290,7 @@ fn mm_gen_prints_validated_wgsl_and_names_bad_input() {
         "--n",
         "64",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "mm gen --variant cstream-v4-fold");
     let src = String::from_utf8_lossy(&out.stdout);
     assert!(src.contains("@compute") && src.contains("fma("), "{src}");
     // β comes from the file's PyFR header (1 for M3): C is read back.
@@ -314,11 +302,7 @@ fn mm_gen_prints_validated_wgsl_and_names_bad_input() {
         "--variant",
         "nope",
     ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("bstream-msplit-s4"),
-        "{err}"
-    );
+    common::refused(&out, "mm gen --variant nope", &["bstream-msplit-s4"]);
     let bad = std::env::temp_dir().join(format!("bespoke-bad-{}.mtx", std::process::id()));
     std::fs::write(
         &bad,
@@ -326,10 +310,10 @@ fn mm_gen_prints_validated_wgsl_and_names_bad_input() {
     )
     .unwrap();
     let out = bespoke(&["mm", "gen", bad.to_str().unwrap()]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("line 4") && err.contains("row index 3"),
-        "{err}"
+    common::refused(
+        &out,
+        "mm gen on a bad row index",
+        &["line 4", "row index 3"],
     );
     let _ = std::fs::remove_file(bad);
 }

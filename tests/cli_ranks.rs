@@ -102,8 +102,7 @@ fn run(case: &[&str], extra: &[&str], tag: &str) -> (Vec<u8>, Value) {
         json.to_str().unwrap(),
     ]);
     let out = bespoke(&args, &[]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?}: {err}");
+    let err = common::succeeded(&out, &args);
     for phase in [
         "open the device: ",
         "the copy probe: ",
@@ -206,11 +205,7 @@ fn fv_on_thread_ranks_matches_one_rank_bit_for_bit() {
             args.extend(["--ranks", ranks]);
         }
         let out = bespoke(&args, &[]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::succeeded(&out, &args);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let bytes = std::fs::read(&p).unwrap();
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -252,10 +247,10 @@ fn launcher_errors_are_clear() {
             &["lbm", "cavity", "--steps", "10"],
             &[("OMPI_COMM_WORLD_SIZE", "2")],
         );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains("built without the `mpi` feature"),
-            "{err}"
+        common::refused(
+            &out,
+            "mpirun without the mpi feature",
+            &["built without the `mpi` feature"],
         );
     }
     for (args, want) in [
@@ -294,11 +289,7 @@ fn launcher_errors_are_clear() {
             continue;
         }
         let out = bespoke(args, &[]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains(want),
-            "{args:?}: {err}"
-        );
+        common::refused(&out, args, &[want]);
     }
 }
 

@@ -41,11 +41,7 @@ fn fv_run_conserves_mass_and_writes_vtu() {
         "--vtu",
         vtu.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "fv run --ordering rcm");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     for key in [
         "mesh",
@@ -191,10 +187,7 @@ fn fv_rejects_bad_input_clearly() {
         ),
     ] {
         let out = bespoke(&args);
-        assert!(!out.status.success(), "{args:?} succeeded");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        common::refused(&out, &args, &[needle]);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -223,11 +216,7 @@ fn fv_sweep_plots_ideal_operators_and_real_orderings() {
         "--png",
         png.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, "fv bench --png");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let ideal = v["ideal"].as_array().unwrap();
     // Blocks 32 … 4096: 8 sizes × (gather, block-cached, gather texture).
@@ -258,12 +247,8 @@ fn fv_order_keeps_the_metis_order_the_bench_reads() {
             .args(args)
             .output()
             .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        assert!(out.status.success(), "{args:?}: {stderr}");
-        (stdout, stderr)
+        let stderr = common::succeeded(&out, args);
+        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
     };
     let metis_ran = |stderr: &str| stderr.contains("[phase] fv METIS parts");
     let (stdout, stderr) = run(&["fv", "order", "--box", "24"]);
@@ -294,12 +279,7 @@ fn fv_order_keeps_the_metis_order_the_bench_reads() {
         (vec!["fv", "order"], "--box"),
     ] {
         let out = bespoke(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} succeeded");
-        assert!(
-            err.contains(needle) && !err.contains("panicked"),
-            "{args:?}: {err}"
-        );
+        common::refused(&out, &args, &[needle]);
     }
     if test_gpu().is_none() {
         return;

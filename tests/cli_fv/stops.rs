@@ -96,11 +96,7 @@ fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
             let mut args = vec!["fv", "run", "--box", "6", "--steps", &n];
             args.extend(["--vtu", straight.to_str().unwrap()]);
             let out = bespoke(&args);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            common::succeeded(&out, &args);
         };
         straight_to(done);
         assert!(
@@ -119,11 +115,7 @@ fn sigint_stops_fv_run_and_keeps_the_state_it_reached() {
             args.extend(["--ranks", "2"]);
         }
         let out = bespoke(&args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::succeeded(&out, &args);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             stdout.contains(&format!("resumed at step {done}")),
@@ -142,11 +134,7 @@ fn box5(extra: &[&str]) -> std::process::Output {
     let mut args = vec!["fv", "run", "--box", "5"];
     args.extend(extra);
     let out = bespoke(&args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::succeeded(&out, &args);
     out
 }
 
@@ -168,11 +156,7 @@ fn fv_run_resumes_a_checkpoint_bit_for_bit_on_any_ranks() {
         let mut args = vec!["fv", "run", "--box", "5"];
         args.extend(extra);
         let out = bespoke(&args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains(why),
-            "{args:?}: {err}"
-        );
+        common::refused(&out, &args, &[why]);
     };
     let same = |a: &str, b: &str| {
         assert!(
@@ -362,7 +346,6 @@ fn fv_run_writes_a_vtu_series_that_a_resumed_run_joins() {
         let mut args = vec!["fv", "run", "--box", "5"];
         args.extend(extra);
         let o = bespoke(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains(why), "{args:?}: {err}");
+        common::refused(&o, &args, &[why]);
     }
 }

@@ -3,7 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses some of these
 
-use std::process::Command;
+use std::fmt::Debug;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
@@ -29,6 +30,30 @@ pub fn bespoke(args: &[&str]) -> std::process::Output {
         .expect("the bespoke binary runs")
 }
 
+/// Asserts that a command succeeded (naming `what` and quoting its stderr if not) and returns its stderr.
+#[track_caller]
+pub fn succeeded(out: &Output, what: impl Debug) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{what:?} failed: {err}");
+    err
+}
+
+/// Asserts that a command was refused by name: it failed, it did not panic (a panic is never the answer to bad
+/// input), and its stderr names every one of `needles`. Returns the stderr.
+#[track_caller]
+pub fn refused(out: &Output, what: impl Debug, needles: &[&str]) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{what:?} succeeded: {err}");
+    assert!(
+        out.status.code() != Some(101) && !err.contains("panicked"),
+        "{what:?} panicked: {err}"
+    );
+    for n in needles {
+        assert!(err.contains(n), "{what:?}: no `{n}` in {err}");
+    }
+    err
+}
+
 /// Runs `bespoke ARGS --json TMP`, asserts it succeeded and returns the JSON it wrote (the file is removed) and
 /// its stdout.
 pub fn bespoke_json(tag: &str, args: &[&str]) -> (Value, String) {
@@ -36,11 +61,7 @@ pub fn bespoke_json(tag: &str, args: &[&str]) -> (Value, String) {
     let mut args = args.to_vec();
     args.extend(["--json", path.to_str().expect("utf-8 temp path")]);
     let out = bespoke(&args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&out, &args);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{args:?} wrote no JSON at {}: {e}", path.display()));
     let _ = std::fs::remove_file(&path);
