@@ -3,6 +3,8 @@
 //! the bad argument or file, not "no GPU adapter". A control proves the driver really is absent, so none of these
 //! can pass by finding one. Needs no device.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -21,10 +23,6 @@ fn without_driver(args: &[&str]) -> Output {
         .expect("run the bespoke binary")
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 /// A folder for one test's inputs, removed when dropped.
 fn scratch(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -40,27 +38,16 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
 }
 
 fn refuses(args: &[&str], needles: &[&str]) {
-    let o = without_driver(args);
-    let e = stderr(&o);
-    assert!(!o.status.success(), "{args:?} succeeded without a driver");
+    let e = common::refused(&without_driver(args), args, needles);
     assert!(
         !e.contains("no GPU adapter"),
         "{args:?} looked for a device before checking its input:\n{e}"
     );
-    for n in needles {
-        assert!(e.contains(n), "{args:?}: `{n}` missing from:\n{e}");
-    }
 }
 
 #[test]
 fn control_there_really_is_no_driver() {
-    let o = without_driver(&["info"]);
-    assert!(
-        !o.status.success(),
-        "an adapter was found: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert!(stderr(&o).contains("no GPU adapter"), "{}", stderr(&o));
+    common::refused(&without_driver(&["info"]), "info", &["no GPU adapter"]);
 }
 
 #[test]
@@ -243,7 +230,7 @@ fn bench_and_scale_arguments_are_checked_first() {
 fn fv_order_runs_without_a_driver() {
     let o = without_driver(&["fv", "order", "--box", "4"]);
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", stderr(&o));
+    common::succeeded(&o, "fv order --box 4");
     assert!(out.contains("384 tets, metis order in"), "{out}");
 }
 
@@ -285,7 +272,7 @@ fn args_only_parses_and_runs_nothing() {
         &["lbm", "cylinder", "--size", "881x166"],
     ] {
         let o = only(ok);
-        assert!(o.status.success(), "{ok:?}: {}", stderr(&o));
+        common::succeeded(&o, ok);
         assert!(
             o.stdout.is_empty() && o.stderr.is_empty(),
             "{ok:?} printed something"
@@ -296,8 +283,6 @@ fn args_only_parses_and_runs_nothing() {
         (&["bench", "--section", "nope"], "no bench section `nope`"),
         (&["mm", "dense-bench", "--params", "t3x4v4"], "--params"),
     ] {
-        let o = only(bad);
-        assert!(!o.status.success(), "{bad:?} passed");
-        assert!(stderr(&o).contains(needle), "{bad:?}: {}", stderr(&o));
+        common::refused(&only(bad), bad, &[needle]);
     }
 }
