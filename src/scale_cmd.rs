@@ -47,7 +47,7 @@ pub struct ScaleArgs {
     #[arg(long, value_name = "GB")]
     memory_budget: Option<f64>,
     /// Ranks as threads of this process (under mpirun the launcher sets them).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::count::<usize>)]
     ranks: Option<usize>,
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,

@@ -223,6 +223,16 @@ fn bench_and_scale_arguments_are_checked_first() {
         &["scale", "--ranks", "1000"],
         &["--ranks 1000", "at most 64"],
     );
+    // No ranks at all: refused by name (it was "rank 0 of 0 failed" once the job had started).
+    refuses(&["scale", "--ranks", "0"], &["--ranks", "at least 1"]);
+    refuses(
+        &["fv", "run", "--box", "2", "--ranks", "0"],
+        &["--ranks", "at least 1"],
+    );
+    refuses(
+        &["lbm", "cavity", "--ranks", "0"],
+        &["--ranks `0`", "rank count"],
+    );
 }
 
 /// `fv order` needs no device at all (a GPU session runs it on a spare core beside stages that use the GPU).

@@ -72,7 +72,7 @@ pub struct RunArgs {
     /// Run across ranks: METIS splits the mesh into N parts, each rank orders its own tets with --ordering and
     /// exchanges a ghost layer every step. Threads of this process, or MPI ranks under `mpirun -np N` (built
     /// with `--features mpi`).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::count::<usize>)]
     ranks: Option<usize>,
     /// With ranks: exchange the ghost values, then update every tet, instead of updating the interior tets
     /// while they travel.

@@ -102,9 +102,14 @@ pub(super) fn run_ld(args: LdArgs) -> Result<(), Error> {
         ))
     );
     let sum = R2Summary::of(&res.r2);
+    let mean = if sum.defined == 0 {
+        "no mean: no pair is defined".to_owned()
+    } else {
+        format!("mean {:.4} over {} defined pairs", sum.mean, sum.defined)
+    };
     println!(
-        "r²: mean {:.4} over {} defined pairs, {} pairs ≥ 0.8, {} undefined (monomorphic SNP)",
-        sum.mean, sum.defined, sum.strong, sum.undefined
+        "r²: {mean}, {} pairs ≥ 0.8, {} undefined (monomorphic SNP)",
+        sum.strong, sum.undefined
     );
     let mut checked = Value::Null;
     if args.check {
