@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use super::grouping::{group_rows, loads};
 use super::variant::Beta;
 
 /// The non-zeros of one row of A as (column, value).
@@ -116,9 +117,10 @@ pub enum LaunchCap {
     /// At most this many loads and stores of B and C: each row of B the launch's rows read, once, plus each
     /// row of C it stores (and reads, for β ≠ 0). What bstream spells out, and what drives compile time.
     Accesses(usize),
-    /// The rolled family's table: rows in blocks of `r`, each block one offset plus one column per distinct
-    /// column its rows use, at most `tab_words` of those per launch and `r` coefficients per column, at most
-    /// `coef_elems` (a block past the limits on its own stands alone; the caller refuses it).
+    /// The rolled family's table: rows in blocks of `r`, each block one offset, `r` rows and one column per
+    /// distinct column its rows use, at most `tab_words` of those per launch and `r` coefficients per column, at
+    /// most `coef_elems` (a block past the limits on its own stands alone; the caller refuses it). Sized here
+    /// for consecutive blocks: the table groups rows only where that uses fewer columns.
     Table {
         r: usize,
         tab_words: usize,
@@ -201,8 +203,40 @@ fn stream_groups(
     out
 }
 
-/// Consecutive blocks of `r` rows in groups whose rolled tables fit: blocks + 1 offsets plus the columns
-/// within `tab_words`, `r` coefficients per column within `coef_elems`.
+/// The rows `rows` in the rolled table's blocks of `r` ([`group_rows`]: rows that read the same columns of the
+/// K slice `ks` go together) and the columns the blocks load in all (the table's entries).
+pub(crate) fn rolled_blocks(
+    a_rows: &[RowTerms],
+    rows: Range<usize>,
+    ks: &Range<usize>,
+    r: usize,
+) -> (Vec<Vec<usize>>, usize) {
+    let cols: Vec<Vec<usize>> = rows
+        .clone()
+        .map(|i| {
+            let mut c: Vec<usize> = a_rows[i]
+                .iter()
+                .filter(|(p, _)| ks.contains(p))
+                .map(|(p, _)| p - ks.start)
+                .collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        })
+        .collect();
+    let local = group_rows(&cols, r, ks.len());
+    let entries = loads(&cols, &local);
+    let blocks = local
+        .into_iter()
+        .map(|b| b.into_iter().map(|i| rows.start + i).collect())
+        .collect();
+    (blocks, entries)
+}
+
+/// Rows in launches whose rolled tables fit: ceil(rows / `r`) blocks take blocks + 1 offsets, `r` rows a block
+/// and the blocks' columns ([`rolled_blocks`]) within `tab_words`, `r` coefficients per column within
+/// `coef_elems`. Each launch grows by whole blocks while its table fits (a block past the limits on its own
+/// stands alone; the caller refuses its table).
 fn table_groups(
     a_rows: &[RowTerms],
     rows: Range<usize>,
@@ -211,30 +245,37 @@ fn table_groups(
     tab_words: usize,
     coef_elems: usize,
 ) -> Vec<Range<usize>> {
+    let fits = |range: Range<usize>| {
+        let blocks = range.len().div_ceil(r);
+        let (_, entries) = rolled_blocks(a_rows, range, ks, r);
+        blocks * (r + 1) + 1 + entries <= tab_words && entries * r <= coef_elems
+    };
     let mut out = Vec::new();
-    let (mut start, mut blocks, mut entries) = (rows.start, 0, 0);
-    let mut b = rows.start;
-    while b < rows.end {
-        let e = rows.end.min(b + r);
-        let mut used: Vec<usize> = (b..e)
-            .flat_map(|i| a_rows[i].iter().map(|(p, _)| *p))
-            .filter(|p| ks.contains(p))
-            .collect();
-        used.sort_unstable();
-        used.dedup();
-        let fits = |blocks: usize, entries: usize| {
-            blocks + 1 + entries <= tab_words && entries * r <= coef_elems
-        };
-        if blocks > 0 && !fits(blocks + 1, entries + used.len()) {
-            out.push(start..b);
-            (start, blocks, entries) = (b, 0, 0);
+    let mut start = rows.start;
+    while start < rows.end {
+        let end_of = |blocks: usize| rows.end.min(start + blocks * r);
+        // Whole blocks: double while the table fits, then halve the gap to the first that does not.
+        let (mut good, mut bad) = (1, None);
+        while end_of(good) < rows.end {
+            if fits(start..end_of(2 * good)) {
+                good *= 2;
+            } else {
+                bad = Some(2 * good);
+                break;
+            }
         }
-        blocks += 1;
-        entries += used.len();
-        b = e;
-    }
-    if start < rows.end {
-        out.push(start..rows.end);
+        if let Some(mut bad) = bad {
+            while bad - good > 1 {
+                let mid = (good + bad) / 2;
+                if fits(start..end_of(mid)) {
+                    good = mid;
+                } else {
+                    bad = mid;
+                }
+            }
+        }
+        out.push(start..end_of(good));
+        start = end_of(good);
     }
     out
 }
@@ -287,7 +328,7 @@ mod tests {
 
     #[test]
     fn rolled_tables_group_whole_blocks_within_both_limits() {
-        // 6×4, every row uses columns 0..3 (3 entries per block of 2 rows: offsets 1 + 3 per block).
+        // 6×4, every row uses columns 0..3 (per block of 2 rows: an offset, 2 rows and 3 columns, 6 words).
         let a: Vec<RowTerms> = (0..6).map(|_| vec![(0, 1.0), (1, 2.0), (2, 3.0)]).collect();
         let cap = |tab_words, coef_elems| LaunchCap::Table {
             r: 2,
@@ -297,14 +338,14 @@ mod tests {
         let groups = |c| row_groups(&a, 0..6, &(0..4), Beta::Zero, c);
         // Room for everything: one launch.
         assert_eq!(groups(cap(100, 100)), vec![0..6]);
-        // Two blocks take 2 + 1 offsets and 6 columns = 9 words, three take 13: groups of two blocks.
-        assert_eq!(groups(cap(9, 100)), vec![0..4, 4..6]);
+        // Two blocks take 2 + 1 offsets, 4 rows and 6 columns = 13 words, three take 19: groups of two blocks.
+        assert_eq!(groups(cap(13, 100)), vec![0..4, 4..6]);
         // Coefficients: 2 per column, 6 per block; 12 fit two blocks.
         assert_eq!(groups(cap(100, 12)), vec![0..4, 4..6]);
         // A block past the limits on its own stands alone (the caller refuses its table).
         assert_eq!(groups(cap(3, 100)), vec![0..2, 2..4, 4..6]);
-        // Columns outside the K slice do not count: only column 2 lies in 2..4 (1 + 1 words per block).
-        let sliced = row_groups(&a, 0..6, &(2..4), Beta::One, cap(5, 100));
+        // Columns outside the K slice do not count: only column 2 lies in 2..4 (1 + 2 + 1 words per block).
+        let sliced = row_groups(&a, 0..6, &(2..4), Beta::One, cap(9, 100));
         assert_eq!(sliced, vec![0..4, 4..6]);
     }
 

@@ -8,6 +8,7 @@ mod compile_cost;
 mod dense_budget;
 pub mod floor;
 pub mod generate;
+mod grouping;
 pub mod layout;
 pub mod matmul;
 pub mod mtx;

@@ -250,8 +250,9 @@ impl SpecKernel {
                 // panels, so every window holds the rows it is bound for. Workgroup arrays are indexed by
                 // constants below their size plus `lid.x < WG_X`. The rolled kernel's indices come from the
                 // table `rolled_table` builds for this very layout (checked to fit the declared uniform
-                // arrays): block offsets within the table, columns within the bound K slice, rows below the
-                // parameter `rows` of the bound C block; its columns of B are clamped below N.
+                // arrays): block offsets within the table, columns within the bound K slice, rows read from the
+                // table and each stored only below the parameter `rows` of the bound C block; its columns of B
+                // are clamped below N.
                 let kernel = unsafe { Kernel::new(kname, src).without_bounds_checks() };
                 Ok((l.clone(), kernel))
             })

@@ -1,7 +1,8 @@
 //! rolled: A's non-zeros in a table walked by loops, not inlined. Rows are taken in blocks of `r`; each block
-//! lists the columns any of its rows uses with `r` coefficients per column (zeros where a row lacks it), so one
-//! load of B feeds `r` accumulators. The source depends only on (r, vec, precision, β, table size): it compiles
-//! once for any A, and N, ldb and ldc are read from a uniform at run time.
+//! lists its rows and the columns any of them uses with `r` coefficients per column (zeros where a row lacks
+//! it), so one load of B feeds `r` accumulators. A block's rows need not be consecutive: rows that share columns
+//! go together ([`rolled_blocks`]), so B is loaded fewer times. The source depends only on (r, vec, precision,
+//! β, table size): it compiles once for any A, and N, ldb and ldc are read from a uniform at run time.
 //!
 //! The table is read by every invocation of a launch at the same index, so it sits in uniform buffers (constant
 //! memory), not storage: a GPU broadcasts such reads, and lavapipe turns a uniform-buffer read at a dynamically
@@ -15,7 +16,7 @@ use bespoke_gpu::GRID_WGSL;
 
 use crate::dtype::DType;
 use crate::specialise::emit::Emit;
-use crate::specialise::layout::{Layout, RowTerms};
+use crate::specialise::layout::{Layout, RowTerms, rolled_blocks};
 use crate::specialise::variant::Beta;
 
 /// Bytes of the `Params` uniform: nv, ldb, ldc (vector units), blocks, rows, c_row0, two pads.
@@ -54,8 +55,9 @@ impl Default for TableSize {
     }
 }
 
-/// One launch's table: `tab` = block offsets (blocks + 1 of them) then one column per entry (relative to the
-/// launch's K slice); `coef` = `r` coefficients per entry, row-major within the block.
+/// One launch's table: `tab` = block offsets (blocks + 1 of them), then `r` rows per block (relative to the
+/// launch's first row; [`NO_ROW`] past the last row of a short block), then one column per entry (relative to
+/// the launch's K slice); `coef` = `r` coefficients per entry, in the order of the block's rows.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct RolledTable {
     pub blocks: usize,
@@ -68,7 +70,7 @@ impl RolledTable {
     pub fn bytes(&self, dtype: DType, size: TableSize) -> Result<(Vec<u8>, Vec<u8>), String> {
         if self.tab.len() > size.tab_words() || self.coef.len() > size.coef_elems(dtype) {
             return Err(format!(
-                "the launch's table needs {} offsets and columns and {} coefficients, a {}-byte uniform table \
+                "the launch's table needs {} offsets, rows and columns and {} coefficients, a {}-byte uniform table \
                  holds {} and {}",
                 self.tab.len(),
                 self.coef.len(),
@@ -92,14 +94,23 @@ impl RolledTable {
     }
 }
 
-/// The table for `layout`'s rows and K slice in blocks of `r` rows.
+/// A row slot of a short block: no row (its store is skipped).
+pub(crate) const NO_ROW: u32 = u32::MAX;
+
+/// The table for `layout`'s rows and K slice in blocks of `r` rows ([`rolled_blocks`]).
 pub(crate) fn rolled_table(a_rows: &[RowTerms], layout: &Layout, r: usize) -> RolledTable {
-    let rows: Vec<usize> = layout.rows.clone().collect();
-    let blocks = rows.len().div_ceil(r);
-    let mut offsets = Vec::with_capacity(blocks + 1);
+    let (blocks, _) = rolled_blocks(a_rows, layout.rows.clone(), &layout.ks, r);
+    let mut offsets = Vec::with_capacity(blocks.len() + 1);
+    let mut slots = Vec::with_capacity(blocks.len() * r);
     let (mut cols, mut coef) = (Vec::new(), Vec::new());
-    for blk in rows.chunks(r) {
+    for blk in &blocks {
         offsets.push(cols.len() as u32);
+        for j in 0..r {
+            slots.push(
+                blk.get(j)
+                    .map_or(NO_ROW, |&i| (i - layout.rows.start) as u32),
+            );
+        }
         let mut used: Vec<usize> = blk
             .iter()
             .flat_map(|&i| layout.terms(a_rows, i).into_iter().map(|(p, _)| p))
@@ -118,9 +129,10 @@ pub(crate) fn rolled_table(a_rows: &[RowTerms], layout: &Layout, r: usize) -> Ro
         }
     }
     offsets.push(cols.len() as u32);
+    offsets.extend(slots);
     offsets.extend(cols);
     RolledTable {
-        blocks,
+        blocks: blocks.len(),
         tab: offsets,
         coef,
     }
@@ -163,8 +175,9 @@ fn tab_at(i: u32) -> u32 {{
     e.out += "    let live = col < P.nv;
     let x_col = min(col, P.nv - 1u);
 ";
-    e.out += "    let cols = P.blocks + 1u;
+    e.out += "    let slots = P.blocks + 1u;
 ";
+    let _ = writeln!(e.out, "    let cols = slots + P.blocks * {r}u;");
     e.out += "    for (var blk = 0u; blk < P.blocks; blk++) {
 ";
     let zero = e.lit(0.0);
@@ -207,20 +220,24 @@ fn tab_at(i: u32) -> u32 {{
     }
     e.out += "        }\n";
     e.out += "        if (live) {\n";
-    let _ = writeln!(e.out, "            let row = blk * {r}u;");
+    let _ = writeln!(e.out, "            let slot = slots + blk * {r}u;");
     for j in 0..r {
-        let c = format!("c0[(P.c_row0 + row + {j}u) * P.ldc + col]");
+        let c = format!("c0[(P.c_row0 + i{j}) * P.ldc + col]");
         let stmt = match e.layout.beta {
             Beta::Zero => format!("{c} = s{j};"),
             Beta::One => format!("{c} = s{j} + {c};"),
             Beta::Other(b) => format!("{c} = fma({c}, {}, s{j});", e.lit(b)),
         };
-        if j == 0 {
-            // A block always has its first row.
-            let _ = writeln!(e.out, "            {stmt}");
+        // The block's rows from the table; a short block's empty slots (NO_ROW) fail the bound.
+        let slot = if j == 0 {
+            "slot".to_owned()
         } else {
-            let _ = writeln!(e.out, "            if (row + {j}u < P.rows) {{ {stmt} }}");
-        }
+            format!("slot + {j}u")
+        };
+        let _ = writeln!(
+            e.out,
+            "            let i{j} = tab_at({slot});\n            if (i{j} < P.rows) {{ {stmt} }}"
+        );
     }
     e.out += "        }\n    }\n}\n";
 }
@@ -237,7 +254,8 @@ mod tests {
         let l = Layout::single(&rows, 6, Beta::Zero, 8, 8, 8).unwrap();
         let t = rolled_table(&rows, &l, 2);
         assert_eq!(t.blocks, 2);
-        assert_eq!(t.tab, vec![0, 2, 3, 0, 5, 3]);
+        // Offsets 0, 2, 3; rows 0, 1 and 2, NO_ROW; columns 0, 5 and 3.
+        assert_eq!(t.tab, vec![0, 2, 3, 0, 1, 2, NO_ROW, 0, 5, 3]);
         assert_eq!(t.coef, vec![1.0, 0.0, 2.0, 3.0, -1.0, 0.0]);
     }
 
@@ -251,19 +269,20 @@ mod tests {
         let (tab, coef) = t.bytes(DType::F64, size).unwrap();
         assert_eq!((tab.len(), coef.len()), (TABLE_BYTES, TABLE_BYTES));
         assert_eq!(
-            &tab[..12],
-            bespoke_gpu::bytemuck::cast_slice::<u32, u8>(&[0, 2, 3])
+            &tab[..20],
+            bespoke_gpu::bytemuck::cast_slice::<u32, u8>(&[0, 2, 3, 0, 1])
         );
         assert_eq!(&coef[..8], 1.5f64.to_le_bytes());
         assert_eq!(&coef[16..24], 0.25f64.to_le_bytes());
-        // 40 bytes: rounded down to 32, 8 words and 4 f64; the table needs 6 words and 3 coefficients.
+        // 40 bytes: rounded down to 32, 8 words and 4 f64; the table needs 8 words (3 offsets, 2 rows, 3
+        // columns) and 3 coefficients.
         let small = TableSize::for_limit(40);
         assert_eq!((small.tab_words(), small.coef_elems(DType::F64)), (8, 4));
         assert!(t.bytes(DType::F64, small).is_ok());
         let tiny = TableSize { bytes: 16 };
         let e = t.bytes(DType::F32, tiny).unwrap_err();
         assert!(
-            e.contains("needs 6 offsets and columns and 3 coefficients"),
+            e.contains("needs 8 offsets, rows and columns and 3 coefficients"),
             "{e}"
         );
         assert!(e.contains("16-byte uniform table holds 4 and 4"), "{e}");
