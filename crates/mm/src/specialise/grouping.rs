@@ -18,19 +18,29 @@ pub(crate) fn loads(cols: &[Vec<usize>], blocks: &[Vec<usize>]) -> usize {
         .sum()
 }
 
-/// Rows `0..cols.len()` (each row's columns, below `width`) in blocks of `r`, each full but the last, the rows
-/// of a block ascending. A block starts at the first row not yet placed and takes, one at a time, the row that
-/// adds the fewest columns to the block's union (the lowest such row on a tie; rows without columns add none).
-/// Consecutive blocks where they load no more, and where the search would pass [`GROUPING_WORK`].
-pub(crate) fn group_rows(cols: &[Vec<usize>], r: usize, width: usize) -> Vec<Vec<usize>> {
+/// Rows `0..cols.len()` (each row's columns, in any order) in blocks of `r`, each full but the last, the rows of
+/// a block ascending, and the columns the blocks load ([`loads`]). A block starts at the first row not yet
+/// placed and takes, one at a time, the row that adds the fewest columns to the block's union (the lowest such
+/// row on a tie; rows without columns add none). Consecutive blocks where they load no more, and where the
+/// search would pass [`GROUPING_WORK`].
+pub(crate) fn group_rows(mut cols: Vec<Vec<usize>>, r: usize) -> (Vec<Vec<usize>>, usize) {
+    for c in &mut cols {
+        c.sort_unstable();
+        c.dedup();
+    }
+    let width = cols.iter().flatten().max().map_or(0, |&p| p + 1);
     let all: Vec<usize> = (0..cols.len()).collect();
     let consecutive: Vec<Vec<usize>> = all.chunks(r.max(1)).map(<[usize]>::to_vec).collect();
+    let in_order = loads(&cols, &consecutive);
     if r <= 1 {
-        return consecutive;
+        return (consecutive, in_order);
     }
-    match greedy(cols, r, width) {
-        Some(g) if loads(cols, &g) < loads(cols, &consecutive) => g,
-        _ => consecutive,
+    match greedy(&cols, r, width) {
+        Some(g) => match loads(&cols, &g) {
+            l if l < in_order => (g, l),
+            _ => (consecutive, in_order),
+        },
+        None => (consecutive, in_order),
     }
 }
 
@@ -116,13 +126,13 @@ mod tests {
     fn rows_that_share_columns_share_a_block() {
         // Rows 0 and 2 read columns 0, 1; rows 1 and 3 read 2, 3; row 4 none. Consecutive pairs load 4 + 4 + 0.
         let cols = vec![vec![0, 1], vec![2, 3], vec![0, 1], vec![2, 3], vec![]];
-        let g = group_rows(&cols, 2, 4);
+        let (g, l) = group_rows(cols.clone(), 2);
         assert_eq!(g, vec![vec![0, 2], vec![1, 3], vec![4]]);
-        assert_eq!(loads(&cols, &g), 4);
+        assert_eq!((l, loads(&cols, &g)), (4, 4));
         // One row a block, or a grouping that loads no less: consecutive.
-        assert_eq!(group_rows(&cols, 1, 4).len(), 5);
+        assert_eq!(group_rows(cols, 1), ((0..5).map(|i| vec![i]).collect(), 8));
         let same = vec![vec![0], vec![0], vec![1], vec![1]];
-        assert_eq!(group_rows(&same, 2, 2), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(group_rows(same, 2), (vec![vec![0, 1], vec![2, 3]], 2));
     }
 
     #[test]
@@ -142,7 +152,8 @@ mod tests {
                     c
                 })
                 .collect();
-            let g = group_rows(&cols, r, width);
+            let (g, l) = group_rows(cols.clone(), r);
+            assert_eq!(l, loads(&cols, &g), "case {case}");
             let mut all: Vec<usize> = g.iter().flatten().copied().collect();
             all.sort_unstable();
             assert_eq!(all, (0..n).collect::<Vec<_>>(), "case {case}");

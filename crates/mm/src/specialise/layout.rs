@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::grouping::{group_rows, loads};
+use super::grouping::group_rows;
 use super::variant::Beta;
 
 /// The non-zeros of one row of A as (column, value).
@@ -214,18 +214,14 @@ pub(crate) fn rolled_blocks(
     let cols: Vec<Vec<usize>> = rows
         .clone()
         .map(|i| {
-            let mut c: Vec<usize> = a_rows[i]
+            a_rows[i]
                 .iter()
                 .filter(|(p, _)| ks.contains(p))
                 .map(|(p, _)| p - ks.start)
-                .collect();
-            c.sort_unstable();
-            c.dedup();
-            c
+                .collect()
         })
         .collect();
-    let local = group_rows(&cols, r, ks.len());
-    let entries = loads(&cols, &local);
+    let (local, entries) = group_rows(cols, r);
     let blocks = local
         .into_iter()
         .map(|b| b.into_iter().map(|i| rows.start + i).collect())

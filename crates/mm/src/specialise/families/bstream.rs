@@ -40,17 +40,12 @@ pub(crate) fn bstream_blocks(work: &Work, max_live: usize) -> Vec<Work> {
     if bstream_live(&rows) <= max_live {
         return if rows.is_empty() { vec![] } else { vec![rows] };
     }
-    let cols: Vec<Vec<usize>> = rows
+    let cols = rows
         .iter()
-        .map(|(_, t)| {
-            let mut c: Vec<usize> = t.iter().map(|x| x.0).collect();
-            c.sort_unstable();
-            c.dedup();
-            c
-        })
+        .map(|(_, t)| t.iter().map(|x| x.0).collect())
         .collect();
-    let width = cols.iter().flatten().max().map_or(0, |&p| p + 1);
-    let grouped: Vec<Work> = group_rows(&cols, max_live, width)
+    let grouped: Vec<Work> = group_rows(cols, max_live)
+        .0
         .into_iter()
         .map(|b| b.into_iter().map(|k| rows[k].clone()).collect())
         .collect();
