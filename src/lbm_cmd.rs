@@ -6,7 +6,9 @@ use bespoke::Error;
 use bespoke::bench::{probe_options, progress_bar};
 use bespoke::comm::{Comm, launched_size};
 use bespoke::gpu::Gpu;
-use bespoke::lbm::cases::{Case, CaseOptions, CollisionKind, Frames, VtkSeries, check, run_case};
+use bespoke::lbm::cases::{
+    Case, CaseOptions, CollisionKind, Frames, VtkSeries, check_across, run_case,
+};
 use bespoke::lbm::distributed::Ranks;
 use bespoke::lbm::output::{Quantity, write_outputs};
 use bespoke::lbm::{Storage, Streaming};
@@ -146,7 +148,8 @@ pub fn run(a: LbmArgs) -> Result<(), Error> {
     // SIGINT and SIGTERM raise the flag; the run stops after the batch in flight, saving to --checkpoint.
     let stop = Arc::new(AtomicBool::new(false));
     let opts = case_options(&a, &stop)?;
-    check(&case, &opts)?;
+    // The lattice must cut into the ranks' blocks: refused here, before any rank opens a device.
+    check_across(&case, &opts, crate::ranks::planned(spec)?)?;
     stop_on_signals(&stop)?;
     crate::ranks::run(spec, |gpu, comm| run_on(gpu, &a, &case, &stop, spec, comm))
 }

@@ -44,6 +44,33 @@ impl RankSpec {
 /// such bound here.
 pub const MAX_THREAD_RANKS: usize = 64;
 
+/// A job's ranks: their count, and the blocks along x and y where `--ranks PXxPY` gave them.
+pub type Planned = (usize, Option<[usize; 2]>);
+
+/// The ranks a job of `spec` runs on before any starts: (count, blocks along x and y if given) under mpirun (the
+/// launcher's count; None where `--ranks` asks for another, which [`run`] refuses by name) or as threads, None on
+/// one domain. Too many thread ranks are refused here, so a command can check its problem against the ranks
+/// before any rank opens a device.
+pub fn planned(spec: Option<RankSpec>) -> Result<Option<Planned>, Error> {
+    if let Some(n) = launched_size().filter(|&n| n > 1) {
+        return Ok(spec
+            .is_none_or(|s| s.count == n)
+            .then(|| (n, spec.and_then(|s| s.grid))));
+    }
+    match spec {
+        Some(s) if s.count > MAX_THREAD_RANKS => Err(too_many_threads(s.count)),
+        _ => Ok(spec.map(|s| (s.count, s.grid))),
+    }
+}
+
+fn too_many_threads(count: usize) -> Error {
+    format!(
+        "--ranks {count}: ranks as threads of this process open a device each, and at most {MAX_THREAD_RANKS} \
+         may run in one process; for more, run under mpirun (built with `--features mpi`)"
+    )
+    .into()
+}
+
 /// What runs on each rank: its device and its communicator (None on one domain).
 type Body<'a> = &'a dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>;
 
@@ -74,12 +101,7 @@ pub fn run(
             let gpu = bespoke::phase("open the device", || open_gpu(None))?;
             bespoke::phase("run", || body(&gpu, None))
         }
-        Some(s) if s.count > MAX_THREAD_RANKS => Err(format!(
-            "--ranks {}: ranks as threads of this process open a device each, and at most {MAX_THREAD_RANKS} \
-             may run in one process; for more, run under mpirun (built with `--features mpi`)",
-            s.count
-        )
-        .into()),
+        Some(s) if s.count > MAX_THREAD_RANKS => Err(too_many_threads(s.count)),
         Some(s) => run_threads(s.count, |comm| {
             let r = comm.rank();
             let gpu = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))?;

@@ -193,6 +193,21 @@ fn lbm_inputs_are_checked_first() {
         &["lbm", "cavity", "--ranks", "65"],
         &["--ranks 65", "at most 64"],
     );
+    // The lattice (--size, or the case's default) cut into the ranks' blocks, before any rank opens a device.
+    refuses(
+        &["lbm", "taylor-green", "--size", "16x16", "--ranks", "64"],
+        &[
+            "more ranks than the lattice can be cut into",
+            "16 cells along x",
+        ],
+    );
+    refuses(
+        &["lbm", "cylinder", "--ranks", "1x50"],
+        &[
+            "more ranks than the lattice can be cut into",
+            "84 cells along y",
+        ],
+    );
     let png = write(
         d.path(),
         "mask.png",

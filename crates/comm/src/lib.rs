@@ -189,6 +189,13 @@ pub trait Comm: std::fmt::Debug {
     /// Fails the whole job with `message` (threads: the other ranks' calls return `PeerFailed`; MPI: printed,
     /// then `MPI_Abort`, which does not return).
     fn fail(&self, message: &str);
+    /// Says that this rank's error, if it returns one, relays rank `rank`'s (a check one rank made and sent to
+    /// the others). Threads: where this rank's is the job's first failure and rank `rank` failed too,
+    /// [`run_threads`] reports rank `rank`'s own error, not whichever relay of it returned first; nothing else
+    /// changes. MPI: nothing (each rank reports its own error).
+    fn blame(&self, rank: usize) {
+        let _ = rank;
+    }
 
     /// Checks that every rank passed the same `value` of `what` (a configuration's text or hash, a step count),
     /// so that ranks started with different arguments stop with an error before they exchange anything.

@@ -37,6 +37,8 @@ struct Packet {
 type Failure = Arc<Mutex<Option<(usize, String)>>>;
 /// Which ranks have returned.
 type Finished = Arc<Mutex<Vec<bool>>>;
+/// Per rank: the rank whose error its failure relays ([`Comm::blame`]).
+type Blamed = Arc<Mutex<Vec<Option<usize>>>>;
 
 /// One rank of a job run by [`run_threads`].
 #[derive(Debug)]
@@ -49,6 +51,7 @@ pub struct ThreadComm {
     early: RefCell<HashMap<(usize, Tag), VecDeque<Payload>>>,
     failed: Failure,
     finished: Finished,
+    blamed: Blamed,
 }
 
 /// A rank's failure as [`run_threads`] reports it: the first rank that failed and its message.
@@ -62,7 +65,8 @@ pub struct RankFailure {
 
 /// Runs `f` on `ranks` threads, each with its own [`ThreadComm`], and returns their results in rank order. A rank
 /// that returns an error or panics fails the job: the others' blocked calls return `PeerFailed` at once, and the
-/// result is the first failure (not the follow-on errors it caused).
+/// result is the first failure (not the follow-on errors it caused; where it relays another rank's error
+/// ([`Comm::blame`]) and that rank failed too, that rank's own error).
 pub fn run_threads<R, E, F>(ranks: usize, f: F) -> std::result::Result<Vec<R>, RankFailure>
 where
     R: Send,
@@ -78,6 +82,9 @@ where
     }
     let failed: Failure = Arc::new(Mutex::new(None));
     let finished: Finished = Arc::new(Mutex::new(vec![false; ranks]));
+    let blamed: Blamed = Arc::new(Mutex::new(vec![None; ranks]));
+    // Each rank's own error, for a relay that names it.
+    let own: Arc<Mutex<Vec<Option<String>>>> = Arc::new(Mutex::new(vec![None; ranks]));
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..ranks).map(|_| channel::<Packet>()).unzip();
     let comms: Vec<ThreadComm> = rxs
         .into_iter()
@@ -90,6 +97,7 @@ where
             early: RefCell::new(HashMap::new()),
             failed: failed.clone(),
             finished: finished.clone(),
+            blamed: blamed.clone(),
         })
         .collect();
     drop(txs);
@@ -97,11 +105,12 @@ where
         let handles: Vec<_> = comms
             .into_iter()
             .map(|comm| {
-                let f = &f;
+                let (f, own) = (&f, own.clone());
                 s.spawn(move || {
                     let (rank, flag, finished) =
                         (comm.rank, comm.failed.clone(), comm.finished.clone());
                     let mark = |message: String| {
+                        own.lock().unwrap_or_else(|p| p.into_inner())[rank] = Some(message.clone());
                         let mut g = flag.lock().unwrap_or_else(|p| p.into_inner());
                         g.get_or_insert((rank, message));
                     };
@@ -131,7 +140,14 @@ where
             .map(|h| h.join().ok().flatten())
             .collect()
     });
-    if let Some((rank, message)) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+    if let Some((mut rank, mut message)) = failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        // A relay of another rank's error that rank also returned: report that rank's.
+        let blamed = blamed.lock().unwrap_or_else(|p| p.into_inner())[rank];
+        if let Some(q) = blamed
+            && let Some(m) = own.lock().unwrap_or_else(|p| p.into_inner())[q].take()
+        {
+            (rank, message) = (q, m);
+        }
         return Err(RankFailure {
             rank,
             size: ranks,
@@ -385,6 +401,12 @@ impl Comm for ThreadComm {
     fn fail(&self, message: &str) {
         let mut g = self.failed.lock().unwrap_or_else(|p| p.into_inner());
         g.get_or_insert((self.rank, message.to_owned()));
+    }
+
+    fn blame(&self, rank: usize) {
+        if rank < self.size {
+            self.blamed.lock().unwrap_or_else(|p| p.into_inner())[self.rank] = Some(rank);
+        }
     }
 }
 

@@ -180,6 +180,59 @@ fn a_failing_rank_never_hangs_the_others() {
 }
 
 #[test]
+fn a_job_reports_the_rank_whose_error_the_others_relay() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // Rank 0 finds the error, sends it to every rank and returns last; the others return their relay of it first.
+    // Without `blame`, or where rank 0 does not fail after all, the first relay to return is what the job reports.
+    for (blame, root_fails) in [(true, true), (false, true), (true, false)] {
+        let relayed = AtomicUsize::new(0);
+        let err = run_threads(4, |c| {
+            let mut why = if c.rank() == 0 {
+                b"too few tets".to_vec()
+            } else {
+                Vec::new()
+            };
+            let got = c.broadcast_bytes(0, &mut why);
+            if c.rank() != 0 {
+                // Counted however it ended: once a relay has returned, a rank whose bytes had not yet come gets
+                // PeerFailed (the job's first failure, a relay too).
+                relayed.fetch_add(1, Ordering::SeqCst);
+            }
+            got?;
+            let why = String::from_utf8_lossy(&why).into_owned();
+            if c.rank() == 0 {
+                while relayed.load(Ordering::SeqCst) < 3 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                return match root_fails {
+                    true => Err(CommError::Invalid(why)),
+                    false => Ok(()),
+                };
+            }
+            if blame {
+                c.blame(0);
+            }
+            Err(CommError::PeerFailed {
+                rank: 0,
+                message: why,
+            })
+        })
+        .unwrap_err();
+        if blame && root_fails {
+            assert_eq!(
+                (err.rank, err.message.as_str()),
+                (0, "too few tets"),
+                "{err}"
+            );
+        } else {
+            assert_ne!(err.rank, 0, "{err}");
+            assert_eq!(err.message, "rank 0 failed: too few tets", "{err}");
+        }
+    }
+}
+
+#[test]
 fn a_rank_that_returns_early_is_an_error_not_a_hang() {
     let err = run_threads(2, |c| {
         if c.rank() == 0 {

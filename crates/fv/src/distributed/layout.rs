@@ -11,7 +11,7 @@ use bespoke_comm::Comm;
 use bespoke_gpu::{DiskCache, Gpu};
 
 use super::RankPart;
-use super::slice::{FROM_ROOT_PART, from_root, root_failed};
+use super::slice::{FROM_ROOT_PART, blame_root, from_root, root_failed};
 use crate::diffusion::{LayoutChoice, Real, step_layout, step_layout_in};
 use crate::error::{FvError, Result};
 use crate::kernel::{KernelKind, Layout};
@@ -119,7 +119,7 @@ fn rank_layout_of<T: Real>(
         Vec::new()
     };
     comm.broadcast_bytes(0, &mut b)?;
-    let (order, source) = decode(&b)?;
+    let (order, source) = decode(&b).inspect_err(blame_root(comm))?;
     // Which layouts this rank's part fits, in Layout::ALL's order; then those every rank's part fits.
     let (size, limit) = (T::DTYPE.size(), gpu.binding_limit());
     let fits: Vec<u8> = Layout::ALL

@@ -25,7 +25,7 @@ use crate::error::{FvError, Result};
 use crate::kernel::{DType, KernelKind, Layout, WG};
 use crate::operator::{Boundary, Operator};
 use crate::ordering::OrderingKind;
-use slice::{FROM_ROOT_PART, from_root, root_failed};
+use slice::{FROM_ROOT_PART, blame_root, from_root, root_failed};
 
 pub use layout::{rank_layout, rank_layout_for, rank_layout_for_tets, rank_layout_in};
 pub use part::{RankPart, partition};
@@ -292,7 +292,7 @@ impl<'g, T: Real> DistDiffusion<'g, T> {
             return Err(e);
         }
         let nl = self.part.owned.len() + self.part.ghosts.len();
-        let v = from_root(&got)?;
+        let v = from_root(&got).inspect_err(blame_root(&*self.comm))?;
         if v.len() != 8 * nl {
             return Err(FvError::Shape(format!(
                 "rank {me} was sent {} bytes of x for {nl} tets",

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bespoke_comm::Comm;
 
-use super::slice::{Slice, root_failed};
+use super::slice::{Slice, blame_root, root_failed};
 use crate::error::{FvError, Result};
 use crate::operator::{Boundary, Operator};
 use crate::ordering::{OrderingKind, metis_partition, order};
@@ -29,6 +29,8 @@ pub fn partition(comm: &dyn Comm, op: &Operator) -> Result<Vec<u32>> {
     }
     comm.broadcast_bytes(0, &mut err)?;
     if !err.is_empty() {
+        // Every rank returns rank 0's error; a job of threads reports it as rank 0's.
+        comm.blame(0);
         return Err(FvError::Metis(format!(
             "on rank 0: {}",
             String::from_utf8_lossy(&err)
@@ -147,7 +149,7 @@ impl RankPart {
         if let Some(Err(e)) = root {
             return Err(e);
         }
-        let slice = Slice::from_bytes(&bytes)?;
+        let slice = Slice::from_bytes(&bytes).inspect_err(blame_root(comm))?;
         drop(bytes);
         if (slice.rank, slice.ranks) != (me, p) {
             return Err(FvError::Shape(format!(

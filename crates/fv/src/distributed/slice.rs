@@ -1,7 +1,7 @@
 //! A rank's slice of the whole operator, what a rank's part is made from (`part.rs`), and its bytes (what rank 0
 //! sends each rank).
 
-use bespoke_comm::CommError;
+use bespoke_comm::{Comm, CommError};
 
 use crate::error::{FvError, Result};
 use crate::operator::{Boundary, Operator};
@@ -250,6 +250,16 @@ pub(super) fn from_root(b: &[u8]) -> Result<&[u8]> {
         _ => Err(FvError::Shape(
             "a malformed part from rank 0: no flag byte".into(),
         )),
+    }
+}
+
+/// Where [`from_root`] returned rank 0's error, says this rank relays it ([`Comm::blame`]): a job of threads then
+/// reports rank 0's own error, not the first relay of it.
+pub(super) fn blame_root(comm: &dyn Comm) -> impl Fn(&FvError) + '_ {
+    move |e| {
+        if let FvError::Comm(CommError::PeerFailed { rank: 0, .. }) = e {
+            comm.blame(0);
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
-    size_or, speed, start,
+    size_of, speed, start,
 };
 use crate::config::Storage;
 use crate::error::{LbmError, Result};
@@ -73,7 +73,7 @@ pub(super) fn run<'g>(
     opts: &CaseOptions,
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
-    let (nx, ny) = size_or(opts, (128, 128));
+    let (nx, ny) = size_of(case, opts);
     if nx != ny {
         return Err(LbmError::param(
             "size",

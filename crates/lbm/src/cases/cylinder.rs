@@ -26,6 +26,12 @@ fn dx(ny: usize) -> f64 {
     HEIGHT / (ny as f64 - 2.0)
 }
 
+/// The default lattice: 84 rows across the channel, and the channel's length at that resolution.
+pub(super) fn default_size() -> (usize, usize) {
+    let ny = 84;
+    ((LENGTH / dx(ny)).round() as usize + 1, ny)
+}
+
 /// The cylinder's centre and radius in lattice units (cell centres at integer coordinates).
 fn circle(ny: usize) -> ([f64; 2], f64) {
     (cell_of(ny, CENTRE), DIAMETER / 2.0 / dx(ny))
@@ -114,13 +120,7 @@ pub(super) fn run<'g>(
     opts: &CaseOptions,
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
-    let (nx, ny) = match opts.size {
-        Some(s) => s,
-        None => {
-            let ny = 84;
-            ((LENGTH / dx(ny)).round() as usize + 1, ny)
-        }
-    };
+    let (nx, ny) = super::size_of(case, opts);
     if ny < 12 || nx < 3 * ny {
         return Err(LbmError::param(
             "size",

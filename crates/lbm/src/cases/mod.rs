@@ -23,10 +23,10 @@ use crate::lattice::Lattice;
 
 pub use cavity::{GHIA_CSV, ghia_table};
 use runner::Runner;
-pub use start::check;
 #[cfg(test)]
 use start::parse_meta;
 use start::{Start, meta, speed, start};
+pub use start::{check, check_across};
 
 /// The cases `bespoke lbm` runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -86,6 +86,17 @@ impl Case {
             Self::Cavity => cavity::LID,
             Self::Cylinder => cylinder::U_MEAN,
             Self::Mask(_) => mask::U_IN,
+        }
+    }
+    /// The lattice (nx, ny) the case runs on when `CaseOptions::size` is not given (a mask is resampled to it).
+    pub fn default_size(&self) -> (usize, usize) {
+        match self {
+            Self::ShearWave => (16, 64),
+            Self::TaylorGreen => (64, 64),
+            Self::Poiseuille => (4, 34),
+            Self::Cavity => (128, 128),
+            Self::Cylinder => cylinder::default_size(),
+            Self::Mask(_) => (400, 100),
         }
     }
 }
@@ -270,8 +281,9 @@ fn omega_from(
     }
 }
 
-fn size_or(opts: &CaseOptions, default: (usize, usize)) -> (usize, usize) {
-    opts.size.unwrap_or(default)
+/// The lattice a fresh run of `case` steps: `--size` or the case's default.
+fn size_of(case: &Case, opts: &CaseOptions) -> (usize, usize) {
+    opts.size.unwrap_or_else(|| case.default_size())
 }
 
 /// Fewest steps a decay case (shear wave, Taylor–Green) runs: it fits the decay from the first fifth of the run

@@ -6,7 +6,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, STEADY_ULPS, Start, base_config,
-    size_or, speed, start,
+    size_of, speed, start,
 };
 use crate::error::Result;
 use crate::flags::Flags;
@@ -22,7 +22,7 @@ pub(super) fn run<'g>(
     opts: &CaseOptions,
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
-    let (nx, ny) = size_or(opts, (4, 34));
+    let (nx, ny) = size_of(case, opts);
     let omega = opts.omega.unwrap_or(1.0);
     let u_max = speed(case, opts)?;
     let Start { lat, u, .. } = start(

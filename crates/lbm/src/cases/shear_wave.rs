@@ -7,7 +7,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, fit_steps,
-    size_or, speed, start, wave_fits,
+    size_of, speed, start, wave_fits,
 };
 use crate::error::Result;
 use crate::fields::OwnFields;
@@ -33,7 +33,7 @@ pub(super) fn run<'g>(
     opts: &CaseOptions,
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
-    let (nx, ny) = size_or(opts, (16, 64));
+    let (nx, ny) = size_of(case, opts);
     wave_fits(case, (nx, ny))?;
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / ny as f64;

@@ -7,6 +7,7 @@ use bespoke_gpu::Gpu;
 
 use super::{Case, CaseOptions};
 use crate::config::{Collision, Config, Storage, Streaming, check_mach};
+use crate::distributed::Decomposition;
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 use crate::lattice::{Lattice, check_fits};
@@ -160,6 +161,23 @@ fn check_checkpoint_path(opts: &CaseOptions) -> Result<()> {
 /// give (an ω from Re is the run's to check); the checkpoint to write can be written there. A CLI calls it before
 /// opening a device, so bad input gets its own error on a machine without a driver.
 pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
+    check_across(case, opts, None)
+}
+
+/// [`check`], and for a run across `ranks` (a count, and the blocks along x and y if given; slabs across the
+/// longer axis otherwise) that the lattice it steps (`--size`, the case's default, or the checkpoint's) can be
+/// cut into that many blocks, as each rank would cut it: a CLI refuses too many ranks before any rank opens a
+/// device.
+pub fn check_across(
+    case: &Case,
+    opts: &CaseOptions,
+    ranks: Option<(usize, Option<[usize; 2]>)>,
+) -> Result<()> {
+    let cut = |nx: usize, ny: usize, storage: Storage| match ranks {
+        Some((_, Some(grid))) => Decomposition::new(nx, ny, grid, storage).map(|_| ()),
+        Some((count, None)) => Decomposition::slabs(nx, ny, count, storage).map(|_| ()),
+        None => Ok(()),
+    };
     check_checkpoint_path(opts)?;
     if matches!(case, Case::ShearWave | Case::TaylorGreen) {
         super::fit_steps(case, opts.steps, || super::MIN_FIT_STEPS)?;
@@ -167,7 +185,7 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     if let Some(path) = &opts.resume {
         let saved = crate::checkpoint::Saved::read(path)?;
         check_resume(case, opts, path, &saved.meta, &saved.cfg, opts.omega)?;
-        return Ok(());
+        return cut(saved.cfg.nx, saved.cfg.ny, saved.cfg.storage);
     }
     speed(case, opts)?;
     if let Some(re) = opts.re
@@ -182,7 +200,7 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     if let Some(size) = opts.size {
         super::wave_fits(case, size)?;
     }
-    let (nx, ny) = opts.size.unwrap_or((16, 16));
+    let (nx, ny) = super::size_of(case, opts);
     let omega = opts.omega.unwrap_or(1.0);
     let cfg = Config {
         storage: opts.storage.unwrap_or(Storage::F32),
@@ -194,7 +212,7 @@ pub fn check(case: &Case, opts: &CaseOptions) -> Result<()> {
     if let Case::Mask(png) = case {
         crate::flags::read_mask(png)?;
     }
-    Ok(())
+    cut(nx, ny, cfg.storage)
 }
 
 /// The lattice a case starts from: its own (built by `build` for velocity `u` at relaxation rate `omega`) or a

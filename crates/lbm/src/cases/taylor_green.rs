@@ -7,7 +7,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, fit_steps,
-    size_or, speed, start, wave_fits,
+    size_of, speed, start, wave_fits,
 };
 use crate::error::{LbmError, Result};
 use crate::fields::OwnFields;
@@ -29,7 +29,7 @@ pub(super) fn run<'g>(
     opts: &CaseOptions,
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
-    let (nx, ny) = size_or(opts, (64, 64));
+    let (nx, ny) = size_of(case, opts);
     if nx != ny {
         return Err(LbmError::param(
             "size",

@@ -68,10 +68,9 @@ pub(crate) fn agree<T>(comm: &dyn Comm, r: Result<T>) -> Result<T> {
         if rank == comm.rank() {
             return r;
         }
-        return Err(LbmError::Ranks(format!(
-            "rank {rank}: {}",
-            String::from_utf8_lossy(msg)
-        )));
+        let msg = String::from_utf8_lossy(msg);
+        comm.blame(rank);
+        return Err(LbmError::Ranks(format!("rank {rank}: {msg}")));
     }
     r
 }

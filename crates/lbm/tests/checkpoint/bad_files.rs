@@ -129,6 +129,11 @@ fn a_resume_refuses_options_the_checkpoint_does_not_hold() {
         }),
     ] {
         bespoke_lbm::cases::check(&Case::Cavity, &opts).expect("check");
+        // Ranks are checked against the checkpoint's 34 × 34 cells (the case's default is 128 × 128).
+        let across = |ranks| bespoke_lbm::cases::check_across(&Case::Cavity, &opts, Some(ranks));
+        across((17, None)).expect("17 slabs of 2 cells");
+        let e = across((18, None)).expect_err("18 slabs").to_string();
+        assert!(e.contains("34 cells along x in 18 blocks"), "{e}");
         let r = run_case(gpu, &Case::Cavity, &opts, &mut |_, _| {}).expect("resumed run");
         assert_eq!(r.steps, 10);
         assert_eq!(r.lattice.config().storage, Storage::F16);
