@@ -189,6 +189,11 @@ fn lbm_inputs_are_checked_first() {
     refuses(&["lbm", "taylor-green", "--steps", "1"], &["steps = 1"]);
     refuses(&["lbm", "shear-wave", "--size", "8x3"], &["size = 8x3"]);
     refuses(&["lbm", "taylor-green", "--size", "2x2"], &["size = 2x2"]);
+    // No fluid cell between the walls (this ran, said it converged and gave a NaN error).
+    refuses(
+        &["lbm", "poiseuille", "--size", "4x2"],
+        &["size = 4x2", "needs at least 3"],
+    );
     refuses(
         &["lbm", "cavity", "--ranks", "65"],
         &["--ranks 65", "at most 64"],

@@ -6,7 +6,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
-    size_of, speed, start,
+    size_fits, size_of, speed, start,
 };
 use crate::config::Storage;
 use crate::error::{LbmError, Result};
@@ -74,6 +74,7 @@ pub(super) fn run<'g>(
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_of(case, opts);
+    size_fits(case, (nx, ny))?;
     if nx != ny {
         return Err(LbmError::param(
             "size",

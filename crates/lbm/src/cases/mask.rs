@@ -8,7 +8,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, omega_from,
-    size_of, speed, start,
+    size_fits, size_of, speed, start,
 };
 use crate::error::{LbmError, Result};
 use crate::flags::{Cell, Flags};
@@ -66,6 +66,7 @@ pub(super) fn run<'g>(
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_of(case, opts);
+    size_fits(case, (nx, ny))?;
     // Re on the channel height.
     let u = speed(case, opts)?;
     let omega = omega_from(opts, u, ny as f64 - 2.0, Some(100.0), 1.0)?;

@@ -312,8 +312,30 @@ fn fit_steps(case: &Case, given: Option<u64>, default: impl FnOnce() -> u64) -> 
 }
 
 /// Refuses a lattice too short for a decay case's wave ([`MIN_WAVE_CELLS`] along y for the shear wave, along x
-/// (= y) for Taylor–Green); other cases pass.
-fn wave_fits(case: &Case, (nx, ny): (usize, usize)) -> Result<()> {
+/// (= y) for Taylor–Green) or with no fluid cell between a wall-bounded case's walls (3 cells across them:
+/// Poiseuille along y, the cavity and the mask channel along x and y). The cylinder checks its own channel.
+fn size_fits(case: &Case, (nx, ny): (usize, usize)) -> Result<()> {
+    // The wall-bounded cases: a fluid cell between their walls (rows 0 and ny − 1; the cavity's side walls and
+    // the channels' inlet and outlet columns along x). With none there is no flow to measure: a 4×2 channel gave
+    // a NaN error and said it had converged.
+    let walled = match case {
+        Case::Poiseuille => Some(("y", ny)),
+        Case::Cavity | Case::Mask(_) => Some(("x and y", nx.min(ny))),
+        _ => None,
+    };
+    if let Some((axis, n)) = walled
+        && n < 3
+    {
+        return Err(LbmError::param(
+            "size",
+            format!("{nx}x{ny}"),
+            format!(
+                "the {} case's walls take the first and last cells along {axis}: it needs at least 3 there, \
+                 for a fluid cell between them",
+                case.name()
+            ),
+        ));
+    }
     let (axis, n) = match case {
         Case::ShearWave => ("y", ny),
         Case::TaylorGreen => ("x and y", nx.min(ny)),
@@ -435,8 +457,8 @@ mod tests {
             };
             let e = check(&case, &opts).unwrap_err().to_string();
             assert!(e.starts_with("steps = 1"), "{e}");
-            assert!(wave_fits(&case, (4, 4)).is_ok());
-            let e = wave_fits(&case, (2, 2)).unwrap_err().to_string();
+            assert!(size_fits(&case, (4, 4)).is_ok());
+            let e = size_fits(&case, (2, 2)).unwrap_err().to_string();
             assert!(
                 e.starts_with("size = 2x2") && e.contains("at least 4"),
                 "{e}"
@@ -449,10 +471,24 @@ mod tests {
             assert!(e.starts_with("size = 3x3"), "{e}");
         }
         // The shear wave runs along y only: a lattice 2 wide is fine.
-        assert!(wave_fits(&Case::ShearWave, (2, 64)).is_ok());
-        assert!(wave_fits(&Case::ShearWave, (64, 3)).is_err());
-        // Other cases have no wave and no fit.
-        assert!(wave_fits(&Case::Cavity, (2, 2)).is_ok());
+        assert!(size_fits(&Case::ShearWave, (2, 64)).is_ok());
+        assert!(size_fits(&Case::ShearWave, (64, 3)).is_err());
+        // The wall-bounded cases need a fluid cell between their walls; Poiseuille's channel is periodic along x.
+        assert!(size_fits(&Case::Poiseuille, (2, 3)).is_ok());
+        assert!(size_fits(&Case::Cavity, (3, 3)).is_ok());
+        let mask = Case::Mask("m.png".into());
+        for (case, size) in [
+            (&Case::Poiseuille, (4, 2)),
+            (&Case::Cavity, (2, 9)),
+            (&Case::Cavity, (9, 2)),
+            (&mask, (2, 9)),
+        ] {
+            let e = size_fits(case, size).unwrap_err().to_string();
+            assert!(
+                e.contains("needs at least 3") && e.contains(case.name()),
+                "{e}"
+            );
+        }
         let opts = CaseOptions {
             steps: Some(1),
             ..CaseOptions::default()

@@ -6,7 +6,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, STEADY_ULPS, Start, base_config,
-    size_of, speed, start,
+    size_fits, size_of, speed, start,
 };
 use crate::error::Result;
 use crate::flags::Flags;
@@ -23,6 +23,7 @@ pub(super) fn run<'g>(
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_of(case, opts);
+    size_fits(case, (nx, ny))?;
     let omega = opts.omega.unwrap_or(1.0);
     let u_max = speed(case, opts)?;
     let Start { lat, u, .. } = start(

@@ -7,7 +7,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, fit_steps,
-    size_of, speed, start, wave_fits,
+    size_fits, size_of, speed, start,
 };
 use crate::error::Result;
 use crate::fields::OwnFields;
@@ -34,7 +34,7 @@ pub(super) fn run<'g>(
     progress: Progress<'_>,
 ) -> Result<CaseRun<'g>> {
     let (nx, ny) = size_of(case, opts);
-    wave_fits(case, (nx, ny))?;
+    size_fits(case, (nx, ny))?;
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / ny as f64;
     let u0 = speed(case, opts)?;

@@ -198,7 +198,7 @@ pub fn check_across(
         ));
     }
     if let Some(size) = opts.size {
-        super::wave_fits(case, size)?;
+        super::size_fits(case, size)?;
     }
     let (nx, ny) = super::size_of(case, opts);
     let omega = opts.omega.unwrap_or(1.0);

@@ -7,7 +7,7 @@ use bespoke_gpu::Gpu;
 
 use super::{
     Case, CaseOptions, CaseRun, CollisionKind, Progress, Runner, Start, base_config, fit_steps,
-    size_of, speed, start, wave_fits,
+    size_fits, size_of, speed, start,
 };
 use crate::error::{LbmError, Result};
 use crate::fields::OwnFields;
@@ -37,7 +37,7 @@ pub(super) fn run<'g>(
             "the Taylor–Green case needs a square box",
         ));
     }
-    wave_fits(case, (nx, ny))?;
+    size_fits(case, (nx, ny))?;
     let omega = opts.omega.unwrap_or(1.0);
     let k = 2.0 * PI / nx as f64;
     let u0 = speed(case, opts)?;
