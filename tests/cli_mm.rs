@@ -160,6 +160,11 @@ fn dense_bench_rejects_bad_input_clearly() {
             "--dtype",
         ),
         (vec!["--m", "0", "--n", "8", "--k", "8"], "empty GEMM"),
+        // Named by dimension, the shape as M×N×K (it was the shape's Debug form).
+        (
+            vec!["--m", "99999999999", "--n", "8", "--k", "8"],
+            "GEMM 99999999999×8×8: M = 99999999999 exceeds the kernels' 32-bit indexing",
+        ),
         (
             vec!["--m", "8", "--n", "8", "--k", "8", "--params", "t8x8"],
             "--params",

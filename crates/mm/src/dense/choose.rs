@@ -229,7 +229,7 @@ fn pick_or_time(
     );
     let Some(&model_pick) = list.first() else {
         return Err(MmError::Shape(format!(
-            "no legal tiling for {shape:?} on this device"
+            "no legal tiling for {shape} on this device"
         )));
     };
     // A cached pick stands while the check would still time it (a new model or device limit times again).
@@ -283,7 +283,7 @@ pub(crate) fn time_shortlist(
     let confirmed = again.iter().map(|&(i, g)| (list[i], g)).collect();
     let best = best.map(|i| list[i]).ok_or_else(|| {
         MmError::Shape(format!(
-            "no shortlisted tiling of {shape:?} ran: {}",
+            "no shortlisted tiling of {shape} ran: {}",
             errors.join("; ")
         ))
     })?;

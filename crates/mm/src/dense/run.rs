@@ -64,13 +64,30 @@ impl GemmShape {
                 )));
             }
         }
-        if [self.m, self.n, self.k, self.lda, self.ldb, self.ldc]
-            .iter()
-            .any(|&v| v > u32::MAX as usize / 2)
-        {
+        let dims = [
+            ("M", self.m),
+            ("N", self.n),
+            ("K", self.k),
+            ("lda", self.lda),
+            ("ldb", self.ldb),
+            ("ldc", self.ldc),
+        ];
+        if let Some((name, v)) = dims.iter().find(|(_, v)| *v > u32::MAX as usize / 2) {
             return Err(MmError::Shape(format!(
-                "{self:?}: a dimension exceeds the kernels' 32-bit indexing"
+                "GEMM {self}: {name} = {v} exceeds the kernels' 32-bit indexing (at most {})",
+                u32::MAX / 2
             )));
+        }
+        Ok(())
+    }
+}
+
+/// `M×N×K`, and the leading dimensions where they are not the packed ones.
+impl std::fmt::Display for GemmShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}×{}×{}", self.m, self.n, self.k)?;
+        if (self.lda, self.ldb, self.ldc) != (self.k, self.n, self.n) {
+            write!(f, " (lda {}, ldb {}, ldc {})", self.lda, self.ldb, self.ldc)?;
         }
         Ok(())
     }
@@ -129,7 +146,7 @@ impl DenseGemm {
             return Err(MmError::Params {
                 params: params.key(),
                 reason: format!(
-                    "vector width {v} needs N, ldb and ldc to be multiples of {v} ({shape:?})"
+                    "vector width {v} needs N, ldb and ldc to be multiples of {v} ({shape})"
                 ),
             });
         }
@@ -327,4 +344,30 @@ fn params_bytes<T: Element>(words: [u32; 8], alpha: f64, beta: f64) -> Vec<u8> {
 
 fn bytemuck_bytes<P: Pod>(v: &[P]) -> &[u8] {
     bespoke_gpu::bytemuck::cast_slice(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GemmShape;
+
+    #[test]
+    fn a_shape_reads_as_m_n_k_and_its_errors_name_the_dimension() {
+        assert_eq!(
+            GemmShape::packed(96, 100_000, 64).to_string(),
+            "96×100000×64"
+        );
+        let s = GemmShape {
+            lda: 70,
+            ..GemmShape::packed(4, 8, 64)
+        };
+        assert_eq!(s.to_string(), "4×8×64 (lda 70, ldb 8, ldc 8)");
+        let e = GemmShape {
+            ldc: 1 << 40,
+            ..GemmShape::packed(4, 8, 64)
+        }
+        .check()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("ldc = 1099511627776 exceeds"), "{e}");
+    }
 }

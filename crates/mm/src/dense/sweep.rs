@@ -264,7 +264,7 @@ pub fn sweep_space(
             .find_map(|p| p.measured.clone().and_then(|m| m.err()))
             .unwrap_or_default();
         return Err(MmError::Shape(format!(
-            "no configuration of {shape:?} ran: {why}"
+            "no configuration of {shape} ran: {why}"
         )));
     }
     // Exhaustive: the list's fastest on the full shape; screened: the check's own choice, above.

@@ -178,7 +178,7 @@ impl Machine {
             .iter()
             .map(|p| (*p, self.predict(p, size, shape, reads_c)))
             .min_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds))
-            .ok_or_else(|| MmError::Shape(format!("no legal tiling for {shape:?} on this device")))
+            .ok_or_else(|| MmError::Shape(format!("no legal tiling for {shape} on this device")))
     }
 }
 
