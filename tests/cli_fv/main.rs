@@ -70,6 +70,26 @@ fn fv_run_conserves_mass_and_writes_vtu() {
     // No steps, no drift: the initial mass is that of x as stored (it was the unrounded field's: 1.8e-9).
     let (v, _) = bespoke_json("fv-run-0", &["fv", "run", "--box", "3", "--steps", "0"]);
     assert_eq!(v["mass_rel_drift"].as_f64(), Some(0.0), "{v}");
+    // A fixed boundary value moves the mass: no drift is reported for it (the mass still is).
+    let (v, _) = bespoke_json(
+        "fv-run-dirichlet",
+        &[
+            "fv",
+            "run",
+            "--box",
+            "2",
+            "--steps",
+            "20",
+            "--dirichlet",
+            "1",
+        ],
+    );
+    assert!(v["mass_rel_drift"].is_null(), "{v}");
+    assert_eq!(v["dirichlet"].as_f64(), Some(1.0), "{v}");
+    assert!(
+        v["mass_final"].as_f64().unwrap() > v["mass_initial"].as_f64().unwrap(),
+        "{v}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -171,6 +191,11 @@ fn fv_rejects_bad_input_clearly() {
             "f32 values only",
         ),
         (vec!["fv", "run"], "--box"),
+        // The field less its steady state (here the boundary value) past f32: it ran to ±∞ and NaN, exit 0.
+        (
+            vec!["fv", "run", "--box", "2", "--dirichlet", "1e39"],
+            "past f32's range: use f64",
+        ),
         // Past any device: an error before the ideal operators are built (that aborted).
         (
             vec!["fv", "sweep", "--tets", "100000000000"],

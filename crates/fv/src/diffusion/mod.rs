@@ -480,7 +480,24 @@ impl<'g, T: Real> Diffusion<'g, T> {
     /// Writes `stored` (n values of x − shift) into the current x, rounded to the precision, zeros past them to
     /// the ghost.
     fn upload(&mut self, stored: impl Iterator<Item = f64>) -> Result<()> {
-        let mut v: Vec<T> = stored.map(T::from_f64).collect();
+        let mut v: Vec<T> = Vec::with_capacity(self.ghost_at + 1);
+        for (i, a) in stored.enumerate() {
+            let t = T::from_f64(a);
+            // Past the precision's range it would be ±∞ on the device, and every later value NaN.
+            if !t.to_f64().is_finite() {
+                return Err(FvError::param(
+                    "x",
+                    a + self.shift,
+                    format!(
+                        "entry {i} less the steady state it tends to ({:e}, the Dirichlet value or the mean) is \
+                         {a:e}, past {}'s range: use f64",
+                        self.shift,
+                        T::DTYPE.wgsl()
+                    ),
+                ));
+            }
+            v.push(t);
+        }
         v.resize(self.ghost_at, T::from_f64(0.0));
         v.push(T::from_f64(0.0));
         self.gpu.write(&self.x[self.parity], 0, &v)?;
