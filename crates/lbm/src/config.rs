@@ -218,7 +218,11 @@ impl Config {
                 return Err(LbmError::param(
                     "lambda",
                     lambda,
-                    format!("gives ω⁻ = {om}, outside (0, 2)"),
+                    format!(
+                        "with ω = {omega:e} (ν = {:.3e}) it gives ω⁻ = {om}, outside (0, 2): raise ω (from --re: a \
+                         higher Reynolds number or a smaller lattice)",
+                        self.collision.viscosity()
+                    ),
                 ));
             }
         }
@@ -344,6 +348,17 @@ mod tests {
             },
         );
         assert!(c.check().is_err());
+        // A legal ω too small for TRT's second rate (ν ~ 1e31, from Re = 1e-30): named with ω and ν.
+        let c = Config::new(
+            16,
+            16,
+            Collision::Trt {
+                omega: 2.6e-32,
+                lambda: 3.0 / 16.0,
+            },
+        );
+        let e = c.check().expect_err("ω⁻ = 2 accepted").to_string();
+        assert!(e.contains("ω = 2.6e-32") && e.contains("raise ω"), "{e}");
         assert!(check_mach("lid", [0.1, 0.0]).is_ok());
         let e = check_mach("lid", [0.2, 0.0])
             .expect_err("Mach 0.35 accepted")
