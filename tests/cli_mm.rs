@@ -320,6 +320,21 @@ fn mm_gen_prints_validated_wgsl_and_names_bad_input() {
         "mm gen on a bad row index",
         &["line 4", "row index 3"],
     );
+    // Finite, but past f32: it was emitted as the literal `inf.0` (invalid WGSL), and the rolled family's
+    // coefficient buffer would have held ±∞.
+    std::fs::write(
+        &bad,
+        "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1e39\n2 2 1\n",
+    )
+    .unwrap();
+    for variant in ["cstream", "rolled-r4"] {
+        let out = bespoke(&["mm", "gen", bad.to_str().unwrap(), "--variant", variant]);
+        common::refused(
+            &out,
+            format!("mm gen --variant {variant} of 1e39 in f32"),
+            &["entry (1, 1) = 1e39 is past f32's range: use f64"],
+        );
+    }
     let _ = std::fs::remove_file(bad);
 }
 

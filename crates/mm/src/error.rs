@@ -29,6 +29,13 @@ pub enum MmError {
     /// A scalar that must be finite is not.
     #[error("{what} must be finite, got {value}")]
     NonFinite { what: &'static str, value: f64 },
+    /// A finite value past the kernel's precision (f32: |v| > 3.4e38), which would be ±∞ on the device.
+    #[error("{what} = {value:e} is past {dtype}'s range: use f64")]
+    Range {
+        what: String,
+        value: f64,
+        dtype: &'static str,
+    },
 }
 
 pub type Result<T, E = MmError> = std::result::Result<T, E>;

@@ -99,8 +99,8 @@ impl<T: Element> MatMul<T> {
         panel: Panel,
         choice: Choice,
     ) -> Result<Self> {
-        panel.check()?;
-        T::DTYPE.require(gpu, "specialised matmul")?;
+        super::run::check_args(gpu, T::DTYPE, beta, panel, "specialised matmul")?;
+        op.check_precision(T::DTYPE)?;
         let imp = match choice {
             Choice::Spec(v) => Imp::Spec(SpecKernel::new(gpu, op, v, T::DTYPE, beta, panel)?),
             Choice::Dense(p) => {

@@ -1,7 +1,7 @@
 //! The constant operator A that a specialised kernel is generated for: dense storage plus the sparsity facts
 //! the generators and the tuner use.
 
-use bespoke_gpu::stable_hash;
+use bespoke_gpu::{DType, stable_hash};
 
 use crate::error::{MmError, Result};
 
@@ -54,6 +54,27 @@ impl Operator {
             a,
             beta_hint: None,
         })
+    }
+
+    /// Refuses an entry past `dtype`'s range (f32: |a| > 3.4e38): on the device it would be ±∞ (and an unrolled
+    /// kernel's literal invalid WGSL).
+    pub fn check_precision(&self, dtype: DType) -> Result<()> {
+        if dtype == DType::F64 {
+            return Ok(());
+        }
+        match self.a.iter().position(|&v| !(v as f32).is_finite()) {
+            Some(i) => Err(MmError::Range {
+                what: format!(
+                    "{} entry ({}, {})",
+                    self.name,
+                    i / self.k + 1,
+                    i % self.k + 1
+                ),
+                value: self.a[i],
+                dtype: dtype.wgsl(),
+            }),
+            None => Ok(()),
+        }
     }
 
     pub fn get(&self, i: usize, p: usize) -> f64 {
@@ -149,5 +170,15 @@ mod tests {
         let e = Operator::from_dense("x", 1, 2, vec![1.0, f64::NAN]).unwrap_err();
         assert!(e.to_string().contains("(1, 2) is NaN"), "{e}");
         assert!(Operator::from_dense("x", 0, 2, vec![]).is_err());
+        // Finite in f64, past f32: refused for f32 kernels by entry, taken for f64.
+        let op = Operator::from_dense("big", 2, 2, vec![1.0, 0.0, 0.0, -1e39]).unwrap();
+        let e = op.check_precision(DType::F32).unwrap_err().to_string();
+        assert!(
+            e.contains("big entry (2, 2) = -1e39 is past f32's range"),
+            "{e}"
+        );
+        assert!(op.check_precision(DType::F64).is_ok());
+        let fits = Operator::from_dense("max", 1, 1, vec![f32::MAX as f64]).unwrap();
+        assert!(fits.check_precision(DType::F32).is_ok());
     }
 }

@@ -128,6 +128,7 @@ impl SpecKernel {
         panel: Panel,
     ) -> Result<Self> {
         check_args(gpu, dtype, beta, panel, "specialised matmul")?;
+        op.check_precision(dtype)?;
         let nnz = op.nnz();
         let unrolled = variant.family.unrolled();
         if unrolled && nnz > MAX_TERMS {
@@ -330,7 +331,7 @@ impl SpecKernel {
     }
 }
 
-/// Refuses a bad panel, a precision the adapter lacks (naming `what` needs it) and a non-finite β.
+/// Refuses a bad panel, a precision the adapter lacks (naming `what` needs it) and a β not finite in it.
 pub(crate) fn check_args(
     gpu: &Gpu,
     dtype: DType,
@@ -344,6 +345,13 @@ pub(crate) fn check_args(
         return Err(MmError::NonFinite {
             what: "beta",
             value: beta,
+        });
+    }
+    if dtype == DType::F32 && !(beta as f32).is_finite() {
+        return Err(MmError::Range {
+            what: "beta".into(),
+            value: beta,
+            dtype: dtype.wgsl(),
         });
     }
     Ok(())
