@@ -216,6 +216,13 @@ fn load_machine(gpu: &Gpu, dtype: DType, args: &ModelArgs) -> Result<Machine, Er
 }
 
 pub(crate) fn load_machine_for(gpu: &Gpu, op: Op, args: &ModelArgs) -> Result<Machine, Error> {
+    if args.remeasure || Machine::load_cached(gpu, op).is_none() {
+        // Seconds on a GPU, a minute or two on a CPU adapter: say so before the silence.
+        eprintln!(
+            "measuring the dense model's inputs for {} on this adapter (once; cached for later runs) …",
+            op.name()
+        );
+    }
     let (m, src) = Machine::load_or_measure(gpu, op, args.remeasure)?;
     match src {
         MachineSource::Cache(p) => eprintln!("model inputs: {}", p.display()),
