@@ -114,6 +114,12 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
         );
     }
     let spec = a.ranks.map(|count| RankSpec { count, grid: None });
+    // The lattices' sizes and cuts, before any rank opens a device (the mesh's boxes are the ranks' own).
+    if let Some((ranks, _)) = crate::ranks::planned(spec)?
+        && do_lbm
+    {
+        lbm.check(ranks)?;
+    }
     crate::ranks::run(spec, |gpu, comm| {
         let comm = comm.ok_or(
             "scaling needs ranks: --ranks N (threads), or mpirun -np N with --features mpi",

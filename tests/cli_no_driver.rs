@@ -243,6 +243,14 @@ fn bench_and_scale_arguments_are_checked_first() {
         &["scale", "--ranks", "1000"],
         &["--ranks 1000", "at most 64"],
     );
+    // The strong domain cut into the ranks' slabs, before any rank opens a device.
+    refuses(
+        &["scale", "--ranks", "4", "--code", "lbm", "--domain", "4x4"],
+        &[
+            "more ranks than the lattice can be cut into",
+            "4 cells along x",
+        ],
+    );
     // No ranks at all: refused by name (it was "rank 0 of 0 failed" once the job had started).
     refuses(&["scale", "--ranks", "0"], &["--ranks", "at least 1"]);
     refuses(

@@ -11,7 +11,7 @@ use bespoke_gpu::Gpu;
 
 use crate::bench::bench_lattice_shared;
 use crate::config::{Collision, Config, Storage, Streaming};
-use crate::distributed::Ranks;
+use crate::distributed::{Decomposition, Ranks};
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 use crate::lattice::check_fits;
@@ -35,6 +35,28 @@ pub struct ScaleOptions {
 }
 
 impl ScaleOptions {
+    /// Checks, without a device, that the block, the weak domain of `ranks` blocks side by side and the strong
+    /// domain are lattices (sizes, 32-bit cell indices) and that each cuts into `ranks` blocks along x as the
+    /// setups cut them: a CLI refuses them before any rank opens a device.
+    pub fn check(&self, ranks: usize) -> Result<()> {
+        let weak = [self.block[0].saturating_mul(ranks), self.block[1]];
+        for [nx, ny] in [self.block, self.domain, weak] {
+            self.lattice(nx, ny).check()?;
+        }
+        for [nx, ny] in [weak, self.domain] {
+            Decomposition::new(nx, ny, [ranks, 1], self.storage)?;
+        }
+        Ok(())
+    }
+
+    fn lattice(&self, nx: usize, ny: usize) -> Config {
+        Config {
+            storage: self.storage,
+            streaming: self.streaming,
+            ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
+        }
+    }
+
     /// Device bytes of a lattice of `cells` cells (both lattices of two-lattice streaming).
     pub fn lattice_bytes(&self, cells: usize) -> u64 {
         let per_population = match self.storage {
@@ -54,25 +76,14 @@ impl ScaleOptions {
 /// alone) passes the device's binding limit. Found late, a 100 000² block per rank aborted on a 240 GB allocation,
 /// and a 20 000² one failed after 35 s and 9 GB of flags.
 fn check_sizes(gpu: &Gpu, o: &ScaleOptions, p: usize) -> Result<()> {
-    let lattice = |nx: usize, ny: usize| Config {
-        storage: o.storage,
-        streaming: o.streaming,
-        ..Config::new(nx, ny, Collision::Bgk { omega: 1.0 })
-    };
-    for [nx, ny] in [
-        o.block,
-        o.domain,
-        [o.block[0].saturating_mul(p), o.block[1]],
-    ] {
-        lattice(nx, ny).check()?;
-    }
+    o.check(p)?;
     for [nx, ny] in [
         o.block,
         o.domain,
         [o.block[0] + 2, o.block[1]],
         [o.domain[0] / p + 2, o.domain[1]],
     ] {
-        check_fits(gpu, &lattice(nx, ny))?;
+        check_fits(gpu, &o.lattice(nx, ny))?;
     }
     Ok(())
 }
