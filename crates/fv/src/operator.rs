@@ -194,7 +194,9 @@ pub fn cells(mesh: &TetMesh) -> (Vec<[f64; 3]>, Vec<f64>) {
 }
 
 /// Area and centroid of the face of tet `t` opposite its vertex `k`.
-fn face(mesh: &TetMesh, t: usize, k: usize) -> (f64, [f64; 3]) {
+/// Face `k` of tet `t` (opposite its corner k): area, centroid and a normal (the edges' cross product, of either
+/// orientation).
+fn face(mesh: &TetMesh, t: usize, k: usize) -> (f64, [f64; 3], [f64; 3]) {
     let p = mesh.tet_points(t);
     let mut q = [[0.0; 3]; 3];
     for (j, v) in (0..4).filter(|&v| v != k).enumerate() {
@@ -211,6 +213,7 @@ fn face(mesh: &TetMesh, t: usize, k: usize) -> (f64, [f64; 3]) {
     (
         area,
         std::array::from_fn(|d| (q[0][d] + q[1][d] + q[2][d]) / 3.0),
+        cross,
     )
 }
 
@@ -289,10 +292,17 @@ impl Operator {
             }
             for k in 0..4 {
                 let nb = adj[t][k];
-                let (area, fc) = face(mesh, t, k);
+                let (area, fc, normal) = face(mesh, t, k);
                 if nb != BOUNDARY {
                     let d = dist(centroids[t], centroids[nb as usize]);
-                    values[k] = kappa * area / (d * volumes[t]);
+                    // Tets that share a face lie on its two sides; on one side they overlap (NaN marks it).
+                    let side =
+                        |c: [f64; 3]| (0..3).map(|i| normal[i] * (c[i] - fc[i])).sum::<f64>();
+                    values[k] = if side(centroids[t]) * side(centroids[nb as usize]) < 0.0 {
+                        kappa * area / (d * volumes[t])
+                    } else {
+                        f64::NAN
+                    };
                     indices[k] = nb;
                 } else {
                     match boundary {
@@ -306,6 +316,17 @@ impl Operator {
                 }
             }
         });
+        let overlapping = rows.iter().enumerate().find_map(|(t, (v, i))| {
+            (0..4)
+                .find(|&k| !v[k].is_finite())
+                .map(|k| (t, i[k] as usize))
+        });
+        if let Some((t, nb)) = overlapping {
+            return Err(FvError::Shape(format!(
+                "tets {t} and {nb} (numbered from 0 in the mesh's order) share a face but lie on the same side \
+                 of it: they overlap (a node duplicated, or a tet inverted); fix the mesh"
+            )));
+        }
         let (values, indices) = rows.into_iter().unzip();
         Ok(Self {
             values,
@@ -456,7 +477,7 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
 
 #[cfg(test)]
 mod tests {
-    use super::{BOUNDARY, adjacency, ideal_operator};
+    use super::{BOUNDARY, Boundary, Operator, adjacency, ideal_operator};
     use crate::generate::BoxMesh;
     use crate::mesh::TetMesh;
 
@@ -522,6 +543,35 @@ mod tests {
         mesh.tets[1] = [0, 0, 1, 2];
         let e = adjacency(&mesh).unwrap_err().to_string();
         assert!(e.contains("tet 1 has the same face twice"), "{e}");
+    }
+
+    #[test]
+    fn tets_on_the_same_side_of_their_shared_face_are_refused() {
+        // Two tets on the face (0, 1, 2), their apexes at the same point (a duplicated node): they overlap, and
+        // the flux between their coincident centroids was ∞ (Δt = 0, refused as such).
+        let mesh = TetMesh {
+            nodes: vec![
+                [0.0, 0.0, 0.0],
+                [1.0, 0.0, 0.0],
+                [0.0, 1.0, 0.0],
+                [0.0, 0.0, 1.0],
+                [0.0, 0.0, 1.0],
+            ],
+            tets: vec![[0, 1, 2, 3], [0, 1, 2, 4]],
+            physical: vec![0, 0],
+            physical_names: vec![],
+        };
+        let adj = adjacency(&mesh).expect("adjacency");
+        let e = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tets 0 and 1") && e.contains("overlap"), "{e}");
+        // The apex mirrored below the face: a valid pair.
+        let mut mesh = mesh;
+        mesh.nodes[4] = [0.0, 0.0, -1.0];
+        mesh.tets[1] = [0, 2, 1, 4];
+        let adj = adjacency(&mesh).expect("adjacency");
+        assert!(Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).is_ok());
     }
 
     #[test]
