@@ -84,6 +84,18 @@ fn mm_inputs_are_checked_first() {
         &["mm", "bench", suite.path().to_str().expect("utf-8")],
         &["b-bad.mtx"],
     );
+    // Finite, but past f32's range: refused for f32 kernels before a device is opened.
+    let big = write(
+        d.path(),
+        "big.mtx",
+        b"%%MatrixMarket matrix coordinate real general\n2 2 1\n2 1 -1e39\n",
+    );
+    for cmd in ["gen", "bench"] {
+        refuses(
+            &["mm", cmd, &big],
+            &["big entry (2, 1) = -1e39 is past f32's range"],
+        );
+    }
     let snps = write(d.path(), "snps.txt", b"0101\n01x1\n");
     refuses(&["mm", "ld", &snps], &["snps.txt"]);
     refuses(&["mm", "ld", "--random", "10,10"], &["M,N,SAMPLES"]);

@@ -24,6 +24,7 @@ pub(super) fn run_gen(a: GenArgs) -> Result<(), Error> {
         ldc: a.ldc.unwrap_or(a.n),
     };
     panel.check()?;
+    op.check_precision(a.dtype)?;
     let gpu = open_gpu()?;
     let k = SpecKernel::new(&gpu, &op, a.variant, a.dtype, beta, panel)?;
     for src in k.sources() {
@@ -110,6 +111,9 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         .iter()
         .map(|f| read_mtx(f))
         .collect::<Result<Vec<_>, _>>()?;
+    for op in &ops {
+        op.check_precision(dtype)?;
+    }
     let opts = TuneOptions {
         variants: a.variants.clone(),
         reps: a.reps,
