@@ -2,15 +2,7 @@
 
 use crate::Error;
 
-/// Bytes of memory the host can still give (Linux's `MemAvailable`); None where it is not known.
-pub fn available_memory() -> Option<u64> {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map(|kib| kib << 10)
-}
+pub use crate::gpu::available_memory;
 
 /// Refuses work that needs more host memory than the host has available (`what` names it, e.g. `--box 400:
 /// 384 M tets`), instead of letting the kernel's OOM killer end the process half-way. Passes where the

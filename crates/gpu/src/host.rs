@@ -1,5 +1,16 @@
 //! Host-side preparation shared by the crates: filling large arrays on every core (a 4096² lattice's initial
-//! populations, a 10 M-tet mesh's operator), so set-up keeps pace with a GPU host's cores.
+//! populations, a 10 M-tet mesh's operator), so set-up keeps pace with a GPU host's cores; the memory the host
+//! can still give, for work that checks it first.
+
+/// Bytes of memory the host can still give (Linux's `MemAvailable`); None where it is not known.
+pub fn available_memory() -> Option<u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map(|kib| kib << 10)
+}
 
 /// Elements per thread's chunk when `len` are shared among the cores: at least 16 384, so small arrays stay on one.
 fn chunk_len(len: usize) -> usize {

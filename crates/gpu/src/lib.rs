@@ -54,7 +54,7 @@ pub use disk::{DiskCache, Lookup, remembered_json, user_cache_dir};
 pub use dispatch::{Arg, Grid, GridLayout, Launch};
 pub use dtype::{DType, Element};
 pub use error::{GpuError, Result};
-pub use host::{par_fill, par_first, prefetch};
+pub use host::{available_memory, par_fill, par_first, prefetch};
 pub use kernel::{Kernel, KernelId, StableHasher, stable_hash};
 pub use launch_shape::{
     PER_INVOCATION, TUNE_MARGIN, UNTUNED, WORKGROUP_SIZES, fastest_unless_close,

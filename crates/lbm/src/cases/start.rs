@@ -210,7 +210,7 @@ pub fn check_across(
     };
     cfg.check()?;
     if let Case::Mask(png) = case {
-        crate::flags::read_mask(png)?;
+        crate::flags::check_mask(png)?;
     }
     cut(nx, ny, cfg.storage)
 }

@@ -135,19 +135,56 @@ pub(crate) struct Mask {
     pub(super) lightness: Vec<f64>,
 }
 
-pub(crate) fn read_mask(path: &Path) -> Result<Mask> {
+/// A PNG's reader past its header, with 16-bit samples stripped and palettes expanded.
+fn open_png(path: &Path) -> Result<png::Reader<std::io::BufReader<std::fs::File>>> {
     let file = std::fs::File::open(path).map_err(|e| LbmError::io(path, e))?;
     let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
     decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
-    let mut reader = decoder
+    decoder
         .read_info()
-        .map_err(|e| LbmError::file(path, format!("not a readable PNG: {e}")))?;
-    let mut buf = vec![
-        0;
-        reader
-            .output_buffer_size()
-            .ok_or_else(|| LbmError::file(path, "PNG too large"))?
-    ];
+        .map_err(|e| LbmError::file(path, format!("not a readable PNG: {e}")))
+}
+
+/// Whether the mask decodes, row by row, holding one row at a time (`cases::check`, before a device is opened;
+/// the run reads it whole).
+pub(crate) fn check_mask(path: &Path) -> Result<()> {
+    let mut reader = open_png(path)?;
+    let (w, h) = reader.info().size();
+    if w == 0 || h == 0 {
+        return Err(LbmError::file(path, "empty image"));
+    }
+    while reader
+        .next_row()
+        .map_err(|e| LbmError::file(path, format!("PNG data: {e}")))?
+        .is_some()
+    {}
+    Ok(())
+}
+
+/// The mask decoded whole: each pixel's lightness, composited over white.
+pub(crate) fn read_mask(path: &Path) -> Result<Mask> {
+    let mut reader = open_png(path)?;
+    let (w, h) = reader.info().size();
+    let decoded = reader
+        .output_buffer_size()
+        .ok_or_else(|| LbmError::file(path, "PNG too large"))?;
+    // The decoded pixels and their lightness (8 B a pixel) are held at once: refused where the host lacks the
+    // memory, instead of ending in the OOM killer (a 439 kB PNG of 20 000² pixels took 3.6 GB).
+    let bytes = decoded as u64 + 8 * u64::from(w) * u64::from(h);
+    if let Some(have) = bespoke_gpu::available_memory()
+        && bytes > have
+    {
+        return Err(LbmError::file(
+            path,
+            format!(
+                "a {w}×{h} image needs about {:.1} GB of host memory to read, and this host has {:.1} GB \
+                 available: scale it down (the lattice samples it at its own size)",
+                bytes as f64 / 1e9,
+                have as f64 / 1e9
+            ),
+        ));
+    }
+    let mut buf = vec![0; decoded];
     let info = reader
         .next_frame(&mut buf)
         .map_err(|e| LbmError::file(path, format!("PNG data: {e}")))?;

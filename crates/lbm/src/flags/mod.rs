@@ -20,7 +20,7 @@ mod kinds;
 mod mask;
 
 pub use encode::EncodedFlags;
-pub(crate) use mask::read_mask;
+pub(crate) use mask::check_mask;
 
 /// What a cell is.
 #[derive(Clone, Copy, Debug, PartialEq)]

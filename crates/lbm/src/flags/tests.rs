@@ -306,3 +306,35 @@ fn a_staircase_mask_marks_the_nearest_pixel_rule_cells() {
     }
     assert!(marked > 1000, "the masks marked {marked} cells in all");
 }
+
+/// The device-free check decodes the image row by row: a whole PNG passes, one cut inside its pixel data is
+/// refused by name, as the run's whole read refuses it.
+#[test]
+fn the_mask_check_decodes_every_row() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("m.png");
+    let (w, h) = (37u32, 23u32);
+    let px: Vec<u8> = (0..w * h).map(|i| (i * 37 % 251) as u8).collect();
+    let mut bytes = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut bytes, w, h);
+        enc.set_color(png::ColorType::Grayscale);
+        enc.set_compression(png::Compression::NoCompression);
+        let mut writer = enc.write_header().expect("header");
+        writer.write_image_data(&px).expect("pixels");
+    }
+    std::fs::write(&path, &bytes).expect("write");
+    super::check_mask(&path).expect("a whole PNG");
+    let m = super::mask::read_mask(&path).expect("read");
+    assert_eq!((m.width, m.height), (37, 23));
+    assert_eq!(m.lightness[40], f64::from(px[40]) / 255.0);
+    // Cut inside the pixel data (uncompressed, so well past the header): the rows run out.
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("write");
+    for e in [
+        super::check_mask(&path).unwrap_err(),
+        super::mask::read_mask(&path).err().expect("a cut PNG read"),
+    ] {
+        let e = e.to_string();
+        assert!(e.contains("m.png") && e.contains("PNG data"), "{e}");
+    }
+}
