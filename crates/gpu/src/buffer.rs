@@ -44,6 +44,10 @@ impl<T: Pod> GpuBuffer<T> {
         (self.len * size_of::<T>()) as u64
     }
     /// The wgpu buffer, for code inside bespoke-gpu's own crates that must go beyond the dispatch path.
+    /// Whether `other` is this very allocation (of any element type).
+    pub fn is<U: Pod>(&self, other: &GpuBuffer<U>) -> bool {
+        self.raw() == other.raw()
+    }
     pub fn raw(&self) -> &wgpu::Buffer {
         &self.raw
     }

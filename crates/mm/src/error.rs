@@ -1,6 +1,6 @@
 //! Errors of the matrix-multiply crate.
 
-use bespoke_gpu::GpuError;
+use bespoke_gpu::{GpuBuffer, GpuError};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -39,3 +39,19 @@ pub enum MmError {
 }
 
 pub type Result<T, E = MmError> = std::result::Result<T, E>;
+
+/// Refuses an output that is also one of the inputs: a kernel cannot read a buffer it writes (wgpu refuses the
+/// dispatch, in its own words: "conflicting usages … STORAGE_READ_WRITE is an exclusive usage").
+pub(crate) fn check_apart<T: bespoke_gpu::bytemuck::Pod>(
+    out: (&str, &GpuBuffer<T>),
+    inputs: &[(&str, &GpuBuffer<T>)],
+) -> Result<()> {
+    match inputs.iter().find(|(_, b)| b.is(out.1)) {
+        Some((name, _)) => Err(MmError::Shape(format!(
+            "{} and {name} are the same buffer: the kernel writes {} while it reads {name}; give {} a buffer of its \
+             own",
+            out.0, out.0, out.0
+        ))),
+        None => Ok(()),
+    }
+}

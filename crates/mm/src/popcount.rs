@@ -244,6 +244,7 @@ pub fn popcount_plan(
             params: p.key(),
             reason,
         })?;
+    crate::error::check_apart(("C", c), &[("A", a), ("B", b)])?;
     let len = |rows: usize, cols: usize, ld: usize| (rows - 1) * ld + cols;
     for (name, buf, need) in [
         ("A", a, len(shape.m, shape.words, shape.lda)),

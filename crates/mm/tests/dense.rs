@@ -293,10 +293,18 @@ fn bad_configurations_are_errors() {
     let g = DenseGemm::new(GemmShape::packed(8, 8, 8), DType::F32, p, 1.0, 0.0).unwrap();
     let short = gpu.alloc::<f32>(10).unwrap();
     let ok = gpu.alloc::<f32>(64).unwrap();
-    assert!(matches!(
-        g.plan(gpu, &short, &ok, &ok),
-        Err(MmError::Shape(_))
-    ));
+    let c = gpu.alloc::<f32>(64).unwrap();
+    let e = g.plan(gpu, &short, &ok, &c).unwrap_err().to_string();
+    assert!(e.contains("A holds 10 elements"), "{e}");
+    // C written while it is read as A or B (A and B may be one buffer: both are only read).
+    for (a, b, input) in [(&ok, &c, "B"), (&c, &ok, "A")] {
+        let e = g.plan(gpu, a, b, &c).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("C and {input} are the same buffer")),
+            "{e}"
+        );
+    }
+    assert!(g.plan(gpu, &ok, &ok, &c).is_ok());
     // Tiles the device cannot hold.
     let huge = DenseParams {
         tm: 8,

@@ -147,6 +147,14 @@ fn bad_input_is_an_error() {
     };
     let db = gpu.upload(&[0u32; 8]).unwrap();
     assert!(popcount_plan(gpu, &s, &vec4, &db, &db, &dc).is_err());
+    // C written while it is read.
+    let dc8 = gpu.alloc::<u32>(16).unwrap();
+    let p = params(4, 4, 8, 8, 8);
+    assert!(popcount_plan(gpu, &s, &p, &db, &db, &dc8).is_ok());
+    let e = popcount_plan(gpu, &s, &p, &db, &dc8, &dc8)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("C and B are the same buffer"), "{e}");
     // The popcount kernel stages through one buffer: a double-buffered key is refused, not run single-buffered
     // under its name.
     let b2 = DenseParams {

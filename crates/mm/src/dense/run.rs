@@ -190,6 +190,7 @@ impl DenseGemm {
                 params: p.key(),
                 reason,
             })?;
+        crate::error::check_apart(("C", c), &[("A", a), ("B", b)])?;
         for (name, buf, sh) in [("A", a, s.a()), ("B", b, s.b()), ("C", c, s.c())] {
             if buf.len() < sh.min_len() {
                 return Err(MmError::Shape(format!(

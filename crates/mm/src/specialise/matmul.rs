@@ -125,6 +125,7 @@ impl<T: Element> MatMul<T> {
     /// Binds the product to `b` (K×N, ldb) and `c` (M×N, ldc).
     pub fn plan(&self, gpu: &Gpu, b: &GpuBuffer<T>, c: &GpuBuffer<T>) -> Result<MatMulPlan<T>> {
         check_panels(self.op.m, self.op.k, self.panel, b.len(), c.len())?;
+        crate::error::check_apart(("C", c), &[("B", b)])?;
         Ok(match &self.imp {
             Imp::Spec(k) => MatMulPlan {
                 spec: k.plan(gpu, b, c)?,

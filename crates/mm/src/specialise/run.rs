@@ -370,6 +370,7 @@ pub(crate) fn check_buffers<T: Element>(
             T::DTYPE
         )));
     }
+    crate::error::check_apart(("C", c), &[("B", b)])?;
     check_panels(m, k, panel, b.len(), c.len())
 }
 

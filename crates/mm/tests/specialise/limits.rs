@@ -130,6 +130,10 @@ fn wrong_buffer_sizes_are_refused() {
     let c = gpu.alloc::<f32>(3 * 64).unwrap();
     let e = k.plan(gpu, &b, &c).unwrap_err().to_string();
     assert!(e.contains("B holds 127 elements"), "{e}");
+    // One buffer as B and C: refused by name (wgpu refused the dispatch, in its own words).
+    let bc = gpu.alloc::<f32>(3 * 64).unwrap();
+    let e = k.plan(gpu, &bc, &bc).unwrap_err().to_string();
+    assert!(e.starts_with("C and B are the same buffer"), "{e}");
     assert!(
         SpecKernel::new(
             gpu,
