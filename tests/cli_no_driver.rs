@@ -255,6 +255,12 @@ fn bench_and_scale_arguments_are_checked_first() {
         &["scale", "--ranks", "1000"],
         &["--ranks 1000", "at most 64"],
     );
+    // More ranks than the box's tets: checked where the mesh is read, before any rank opens a device (it was
+    // found by rank 0 on its device and relayed to the others).
+    refuses(
+        &["fv", "run", "--box", "1", "--steps", "5", "--ranks", "7"],
+        &["ranks = 7: more ranks than the mesh's 6 tets"],
+    );
     // The strong domain cut into the ranks' slabs, before any rank opens a device.
     refuses(
         &["scale", "--ranks", "4", "--code", "lbm", "--domain", "4x4"],

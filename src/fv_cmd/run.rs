@@ -26,8 +26,8 @@ use crate::ranks::RankSpec;
 /// Runs `fv run`: the arguments and the mesh (and a checkpoint to resume) are checked first, the device is
 /// opened after.
 pub(super) fn run_cmd(a: &RunArgs) -> Result<(), Error> {
-    let job = RunJob::prepare(a)?;
     let spec = a.ranks.map(|count| RankSpec { count, grid: None });
+    let job = RunJob::prepare(a, crate::ranks::planned(spec)?.map(|(p, _)| p))?;
     // SIGINT and SIGTERM raise the flag; the run stops after the batch of steps in flight and writes what it
     // reached (`step_batches`), its checkpoint included.
     let stop = Arc::new(AtomicBool::new(false));
@@ -110,7 +110,10 @@ struct RunJob {
 }
 
 impl RunJob {
-    fn prepare(a: &RunArgs) -> Result<Self, Error> {
+    /// The job's kernel, layout, ordering, mesh and operator (rank 0's, or this process's for thread ranks), and
+    /// the checkpoint to resume, each checked before a device is opened; `ranks` (the job's, if across ranks)
+    /// against the mesh's tets.
+    fn prepare(a: &RunArgs, ranks: Option<usize>) -> Result<Self, Error> {
         let kernel = match a.kernel.as_str() {
             "gather" => KernelKind::Gather,
             "block-cached" => KernelKind::BlockCached {
@@ -149,6 +152,9 @@ impl RunJob {
                 check_output("checkpoint", a.checkpoint.as_deref())?;
                 let (name, mesh) = a.mesh.load()?;
                 let op = operator(&mesh, a.dirichlet)?;
+                if let Some(p) = ranks {
+                    bespoke::fv::distributed::check_ranks(p, op.n())?;
+                }
                 (name, Some((mesh, op)))
             }
         };

@@ -262,6 +262,21 @@ fn what_rank_0_sends_fails_every_rank_alike() {
         }),
         "more ranks than the mesh's 2 tets",
     );
+    // As the job's failure: rank 0's own error, not the first relay of it ("rank 0 failed: …") to return, even
+    // where rank 0 returns last (as when 60 ranks share the host's cores).
+    for _ in 0..3 {
+        let e = run_threads(3, |comm| {
+            let root = (comm.rank() == 0).then_some(&small);
+            let r = RankPart::distribute(&comm, root, OrderingKind::AsRead).map(|_| ());
+            if comm.rank() == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            r
+        })
+        .unwrap_err();
+        assert_eq!(e.rank, 0, "{e}");
+        assert!(e.message.starts_with("ranks = 3: more ranks"), "{e}");
+    }
     let mut bad = field(n, fresh_seed());
     bad[n / 2] = f64::NAN;
     for (what, x, want) in [

@@ -28,7 +28,7 @@ use crate::ordering::OrderingKind;
 use slice::{FROM_ROOT_PART, blame_root, from_root, root_failed};
 
 pub use layout::{rank_layout, rank_layout_for, rank_layout_for_tets, rank_layout_in};
-pub use part::{RankPart, partition};
+pub use part::{RankPart, check_ranks, partition};
 
 /// Halo traffic so far on this rank.
 #[derive(Clone, Debug, Default, PartialEq)]

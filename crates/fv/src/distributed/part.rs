@@ -43,7 +43,9 @@ pub fn partition(comm: &dyn Comm, op: &Operator) -> Result<Vec<u32>> {
         .collect())
 }
 
-fn check_ranks(p: usize, n: usize) -> Result<()> {
+/// Refuses more ranks than the mesh has tets (each rank owns at least one). A CLI checks it where it holds the
+/// mesh, before any rank opens a device.
+pub fn check_ranks(p: usize, n: usize) -> Result<()> {
     if p > n {
         return Err(FvError::param(
             "ranks",
