@@ -161,20 +161,18 @@ pub(crate) fn check_mask(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The mask decoded whole: each pixel's lightness, composited over white.
-pub(crate) fn read_mask(path: &Path) -> Result<Mask> {
-    let mut reader = open_png(path)?;
-    let (w, h) = reader.info().size();
-    let decoded = reader
-        .output_buffer_size()
-        .ok_or_else(|| LbmError::file(path, "PNG too large"))?;
-    // The decoded pixels and their lightness (8 B a pixel) are held at once: refused where the host lacks the
-    // memory, instead of ending in the OOM killer (a 439 kB PNG of 20 000² pixels took 3.6 GB).
+/// The decoded pixels (`decoded` bytes) and their lightness (8 B a pixel) are held at once: refused where the
+/// host has less memory `available`, instead of ending in the OOM killer (a 439 kB PNG of 20 000² pixels took
+/// 3.6 GB).
+pub(super) fn fits_memory(
+    path: &Path,
+    (w, h): (u32, u32),
+    decoded: usize,
+    available: Option<u64>,
+) -> Result<()> {
     let bytes = decoded as u64 + 8 * u64::from(w) * u64::from(h);
-    if let Some(have) = bespoke_gpu::available_memory()
-        && bytes > have
-    {
-        return Err(LbmError::file(
+    match available {
+        Some(have) if bytes > have => Err(LbmError::file(
             path,
             format!(
                 "a {w}×{h} image needs about {:.1} GB of host memory to read, and this host has {:.1} GB \
@@ -182,8 +180,19 @@ pub(crate) fn read_mask(path: &Path) -> Result<Mask> {
                 bytes as f64 / 1e9,
                 have as f64 / 1e9
             ),
-        ));
+        )),
+        _ => Ok(()),
     }
+}
+
+/// The mask decoded whole: each pixel's lightness, composited over white.
+pub(crate) fn read_mask(path: &Path) -> Result<Mask> {
+    let mut reader = open_png(path)?;
+    let (w, h) = reader.info().size();
+    let decoded = reader
+        .output_buffer_size()
+        .ok_or_else(|| LbmError::file(path, "PNG too large"))?;
+    fits_memory(path, (w, h), decoded, bespoke_gpu::available_memory())?;
     let mut buf = vec![0; decoded];
     let info = reader
         .next_frame(&mut buf)

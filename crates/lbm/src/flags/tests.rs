@@ -330,6 +330,15 @@ fn the_mask_check_decodes_every_row() {
     assert_eq!(m.lightness[40], f64::from(px[40]) / 255.0);
     // Cut inside the pixel data (uncompressed, so well past the header): the rows run out.
     std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("write");
+    // The whole read needs the pixels and 8 B a pixel of lightness: past the host's available memory, refused.
+    let fits = |have| super::mask::fits_memory(&path, (20_000, 20_000), 400_000_000, Some(have));
+    let e = fits(3_000_000_000).unwrap_err().to_string();
+    assert!(
+        e.contains("a 20000×20000 image needs about 3.6 GB") && e.contains("3.0 GB"),
+        "{e}"
+    );
+    assert!(fits(4_000_000_000).is_ok());
+    assert!(super::mask::fits_memory(&path, (20_000, 20_000), 400_000_000, None).is_ok());
     for e in [
         super::check_mask(&path).unwrap_err(),
         super::mask::read_mask(&path).err().expect("a cut PNG read"),
