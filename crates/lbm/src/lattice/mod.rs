@@ -454,6 +454,10 @@ impl<'g> Lattice<'g> {
     pub(crate) fn warn(&mut self, w: String) {
         self.warnings.push(w);
     }
+    /// Drops a warning the caller has shown not to apply.
+    pub(crate) fn withdraw(&mut self, w: &str) {
+        self.warnings.retain(|x| x != w);
+    }
     pub fn steps_done(&self) -> u64 {
         self.steps_done
     }
