@@ -96,6 +96,23 @@ fn mm_inputs_are_checked_first() {
             &["big entry (2, 1) = -1e39 is past f32's range"],
         );
     }
+    // A folder names every operator past the range, not only the first.
+    let wide = scratch("mm-wide");
+    for (name, entries) in [
+        ("p.mtx", "3\n1 1 1.0\n1 2 3e38\n2 2 5e38"),
+        ("q.mtx", "2\n1 1 1.0\n2 1 1e39"),
+    ] {
+        let body = format!("%%MatrixMarket matrix coordinate real general\n2 2 {entries}\n");
+        write(wide.path(), name, body.as_bytes());
+    }
+    refuses(
+        &["mm", "bench", wide.path().to_str().expect("utf-8")],
+        &[
+            "2 operators are past f32's range",
+            "p entry (2, 2) = 5e38",
+            "q entry (2, 1) = 1e39",
+        ],
+    );
     let snps = write(d.path(), "snps.txt", b"0101\n01x1\n");
     refuses(&["mm", "ld", &snps], &["snps.txt"]);
     refuses(&["mm", "ld", "--random", "10,10"], &["M,N,SAMPLES"]);

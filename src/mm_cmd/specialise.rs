@@ -111,8 +111,23 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         .iter()
         .map(|f| read_mtx(f))
         .collect::<Result<Vec<_>, _>>()?;
-    for op in &ops {
-        op.check_precision(dtype)?;
+    // Every operator past the precision's range is named, not only the first.
+    let refused: Vec<String> = ops
+        .iter()
+        .filter_map(|op| op.check_precision(dtype).err())
+        .map(|e| e.to_string())
+        .collect();
+    match refused.as_slice() {
+        [] => {}
+        [one] => return Err(one.clone().into()),
+        all => {
+            return Err(format!(
+                "{} operators are past {dtype}'s range:\n  {}",
+                all.len(),
+                all.join("\n  ")
+            )
+            .into());
+        }
     }
     let opts = TuneOptions {
         variants: a.variants.clone(),
