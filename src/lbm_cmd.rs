@@ -35,15 +35,15 @@ pub struct LbmArgs {
     #[arg(long)]
     steps: Option<u64>,
     /// Relaxation rate ω ∈ (0, 2).
-    #[arg(long, conflicts_with = "re")]
+    #[arg(long, conflicts_with = "re", allow_negative_numbers = true)]
     omega: Option<f64>,
     /// Reynolds number (cavity, cylinder, mask): sets ω from the case's velocity and length.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     re: Option<f64>,
     /// The case's characteristic lattice velocity: shear-wave 0.01 and taylor-green 0.03 (amplitude), poiseuille
     /// 0.02 (centreline), cavity 0.1 (lid), cylinder and mask 0.05 (mean inflow). Lower is less compressible
     /// (errors ∝ Mach²) and takes proportionally more steps at a given --re.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     u: Option<f64>,
     /// bgk or trt (default per case).
     #[arg(long)]
@@ -64,7 +64,7 @@ pub struct LbmArgs {
     interpolated_mask: bool,
     /// Smagorinsky subgrid (LES) model with this constant (typically 0.1–0.2): the viscosity grows with the local
     /// shear, ν = ν₀ + C² |S|, for flows the lattice does not resolve. The case's reference figures assume none.
-    #[arg(long, value_name = "C")]
+    #[arg(long, value_name = "C", allow_negative_numbers = true)]
     smagorinsky: Option<f64>,
     /// Write the final velocity magnitude (or --png-quantity vorticity) as a PNG.
     #[arg(long, value_name = "FILE")]

@@ -44,7 +44,7 @@ pub struct ScaleArgs {
     /// Gigabytes of device memory all ranks' setups may hold at once; past it each setup is built, timed and
     /// dropped in turn instead of interleaved (default: an eighth of the host's available memory on a CPU
     /// adapter, 16 on a GPU).
-    #[arg(long, value_name = "GB")]
+    #[arg(long, value_name = "GB", allow_negative_numbers = true)]
     memory_budget: Option<f64>,
     /// Ranks as threads of this process (under mpirun the launcher sets them).
     #[arg(long, value_name = "N", value_parser = crate::count::<usize>)]

@@ -204,6 +204,52 @@ fn fv_inputs_are_checked_first() {
     );
 }
 
+/// A negative value where only a positive one makes sense reaches the command's own check, which names the
+/// parameter and its range (not the parser's "unexpected argument '-0.1'").
+#[test]
+fn negative_values_are_refused_by_name() {
+    for (args, needle) in [
+        (
+            &["lbm", "cavity", "--u", "-0.1"][..],
+            "u = -0.1: the characteristic velocity must be positive",
+        ),
+        (
+            &["lbm", "cavity", "--omega", "-0.5"],
+            "omega = -0.5: the relaxation rate must lie in (0, 2)",
+        ),
+        (
+            &["lbm", "cavity", "--re", "-5"],
+            "re = -5: the Reynolds number must be positive",
+        ),
+        (
+            &["lbm", "cavity", "--smagorinsky", "-0.1"],
+            "smagorinsky = -0.1",
+        ),
+        (&["scale", "--memory-budget", "-1"], "--memory-budget -1"),
+        (
+            &["mm", "bench", "tests/data/pyfr", "--tune-budget", "-1"],
+            "--tune-budget must be positive",
+        ),
+        (
+            &[
+                "mm",
+                "dense-sweep",
+                "--m",
+                "8",
+                "--n",
+                "8",
+                "--k",
+                "8",
+                "--screen",
+                "-1",
+            ],
+            "--screen -1 --confirm 8: give a sample size ≥ 0 GFLOP",
+        ),
+    ] {
+        refuses(args, &[needle]);
+    }
+}
+
 #[test]
 fn lbm_inputs_are_checked_first() {
     let d = scratch("lbm");
@@ -350,6 +396,16 @@ fn args_only_parses_and_runs_nothing() {
             o.stdout.is_empty() && o.stderr.is_empty(),
             "{ok:?} printed something"
         );
+    }
+    // Negative values are values: a boundary held at −5 and β = −1 are legal (`--dirichlet -5` was "unexpected
+    // argument '-5'" until 2026-12-03, so only `--dirichlet=-5` ran).
+    let mtx = "tests/data/pyfr/hex-p2-m460-dflt.mtx";
+    for ok in [
+        &["fv", "run", "--box", "2", "--dirichlet", "-5"][..],
+        &["mm", "gen", mtx, "--beta", "-1"],
+        &["mm", "bench", mtx, "--beta", "-0.5"],
+    ] {
+        common::succeeded(&only(ok), ok);
     }
     for (bad, needle) in [
         (&["mm", "dense-sweep", "--confirm", "0"][..], "--confirm"),

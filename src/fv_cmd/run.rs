@@ -61,7 +61,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 100)]
     steps: usize,
     /// Fixed value on the boundary (default: zero flux).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     dirichlet: Option<f64>,
     #[arg(long, default_value = "f32")]
     dtype: DType,

@@ -70,7 +70,7 @@ pub enum MmCommand {
         /// where that or 1 ms of the FMA peak leaves 256 of depth, as on a GPU; else a block of C of whole tiles,
         /// full K, twice the workgroups that fill the device), then only the fastest --confirm and the model's pick on the full shape. For
         /// shapes where timing every configuration takes hours.
-        #[arg(long, value_name = "GFLOP")]
+        #[arg(long, value_name = "GFLOP", allow_negative_numbers = true)]
         screen: Option<f64>,
         /// With --screen: how many of the fastest screened configurations are timed on the full shape.
         #[arg(long, default_value_t = 8, value_parser = crate::count::<usize>)]
@@ -113,7 +113,7 @@ pub struct GenArgs {
     #[arg(long, default_value = "f32")]
     dtype: DType,
     /// β (default: the file's `% PyFR beta for this op:` line, else 0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     beta: Option<f64>,
     /// Variant name, e.g. cstream, cstream-v4-fold, bstream-v2, bstream-msplit-s4, cstream-ksplit-s2-v4.
     #[arg(long, default_value = "cstream")]
@@ -138,7 +138,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "f32")]
     dtype: DType,
     /// β for files without a `% PyFR beta for this op:` line.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     beta: f64,
     /// Timed repetitions (median) of the finalists and of the final timings.
     #[arg(long, default_value_t = 5, value_parser = crate::count::<usize>)]
@@ -148,7 +148,7 @@ pub struct BenchArgs {
     retune: bool,
     /// Seconds one operator's tuning may spend (candidates predicted to compile past it are skipped; `inf`: no
     /// bound).
-    #[arg(long, default_value_t = bespoke::mm::specialise::DEFAULT_TUNE_BUDGET, value_name = "SECONDS")]
+    #[arg(long, default_value_t = bespoke::mm::specialise::DEFAULT_TUNE_BUDGET, value_name = "SECONDS", allow_negative_numbers = true)]
     tune_budget: f64,
     /// Only these variants (comma-separated names; default: every variant worth timing on this adapter).
     #[arg(long, value_delimiter = ',')]
