@@ -96,6 +96,33 @@ fn mm_inputs_are_checked_first() {
             &["big entry (2, 1) = -1e39 is past f32's range"],
         );
     }
+    // A tiling key illegal on any device is the parser's to refuse; one past the bounds wrapped its products to 0
+    // and was timed as an "empty GEMM 0×4×4" (found by fuzzing the arguments, 2026-12-03).
+    for (key, why) in [
+        ("t1073741824x1v1-w4x8-k4-s1", "tm = 1073741824 is past 256"),
+        (
+            "t0x32v1-w32x2-k4-s2",
+            "every parameter must be a power of two",
+        ),
+    ] {
+        for cmd in [
+            &[
+                "mm",
+                "dense-bench",
+                "--m",
+                "8",
+                "--n",
+                "8",
+                "--k",
+                "8",
+                "--params",
+                key,
+            ][..],
+            &["mm", "ld", "--random", "8,8,64", "--params", key],
+        ] {
+            refuses(cmd, &[key, why]);
+        }
+    }
     // A folder names every operator past the range, not only the first.
     let wide = scratch("mm-wide");
     for (name, entries) in [

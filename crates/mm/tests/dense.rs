@@ -5,6 +5,7 @@
 
 use bespoke_gpu::testing::{fresh_seed, test_gpu};
 use bespoke_gpu::{Gpu, GpuOptions};
+use bespoke_mm::dense::bench::DenseTimer;
 use bespoke_mm::dense::{DenseGemm, DenseParams, Element, GemmShape, TileLimits};
 use bespoke_mm::reference::{gemm_ref, rel_err};
 use bespoke_mm::{DType, MmError};
@@ -322,6 +323,23 @@ fn bad_configurations_are_errors() {
         g.plan(gpu, &ok, &ok, &ok),
         Err(MmError::Params { .. })
     ));
+    // A tile of 2³² rows (2³⁰ a register tile, 4 invocations): its products wrapped to 0 in u32, and the timer
+    // reported the warm-up's "empty GEMM 0×4×4" where the parameters are what is wrong.
+    let wraps = DenseParams {
+        tm: 1 << 30,
+        tn: 1,
+        wgm: 4,
+        wgn: 8,
+        kc: 4,
+        vec: 1,
+        ..huge
+    };
+    let timer = DenseTimer::new(gpu, DType::F32, GemmShape::packed(8, 8, 8)).unwrap();
+    let e = timer.time(gpu, wraps, 1).unwrap_err();
+    assert!(
+        matches!(&e, MmError::Params { reason, .. } if reason.contains("tm = 1073741824 is past 256")),
+        "{e}"
+    );
 }
 
 /// The kernels run without naga's runtime bounds checks (every index is in range by construction); with them

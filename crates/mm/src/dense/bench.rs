@@ -2,7 +2,7 @@
 
 use bespoke_gpu::{Gpu, GpuBuffer};
 
-use super::params::DenseParams;
+use super::params::{DenseParams, TileLimits};
 use super::run::{DenseGemm, Element, GemmShape};
 use super::wgsl::Ablation;
 use crate::dtype::DType;
@@ -84,6 +84,13 @@ impl<T: Element> TypedTimer<T> {
                 "{sub:?} is not a block of the timer's {full:?}"
             )));
         }
+        // The parameters first: the warm-up's shape below is made of them.
+        params
+            .check(T::DTYPE, &TileLimits::of(gpu))
+            .map_err(|reason| crate::error::MmError::Params {
+                params: params.key(),
+                reason,
+            })?;
         let tiny = GemmShape {
             m: sub.m.min(params.bm() as usize),
             n: sub.n.min(params.bn() as usize),

@@ -73,6 +73,14 @@ impl TileLimits {
 /// that curve instead of forbidding it: GPUs spill past ~64–128 f32 and the curve there sends the model elsewhere.
 pub const MAX_ACC_BYTES: u32 = 4096;
 
+/// The largest value of each parameter a key may give (well past the legal space's: tm, tn ≤ 32, workgroups of
+/// 4–32 a side, kc ≤ 32, split-K ≤ 16), so that no product of them wraps in u32: a register tile side, a workgroup
+/// side, a K step and a split of K.
+const MAX_TILE: u32 = 256;
+const MAX_WORKGROUP_SIDE: u32 = 1024;
+const MAX_KC: u32 = 256;
+const MAX_SPLIT_K: u32 = 1 << 16;
+
 impl DenseParams {
     pub fn bm(&self) -> u32 {
         self.wgm * self.tm
@@ -206,25 +214,7 @@ impl DenseParams {
 
     /// Why these parameters are illegal on a device with `limits`, if they are.
     pub fn check(&self, dtype: DType, limits: &TileLimits) -> Result<(), String> {
-        let pow2 = |v: u32| v.is_power_of_two();
-        if ![self.tm, self.tn, self.wgm, self.wgn, self.kc, self.split_k]
-            .into_iter()
-            .all(pow2)
-        {
-            return Err("every parameter must be a power of two".into());
-        }
-        if self.stages != 1 && self.stages != 2 {
-            return Err(format!("{} staging buffers: 1 or 2", self.stages));
-        }
-        if self.vec != 1 && self.vec != 4 {
-            return Err(format!("vector width {} is not 1 or 4", self.vec));
-        }
-        if !self.tn.is_multiple_of(self.vec) {
-            return Err(format!(
-                "thread tile width {} is not a multiple of the vector width {}",
-                self.tn, self.vec
-            ));
-        }
+        self.check_key()?;
         if self.threads() > limits.max_invocations
             || self.wgn > limits.max_wg_x
             || self.wgm > limits.max_wg_y
@@ -245,6 +235,44 @@ impl DenseParams {
         if acc > MAX_ACC_BYTES {
             return Err(format!(
                 "{acc} B of accumulators per invocation exceed the {MAX_ACC_BYTES} B register budget"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why these parameters are illegal on any device, if they are (no device needed: a key given on the command
+    /// line is refused by this before one is opened).
+    pub fn check_key(&self) -> Result<(), String> {
+        if ![self.tm, self.tn, self.wgm, self.wgn, self.kc, self.split_k]
+            .into_iter()
+            .all(u32::is_power_of_two)
+        {
+            return Err("every parameter must be a power of two".into());
+        }
+        // Bounds before any product: a key may spell any u32, and t1073741824x1 with 4 rows of invocations made
+        // a block of 2³² rows, which wrapped to 0 (every size and budget check then passed).
+        for (name, v, max) in [
+            ("tm", self.tm, MAX_TILE),
+            ("tn", self.tn, MAX_TILE),
+            ("wgm", self.wgm, MAX_WORKGROUP_SIDE),
+            ("wgn", self.wgn, MAX_WORKGROUP_SIDE),
+            ("kc", self.kc, MAX_KC),
+            ("split_k", self.split_k, MAX_SPLIT_K),
+        ] {
+            if v > max {
+                return Err(format!("{name} = {v} is past {max}"));
+            }
+        }
+        if self.stages != 1 && self.stages != 2 {
+            return Err(format!("{} staging buffers: 1 or 2", self.stages));
+        }
+        if self.vec != 1 && self.vec != 4 {
+            return Err(format!("vector width {} is not 1 or 4", self.vec));
+        }
+        if !self.tn.is_multiple_of(self.vec) {
+            return Err(format!(
+                "thread tile width {} is not a multiple of the vector width {}",
+                self.tn, self.vec
             ));
         }
         Ok(())
@@ -289,8 +317,12 @@ pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
 
 impl std::str::FromStr for DenseParams {
     type Err = String;
+    /// A key that names parameters illegal on any device ([`DenseParams::check_key`]) is refused too.
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::parse(s).ok_or_else(|| format!("`{s}` is not a tiling key like t8x8v4-w16x16-k8-s1"))
+        let p = Self::parse(s)
+            .ok_or_else(|| format!("`{s}` is not a tiling key like t8x8v4-w16x16-k8-s1"))?;
+        p.check_key().map_err(|why| format!("`{s}`: {why}"))?;
+        Ok(p)
     }
 }
 
@@ -303,6 +335,40 @@ impl std::fmt::Display for DenseParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_past_the_bounds_are_refused_not_wrapped() {
+        // 2³⁰ rows a register tile, 4 rows of invocations: a block of 2³² rows wrapped to 0, and every check passed.
+        for (key, why) in [
+            ("t1073741824x1v1-w4x8-k4-s1", "tm = 1073741824 is past 256"),
+            ("t4x4v4-w65536x65536-k4-s1", "wgm = 65536 is past 1024"),
+            ("t4x4v4-w8x8-k2147483648-s2", "kc = 2147483648 is past 256"),
+            (
+                "t4x4v4-w8x8-k4-s2147483648",
+                "split_k = 2147483648 is past 65536",
+            ),
+            ("t0x4v4-w8x8-k4-s1", "power of two"),
+            ("t4x4v4-w8x8-k4-s0", "power of two"),
+        ] {
+            let p = DenseParams::parse(key).expect(key);
+            let e = p.check_key().expect_err(key);
+            assert!(e.contains(why), "{key}: {e}");
+            let e = key.parse::<DenseParams>().expect_err(key);
+            assert!(e.contains(key) && e.contains(why), "{e}");
+            let e = p
+                .check(DType::F64, &TileLimits::WEBGPU_DEFAULT)
+                .expect_err(key);
+            assert!(e.contains(why), "{key}: {e}");
+        }
+        // At every bound at once nothing wraps: the workgroup memory is computed, not 0, and refused.
+        let edge = DenseParams::parse("t256x256v4-w1024x1024-k256-s65536-b2").expect("edge key");
+        assert!(edge.check_key().is_ok());
+        let exact = 2 * 256 * (256 * 1024 + 4 + 256 * 1024) as u64 * 8;
+        assert_eq!(u64::from(edge.shared_bytes(DType::F64)), exact);
+        assert!(edge.check(DType::F64, &TileLimits::WEBGPU_DEFAULT).is_err());
+        // The legal space is inside the bounds.
+        assert!("t8x8v4-w16x16-k8-s1".parse::<DenseParams>().is_ok());
+    }
 
     #[test]
     fn spelled_accesses_count_the_unrolled_loads_and_stores() {
