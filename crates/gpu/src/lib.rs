@@ -28,6 +28,7 @@ mod error;
 mod flushed_subnormals;
 mod fused_multiply_add;
 mod host;
+mod inexact_division;
 mod kernel;
 mod launch_shape;
 mod overlap;

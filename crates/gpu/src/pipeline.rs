@@ -43,6 +43,8 @@ pub(crate) struct CompileTarget<'a> {
     pub fuse_multiply_add: bool,
     /// Flush every subnormal float value (`Quirks::flushes_subnormals`).
     pub flush_subnormals: bool,
+    /// Compute every f32 and f16 quotient and square root inexactly (`Quirks::divides_inexactly`).
+    pub inexact_division: bool,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -92,6 +94,9 @@ fn with_quirks(
     if target.fuse_multiply_add {
         quirks.push("fused-multiply-add");
     }
+    if target.inexact_division {
+        quirks.push("inexact-division");
+    }
     if target.flush_subnormals {
         quirks.push("flushed-subnormals");
     }
@@ -113,14 +118,25 @@ fn with_quirks(
         let wide = target.caps.contains(naga::valid::Capabilities::FLOAT64);
         crate::fused_multiply_add::fuse_multiply_adds(&mut module, info, wide);
     }
-    if target.flush_subnormals {
-        // It reads the values' types from a validation of the module as it is now.
+    // The next two read the values' types from a validation of the module as it is now.
+    let validate = |module: &naga::Module, after: &str| {
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), target.caps)
+            .validate(module)
+            .map_err(|e| invalid(format!("invalid after the {after} quirk: {e}")))
+    };
+    if target.inexact_division {
         let now = if target.fuse_multiply_add {
-            &naga::valid::Validator::new(naga::valid::ValidationFlags::all(), target.caps)
-                .validate(&module)
-                .map_err(|e| invalid(format!("invalid after the fused-multiply-add quirk: {e}")))?
+            &validate(&module, "fused-multiply-add")?
         } else {
             info
+        };
+        crate::inexact_division::divide_inexactly(&mut module, now);
+    }
+    if target.flush_subnormals {
+        let now = match (target.fuse_multiply_add, target.inexact_division) {
+            (false, false) => info,
+            (_, true) => &validate(&module, "inexact-division")?,
+            (true, false) => &validate(&module, "fused-multiply-add")?,
         };
         crate::flushed_subnormals::flush_subnormals(&mut module, now);
     }

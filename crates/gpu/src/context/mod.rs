@@ -231,6 +231,9 @@ impl Gpu {
         if quirks.flushes_subnormals {
             emulation += "-ftz";
         }
+        if quirks.divides_inexactly {
+            emulation += "-div";
+        }
         if opts.skip_warm_up {
             emulation += "-nowarm";
         }
@@ -389,6 +392,7 @@ impl Gpu {
             reverse_workgroups: self.quirks.reversed_workgroups,
             fuse_multiply_add: self.quirks.fuses_multiply_add,
             flush_subnormals: self.quirks.flushes_subnormals,
+            inexact_division: self.quirks.divides_inexactly,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

@@ -172,16 +172,23 @@ pub struct Quirks {
     /// Emulated by the pipeline layer, which flushes every float value a kernel loads, converts or computes, so
     /// a kernel or test that counts on a subnormal fails on any adapter.
     pub flushes_subnormals: bool,
+    /// f32 and f16 quotients and square roots are not correctly rounded: Vulkan allows 2.5 ULP for `x / y` and
+    /// gives `sqrt` the precision of `1 / inversesqrt`, and NVIDIA divides through a reciprocal (lavapipe rounds
+    /// both correctly). Emulated by the pipeline layer, which computes every such `a / b` as `a * (1 / b)` and
+    /// `sqrt(x)` as `1 / inverseSqrt(x)`, so a test that holds a kernel to its reference's bits through a division
+    /// fails on any adapter.
+    pub divides_inexactly: bool,
 }
 
 impl Quirks {
     /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
-    const NAMES: [&str; 5] = [
+    const NAMES: [&str; 6] = [
         "folds-f16-round-trip",
         "stale-workgroup-memory",
         "reversed-workgroups",
         "fused-multiply-add",
         "flushed-subnormals",
+        "inexact-division",
     ];
 
     fn set(&mut self, name: &str) -> bool {
@@ -191,6 +198,7 @@ impl Quirks {
             "reversed-workgroups" => self.reversed_workgroups = true,
             "fused-multiply-add" => self.fuses_multiply_add = true,
             "flushed-subnormals" => self.flushes_subnormals = true,
+            "inexact-division" => self.divides_inexactly = true,
             _ => return false,
         }
         true
@@ -204,6 +212,7 @@ impl Quirks {
             reversed_workgroups: self.reversed_workgroups || other.reversed_workgroups,
             fuses_multiply_add: self.fuses_multiply_add || other.fuses_multiply_add,
             flushes_subnormals: self.flushes_subnormals || other.flushes_subnormals,
+            divides_inexactly: self.divides_inexactly || other.divides_inexactly,
         }
     }
 }

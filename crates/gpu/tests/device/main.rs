@@ -28,6 +28,7 @@ mod buffers;
 mod dispatch;
 mod flushed;
 mod fused;
+mod inexact;
 mod lifecycle;
 mod reversed;
 mod stale;
