@@ -91,7 +91,8 @@ pub enum Lookup {
     Hit(Vec<u8>),
     /// No entry for this key.
     Miss,
-    /// A file is there but is not a whole, matching entry; the message says why and where.
+    /// A file is there but is not a whole, matching entry, or the entry cannot be read (a folder in the path that
+    /// is not one, no permission); the message says why and where.
     Corrupt(String),
 }
 
@@ -146,7 +147,7 @@ impl DiskCache {
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Miss,
-            Err(e) => return Lookup::Corrupt(format!("{}: {e}", path.display())),
+            Err(e) => return Lookup::Corrupt(format!("{}: not readable ({e})", path.display())),
         };
         match self.decode(key, &bytes) {
             Ok(payload) => Lookup::Hit(payload),
@@ -265,7 +266,7 @@ impl DiskCache {
 
 /// Says on stderr that a cache entry was unreadable and will be rebuilt.
 pub fn report(why: &str) {
-    eprintln!("bespoke: ignoring a corrupt cache entry, it will be rebuilt: {why}");
+    eprintln!("bespoke: ignoring a cache entry it cannot use, it will be rebuilt: {why}");
 }
 
 #[cfg(test)]
@@ -276,6 +277,25 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let c = DiskCache::at(dir.path(), "test", 3);
         (dir, c)
+    }
+
+    /// A cache folder whose path runs through a file (`BESPOKE_CACHE_DIR=/dev/null`): every lookup says the entry
+    /// is not readable, and why (it was reported as "a corrupt cache entry"), and a store fails naming the folder.
+    #[test]
+    fn a_cache_under_a_file_is_unreadable_not_corrupt() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"not a folder").expect("write");
+        let c = DiskCache::at(&file, "test", 3);
+        match c.get("k") {
+            Lookup::Corrupt(why) => assert!(why.contains("not readable ("), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let e = c
+            .put("k", b"v")
+            .expect_err("stored under a file")
+            .to_string();
+        assert!(e.contains("creating the folder of cache entry"), "{e}");
     }
 
     #[test]
