@@ -162,13 +162,8 @@ fn flusher(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
 #[cfg(test)]
 mod tests {
     use super::flush_subnormals;
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
-
-    fn validate(m: &naga::Module, caps: Capabilities) -> naga::valid::ModuleInfo {
-        Validator::new(ValidationFlags::all(), caps)
-            .validate(m)
-            .unwrap_or_else(|e| panic!("{e:?}"))
-    }
+    use crate::rewrite::validate;
+    use naga::valid::Capabilities;
 
     #[test]
     fn every_float_value_is_flushed_and_the_module_validates_without_a_device() {

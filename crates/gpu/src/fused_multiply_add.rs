@@ -285,13 +285,8 @@ fn make_helper(types: &mut naga::UniqueArena<Type>, h: &Helper) -> Function {
 #[cfg(test)]
 mod tests {
     use super::fuse_multiply_adds;
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
-
-    fn validate(m: &naga::Module, caps: Capabilities) -> naga::valid::ModuleInfo {
-        Validator::new(ValidationFlags::all(), caps)
-            .validate(m)
-            .unwrap_or_else(|e| panic!("{e:?}"))
-    }
+    use crate::rewrite::validate;
+    use naga::valid::Capabilities;
 
     /// Parses `src`, fuses it and validates the result; the module after, and how many pairs were fused.
     fn fused(src: &str, caps: Capabilities, wide: bool) -> (naga::Module, usize) {

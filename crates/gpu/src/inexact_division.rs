@@ -209,13 +209,8 @@ fn make_helper(types: &mut naga::UniqueArena<Type>, op: &Op) -> Function {
 #[cfg(test)]
 mod tests {
     use super::divide_inexactly;
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
-
-    fn validate(m: &naga::Module, caps: Capabilities) -> naga::valid::ModuleInfo {
-        Validator::new(ValidationFlags::all(), caps)
-            .validate(m)
-            .unwrap_or_else(|e| panic!("{e:?}"))
-    }
+    use crate::rewrite::validate;
+    use naga::valid::Capabilities;
 
     #[test]
     fn every_f32_and_f16_quotient_and_root_is_replaced_and_the_module_validates_without_a_device() {

@@ -367,3 +367,11 @@ pub fn float_type(
         _ => None,
     }
 }
+
+/// `m` validated with every check and `caps` (the quirks' tests), or a panic saying why not.
+#[cfg(test)]
+pub(crate) fn validate(m: &Module, caps: naga::valid::Capabilities) -> naga::valid::ModuleInfo {
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(m)
+        .unwrap_or_else(|e| panic!("{e:?}"))
+}

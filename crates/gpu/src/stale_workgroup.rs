@@ -246,13 +246,8 @@ impl Prologue<'_> {
 #[cfg(test)]
 mod tests {
     use super::poison_workgroup_memory;
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
-
-    fn validate(m: &naga::Module, caps: Capabilities) -> naga::valid::ModuleInfo {
-        Validator::new(ValidationFlags::all(), caps)
-            .validate(m)
-            .unwrap_or_else(|e| panic!("{e:?}"))
-    }
+    use crate::rewrite::validate;
+    use naga::valid::Capabilities;
 
     /// Parses `src`, adds the prologue and validates the result; the module before and after.
     fn poisoned(src: &str, caps: Capabilities) -> Result<(naga::Module, naga::Module), String> {
