@@ -213,6 +213,28 @@ fn fv_inputs_are_checked_first() {
         &["fv", "run", "--box", "2", "--ranks", "100"],
         &["--ranks 100", "at most 64"],
     );
+    // A boundary value past f32's range: every stored entry would be ±∞. Refused before the ranks open their
+    // devices (it was "rank 1 of 2 failed: x = 0: entry 0 less the steady state …" after them); NaN is the
+    // operator's to refuse, in its own words.
+    for ranks in ["1", "2"] {
+        refuses(
+            &[
+                "fv",
+                "run",
+                "--box",
+                "2",
+                "--dirichlet",
+                "1e39",
+                "--ranks",
+                ranks,
+            ],
+            &["dirichlet = 1e39", "past f32's range", "use f64"],
+        );
+    }
+    refuses(
+        &["fv", "run", "--box", "2", "--dirichlet", "nan"],
+        &["dirichlet = NaN: boundary value must be finite"],
+    );
     // Outputs written after the run are checked before it (the VTU once failed after the steps).
     let gone = d.path().join("no/such");
     let (vtu, png) = (gone.join("x.vtu"), gone.join("x.png"));

@@ -13,7 +13,7 @@ use bespoke::fv::checkpoint::Checkpoint;
 use bespoke::fv::kernel::{DType, KernelKind, Layout};
 use bespoke::fv::ordering::OrderingKind;
 use bespoke::fv::run::{RunOptions, Saves, run};
-use bespoke::fv::{Operator, Real, TetMesh};
+use bespoke::fv::{Boundary, Operator, Real, TetMesh};
 use bespoke::gpu::Gpu;
 use bespoke::report::adapter_json;
 use clap::Args;
@@ -131,6 +131,10 @@ impl RunJob {
             })?),
         };
         let ordering = OrderingKind::parse(&a.ordering, a.block_size as usize)?;
+        // Before the mesh is read, and before any rank opens a device.
+        a.dirichlet
+            .map_or(Boundary::ZeroFlux, Boundary::Dirichlet)
+            .check_precision(a.dtype)?;
         match (a.checkpoint_every, &a.checkpoint) {
             (Some(0), _) => return Err("--checkpoint-every must be at least 1".into()),
             (Some(_), None) => return Err("--checkpoint-every needs --checkpoint FILE".into()),

@@ -231,6 +231,27 @@ pub enum Boundary {
     Dirichlet(f64),
 }
 
+impl Boundary {
+    /// Refuses a Dirichlet value past `dtype`'s range: the field is stored less the value it tends to, so every
+    /// stored entry would be ±∞ (f32: |value| > 3.4e38). Checked before any device opens; `Diffusion` checks each
+    /// stored entry again as it uploads them.
+    pub fn check_precision(&self, dtype: bespoke_gpu::DType) -> Result<()> {
+        match *self {
+            // A value that is not finite at all is `Operator::diffusion`'s to refuse, in its own words.
+            Boundary::Dirichlet(v)
+                if v.is_finite() && dtype == bespoke_gpu::DType::F32 && !(v as f32).is_finite() =>
+            {
+                Err(FvError::param(
+                    "dirichlet",
+                    format!("{v:e}"),
+                    "past f32's range: use f64 (the field is stored less the value it tends to)",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The operator in ELLPACK form, row-major per tet (layouts for the device are made from it).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Operator {
@@ -477,6 +498,31 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn dirichlet_values_past_f32_are_refused_for_f32_only() {
+        use bespoke_gpu::DType;
+        for (b, f32_ok) in [
+            (Boundary::ZeroFlux, true),
+            (Boundary::Dirichlet(-5.0), true),
+            (Boundary::Dirichlet(3.0e38), true),
+            (Boundary::Dirichlet(1e39), false),
+            (Boundary::Dirichlet(-1e300), false),
+            // Not finite at all: `Operator::diffusion` refuses it, in its own words.
+            (Boundary::Dirichlet(f64::NAN), true),
+        ] {
+            assert_eq!(b.check_precision(DType::F32).is_ok(), f32_ok, "{b:?}");
+            assert!(b.check_precision(DType::F64).is_ok(), "{b:?}");
+        }
+        let e = Boundary::Dirichlet(1e39)
+            .check_precision(DType::F32)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dirichlet = 1e39") && e.contains("use f64"),
+            "{e}"
+        );
+    }
     use super::{BOUNDARY, Boundary, Operator, adjacency, ideal_operator};
     use crate::generate::BoxMesh;
     use crate::mesh::TetMesh;
