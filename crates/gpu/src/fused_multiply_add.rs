@@ -25,12 +25,13 @@
 use std::collections::HashMap;
 
 use naga::{
-    BinaryOperator, Expression, Function, Handle, MathFunction, Module, Scalar, ScalarKind, Span,
-    Type, TypeInner, UnaryOperator,
+    BinaryOperator, Expression, Function, Handle, MathFunction, Module, ScalarKind, Span, Type,
+    TypeInner, UnaryOperator,
 };
 
 use crate::rewrite::{
-    CallAt, SmallFunction, add_per_key, call_in_place, emitted, float_type, per_function,
+    CallAt, SmallFunction, add_per_key, call_in_place, emitted, float_scalar as scalar, float_type,
+    per_function,
 };
 
 /// Which of the four pairs: `a * b + c` (either order), `a * b − c`, or `c − a * b`.
@@ -141,13 +142,6 @@ pub(crate) fn fuse_multiply_adds(
         }
     }
     total
-}
-
-fn scalar(ty: &TypeInner) -> Scalar {
-    match *ty {
-        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } => s,
-        _ => unreachable!("only float scalars and vectors are paired"),
-    }
 }
 
 /// The float multiply-adds of `f` that it emits (a constant one, folded already, is not paired).

@@ -24,7 +24,8 @@ use naga::{
 };
 
 use crate::rewrite::{
-    CallAt, SmallFunction, add_per_key, call_in_place, emitted, float_type, per_function,
+    CallAt, SmallFunction, add_per_key, call_in_place, emitted, float_scalar, float_type,
+    per_function,
 };
 
 /// What a helper computes, and for which types: a quotient of a dividend and a divisor (the quotient's type is
@@ -90,10 +91,7 @@ fn suffix(ty: &TypeInner) -> String {
 
 /// A float type's width in bytes.
 fn width(ty: &TypeInner) -> u8 {
-    match *ty {
-        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } => s.width,
-        _ => unreachable!("only float scalars and vectors are divided"),
-    }
+    float_scalar(ty).width
 }
 
 /// The f32 and f16 quotients and square roots `f` emits (a constant one, folded already, is left).

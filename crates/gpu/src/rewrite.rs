@@ -352,6 +352,14 @@ pub fn emitted(f: &Function) -> HashSet<Handle<Expression>> {
     emitted
 }
 
+/// The scalar of a float scalar or vector type (what [`float_type`] returns).
+pub fn float_scalar(ty: &TypeInner) -> naga::Scalar {
+    match *ty {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } => s,
+        _ => unreachable!("only float scalars and vectors are rewritten"),
+    }
+}
+
 /// `h`'s type where it is a float scalar or vector.
 pub fn float_type(
     info: &naga::valid::FunctionInfo,
