@@ -35,6 +35,7 @@ mod overlap;
 mod phase;
 mod pipeline;
 mod probe;
+mod reversed_invocations;
 mod reversed_workgroups;
 mod rewrite;
 pub mod rng;

@@ -39,6 +39,8 @@ pub(crate) struct CompileTarget<'a> {
     pub poison_workgroup_memory: bool,
     /// Run each dispatch's workgroups in the reverse order of their ids (`Quirks::reversed_workgroups`).
     pub reverse_workgroups: bool,
+    /// Run each workgroup's invocations in the reverse order of their ids (`Quirks::reversed_invocations`).
+    pub reverse_invocations: bool,
     /// Fuse every float multiply-add (`Quirks::fuses_multiply_add`).
     pub fuse_multiply_add: bool,
     /// Flush every subnormal float value (`Quirks::flushes_subnormals`).
@@ -82,7 +84,8 @@ impl PipelineCache {
 }
 
 /// `module` with the quirks applied (`crate::fused_multiply_add` or `crate::flushed_subnormals`, then the prologues
-/// of `crate::stale_workgroup` and `crate::reversed_workgroups`, whose prologue runs first), validated again;
+/// of `crate::stale_workgroup`, `crate::reversed_workgroups` and `crate::reversed_invocations`, whose prologues run
+/// last first), validated again;
 /// `module` as it was where the target emulates none.
 fn with_quirks(
     target: &CompileTarget<'_>,
@@ -105,6 +108,9 @@ fn with_quirks(
     }
     if target.reverse_workgroups {
         quirks.push("reversed-workgroups");
+    }
+    if target.reverse_invocations {
+        quirks.push("reversed-invocations");
     }
     if quirks.is_empty() {
         return Ok(module);
@@ -152,6 +158,14 @@ fn with_quirks(
         crate::reversed_workgroups::reverse_workgroups(&mut module).map_err(|e| {
             invalid(format!(
                 "the reversed-workgroups quirk cannot reverse it: {e}"
+            ))
+        })?;
+    }
+    if target.reverse_invocations {
+        // After the workgroups' reversal, whose prologue reads the raw ids: this one reverses those reads too.
+        crate::reversed_invocations::reverse_invocations(&mut module).map_err(|e| {
+            invalid(format!(
+                "the reversed-invocations quirk cannot reverse it: {e}"
             ))
         })?;
     }

@@ -225,6 +225,9 @@ impl Gpu {
         if quirks.reversed_workgroups {
             emulation += "-revwg";
         }
+        if quirks.reversed_invocations {
+            emulation += "-revinv";
+        }
         if quirks.fuses_multiply_add {
             emulation += "-fma";
         }
@@ -390,6 +393,7 @@ impl Gpu {
             limits: &self.limits,
             poison_workgroup_memory: self.quirks.stale_workgroup_memory,
             reverse_workgroups: self.quirks.reversed_workgroups,
+            reverse_invocations: self.quirks.reversed_invocations,
             fuse_multiply_add: self.quirks.fuses_multiply_add,
             flush_subnormals: self.quirks.flushes_subnormals,
             inexact_division: self.quirks.divides_inexactly,

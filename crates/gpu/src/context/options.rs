@@ -161,6 +161,12 @@ pub struct Quirks {
     /// workgroup_id` for its workgroup id, so the last workgroup runs first and a kernel whose workgroup reads
     /// what a lower-numbered one of the same dispatch writes fails on any adapter.
     pub reversed_workgroups: bool,
+    /// A workgroup's invocations run in an order of the hardware's: a GPU runs them in warps or waves at once,
+    /// lavapipe a SIMD row at a time in id order, which hides a missing barrier where a higher-numbered
+    /// invocation reads workgroup memory a lower-numbered one writes. Emulated by the pipeline layer, which hands
+    /// each kernel `S − 1 − local_invocation_id` (S the workgroup size) for its invocation id, with the matching
+    /// index and global id, so the last invocation runs first and such a kernel fails on any adapter.
+    pub reversed_invocations: bool,
     /// The compiler contracts a float multiply and the add that takes its product into one fused multiply-add
     /// (rounded once): SPIR-V allows it wherever `NoContraction` is absent, which naga never writes, and GPU
     /// compilers do it (lavapipe does not). Emulated by the pipeline layer, which fuses every float `a * b ± c`
@@ -182,10 +188,11 @@ pub struct Quirks {
 
 impl Quirks {
     /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; 7] = [
         "folds-f16-round-trip",
         "stale-workgroup-memory",
         "reversed-workgroups",
+        "reversed-invocations",
         "fused-multiply-add",
         "flushed-subnormals",
         "inexact-division",
@@ -196,6 +203,7 @@ impl Quirks {
             "folds-f16-round-trip" => self.folds_f16_round_trip = true,
             "stale-workgroup-memory" => self.stale_workgroup_memory = true,
             "reversed-workgroups" => self.reversed_workgroups = true,
+            "reversed-invocations" => self.reversed_invocations = true,
             "fused-multiply-add" => self.fuses_multiply_add = true,
             "flushed-subnormals" => self.flushes_subnormals = true,
             "inexact-division" => self.divides_inexactly = true,
@@ -210,6 +218,7 @@ impl Quirks {
             folds_f16_round_trip: self.folds_f16_round_trip || other.folds_f16_round_trip,
             stale_workgroup_memory: self.stale_workgroup_memory || other.stale_workgroup_memory,
             reversed_workgroups: self.reversed_workgroups || other.reversed_workgroups,
+            reversed_invocations: self.reversed_invocations || other.reversed_invocations,
             fuses_multiply_add: self.fuses_multiply_add || other.fuses_multiply_add,
             flushes_subnormals: self.flushes_subnormals || other.flushes_subnormals,
             divides_inexactly: self.divides_inexactly || other.divides_inexactly,

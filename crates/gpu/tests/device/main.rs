@@ -29,6 +29,7 @@ mod dispatch;
 mod flushed;
 mod fused;
 mod inexact;
+mod invocations;
 mod lifecycle;
 mod reversed;
 mod stale;
