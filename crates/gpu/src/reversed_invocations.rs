@@ -17,11 +17,13 @@
 //! global id is then reversed both ways.
 
 use naga::{
-    BinaryOperator, Binding, BuiltIn, Expression, Function, Handle, Literal, Module, Scalar,
-    ScalarKind, ShaderStage, Span, Statement, Type, TypeInner, VectorSize,
+    BinaryOperator, BuiltIn, Expression, Function, Handle, Literal, Module, ScalarKind, Span,
+    Statement, Type, VectorSize,
 };
 
-use crate::rewrite::{Prologue, SmallFunction};
+use crate::rewrite::{
+    Prologue, SmallFunction, builtin_arguments, reads_as_call_results, u32_types,
+};
 
 /// The built-ins that name an invocation within its workgroup, and the function the quirk calls for each.
 const REVERSED: [(BuiltIn, &str, &str); 3] = [
@@ -47,49 +49,13 @@ const REVERSED: [(BuiltIn, &str, &str); 3] = [
 /// struct member, or whose workgroup size is an override expression other than a plain override, is an error
 /// naming the entry point, so no kernel runs unreversed under the quirk.
 pub(crate) fn reverse_invocations(module: &mut Module) -> Result<(), String> {
+    let builtins = REVERSED.map(|(b, wgsl, _)| (b, wgsl));
     // (entry point, argument, which of REVERSED)
-    let mut readers = Vec::new();
-    for (e, ep) in module.entry_points.iter().enumerate() {
-        if ep.stage != ShaderStage::Compute {
-            continue;
-        }
-        for (i, arg) in ep.function.arguments.iter().enumerate() {
-            for (r, &(builtin, wgsl, _)) in REVERSED.iter().enumerate() {
-                let b = Some(Binding::BuiltIn(builtin));
-                if arg.binding == b {
-                    readers.push((e, i as u32, r));
-                } else if let TypeInner::Struct { members, .. } = &module.types[arg.ty].inner
-                    && members.iter().any(|m| m.binding == b)
-                {
-                    return Err(format!(
-                        "entry point `{}` takes {wgsl} as a member of its argument `{}`",
-                        ep.name,
-                        arg.name.as_deref().unwrap_or("?")
-                    ));
-                }
-            }
-        }
-    }
+    let readers = builtin_arguments(module, &builtins)?;
     if readers.is_empty() {
         return Ok(());
     }
-    let u32_ty = module.types.insert(
-        Type {
-            name: None,
-            inner: TypeInner::Scalar(Scalar::U32),
-        },
-        Span::UNDEFINED,
-    );
-    let vec3_ty = module.types.insert(
-        Type {
-            name: None,
-            inner: TypeInner::Vector {
-                size: VectorSize::Tri,
-                scalar: Scalar::U32,
-            },
-        },
-        Span::UNDEFINED,
-    );
+    let (u32_ty, vec3_ty) = u32_types(module);
     let reversers = [
         local_id_reverser(REVERSED[0].2, vec3_ty),
         local_index_reverser(REVERSED[1].2, u32_ty, vec3_ty),
@@ -128,11 +94,8 @@ pub(crate) fn reverse_invocations(module: &mut Module) -> Result<(), String> {
         let f = &mut ep.function;
         let mut calls = Vec::new();
         for &&(_, arg, r) in &mine {
-            for (h, x) in f.expressions.iter_mut() {
-                if matches!(x, Expression::FunctionArgument(a) if *a == arg) {
-                    *x = Expression::CallResult(reversers[r]);
-                    calls.push((h, arg, r));
-                }
+            for h in reads_as_call_results(f, arg, reversers[r]) {
+                calls.push((h, arg, r));
             }
         }
         let mut p = Prologue::new(f, &module.types, u32_ty);

@@ -15,11 +15,13 @@
 //! uniform to naga; a unit test says so should that change.
 
 use naga::{
-    BinaryOperator, Binding, BuiltIn, Expression, Function, Handle, Literal, Module, Scalar,
-    ShaderStage, Span, Statement, Type, TypeInner, VectorSize,
+    BinaryOperator, BuiltIn, Expression, Function, Handle, Literal, Module, Span, Statement, Type,
+    VectorSize,
 };
 
-use crate::rewrite::{Prologue, SmallFunction};
+use crate::rewrite::{
+    Prologue, SmallFunction, builtin_arguments, reads_as_call_results, u32_types,
+};
 
 /// The built-ins that name a workgroup, and what the quirk hands the kernel for each.
 const REVERSED: [(BuiltIn, &str, &str); 2] = [
@@ -40,57 +42,22 @@ const REVERSED: [(BuiltIn, &str, &str); 2] = [
 /// member, or `global_invocation_id` with a workgroup size set by an override, is an error naming the entry point,
 /// so no kernel runs unreversed under the quirk.
 pub(crate) fn reverse_workgroups(module: &mut Module) -> Result<(), String> {
+    let builtins = REVERSED.map(|(b, wgsl, _)| (b, wgsl));
     // (entry point, argument, which of REVERSED)
-    let mut readers = Vec::new();
-    for (e, ep) in module.entry_points.iter().enumerate() {
-        if ep.stage != ShaderStage::Compute {
-            continue;
-        }
-        for (i, arg) in ep.function.arguments.iter().enumerate() {
-            for (r, &(builtin, wgsl, _)) in REVERSED.iter().enumerate() {
-                let b = Some(Binding::BuiltIn(builtin));
-                if arg.binding == b {
-                    if builtin == BuiltIn::GlobalInvocationId
-                        && ep.workgroup_size_overrides.is_some()
-                    {
-                        return Err(format!(
-                            "entry point `{}` takes global_invocation_id with a workgroup size set by an override",
-                            ep.name
-                        ));
-                    }
-                    readers.push((e, i as u32, r));
-                } else if let TypeInner::Struct { members, .. } = &module.types[arg.ty].inner
-                    && members.iter().any(|m| m.binding == b)
-                {
-                    return Err(format!(
-                        "entry point `{}` takes {wgsl} as a member of its argument `{}`",
-                        ep.name,
-                        arg.name.as_deref().unwrap_or("?")
-                    ));
-                }
-            }
-        }
+    let readers = builtin_arguments(module, &builtins)?;
+    if let Some(&(e, _, _)) = readers.iter().find(|&&(e, _, r)| {
+        REVERSED[r].0 == BuiltIn::GlobalInvocationId
+            && module.entry_points[e].workgroup_size_overrides.is_some()
+    }) {
+        return Err(format!(
+            "entry point `{}` takes global_invocation_id with a workgroup size set by an override",
+            module.entry_points[e].name
+        ));
     }
     if readers.is_empty() {
         return Ok(());
     }
-    let u32_ty = module.types.insert(
-        Type {
-            name: None,
-            inner: TypeInner::Scalar(Scalar::U32),
-        },
-        Span::UNDEFINED,
-    );
-    let vec3_ty = module.types.insert(
-        Type {
-            name: None,
-            inner: TypeInner::Vector {
-                size: VectorSize::Tri,
-                scalar: Scalar::U32,
-            },
-        },
-        Span::UNDEFINED,
-    );
+    let (u32_ty, vec3_ty) = u32_types(module);
     let reversers = REVERSED.map(|(builtin, _, name)| {
         let f = reverser(name, builtin == BuiltIn::GlobalInvocationId, vec3_ty);
         module.functions.append(f, Span::UNDEFINED)
@@ -105,11 +72,8 @@ pub(crate) fn reverse_workgroups(module: &mut Module) -> Result<(), String> {
         let f = &mut ep.function;
         let mut calls = Vec::new();
         for &&(_, arg, r) in &mine {
-            for (h, x) in f.expressions.iter_mut() {
-                if matches!(x, Expression::FunctionArgument(a) if *a == arg) {
-                    *x = Expression::CallResult(reversers[r]);
-                    calls.push((h, arg, r));
-                }
+            for h in reads_as_call_results(f, arg, reversers[r]) {
+                calls.push((h, arg, r));
             }
         }
         let mut p = Prologue::new(f, &module.types, u32_ty);

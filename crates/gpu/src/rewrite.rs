@@ -99,6 +99,72 @@ impl<'a> Prologue<'a> {
     }
 }
 
+/// The compute entry points' arguments bound to one of `builtins` (each its built-in and its WGSL name): (entry
+/// point, argument, index into `builtins`). One taken as a struct member is an error naming the entry point, so no
+/// kernel escapes a quirk that rewrites its reads (the reversals').
+pub(crate) fn builtin_arguments(
+    module: &Module,
+    builtins: &[(BuiltIn, &str)],
+) -> Result<Vec<(usize, u32, usize)>, String> {
+    let mut found = Vec::new();
+    for (e, ep) in module.entry_points.iter().enumerate() {
+        if ep.stage != naga::ShaderStage::Compute {
+            continue;
+        }
+        for (i, arg) in ep.function.arguments.iter().enumerate() {
+            for (r, &(builtin, wgsl)) in builtins.iter().enumerate() {
+                let b = Some(Binding::BuiltIn(builtin));
+                if arg.binding == b {
+                    found.push((e, i as u32, r));
+                } else if let TypeInner::Struct { members, .. } = &module.types[arg.ty].inner
+                    && members.iter().any(|m| m.binding == b)
+                {
+                    return Err(format!(
+                        "entry point `{}` takes {wgsl} as a member of its argument `{}`",
+                        ep.name,
+                        arg.name.as_deref().unwrap_or("?")
+                    ));
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The module's `u32` and `vec3<u32>` types, added where it lacks them.
+pub(crate) fn u32_types(module: &mut Module) -> (Handle<Type>, Handle<Type>) {
+    let mut ty = |inner| {
+        module
+            .types
+            .insert(Type { name: None, inner }, Span::UNDEFINED)
+    };
+    (
+        ty(TypeInner::Scalar(naga::Scalar::U32)),
+        ty(TypeInner::Vector {
+            size: naga::VectorSize::Tri,
+            scalar: naga::Scalar::U32,
+        }),
+    )
+}
+
+/// Turns every expression of `f` that reads argument `arg` into the result of a call of `function`, and returns
+/// them: the caller puts the calls (`Statement::Call` with each as its result) before the body. No expression
+/// moves, so no handle is renumbered.
+pub(crate) fn reads_as_call_results(
+    f: &mut Function,
+    arg: u32,
+    function: Handle<Function>,
+) -> Vec<Handle<Expression>> {
+    let mut reads = Vec::new();
+    for (h, x) in f.expressions.iter_mut() {
+        if matches!(x, Expression::FunctionArgument(a) if *a == arg) {
+            *x = Expression::CallResult(function);
+            reads.push(h);
+        }
+    }
+    reads
+}
+
 /// A function of one block, built expression by expression: `name(arguments) -> result`, each emitted
 /// expression in an `Emit` of its own, then a `return` (the quirks' small helpers).
 pub(crate) struct SmallFunction(Function);
