@@ -18,6 +18,7 @@
 //! ```
 
 mod atomic;
+mod barrier_uniformity;
 mod buffer;
 mod context;
 mod copy_walk;

@@ -29,6 +29,12 @@ pub(crate) fn validate_with_info(
             kernel: name.to_owned(),
             diagnostic: e.emit_to_string(src),
         })?;
+    crate::barrier_uniformity::check(&module, src).map_err(|diagnostic| {
+        GpuError::InvalidShader {
+            kernel: name.to_owned(),
+            diagnostic,
+        }
+    })?;
     Ok((module, info))
 }
 

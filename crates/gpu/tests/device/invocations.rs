@@ -119,7 +119,10 @@ fn a_missing_barrier_that_the_id_order_hides_is_seen_under_the_quirk() {
     let gpu = reversed(shared);
     let (plain, rev) = (run(shared), run(&gpu));
     eprintln!("a read with its barrier missing: plain {plain} of 256 wrong, reversed {rev}");
-    if shared.is_cpu() {
+    // lavapipe (llvmpipe through Vulkan) runs rows of lanes in id order. Through GL, llvmpipe's order varies:
+    // reversed, the race showed in 8 of 256 values in one run and in none in another (CI, 2026-12-03), so only
+    // the Vulkan order is held to.
+    if shared.is_cpu() && shared.info().backend == "vulkan" {
         if !shared.quirks().reversed_invocations {
             assert_eq!(plain, 0, "lavapipe's id order no longer hides the race");
         }
