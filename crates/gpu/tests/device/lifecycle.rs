@@ -21,6 +21,55 @@ fn broken_shader_is_rejected_with_a_readable_message() {
     }
 }
 
+/// A barrier some invocations of a workgroup skip (undefined in Vulkan: a GPU may hang there) is refused before
+/// the driver sees it, naming the kernel, the entry point and the line, on any adapter; hoisted out of the branch,
+/// the same kernel compiles. `validate_wgsl` (no device) refuses it alike.
+#[test]
+fn a_barrier_in_divergent_flow_is_refused_naming_its_line() {
+    let src = |hoisted: bool| {
+        format!(
+            "var<workgroup> s: array<f32, 64>;
+@group(0) @binding(0) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) l: u32) {{
+    s[l] = f32(l);
+    if l < 32u {{
+        y[l] = s[l];{}
+    }}{}
+    y[l] += s[63u - l];
+}}",
+            if hoisted {
+                ""
+            } else {
+                "\n        workgroupBarrier();"
+            },
+            if hoisted {
+                "\n    workgroupBarrier();"
+            } else {
+                ""
+            },
+        )
+    };
+    let e = bespoke_gpu::validate_wgsl(&src(false), bespoke_gpu::Capabilities::empty())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`main`") && e.contains("(line 8)"), "{e}");
+    assert!(bespoke_gpu::validate_wgsl(&src(true), bespoke_gpu::Capabilities::empty()).is_ok());
+    let Some(gpu) = test_gpu() else { return };
+    match gpu.pipeline(&Kernel::new("divergent-barrier", src(false))) {
+        Err(e @ GpuError::InvalidShader { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("divergent-barrier") && msg.contains("barrier (line 8)"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected InvalidShader, got {other:?}"),
+    }
+    gpu.pipeline(&Kernel::new("hoisted-barrier", src(true)))
+        .unwrap();
+}
+
 /// A device held to WebGPU's limits refuses, before the driver sees it, a kernel binding 9 storage buffers or
 /// launching 512 invocations a workgroup, with an error naming the limit, the kernel and both counts; the same
 /// kernels compile on the shared device (lavapipe allows both), and a kernel within the limits runs.
