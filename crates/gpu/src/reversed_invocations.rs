@@ -17,13 +17,10 @@
 //! global id is then reversed both ways.
 
 use naga::{
-    BinaryOperator, BuiltIn, Expression, Function, Handle, Literal, Module, ScalarKind, Span,
-    Statement, Type, VectorSize,
+    BinaryOperator, BuiltIn, Expression, Function, Handle, Literal, Module, Span, Type, VectorSize,
 };
 
-use crate::rewrite::{
-    Prologue, SmallFunction, builtin_arguments, reads_as_call_results, u32_types,
-};
+use crate::rewrite::{SmallFunction, builtin_arguments, reads_as_calls, u32_types};
 
 /// The built-ins that name an invocation within its workgroup, and the function the quirk calls for each.
 const REVERSED: [(BuiltIn, &str, &str); 3] = [
@@ -62,83 +59,7 @@ pub(crate) fn reverse_invocations(module: &mut Module) -> Result<(), String> {
         global_id_reverser(REVERSED[2].2, vec3_ty),
     ]
     .map(|f| module.functions.append(f, Span::UNDEFINED));
-    for e in 0..module.entry_points.len() {
-        let mine: Vec<_> = readers.iter().filter(|r| r.0 == e).collect();
-        if mine.is_empty() {
-            continue;
-        }
-        // The workgroup size's components: a literal, or the override that sets it.
-        let ep = &module.entry_points[e];
-        let mut dims = [Dim::Fixed(0); 3];
-        for d in 0..3 {
-            dims[d] = match ep.workgroup_size_overrides.and_then(|o| o[d]) {
-                None => Dim::Fixed(ep.workgroup_size[d]),
-                Some(h) => match module.global_expressions[h] {
-                    Expression::Literal(Literal::U32(v)) => Dim::Fixed(v),
-                    Expression::Literal(Literal::I32(v)) if v > 0 => Dim::Fixed(v as u32),
-                    Expression::Override(o) => Dim::Override(
-                        o,
-                        module.types[module.overrides[o].ty].inner.scalar_kind()
-                            == Some(ScalarKind::Uint),
-                    ),
-                    _ => {
-                        return Err(format!(
-                            "entry point `{}` has a workgroup size computed from overrides",
-                            ep.name
-                        ));
-                    }
-                },
-            };
-        }
-        let ep = &mut module.entry_points[e];
-        let f = &mut ep.function;
-        let mut calls = Vec::new();
-        for &&(_, arg, r) in &mine {
-            for h in reads_as_call_results(f, arg, reversers[r]) {
-                calls.push((h, arg, r));
-            }
-        }
-        let mut p = Prologue::new(f, &module.types, u32_ty);
-        let components = dims
-            .iter()
-            .map(|d| match *d {
-                Dim::Fixed(v) => p.u32(v),
-                Dim::Override(o, true) => p.pre(Expression::Override(o)),
-                Dim::Override(o, false) => {
-                    let v = p.pre(Expression::Override(o));
-                    p.emit(Expression::As {
-                        expr: v,
-                        kind: ScalarKind::Uint,
-                        convert: Some(4),
-                    })
-                }
-            })
-            .collect();
-        let size = p.emit(Expression::Compose {
-            ty: vec3_ty,
-            components,
-        });
-        for (h, arg, r) in calls {
-            let raw = p.pre(Expression::FunctionArgument(arg));
-            p.body.push(
-                Statement::Call {
-                    function: reversers[r],
-                    arguments: vec![raw, size],
-                    result: Some(h),
-                },
-                Span::UNDEFINED,
-            );
-        }
-        p.prepend();
-    }
-    Ok(())
-}
-
-/// One component of a workgroup size: a number, or an override (`true` where it is a u32, else an i32).
-#[derive(Clone, Copy)]
-enum Dim {
-    Fixed(u32),
-    Override(Handle<naga::Override>, bool),
+    reads_as_calls(module, &readers, &reversers, |_| true, |_, _| Vec::new())
 }
 
 fn bin(op: BinaryOperator, left: Handle<Expression>, right: Handle<Expression>) -> Expression {

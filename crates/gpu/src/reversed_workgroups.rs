@@ -15,13 +15,10 @@
 //! uniform to naga; a unit test says so should that change.
 
 use naga::{
-    BinaryOperator, BuiltIn, Expression, Function, Handle, Literal, Module, Span, Statement, Type,
-    VectorSize,
+    BinaryOperator, BuiltIn, Expression, Function, Handle, Literal, Module, Span, Type, VectorSize,
 };
 
-use crate::rewrite::{
-    Prologue, SmallFunction, builtin_arguments, reads_as_call_results, u32_types,
-};
+use crate::rewrite::{SmallFunction, builtin_arguments, reads_as_calls, u32_types};
 
 /// The built-ins that name a workgroup, and what the quirk hands the kernel for each.
 const REVERSED: [(BuiltIn, &str, &str); 2] = [
@@ -39,71 +36,29 @@ const REVERSED: [(BuiltIn, &str, &str); 2] = [
 
 /// Reverses the workgroup order of every compute entry point of `module` that reads `workgroup_id` or
 /// `global_invocation_id` (`local_invocation_*` stay as they are). An entry point that takes either as a struct
-/// member, or `global_invocation_id` with a workgroup size set by an override, is an error naming the entry point,
-/// so no kernel runs unreversed under the quirk.
+/// member, or `global_invocation_id` with a workgroup size computed from overrides (one set by an override is read
+/// from it), is an error naming the entry point, so no kernel runs unreversed under the quirk.
 pub(crate) fn reverse_workgroups(module: &mut Module) -> Result<(), String> {
     let builtins = REVERSED.map(|(b, wgsl, _)| (b, wgsl));
     // (entry point, argument, which of REVERSED)
     let readers = builtin_arguments(module, &builtins)?;
-    if let Some(&(e, _, _)) = readers.iter().find(|&&(e, _, r)| {
-        REVERSED[r].0 == BuiltIn::GlobalInvocationId
-            && module.entry_points[e].workgroup_size_overrides.is_some()
-    }) {
-        return Err(format!(
-            "entry point `{}` takes global_invocation_id with a workgroup size set by an override",
-            module.entry_points[e].name
-        ));
-    }
     if readers.is_empty() {
         return Ok(());
     }
-    let (u32_ty, vec3_ty) = u32_types(module);
+    let (_, vec3_ty) = u32_types(module);
     let reversers = REVERSED.map(|(builtin, _, name)| {
         let f = reverser(name, builtin == BuiltIn::GlobalInvocationId, vec3_ty);
         module.functions.append(f, Span::UNDEFINED)
     });
-    for e in 0..module.entry_points.len() {
-        let mine: Vec<_> = readers.iter().filter(|r| r.0 == e).collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let ep = &mut module.entry_points[e];
-        let size = ep.workgroup_size;
-        let f = &mut ep.function;
-        let mut calls = Vec::new();
-        for &&(_, arg, r) in &mine {
-            for h in reads_as_call_results(f, arg, reversers[r]) {
-                calls.push((h, arg, r));
-            }
-        }
-        let mut p = Prologue::new(f, &module.types, u32_ty);
-        let count = p.builtin(BuiltIn::NumWorkGroups, vec3_ty, "bespoke_dispatch_size");
-        let mut group_size = None;
-        for (h, arg, r) in calls {
-            let raw = p.pre(Expression::FunctionArgument(arg));
-            let mut arguments = vec![raw, count];
-            if REVERSED[r].0 == BuiltIn::GlobalInvocationId {
-                let s = *group_size.get_or_insert_with(|| {
-                    let components = size.map(|n| p.u32(n)).to_vec();
-                    p.emit(Expression::Compose {
-                        ty: vec3_ty,
-                        components,
-                    })
-                });
-                arguments.push(s);
-            }
-            p.body.push(
-                Statement::Call {
-                    function: reversers[r],
-                    arguments,
-                    result: Some(h),
-                },
-                Span::UNDEFINED,
-            );
-        }
-        p.prepend();
-    }
-    Ok(())
+    let global = |r: usize| REVERSED[r].0 == BuiltIn::GlobalInvocationId;
+    // The dispatch's size in workgroups, read (or added as an argument) once an entry point.
+    let mut count = None;
+    reads_as_calls(module, &readers, &reversers, global, |p, _| {
+        let n = *count.get_or_insert_with(|| {
+            p.builtin(BuiltIn::NumWorkGroups, vec3_ty, "bespoke_dispatch_size")
+        });
+        vec![n]
+    })
 }
 
 /// `fn bespoke_reversed_workgroup_id(w, n: vec3<u32>) -> vec3<u32> { return n - 1 - w; }`, or with `global`,
@@ -228,7 +183,7 @@ fn main(@builtin(local_invocation_index) l: u32) { out[l] = 1.0; }";
     }
 
     #[test]
-    fn the_global_id_is_reversed_a_workgroup_at_a_time_and_an_override_size_is_refused_without_a_device()
+    fn the_global_id_is_reversed_a_workgroup_at_a_time_its_size_read_from_an_override_without_a_device()
      {
         let src = "
 @group(0) @binding(0) var<storage, read_write> out: array<u32>;
@@ -243,15 +198,33 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(workgroup_id) w: v
             .filter(|s| matches!(s, naga::Statement::Call { .. }))
             .count();
         assert_eq!(calls, 2, "one call for each id");
-        let e = reversed(
+        // A size set by an override is read from it (the copy probe's `@workgroup_size(WG)`); one computed from
+        // overrides is refused, naming the entry point.
+        let (_, after) = reversed(
             "
 override WG: u32 = 64u;
 @group(0) @binding(0) var<storage, read_write> out: array<u32>;
 @compute @workgroup_size(WG)
 fn wide(@builtin(global_invocation_id) g: vec3<u32>) { out[g.x] = 1u; }",
         )
+        .unwrap();
+        assert!(
+            after.entry_points[0]
+                .function
+                .expressions
+                .iter()
+                .any(|(_, e)| matches!(e, naga::Expression::Override(_))),
+            "the size is the override's"
+        );
+        let e = reversed(
+            "
+override WG: u32 = 64u;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(WG * 2u)
+fn doubled(@builtin(global_invocation_id) g: vec3<u32>) { out[g.x] = 1u; }",
+        )
         .unwrap_err();
-        assert!(e.contains("`wide`") && e.contains("override"), "{e}");
+        assert!(e.contains("`doubled`") && e.contains("overrides"), "{e}");
     }
 
     #[test]

@@ -165,6 +165,114 @@ pub(crate) fn reads_as_call_results(
     reads
 }
 
+/// One component of an entry point's workgroup size: a number, or the override that sets it (`true` where the
+/// override is a u32, else an i32).
+#[derive(Clone, Copy)]
+enum SizeDim {
+    Fixed(u32),
+    Override(Handle<naga::Override>, bool),
+}
+
+/// Entry point `e`'s workgroup size, each component a literal or an override; a size computed from overrides is
+/// an error naming the entry point.
+fn workgroup_size(module: &Module, e: usize) -> Result<[SizeDim; 3], String> {
+    let ep = &module.entry_points[e];
+    let mut dims = [SizeDim::Fixed(0); 3];
+    for (d, dim) in dims.iter_mut().enumerate() {
+        *dim = match ep.workgroup_size_overrides.and_then(|o| o[d]) {
+            None => SizeDim::Fixed(ep.workgroup_size[d]),
+            Some(h) => match module.global_expressions[h] {
+                Expression::Literal(Literal::U32(v)) => SizeDim::Fixed(v),
+                Expression::Literal(Literal::I32(v)) if v > 0 => SizeDim::Fixed(v as u32),
+                Expression::Override(o) => SizeDim::Override(
+                    o,
+                    module.types[module.overrides[o].ty].inner.scalar_kind()
+                        == Some(ScalarKind::Uint),
+                ),
+                _ => {
+                    return Err(format!(
+                        "entry point `{}` has a workgroup size computed from overrides",
+                        ep.name
+                    ));
+                }
+            },
+        };
+    }
+    Ok(dims)
+}
+
+/// Turns every read of the entry-point arguments `readers` lists ((entry point, argument, which)) into the
+/// result of a call, at the top of the entry point's body, of `functions[which]` with the raw argument, the
+/// values `extra` asks for (from the prologue), and, where `with_size`, the workgroup size as a `vec3<u32>` (its
+/// constant, or the override that sets it). No expression moves, so no handle is renumbered. The reversal
+/// quirks' one mechanism.
+pub(crate) fn reads_as_calls(
+    module: &mut Module,
+    readers: &[(usize, u32, usize)],
+    functions: &[Handle<Function>],
+    with_size: impl Fn(usize) -> bool,
+    mut extra: impl FnMut(&mut Prologue<'_>, usize) -> Vec<Handle<Expression>>,
+) -> Result<(), String> {
+    let (u32_ty, vec3_ty) = u32_types(module);
+    for e in 0..module.entry_points.len() {
+        let mine: Vec<_> = readers.iter().filter(|r| r.0 == e).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let dims = if mine.iter().any(|r| with_size(r.2)) {
+            Some(workgroup_size(module, e)?)
+        } else {
+            None
+        };
+        let f = &mut module.entry_points[e].function;
+        let mut calls = Vec::new();
+        for &&(_, arg, r) in &mine {
+            for h in reads_as_call_results(f, arg, functions[r]) {
+                calls.push((h, arg, r));
+            }
+        }
+        let mut p = Prologue::new(f, &module.types, u32_ty);
+        let size = dims.map(|dims| {
+            let components = dims
+                .iter()
+                .map(|d| match *d {
+                    SizeDim::Fixed(v) => p.u32(v),
+                    SizeDim::Override(o, true) => p.pre(Expression::Override(o)),
+                    SizeDim::Override(o, false) => {
+                        let v = p.pre(Expression::Override(o));
+                        p.emit(Expression::As {
+                            expr: v,
+                            kind: ScalarKind::Uint,
+                            convert: Some(4),
+                        })
+                    }
+                })
+                .collect();
+            p.emit(Expression::Compose {
+                ty: vec3_ty,
+                components,
+            })
+        });
+        for (h, arg, r) in calls {
+            let mut arguments = vec![p.pre(Expression::FunctionArgument(arg))];
+            arguments.extend(extra(&mut p, r));
+            if with_size(r) {
+                arguments.extend(size);
+            }
+            p.body.push(
+                Statement::Call {
+                    function: functions[r],
+                    arguments,
+                    result: Some(h),
+                },
+                Span::UNDEFINED,
+            );
+        }
+        p.prepend();
+    }
+    Ok(())
+}
+
 /// A function of one block, built expression by expression: `name(arguments) -> result`, each emitted
 /// expression in an `Emit` of its own, then a `return` (the quirks' small helpers).
 pub(crate) struct SmallFunction(Function);
