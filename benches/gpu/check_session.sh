@@ -107,9 +107,11 @@ OUT=$work/out benches/gpu/session.sh dense@20 dense-sweep@20 > "$work/run-dense.
 [ "$(grep -c 'start mm dense-sweep .*--unrolled' "$calls")" = 3 ] || fail "the sweeps do not screen unrolled twins"
 for p in t4x16v4-w32x16-k8-s1-b2 t8x8v4-w16x16-k8-s1-b2; do
     grep -q -- "--params $p --json" "$calls" && grep -q -- "--params $p-u --json" "$calls" \
-        || fail "dense did not time $p in a loop and unrolled"
+        && grep -q -- "--params $p-r --json" "$calls" \
+        || fail "dense did not time $p in a loop, unrolled and with its lanes in rows"
 done
 grep -q -- '--dtype f64 --params t16x4v4-w8x32-k8-s1-b2-u ' "$calls" || fail "dense did not time the f64 twin"
+grep -q -- '--dtype f64 --params t16x4v4-w8x32-k8-s1-b2-r ' "$calls" || fail "dense did not time the f64 rows twin"
 for a in stage-once fragments-once; do
     [ "$(grep -c -- "start mm dense-bench .* --params [^ ]* --ablate $a --json" "$calls")" = 3 ] \
         || fail "dense did not time the $a ablation"

@@ -25,7 +25,8 @@
 #                 also printed as it is measured, so a stage cut short keeps its rows in its log)
 #   dense         `mm dense-bench` (the model's pick) at issue 36's shapes: 2048³–8192³, 96×100 000×64,
 #                 343×100 000×1029 in f32; 2048³, 4096³ in f64; 4096³ f32 again with the bounds checks kept, and
-#                 three tilings at 4096³ with their K steps in a loop and unrolled (-u)
+#                 three tilings at 4096³ with their K steps in a loop and unrolled (-u), and their lanes paired
+#                 and laid in rows (-r)
 #   dense-sweep   screened sweeps (model pick against the best found) at 4096³ f32, 96×100 000×64 f32, 2048³ f64,
 #                 every configuration and its unrolled twin
 #   peers-dense   cuBLAS at the same shapes (benches/peers/cublas_dense.py, TF32 off, checked first)
@@ -362,12 +363,13 @@ for stage in "$@"; do
             # What naga's runtime bounds checks cost the kernel (off by default since 2026-11-26).
             $bin mm dense-bench --m 4096 --n 4096 --k 4096 --bounds-checks \
                 --json "$OUT/dense-f32-4096-checked.json" 2>&1 | tee -a "$OUT/dense.txt"
-            # K steps in naga's loop against unrolled (-u): the fifth session's best f32 tiling, CUTLASS's SIMT
-            # point, and the best f64 tiling of its 2048³ sweep (the checked picks above time the twins too).
+            # K steps in naga's loop against unrolled (-u), and lanes paired (the default since 2026-12-03) against
+            # laid in rows (-r, every kernel the H200 ran before): the fifth session's best f32 tiling, CUTLASS's
+            # SIMT point, and the best f64 tiling of its 2048³ sweep (the checked picks above time the -u twins too).
             for p in t4x16v4-w32x16-k8-s1-b2 t8x8v4-w16x16-k8-s1-b2 f64:t16x4v4-w8x32-k8-s1-b2; do
                 dtype=f32
                 case $p in f64:*) dtype=f64 p=${p#f64:} ;; esac
-                for q in $p $p-u; do
+                for q in $p $p-u $p-r; do
                     $bin mm dense-bench --m 4096 --n 4096 --k 4096 --dtype $dtype --params $q \
                         --json "$OUT/dense-$dtype-4096-$q.json" 2>&1 | tee -a "$OUT/dense.txt"
                 done

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Markdown rows for `bespoke mm dense-bench --json` files: each tiling in a loop, unrolled (-u) and ablated.
+"""Markdown rows for `bespoke mm dense-bench --json` files: each tiling in a loop, unrolled (-u), with its lanes
+laid in rows (-r, the layout before 2026-12-03) and ablated.
 
     python3 benches/tools/dense_table.py DIR        # the dense-<dtype>-4096-<tiling>[-u|-<ablation>].json of a session
     python3 benches/tools/dense_table.py FILE ...   # any dense-bench JSON files
 
-One row per tiling: GFLOP/s and fraction of the measured FMA peak of the plain kernel, of its unrolled twin, and
-of each ablation (docs/dense-model.md, "Ablations"), with each one's time against the plain kernel's.
+One row per tiling: GFLOP/s and fraction of the measured FMA peak of the plain kernel (lanes paired), of its
+unrolled twin, of its rows twin and of each ablation (docs/dense-model.md, "Ablations"), with each one's time against the plain kernel's.
 """
 
 import glob
@@ -14,17 +15,18 @@ import sys
 
 from mm_table import load  # same folder
 
-COLUMNS = ["plain", "-u", "stage-once", "fragments-once"]
+COLUMNS = ["plain", "-u", "-r", "stage-once", "fragments-once"]
 
 
 def variant(d):
-    """(tiling without -u, column) of one dense-bench JSON."""
+    """(tiling without -u or -r, column) of one dense-bench JSON."""
     key = d["params"]["key"]
     ablation = d.get("ablation", "none")
     if ablation != "none":
         return key, ablation
-    if key.endswith("-u"):
-        return key[:-2], "-u"
+    for twin in ("-u", "-r"):
+        if key.endswith(twin):
+            return key[: -len(twin)], twin
     return key, "plain"
 
 

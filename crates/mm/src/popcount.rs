@@ -98,7 +98,15 @@ pub fn popcount_pick(
     limits: &TileLimits,
     shape: &PopShape,
 ) -> Result<(DenseParams, Prediction)> {
-    machine.pick_in(&popcount_space(limits), 4, &shape.as_gemm(), false)
+    // Scalar loads: lanes paired where the machine's scalar rates say pairing pays.
+    let space: Vec<DenseParams> = popcount_space(limits)
+        .into_iter()
+        .map(|p| DenseParams {
+            lanes: machine.lanes(false),
+            ..p
+        })
+        .collect();
+    machine.pick_in(&space, 4, &shape.as_gemm(), false)
 }
 
 /// WGSL of the tiled popcount GEMM for `p` (vec must be 1).
@@ -129,13 +137,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_id) lid3: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {{
     let w = bespoke_workgroup(wid);
-    let tx = lid3.x;
-    let ty = lid3.y;
-    let row0 = w.y * BM;
+{lanes}    let row0 = w.y * BM;
     let col0 = w.x * BN;
 ",
         as_len = kc * bm,
         bs_len = kc * bn,
+        lanes = crate::dense::wgsl::lane_ids(p),
     );
     for i in 0..p.tm {
         for j in 0..p.tn {

@@ -119,6 +119,7 @@ fn configs() -> Vec<DenseParams> {
         split_k,
         stages: 1,
         unroll: false,
+        lanes: bespoke_mm::dense::Lanes::Paired,
     };
     vec![
         p(4, 4, 8, 8, 8, 1, 1),
@@ -145,6 +146,24 @@ fn configs() -> Vec<DenseParams> {
         .map(|q| DenseParams { stages: 2, ..q }),
     )
     .chain(
+        // Lanes: paired across two groups of 32 a row of tiles (wgn 32) and in groups 8 rows deep (wgn 4); and laid
+        // in rows (`-r`), as every kernel was until 2026-12-03.
+        [
+            p(4, 4, 8, 32, 8, 4, 1),
+            DenseParams {
+                stages: 2,
+                ..p(2, 4, 16, 4, 4, 4, 1)
+            },
+            p(4, 4, 8, 32, 8, 4, 1).in_rows(),
+            p(8, 8, 16, 16, 8, 4, 1).in_rows(),
+            DenseParams {
+                stages: 2,
+                ..p(2, 1, 16, 4, 4, 1, 2)
+            }
+            .in_rows(),
+        ],
+    )
+    .chain(
         // K steps unrolled (the GPUs' twins): scalar and vec4 A, single- and double-buffered, split-K, a deep kc.
         [
             p(4, 4, 8, 8, 8, 1, 1),
@@ -156,6 +175,67 @@ fn configs() -> Vec<DenseParams> {
         .flat_map(|q| [q.unrolled(), DenseParams { stages: 2, ..q }.unrolled()]),
     )
     .collect()
+}
+
+/// The kernels' `tx` and `ty` as the device computes them (`dense::wgsl::lane_ids`, the lines every dense and
+/// popcount kernel opens with) are the tiles `DenseParams::lane_position` says, paired and in rows, for workgroups
+/// of 32 to 1024 invocations as the adapter allows.
+#[test]
+fn the_device_lays_lanes_as_the_layout_says() {
+    let Some(gpu) = test_gpu() else { return };
+    let max = gpu.limits().max_compute_invocations_per_workgroup;
+    for key in [
+        "t4x4v4-w8x4-k8-s1",
+        "t4x4v4-w4x8-k8-s1",
+        "t4x4v4-w16x16-k8-s1",
+        "t4x4v4-w8x32-k8-s1",
+        "t4x4v4-w4x64-k8-s1",
+        "t4x4v4-w32x32-k8-s1",
+        "t4x4v4-w2x16-k8-s1",
+        // One row of invocations: laid in rows whatever asked.
+        "t4x4v4-w1x32-k8-s1",
+    ] {
+        let p: DenseParams = key.parse().unwrap();
+        if p.threads() > max {
+            bespoke_gpu::testing::skipped(&format!(
+                "lane layout {key}: {} invocations",
+                p.threads()
+            ));
+            continue;
+        }
+        for q in [p, p.in_rows()] {
+            let src = format!(
+                "@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size({}, {}, 1)
+fn main(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+{}    out[lid] = tx | (ty << 16u);
+}}
+",
+                q.wgn,
+                q.wgm,
+                bespoke_mm::dense::wgsl::lane_ids(&q)
+            );
+            let out = gpu.alloc_filled(q.threads() as usize, u32::MAX).unwrap();
+            let l = gpu
+                .prepare(
+                    &bespoke_gpu::Kernel::new(format!("lanes-{}", q.key()), src),
+                    &[out.arg()],
+                    bespoke_gpu::Grid::d1(1),
+                )
+                .unwrap();
+            gpu.run(&[&l]).unwrap();
+            let got = gpu.read(&out).unwrap();
+            for (lid, v) in got.iter().enumerate() {
+                let (tx, ty) = q.lane_position(lid as u32);
+                assert_eq!(
+                    (v & 0xffff, v >> 16),
+                    (tx, ty),
+                    "{} invocation {lid}",
+                    q.key()
+                );
+            }
+        }
+    }
 }
 
 #[test]
@@ -317,6 +397,7 @@ fn bad_configurations_are_errors() {
         split_k: 1,
         stages: 1,
         unroll: false,
+        lanes: bespoke_mm::dense::Lanes::Paired,
     };
     let g = DenseGemm::new(GemmShape::packed(8, 8, 8), DType::F32, huge, 1.0, 0.0).unwrap();
     assert!(matches!(

@@ -23,6 +23,7 @@ fn params(tm: u32, tn: u32, wgm: u32, wgn: u32, kc: u32) -> DenseParams {
         split_k: 1,
         stages: 1,
         unroll: false,
+        lanes: bespoke_mm::dense::Lanes::Paired,
     }
 }
 

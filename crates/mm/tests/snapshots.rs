@@ -62,6 +62,7 @@ fn dense_popcount_and_reduction() {
         split_k: 1,
         stages: 1,
         unroll: false,
+        lanes: bespoke_mm::dense::Lanes::Paired,
     };
     insta::assert_snapshot!(
         "dense-t4x4v4-w8x8-k8",

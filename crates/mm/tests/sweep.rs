@@ -15,7 +15,7 @@ fn machine() -> Machine {
     serde_json::from_str(
         r#"{"version":6,"adapter":"test","dtype":"f32",
             "fma_by_accumulators":[[1,10.0],[8,80.0],[64,80.0]],"fma_latency_ns":2.0,
-            "fma_by_groups":[[256,1,40.0],[256,4,80.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+            "fma_by_groups":[[256,1,40.0],[256,4,80.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,"smem_scalar_paired_gwords":0.2,"smem_vec4_paired_gwords":0.25,
             "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
     )
     .unwrap()
@@ -33,6 +33,7 @@ fn tiling(tm: u32, tn: u32, wgm: u32, stages: u32) -> DenseParams {
         split_k: 1,
         stages,
         unroll: false,
+        lanes: bespoke_mm::dense::Lanes::Paired,
     }
 }
 
@@ -210,7 +211,7 @@ fn samples_with_k_cut_run_and_the_full_shape_confirms_them() {
     let slow: Machine = serde_json::from_str(
         r#"{"version":6,"adapter":"test","dtype":"f32",
             "fma_by_accumulators":[[1,0.125],[8,1.0]],"fma_latency_ns":2.0,
-            "fma_by_groups":[[32,1,0.5],[32,4,1.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+            "fma_by_groups":[[32,1,0.5],[32,4,1.0]],"smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,"smem_scalar_paired_gwords":0.2,"smem_vec4_paired_gwords":0.25,
             "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
     )
     .unwrap();

@@ -39,8 +39,8 @@ const CHECK_ROUNDS: usize = 3;
 /// Version of the on-disk cache of checked picks (2: a sample past a quarter of C is the whole shape,
 /// `WHOLE_FRACTION`; the shortlist timed in turn; split entries' unsplit twins timed too; 3: the two fastest timed
 /// again, `in_turn_with_confirmation`; 4: unrolled twins on GPUs; 5: on GPUs the samples keep C whole and cut K,
-/// `sample_shape`).
-const CACHE_VERSION: u32 = 5;
+/// `sample_shape`; 6: the kernels' lanes paired, `Lanes`, so every pick timed before is of another kernel).
+const CACHE_VERSION: u32 = 6;
 
 /// The best-predicted configuration of each register-tile shape (tm × tn), in the order of their predicted
 /// times, at most `k` of them; the model's own pick first.

@@ -112,8 +112,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
 }
 
 /// WGSL of the workgroup-memory load-rate kernel: each invocation issues `SMEM_CHAINS` independent loads per
-/// iteration at consecutive addresses across the workgroup (no bank conflicts), `width` elements per load.
-pub fn smem_wgsl(op: Op, width: u32) -> String {
+/// iteration at consecutive addresses across the workgroup (no bank conflicts), `width` elements per load; `paired`,
+/// invocations 2i and 2i + 1 load the same address (what the dense kernels' paired lanes do, `Lanes::Paired`; an
+/// NVIDIA multiprocessor packs such a pair's registers and returns a vec4 load in half the cycles).
+pub fn smem_wgsl(op: Op, width: u32, paired: bool) -> String {
     let t = op.ty();
     let vt = if width == 1 {
         t.to_string()
@@ -121,15 +123,17 @@ pub fn smem_wgsl(op: Op, width: u32) -> String {
         format!("vec{width}<{t}>")
     };
     let n = SMEM_WORDS / width;
+    let base = if paired { "lid >> 1u" } else { "lid" };
+    let pairs = if paired { ", lanes in pairs" } else { "" };
     let mut s = format!(
-        "// bespoke micro-benchmark: workgroup-memory loads of {vt}
+        "// bespoke micro-benchmark: workgroup-memory loads of {vt}{pairs}
 @group(0) @binding(0) var<storage, read_write> x: array<{t}>;
 var<workgroup> sm: array<{vt}, {n}>;
 @compute @workgroup_size({WG})
 fn main(@builtin(local_invocation_index) lid: u32) {{
     for (var e = lid; e < {n}u; e += {WG}u) {{ sm[e] = {vt}({t}(e) * x[0]); }}
     workgroupBarrier();
-    var base = lid;
+    var base = {base};
 "
     );
     for j in 0..SMEM_CHAINS {
@@ -266,6 +270,9 @@ pub struct Measured {
     /// Element loads per second from workgroup memory, scalar and as vec4 (counted in elements).
     pub smem_scalar_words_per_s: f64,
     pub smem_vec4_words_per_s: f64,
+    /// The same with neighbouring invocations in pairs loading one address (`smem_wgsl`'s `paired`).
+    pub smem_scalar_paired_words_per_s: f64,
+    pub smem_vec4_paired_words_per_s: f64,
     /// Seconds for one dispatch that does nothing.
     pub launch_s: f64,
     /// 0 when workgroup-memory loads and FMAs overlap perfectly, 1 when their times add.
@@ -403,14 +410,34 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
     let (t1, t2) = (chain(LATENCY_STEPS)?, chain(2 * LATENCY_STEPS)?);
     let fma_latency_s = ((t2 - t1) / f64::from(LATENCY_STEPS)).max(1e-12);
 
-    let smem_rate = |width: u32| -> Result<f64> {
-        let k = Kernel::new(format!("mb_smem_{dtype}_x{width}"), smem_wgsl(op, width));
-        let s = seconds(gpu, &scratch.launch(gpu, &k, Grid::d1(full_groups))?, reps)?;
-        let loads = f64::from(full_groups) * f64::from(WG * SMEM_ITERS * SMEM_CHAINS);
-        Ok(loads * f64::from(width) / s)
-    };
-    let smem_scalar_words_per_s = smem_rate(1)?;
-    let smem_vec4_words_per_s = smem_rate(4)?;
+    // Scalar and vec4, each with lanes apart and in pairs, timed in turn (one run of each a round, each one's
+    // median): the model weighs the pairs' rates against the others', which back-to-back timings on a drifting
+    // VM would rank by the drift.
+    let smem_kinds = [(1, false), (4, false), (1, true), (4, true)];
+    let smem_launches = smem_kinds
+        .iter()
+        .map(|&(width, paired)| {
+            let pairs = if paired { "_pairs" } else { "" };
+            let k = Kernel::new(
+                format!("mb_smem_{dtype}_x{width}{pairs}"),
+                smem_wgsl(op, width, paired),
+            );
+            scratch.launch(gpu, &k, Grid::d1(full_groups))
+        })
+        .collect::<Result<Vec<Launch>>>()?;
+    let turns: Vec<[&Launch; 1]> = smem_launches.iter().map(|l| [l]).collect();
+    let turns: Vec<&[&Launch]> = turns.iter().map(|t| t.as_slice()).collect();
+    let smem_rounds = gpu.time_in_turn(&turns, 1, reps)?;
+    let loads = f64::from(full_groups) * f64::from(WG * SMEM_ITERS * SMEM_CHAINS);
+    let [
+        smem_scalar_words_per_s,
+        smem_vec4_words_per_s,
+        smem_scalar_paired_words_per_s,
+        smem_vec4_paired_words_per_s,
+    ] = std::array::from_fn(|i| {
+        let runs: Vec<f64> = smem_rounds.iter().map(|r| r[i]).collect();
+        loads * f64::from(smem_kinds[i].0) / bespoke_gpu::median(&runs)
+    });
 
     // Overlap: balance the two halves with the rates just measured, then time each alone and both together.
     let loads = 2;
@@ -469,6 +496,8 @@ pub fn measure(gpu: &Gpu, op: Op, quick: bool) -> Result<Measured> {
         fma_by_groups,
         smem_scalar_words_per_s,
         smem_vec4_words_per_s,
+        smem_scalar_paired_words_per_s,
+        smem_vec4_paired_words_per_s,
         launch_s,
     })
 }
@@ -491,7 +520,9 @@ mod tests {
                 v(chain_wgsl(op, a, 4, 8, 1024));
             }
             for w in [1, 4] {
-                v(smem_wgsl(op, w));
+                for paired in [false, true] {
+                    v(smem_wgsl(op, w, paired));
+                }
             }
             v(empty_wgsl(op));
             for (l, f) in [(2, 0), (0, 7), (2, 300)] {

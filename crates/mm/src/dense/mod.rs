@@ -12,7 +12,7 @@ pub mod wgsl;
 
 pub use choose::{CheckedPick, checked_pick, checked_pick_on, shortlist};
 pub use model::{Machine, MachineSource, Prediction};
-pub use params::{DenseParams, MAX_ACC_BYTES, TileLimits, legal_space};
+pub use params::{DenseParams, Lanes, MAX_ACC_BYTES, TileLimits, legal_space};
 pub use run::{DenseGemm, Element, GemmPlan, GemmShape};
 pub use wgsl::{
     Ablation, Epilogue, ablated_reference, ablated_wgsl, dense_wgsl, splitk_reduce_wgsl,
@@ -181,6 +181,7 @@ mod tests {
             split_k: 1,
             stages: 1,
             unroll: false,
+            lanes: crate::dense::Lanes::Paired,
         };
         for dtype in [DType::F32, DType::F64] {
             for epi in [

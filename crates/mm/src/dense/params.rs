@@ -10,7 +10,7 @@ use crate::dtype::DType;
 /// invocation holds a `tm × tn` register tile (rows strided by `wgm`, columns by `wgn` vectors so that neighbouring
 /// invocations touch neighbouring columns). A and B are staged through workgroup memory `kc` deep. `vec` is the
 /// width of B/C loads and stores (1 or 4; needs N, ldb, ldc multiples of 4). `split_k > 1` splits K across
-/// workgroups and sums the partial tiles in a second kernel.
+/// workgroups and sums the partial tiles in a second kernel. `lanes` lays the invocations on the register tiles.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -34,10 +34,51 @@ pub struct DenseParams {
     /// the loop.
     #[serde(default)]
     pub unroll: bool,
+    /// Which invocation takes which register tile ([`Lanes`]; key suffix `-r` for [`Lanes::Rows`]).
+    #[serde(default)]
+    pub lanes: Lanes,
 }
 
 fn one_stage() -> u32 {
     1
+}
+
+/// How a workgroup's invocations are laid on its `wgm × wgn` register tiles, 32 consecutive invocations
+/// (`local_invocation_index`; a subgroup on NVIDIA) at a time. Which tile an invocation takes changes no result;
+/// it changes which invocations load the same workgroup-memory word at a k step: one row of tiles loads the same
+/// A, one column the same B.
+///
+/// Why: an NVIDIA multiprocessor returns 128 bytes of workgroup memory a cycle, one 32-bit register per lane, so a
+/// vec4 load costs a subgroup 4 cycles whatever its addresses, and 2 where lanes l and l ^ 1 (or l and l ^ 2) load
+/// the same address, whose two registers then travel packed (NVIDIA's forums for Volta and Turing; CUTLASS's SIMT
+/// GEMMs lay their lanes so for that reason). Laid in rows, neighbouring lanes share A but never B, and a k step
+/// of a `tm × tn` tile costs `tm/2 + tn` cycles for `tm·tn/4` cycles of FMAs: more than the FMAs at 4×16 and as
+/// much at 8×8, the tiles that ran fastest on the H200 at 0.62 of its FMA peak. Paired, both loads are shared:
+/// `(tm + tn)/2` cycles. Which layout the model's space takes is measured (`Machine::lanes`): paired where pairs of
+/// lanes on one address load measurably faster, else in rows (lavapipe). A key without `-r` is paired.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub enum Lanes {
+    /// Each 32 invocations cover `32/W` rows × `W` columns of tiles (`W = min(wgn, 16)`), lanes l and l ^ 1 in
+    /// one column (one B address), l and l ^ 2 in one row (one A address). Workgroups whose shape cannot be cut
+    /// so (fewer than 32 invocations, one column, or fewer rows than a group covers: none in the legal space)
+    /// are laid in rows.
+    #[default]
+    Paired,
+    /// The workgroup's rows as `local_invocation_id` gives them (x the column): 32 invocations cover `32/wgn` rows
+    /// of `wgn` columns (key suffix `-r`; until 2026-12-03 the only layout).
+    Rows,
 }
 
 /// What a device allows, as the generator and the model see it.
@@ -100,6 +141,32 @@ impl DenseParams {
     pub fn threads(&self) -> u32 {
         self.wgm * self.wgn
     }
+    /// The columns (`W`) and rows (`H`) of tiles 32 consecutive invocations cover when their lanes are paired,
+    /// or None where they are laid in rows ([`Lanes`]: asked for, or the workgroup cannot be cut in such groups).
+    pub fn paired_group(&self) -> Option<(u32, u32)> {
+        let w = self.wgn.min(16);
+        let h = 32 / w;
+        (self.lanes == Lanes::Paired
+            && self.threads().is_multiple_of(32)
+            && w >= 2
+            && self.wgm.is_multiple_of(h))
+        .then_some((w, h))
+    }
+    /// The (column, row) of the register tile invocation `lid` (its `local_invocation_index`) takes: what the
+    /// kernels' `tx` and `ty` are ([`super::wgsl::lane_ids`] writes the same arithmetic in WGSL).
+    pub fn lane_position(&self, lid: u32) -> (u32, u32) {
+        match self.paired_group() {
+            None => (lid % self.wgn, lid / self.wgn),
+            Some((w, h)) => {
+                let (lane, group) = (lid % 32, lid / 32);
+                let across = self.wgn / w;
+                (
+                    (group % across) * w + (lane >> 1) % w,
+                    (group / across) * h + (lane & 1) + 2 * ((lane >> 1) / w),
+                )
+            }
+        }
+    }
     /// Elements of one staged A row (one k): `bm` plus one vec4 (or one scalar) of padding, so the staging
     /// stores of consecutive k, a row apart, fall in different banks.
     pub fn a_row(&self) -> u32 {
@@ -148,6 +215,13 @@ impl DenseParams {
         (a + nv) * steps + c * (1 + reads)
     }
 
+    /// The same tiling with its lanes laid in rows (`-r`, [`Lanes::Rows`]).
+    pub fn in_rows(&self) -> Self {
+        Self {
+            lanes: Lanes::Rows,
+            ..*self
+        }
+    }
     /// The same tiling with its K tile's steps spelled out (`-u`).
     pub fn unrolled(&self) -> Self {
         Self {
@@ -166,25 +240,30 @@ impl DenseParams {
         v
     }
     /// A short name, e.g. `t4x4v4-w16x16-k8-s1` (single-buffered), `t4x4v4-w16x16-k8-s1-b2` (double-buffered),
-    /// `t4x4v4-w16x16-k8-s1-b2-u` (and its K steps unrolled).
+    /// `t4x4v4-w16x16-k8-s1-b2-r` (lanes laid in rows), `t4x4v4-w16x16-k8-s1-b2-u` (K steps unrolled).
     pub fn key(&self) -> String {
         let stages = if self.stages == 1 {
             String::new()
         } else {
             format!("-b{}", self.stages)
         };
+        let rows = if self.lanes == Lanes::Rows { "-r" } else { "" };
         let unroll = if self.unroll { "-u" } else { "" };
         format!(
-            "t{}x{}v{}-w{}x{}-k{}-s{}{stages}{unroll}",
+            "t{}x{}v{}-w{}x{}-k{}-s{}{stages}{rows}{unroll}",
             self.tm, self.tn, self.vec, self.wgm, self.wgn, self.kc, self.split_k
         )
     }
 
     /// Parses a [`key`](Self::key), e.g. `t8x8v4-w16x16-k8-s1`.
     pub fn parse(key: &str) -> Option<Self> {
-        let (digits, unroll) = match key.strip_suffix("-u") {
+        let (rest, unroll) = match key.strip_suffix("-u") {
             Some(rest) => (rest, true),
             None => (key, false),
+        };
+        let (digits, lanes) = match rest.strip_suffix("-r") {
+            Some(rest) => (rest, Lanes::Rows),
+            None => (rest, Lanes::Paired),
         };
         let nums: Vec<u32> = digits
             .split(|c: char| !c.is_ascii_digit())
@@ -208,6 +287,7 @@ impl DenseParams {
             split_k,
             stages,
             unroll,
+            lanes,
         };
         (p.key() == key).then_some(p)
     }
@@ -300,6 +380,7 @@ pub fn legal_space(dtype: DType, limits: &TileLimits) -> Vec<DenseParams> {
                                     split_k: 1,
                                     stages,
                                     unroll: false,
+                                    lanes: Lanes::Paired,
                                 };
                                 // Fewer than 32 invocations leave SIMD lanes idle on every GPU we know.
                                 if p.threads() >= 32 && p.check(dtype, limits).is_ok() {
@@ -412,6 +493,7 @@ mod tests {
             split_k: 2,
             stages: 1,
             unroll: false,
+            lanes: Lanes::Paired,
         };
         assert_eq!(DenseParams::parse(&p.key()), Some(p));
         let u = DenseParams { stages: 2, ..p }.unrolled();
@@ -428,8 +510,72 @@ mod tests {
         ] {
             assert_eq!(DenseParams::parse(bad), None, "{bad}");
         }
+        // Lanes in rows (`-r`), before the unrolled suffix.
+        let r = p.in_rows();
+        assert_eq!(r.key(), "t8x4v4-w16x32-k8-s2-r");
+        assert_eq!(DenseParams::parse(&r.key()), Some(r));
+        assert_eq!(
+            DenseParams::parse("t8x4v4-w16x32-k8-s2-b2-r-u"),
+            Some(DenseParams { stages: 2, ..r }.unrolled())
+        );
+        for bad in ["t8x4v4-w16x32-k8-s2-u-r", "t8x4v4-w16x32-k8-s2-r-r"] {
+            assert_eq!(DenseParams::parse(bad), None, "{bad}");
+        }
         assert_eq!(DenseParams::parse("t8x4"), None);
         assert_eq!(DenseParams::parse("x8x4v4-w16x32-k8-s2"), None);
+    }
+
+    /// Every workgroup shape of the legal space and a few past it: each layout gives every invocation a tile of
+    /// its own; paired, lanes l and l ^ 1 share a column and l and l ^ 2 a row, and a group of 32 covers 2, 4 or 8
+    /// rows; workgroups that cannot be cut so (one column, or fewer rows than a group covers) are laid in rows.
+    #[test]
+    fn each_lane_layout_takes_every_tile_once() {
+        let base = DenseParams::parse("t4x4v4-w4x4-k8-s1").unwrap();
+        let mut paired_shapes = 0;
+        for wgm in [1, 2, 4, 8, 16, 32, 64] {
+            for wgn in [1, 2, 4, 8, 16, 32, 64, 128] {
+                let p = DenseParams { wgm, wgn, ..base };
+                for q in [p, p.in_rows()] {
+                    let mut seen = std::collections::HashSet::new();
+                    for lid in 0..q.threads() {
+                        let (tx, ty) = q.lane_position(lid);
+                        assert!(tx < wgn && ty < wgm, "{}: {lid} → ({tx}, {ty})", q.key());
+                        assert!(seen.insert((tx, ty)), "{}: ({tx}, {ty}) twice", q.key());
+                    }
+                }
+                if wgn < 2 || wgm * wgn.min(16) < 32 {
+                    assert_eq!(p.paired_group(), None, "{}", p.key());
+                    continue;
+                }
+                let (w, h) = p.paired_group().expect("a paired group");
+                paired_shapes += 1;
+                assert_eq!((w, h), (wgn.min(16), 32 / wgn.min(16)));
+                assert_eq!(p.in_rows().paired_group(), None);
+                for lid in 0..p.threads() {
+                    let (tx, ty) = p.lane_position(lid);
+                    let (tx1, ty1) = p.lane_position(lid ^ 1);
+                    let (tx2, ty2) = p.lane_position(lid ^ 2);
+                    assert!(
+                        tx1 == tx && ty1 != ty,
+                        "{}: lanes {lid}, {}",
+                        p.key(),
+                        lid ^ 1
+                    );
+                    assert!(
+                        ty2 == ty && tx2 != tx,
+                        "{}: lanes {lid}, {}",
+                        p.key(),
+                        lid ^ 2
+                    );
+                }
+            }
+        }
+        assert!(paired_shapes >= 20, "{paired_shapes}");
+        for dtype in [DType::F32, DType::F64] {
+            for p in legal_space(dtype, &TileLimits::WEBGPU_DEFAULT) {
+                assert!(p.paired_group().is_some(), "{}", p.key());
+            }
+        }
     }
 
     #[test]
@@ -456,6 +602,7 @@ mod tests {
             split_k: 1,
             stages: 1,
             unroll: false,
+            lanes: Lanes::Paired,
         };
         assert!(s32.contains(&cutlass));
         // In f64 its staging, A rows padded against bank conflicts, passes 16 KiB: 8·(132 + 128)·8 B.

@@ -110,7 +110,7 @@ mod tests {
             r#"{"version":6,"adapter":"test","dtype":"f32",
                 "fma_by_accumulators":[[1,10.0],[8,80.0]],"fma_latency_ns":2.0,
                 "fma_by_groups":[[256,1,40.0],[256,4,80.0],[64,1,20.0],[64,4,45.0],[64,16,60.0]],
-                "smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,
+                "smem_scalar_gwords":0.2,"smem_vec4_gwords":0.25,"smem_scalar_paired_gwords":0.2,"smem_vec4_paired_gwords":0.25,
                 "copy_gbps":2.0,"launch_us":50.0,"overlap_penalty":0.9}"#,
         )
         .expect("machine parses")
@@ -127,6 +127,7 @@ mod tests {
             split_k,
             stages: 1,
             unroll: false,
+            lanes: crate::dense::Lanes::Paired,
         }
     }
 
@@ -189,7 +190,7 @@ mod tests {
                 "fma_by_accumulators":[[1,20000.0],[16,60000.0],[256,20000.0]],"fma_latency_ns":3.6,
                 "fma_by_groups":[[256,1,200.0],[256,256,55000.0],[256,1024,59000.0],
                                  [64,1,50.0],[64,1024,58000.0]],
-                "smem_scalar_gwords":3900.0,"smem_vec4_gwords":7900.0,
+                "smem_scalar_gwords":3900.0,"smem_vec4_gwords":7900.0,"smem_scalar_paired_gwords":3900.0,"smem_vec4_paired_gwords":7900.0,
                 "copy_gbps":3900.0,"launch_us":4.6,"overlap_penalty":0.3}"#,
         )
         .expect("machine parses")

@@ -191,9 +191,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         @builtin(local_invocation_id) lid3: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {{
     let w = bespoke_workgroup(wid);
-    let tx = lid3.x;
-    let ty = lid3.y;
-    let row0 = w.y * BM;
+{lanes}    let row0 = w.y * BM;
     let colv0 = w.x * BNV;
     let nv = p.n / {vec}u;
     let kbeg = w.z * p.k_per_split;
@@ -206,6 +204,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
         as_len = p.stages * kc * arow,
         bs_len = p.stages * kc * bnv,
         vec = p.vec,
+        lanes = lane_ids(p),
     );
     s += &accumulators(p, dtype);
     // One staged element `e` of the tile at k0 = `kt`: A (vec4 of 4 rows, or a scalar) and B (a vector), loaded into
@@ -380,6 +379,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>,
     }
     s += "}\n";
     s
+}
+
+/// WGSL binding `tx` and `ty`, the column and row of the register tile this invocation takes in its workgroup, as
+/// `p.lanes` lays them ([`DenseParams::lane_position`] is the same arithmetic in Rust).
+pub fn lane_ids(p: &DenseParams) -> String {
+    let Some((w, h)) = p.paired_group() else {
+        return "    let tx = lid3.x;\n    let ty = lid3.y;\n".into();
+    };
+    let across = p.wgn / w;
+    let (col, row) = if across == 1 {
+        (String::new(), format!("group * {h}u + "))
+    } else {
+        (
+            format!("(group % {across}u) * {w}u + "),
+            format!("(group / {across}u) * {h}u + "),
+        )
+    };
+    let deeper = if h == 2 {
+        String::new()
+    } else {
+        format!(" + 2u * ((lane >> 1u) / {w}u)")
+    };
+    format!(
+        "    // Lanes paired (DenseParams::lanes): 32 invocations cover {h} rows × {w} columns of tiles, lanes l and l ^ 1
+    // in one column (one B address a k step), l and l ^ 2 in one row (one A address).
+    let lane = lid % 32u;
+    let group = lid / 32u;
+    let tx = {col}(lane >> 1u) % {w}u;
+    let ty = {row}(lane & 1u){deeper};
+"
+    )
 }
 
 /// The `kc` steps of a K tile, each `step` (which reads the step's index as `kk`): a loop to the shader's constant

@@ -266,6 +266,8 @@ mod tests {
                 .collect(),
             smem_scalar_gwords: 2.0,
             smem_vec4_gwords: 4.0,
+            smem_scalar_paired_gwords: 2.0,
+            smem_vec4_paired_gwords: 4.0,
             copy_gbps: 10.0,
             launch_us: 20.0,
             overlap_penalty: 1.0,

@@ -18,8 +18,10 @@ use crate::dtype::DType;
 /// kernel and kept the dense one (pyr-p3-m0, ×4.5 slower), and probes had left hex-p3-m3 on Mesa 25.0.7 a rolled
 /// kernel at ×4.1 its access floor where it now takes bstream-v2 at ×2.3 (docs/perf.md). v5 (2026-11-28): GPUs
 /// also try long twins of the operators past one default launch, and a decision among a caller's own list of
-/// variants is keyed by that list (it had been stored, and read, as the decision among all of them).
-const VERSION: u32 = 5;
+/// variants is keyed by that list (it had been stored, and read, as the decision among all of them). v6
+/// (2026-12-03): the dense kernel's lanes paired (`Lanes`): a decision against the dense candidate was made
+/// against another kernel.
+const VERSION: u32 = 6;
 
 /// One remembered decision.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -105,7 +105,18 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
             .from_cache
     );
     // Every remembered decision corrupted (one byte flipped): read as misses and tuned again, never misread.
-    let entries: Vec<_> = std::fs::read_dir(dir.join("mm-tune-v5"))
+    // The decisions' namespace (`mm-tune-v<version>`), whatever its version.
+    let namespace = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("mm-tune-v")
+        })
+        .unwrap();
+    let entries: Vec<_> = std::fs::read_dir(namespace)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();

@@ -20,9 +20,11 @@ mod rates;
 mod tests;
 
 pub use predict::{Prediction, widest_vec};
+pub use rates::PAIRING_GAIN;
 
 /// Bumped whenever the micro-benchmarks change, so stale caches are re-measured.
-pub(crate) const MACHINE_VERSION: u32 = 11;
+/// 12 (2026-12-03): workgroup-memory rates with neighbouring lanes in pairs on one address.
+pub(crate) const MACHINE_VERSION: u32 = 12;
 
 /// The measured inputs of the model for one adapter and precision.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -44,9 +46,16 @@ pub struct Machine {
     /// (invocations per workgroup, workgroups, GFLOP/s) at 16 accumulators each: how many workgroups of each
     /// size fill the device.
     pub fma_by_groups: Vec<(u32, u64, f64)>,
-    /// Workgroup-memory loads, 10⁹ elements per second, scalar and through vec4 loads.
+    /// Workgroup-memory loads, 10⁹ elements per second, scalar and through vec4 loads, every invocation at an
+    /// address of its own.
     pub smem_scalar_gwords: f64,
     pub smem_vec4_gwords: f64,
+    /// The same where invocations 2i and 2i + 1 load one address (as paired lanes do, `Lanes::Paired`): an NVIDIA
+    /// multiprocessor packs such a pair's registers. Since version 12.
+    #[serde(default)]
+    pub smem_scalar_paired_gwords: f64,
+    #[serde(default)]
+    pub smem_vec4_paired_gwords: f64,
     /// The copy probe's figure (bytes read + written per second).
     pub copy_gbps: f64,
     /// One empty dispatch, microseconds.
@@ -87,6 +96,8 @@ impl Machine {
             fma_by_groups: m.fma_by_groups,
             smem_scalar_gwords: m.smem_scalar_words_per_s / 1e9,
             smem_vec4_gwords: m.smem_vec4_words_per_s / 1e9,
+            smem_scalar_paired_gwords: m.smem_scalar_paired_words_per_s / 1e9,
+            smem_vec4_paired_gwords: m.smem_vec4_paired_words_per_s / 1e9,
             copy_gbps: probe.gbps,
             launch_us: m.launch_s * 1e6,
             overlap_penalty: m.overlap_penalty,
@@ -156,6 +167,8 @@ impl Machine {
                 self.fma_latency_ns,
                 self.smem_scalar_gwords,
                 self.smem_vec4_gwords,
+                self.smem_scalar_paired_gwords,
+                self.smem_vec4_paired_gwords,
                 self.copy_gbps,
                 self.launch_us,
             ]

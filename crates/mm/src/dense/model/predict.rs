@@ -32,13 +32,21 @@ impl Machine {
         let fma_s = fmas / (fma_rate * occupancy.min(latency));
 
         // Workgroup memory: per k step each invocation loads tm A words (vec4 loads when tm is a multiple of 4) and
-        // tn B words (vec4 loads when vec = 4); each workgroup stores its bm + bn staged words.
-        let scalar = self.smem_scalar_gwords * 1e9;
-        let vec4 = self.smem_vec4_gwords * 1e9;
-        let a_rate = if p.a_vec4() { vec4 } else { scalar };
-        let b_rate = if p.vec == 4 { vec4 } else { scalar };
-        let per_step = invocations * (f64::from(p.tm) / a_rate + f64::from(p.tn) / b_rate)
-            + groups * (bm / a_rate + bn / b_rate);
+        // tn B words (vec4 loads when vec = 4); each workgroup stores its bm + bn staged words. Neighbouring lanes
+        // load one A address in either layout (one row of tiles), one B address only when paired (`Lanes`): those
+        // loads go at the paired rates; the stores, every invocation to its own address, at the others.
+        let rate = |vec4: bool, shared: bool| {
+            1e9 * match (vec4, shared) {
+                (false, false) => self.smem_scalar_gwords,
+                (true, false) => self.smem_vec4_gwords,
+                (_, true) => self.shared_gwords(vec4),
+            }
+        };
+        let paired_b = p.paired_group().is_some();
+        let per_step = invocations
+            * (f64::from(p.tm) / rate(p.a_vec4(), true)
+                + f64::from(p.tn) / rate(p.vec == 4, paired_b))
+            + groups * (bm / rate(p.a_vec4(), false) + bn / rate(p.vec == 4, false));
         let smem_s = per_step * k_per_split / occupancy;
 
         // Device memory: every workgroup streams its A and B panels; C is written (and read when β ≠ 0). Split-K
@@ -116,9 +124,14 @@ impl Machine {
             (p.tm > 1 && (p.bm() / 2) as usize >= shape.m)
                 || (p.tn > p.vec && (p.bn() / 2) as usize >= shape.n)
         };
+        // Lanes paired where the measured rates say pairing pays ([`Machine::lanes`]), else in rows.
         let legal: Vec<DenseParams> = legal_space(dtype, limits)
             .into_iter()
             .filter(|p| p.vec == vec && !dominated(p))
+            .map(|p| DenseParams {
+                lanes: self.lanes(p.vec == 4),
+                ..p
+            })
             .collect();
         // Never past the register file (the pick that ran at 0.005 of peak on an H200 asked 1024 invocations for
         // 64 f64 accumulators each: it spilled); where nothing fits, the tiles with the fewest accumulators.

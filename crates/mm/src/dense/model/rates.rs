@@ -2,9 +2,43 @@
 //! budget per invocation, occupancy and latency hiding.
 
 use super::Machine;
-use crate::dense::params::DenseParams;
+use crate::dense::params::{DenseParams, Lanes};
+
+/// How much faster than lanes apart neighbouring lanes on one address must load workgroup memory for the kernels
+/// to pair their lanes ([`Machine::lanes`]): NVIDIA's packing would double the rate; noise is within a few percent.
+pub const PAIRING_GAIN: f64 = 1.25;
 
 impl Machine {
+    /// The lane layout a kernel whose B fragments are `vec4` loads (else scalars) takes on this machine: paired
+    /// where neighbouring lanes on one address load such words [`PAIRING_GAIN`] times as fast as lanes apart (vec4
+    /// loads: an NVIDIA multiprocessor packs such pairs), else in rows, the layout every kernel had until
+    /// 2026-12-03. lavapipe read the pairs at 0.87 of the others (2026-12-03): where pairing does not pay, nothing
+    /// changes.
+    pub fn lanes(&self, vec4: bool) -> Lanes {
+        let (paired, apart) = if vec4 {
+            (self.smem_vec4_paired_gwords, self.smem_vec4_gwords)
+        } else {
+            (self.smem_scalar_paired_gwords, self.smem_scalar_gwords)
+        };
+        if paired >= PAIRING_GAIN * apart {
+            Lanes::Paired
+        } else {
+            Lanes::Rows
+        }
+    }
+
+    /// Workgroup-memory loads a second (elements) where neighbouring lanes load one address (a row of tiles
+    /// loading its A fragment; a column its B fragment when paired): the paired rate, or the other where that is
+    /// faster (sharing an address never costs more than loading two; a lower paired figure is noise or the bench's
+    /// own index arithmetic).
+    pub fn shared_gwords(&self, vec4: bool) -> f64 {
+        if vec4 {
+            self.smem_vec4_paired_gwords.max(self.smem_vec4_gwords)
+        } else {
+            self.smem_scalar_paired_gwords.max(self.smem_scalar_gwords)
+        }
+    }
+
     /// The FMA peak: the best point of either curve, GFLOP/s.
     pub fn peak_gflops(&self) -> f64 {
         let acc = self.fma_by_accumulators.iter().map(|(_, g)| *g);

@@ -2,7 +2,7 @@
 
 use super::rates::{cliff, interpolate_log2};
 use super::*;
-use crate::dense::params::{DenseParams, legal_space};
+use crate::dense::params::{DenseParams, Lanes, legal_space};
 
 /// A GPU-like machine: 20 TFLOP/s from 8 accumulators up, spill past 64, workgroup memory at 1/4 of the FMA
 /// word rate, 1 TB/s.
@@ -41,6 +41,8 @@ fn gpu_like() -> Machine {
             .collect(),
         smem_scalar_gwords: 2500.0,
         smem_vec4_gwords: 5000.0,
+        smem_scalar_paired_gwords: 2500.0,
+        smem_vec4_paired_gwords: 5000.0,
         copy_gbps: 1000.0,
         launch_us: 5.0,
         overlap_penalty: 0.0,
@@ -205,6 +207,8 @@ fn h200_like_f64() -> Machine {
         // 128 B per clock per multiprocessor at 1.98 GHz over 132 of them: ~4.2 T f64 words/s through vec4.
         smem_scalar_gwords: 2000.0,
         smem_vec4_gwords: 4000.0,
+        smem_scalar_paired_gwords: 2000.0,
+        smem_vec4_paired_gwords: 4000.0,
         copy_gbps: 4000.0,
         launch_us: 5.0,
         overlap_penalty: 0.0,
@@ -391,6 +395,98 @@ fn fma_and_workgroup_memory_add_by_the_measured_overlap() {
     let half = at(&m);
     let (hi, lo) = (half.fma_s.max(half.smem_s), half.fma_s.min(half.smem_s));
     assert!((half.seconds - half.launch_s - (hi + 0.5 * lo)).abs() < 1e-12 * hi);
+}
+
+/// Lanes paired where the measured pairs load twice as fast (an NVIDIA multiprocessor packing them): the space is
+/// paired and a tile's B fragment loads cost half; where pairs read as fast or slower (lavapipe: 0.87), the space
+/// stays in rows and every prediction is the one the model made before pairs were measured.
+#[test]
+fn lanes_pair_where_the_measured_pairs_pay() {
+    let shape = GemmShape::packed(2048, 2048, 2048);
+    let (rows, paired): (DenseParams, DenseParams) = (
+        "t8x8v4-w16x16-k8-s1-b2-r".parse().unwrap(),
+        "t8x8v4-w16x16-k8-s1-b2".parse().unwrap(),
+    );
+    let before = gpu_like();
+    assert_eq!(before.lanes(true), Lanes::Rows);
+    let space = before.shape_space(DType::F32, &big_limits(), &shape);
+    assert!(!space.is_empty() && space.iter().all(|p| p.lanes == Lanes::Rows));
+
+    // Pairs slower (as lavapipe read them): still rows, and the same prediction as with no pairs measured.
+    let mut slow = gpu_like();
+    slow.smem_scalar_paired_gwords *= 0.87;
+    slow.smem_vec4_paired_gwords *= 0.87;
+    assert_eq!(
+        (slow.lanes(true), slow.lanes(false)),
+        (Lanes::Rows, Lanes::Rows)
+    );
+    assert_eq!(
+        slow.predict(&rows, 4, &shape, false).seconds,
+        before.predict(&rows, 4, &shape, false).seconds
+    );
+    assert_eq!(
+        slow.pick(DType::F32, &big_limits(), &shape, false)
+            .unwrap()
+            .0,
+        before
+            .pick(DType::F32, &big_limits(), &shape, false)
+            .unwrap()
+            .0
+    );
+
+    // Vec4 pairs twice as fast, scalar ones not (as NVIDIA's packing would read): vec4 kernels pair their lanes.
+    let mut packed = gpu_like();
+    packed.smem_vec4_paired_gwords *= 2.0;
+    assert_eq!(
+        (packed.lanes(true), packed.lanes(false)),
+        (Lanes::Paired, Lanes::Rows)
+    );
+    let space = packed.shape_space(DType::F32, &big_limits(), &shape);
+    assert!(space.iter().all(|p| p.lanes == Lanes::Paired), "vec4 space");
+    // Per k step: tm A words and tn B words per invocation; pairs halve the A loads in either layout and the B
+    // loads only when paired; the staging stores cost the same.
+    let staged = |m: &Machine, p: &DenseParams| {
+        let per_step = |words: f64, rate: f64| words / (rate * 1e9);
+        let inv = p.groups(2048, 2048) as f64 * f64::from(p.threads());
+        let groups = p.groups(2048, 2048) as f64;
+        let a_shared = per_step(8.0, m.shared_gwords(true));
+        let b = if p.lanes == Lanes::Paired {
+            m.shared_gwords(true)
+        } else {
+            m.smem_vec4_gwords
+        };
+        let stores = per_step(f64::from(p.bm() + p.bn()), m.smem_vec4_gwords);
+        (inv * (a_shared + per_step(8.0, b)) + groups * stores) * 2048.0
+            / m.occupancy(p.threads(), groups)
+    };
+    for (p, want_b_rate) in [(rows, 5000.0), (paired, 10000.0)] {
+        let got = packed.predict(&p, 4, &shape, false).smem_s;
+        let want = staged(&packed, &p);
+        assert!(
+            (got - want).abs() <= 1e-9 * want,
+            "{}: {got} against {want}",
+            p.key()
+        );
+        assert_eq!(
+            if p.lanes == Lanes::Paired {
+                packed.shared_gwords(true)
+            } else {
+                packed.smem_vec4_gwords
+            },
+            want_b_rate
+        );
+    }
+    assert!(
+        packed.predict(&paired, 4, &shape, false).smem_s
+            < 0.6 * before.predict(&rows, 4, &shape, false).smem_s
+    );
+    // A popcount machine (scalar loads) only pairs where its scalar pairs pay.
+    let mut scalar = gpu_like();
+    scalar.smem_scalar_paired_gwords *= 2.0;
+    assert_eq!(
+        (scalar.lanes(true), scalar.lanes(false)),
+        (Lanes::Rows, Lanes::Paired)
+    );
 }
 
 #[test]
