@@ -42,16 +42,23 @@ mod tests {
         // text differs from β's only in the store, and wgm/wgn/kc change only constants).
         let mut n = 0;
         let mut shapes = std::collections::HashSet::new();
+        let mut workgroups = std::collections::HashSet::new();
         for dtype in [DType::F32, DType::F64] {
             for p in legal_space(dtype, &lim) {
-                let mut epis = vec![Epilogue::Beta];
+                // Lanes paired (the space's own) and, once per workgroup shape, laid in rows (`-r`).
+                let mut kernels = vec![(p, Epilogue::Beta)];
                 if shapes.insert((dtype, p.tm, p.tn, p.vec)) {
-                    epis.extend([Epilogue::BetaZero, Epilogue::BetaOne, Epilogue::Partial]);
+                    kernels.extend(
+                        [Epilogue::BetaZero, Epilogue::BetaOne, Epilogue::Partial].map(|e| (p, e)),
+                    );
                 }
-                for epi in epis {
-                    let src = dense_wgsl(&p, dtype, epi);
+                if workgroups.insert((dtype, p.wgm, p.wgn)) {
+                    kernels.push((p.in_rows(), Epilogue::Beta));
+                }
+                for (q, epi) in kernels {
+                    let src = dense_wgsl(&q, dtype, epi);
                     if let Err(e) = validate_wgsl(&src, dtype.caps()) {
-                        panic!("{} {dtype} {epi:?}: {e}", p.key());
+                        panic!("{} {dtype} {epi:?}: {e}", q.key());
                     }
                     n += 1;
                 }
