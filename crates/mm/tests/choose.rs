@@ -53,24 +53,48 @@ fn h200_limits() -> TileLimits {
 }
 
 /// On the H200's own inputs the model's pick (t8x8) sampled at 0.86 of the best of 1718 configurations; the
-/// shortlist holds one within 10 % of it, one configuration per register-tile shape, the model's pick first.
+/// shortlist holds the best itself (0.94 of it until the register bound of 2026-12-03 left out the 1024-invocation
+/// t4x16 that had stood for its shape at 3.9 TFLOP/s), one configuration per register-tile shape, the model's pick
+/// first.
 #[test]
 fn on_the_h200s_inputs_the_shortlist_holds_a_tile_within_ten_percent_of_its_best() {
     let (machine, samples) = h200();
     let limits = h200_limits();
     let shape = GemmShape::packed(4096, 4096, 4096);
     let space = machine.shape_space(DType::F32, &limits, &shape);
-    // The same space the sweep screened (the inputs and limits are the card's), in the sweep's layout.
+    // The space the sweep screened (the inputs and limits are the card's), in the sweep's layout, less the tiles
+    // the register bound leaves out since 2026-12-03 (a curve measured at a smaller workgroup bounds a larger
+    // one): 1024-invocation tiles past 64 registers, none of which ran within 0.7 of the best, and the two that
+    // the model had ranked near its top (t8x8, t4x16: predicted ~45 TFLOP/s) at under 0.15 of it.
     assert!(space.iter().all(|p| p.lanes == Lanes::Rows));
-    assert_eq!(space.len(), samples.len());
     assert!(space.iter().all(|p| samples.contains_key(&p.key())));
+    let best = samples.values().copied().fold(0.0, f64::max);
+    let left_out: Vec<(&String, f64)> = samples
+        .iter()
+        .filter(|(k, _)| !space.iter().any(|p| &p.key() == *k))
+        .map(|(k, g)| (k, *g))
+        .collect();
+    eprintln!(
+        "{} of {} sampled configurations left out",
+        left_out.len(),
+        samples.len()
+    );
+    assert!(!left_out.is_empty() && left_out.len() < 60);
+    for (key, gflops) in &left_out {
+        let p = DenseParams::parse(key).unwrap();
+        assert_eq!(p.threads(), 1024, "{key}");
+        assert!(p.tm * p.tn + p.operand_registers() > 64, "{key}");
+        assert!(*gflops < 0.7 * best, "{key}: {gflops} of {best}");
+    }
+    for spilled in ["t8x8v4-w32x32-k8-s1-b2-r", "t4x16v4-w32x32-k8-s1-b2-r"] {
+        assert!(samples[spilled] < 0.15 * best && !space.iter().any(|p| p.key() == spilled));
+    }
     let list = shortlist(&machine, &space, 4, &shape, false, SHORTLIST);
     assert_eq!(list.len(), SHORTLIST);
     let (pick, _) = machine.pick_in(&space, 4, &shape, false).unwrap();
     assert_eq!(list[0], pick);
     let shapes: HashSet<(u32, u32)> = list.iter().map(|p| (p.tm, p.tn)).collect();
     assert_eq!(shapes.len(), list.len(), "one configuration per tile shape");
-    let best = samples.values().copied().fold(0.0, f64::max);
     let sampled = |p: &DenseParams| samples[&p.key()];
     let checked = list.iter().map(sampled).fold(0.0, f64::max);
     eprintln!(
@@ -79,7 +103,7 @@ fn on_the_h200s_inputs_the_shortlist_holds_a_tile_within_ten_percent_of_its_best
         sampled(&pick) / best,
         checked / best
     );
-    assert!(checked >= 0.9 * best, "{checked} of {best}");
+    assert!(checked >= 0.99 * best, "{checked} of {best}");
 }
 
 /// What the check times: the shortlist, each split-in-K entry followed by its unsplit twin (the model credits

@@ -8,7 +8,8 @@
 //! where 4×16 and 8×16 tiles measured fastest (37.2, 36.7): what sets a 64- or 128-accumulator tile's rate there
 //! (the driver's register allocation, issue slots) is not in its inputs. Among each shape's best-predicted
 //! configuration the model's ranking still holds: replayed on that sweep's samples, the first six shapes hold one
-//! at 0.94 of the best of 1718 (the model's own pick: 0.86).
+//! at 0.94 of the best of 1718 (the model's own pick: 0.86); since the register bound of 2026-12-03 (1024-invocation
+//! tiles bounded by the 256-invocation curve) the best itself.
 
 use std::collections::HashSet;
 

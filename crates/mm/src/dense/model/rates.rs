@@ -59,7 +59,16 @@ impl Machine {
     /// The most accumulators (of the curve's precision) an invocation of a `threads`-invocation workgroup holds
     /// before the register file runs out: the cliff of the measured curve at the nearest workgroup size (the
     /// smaller one on a tie), scaled down by size / threads for a larger workgroup (one register file shared by
-    /// more invocations). `u32::MAX` where the curve never falls off (a CPU adapter spills gracefully: no bound).
+    /// more invocations), and never past the point where a curve measured at a smaller workgroup halved, scaled so
+    /// (what the register file holds, shared by more invocations). `u32::MAX` where the curves never fall off (a
+    /// CPU adapter spills gracefully: no bound; lavapipe's f64 curves fall by 0.55–0.6 a doubling, not halving).
+    ///
+    /// Why the smaller curves too: the H200's f32 curve at 1024 invocations falls only past 128 accumulators (its
+    /// cliff 96: its chains spill to a cache nothing else uses), but 96 registers for each of 1024 invocations are
+    /// past its 65 536; its 256-invocation curve first falls at 256 (65 536 over 256), which over 1024 invocations
+    /// leaves 64. Its 4096³ sweep (fourth session) ran 1024-invocation tiles needing 80 and 84 registers by this
+    /// count (t8x8, t4x16) at 5.3 and 4.4 TFLOP/s, where 512-invocation ones ran them at 31.9 and 37.2 and the
+    /// model had predicted ~45; one needing 52 (t8x4, double-buffered) at 30.4.
     pub fn accumulator_budget(&self, threads: u32) -> u32 {
         let mut curves: Vec<(u32, &[(u32, f64)])> = vec![(
             crate::dense::microbench::WG,
@@ -77,13 +86,19 @@ impl Machine {
         else {
             return u32::MAX;
         };
-        match cliff(curve) {
+        let scaled = |c: u32, size: u32| {
+            (u64::from(c) * u64::from(size) / u64::from(threads.max(1))).max(1) as u32
+        };
+        let nearest = match cliff(curve) {
             None => u32::MAX,
-            Some(c) if threads > size => {
-                (u64::from(c) * u64::from(size) / u64::from(threads)).max(1) as u32
-            }
+            Some(c) if threads > size => scaled(c, size),
             Some(c) => c,
-        }
+        };
+        curves
+            .iter()
+            .filter(|(s, _)| *s < threads)
+            .filter_map(|(s, c)| halving(c).map(|fallen| scaled(fallen, *s)))
+            .fold(nearest, u32::min)
     }
 
     /// Whether `p`'s register tile fits [`accumulator_budget`](Self::accumulator_budget): its `tm·tn`
@@ -168,16 +183,31 @@ impl Machine {
 /// (`tests/data/h200`, the H200's f64 curves of 2026-11-27) falls by more than half in one doubling and keeps its
 /// cliff.
 pub(super) fn cliff(curve: &[(u32, f64)]) -> Option<u32> {
+    let (best, after) = from_best(curve)?;
+    let fall = after
+        .windows(2)
+        .position(|w| w[1].1 < 0.5 * w[0].1 || w[1].1 < 0.25 * best)?;
+    Some((after[fall].0 + after[fall + 1].0) / 2)
+}
+
+/// The first point, from a curve's best on, below half of the point before it: where a GPU's register file ran
+/// out (a spill halves the rate within one doubling; a CPU adapter's rate falls gradually, and has none).
+fn halving(curve: &[(u32, f64)]) -> Option<u32> {
+    let (_, after) = from_best(curve)?;
+    after
+        .windows(2)
+        .find(|w| w[1].1 < 0.5 * w[0].1)
+        .map(|w| w[1].0)
+}
+
+/// A curve's best rate and its points from there on.
+fn from_best(curve: &[(u32, f64)]) -> Option<(f64, &[(u32, f64)])> {
     let (best_at, best) = curve
         .iter()
         .enumerate()
         .max_by(|a, b| a.1.1.total_cmp(&b.1.1))
         .map(|(i, (_, g))| (i, *g))?;
-    let after = &curve[best_at..];
-    let fall = after
-        .windows(2)
-        .position(|w| w[1].1 < 0.5 * w[0].1 || w[1].1 < 0.25 * best)?;
-    Some((after[fall].0 + after[fall + 1].0) / 2)
+    Some((best, &curve[best_at..]))
 }
 
 /// Piecewise-linear in log₂ x through sorted points, flat past either end.

@@ -375,6 +375,90 @@ fn the_spill_cliff_is_a_fall_not_an_early_peak() {
     assert_eq!(cliff(&[]), None);
 }
 
+/// The H200's f32 curves (2026-11-27): at 1024 invocations its own curve falls only past 64 accumulators (cliff
+/// 96), but the 256-invocation curve first falls at 256 (the register file over 256 invocations), which leaves 64
+/// to each of 1024; at 512 the nearest curve's 96 stands, at 256 and below its 192. In f64 the 1024 curve's own
+/// cliff (24) is already below what the 256 curve leaves (128 / 4 = 32).
+#[test]
+fn a_smaller_workgroups_curve_bounds_a_larger_one() {
+    let curves = |at256: &[(u32, f64)], at1024: &[(u32, f64)]| Machine {
+        fma_by_accumulators: at256.to_vec(),
+        fma_by_accumulators_at: vec![(1024, at1024.to_vec())],
+        ..gpu_like()
+    };
+    let f32 = curves(
+        &[
+            (8, 54895.0),
+            (16, 58508.0),
+            (32, 58305.0),
+            (64, 59705.0),
+            (128, 54361.0),
+            (256, 24223.0),
+            (512, 758.0),
+        ],
+        &[
+            (8, 14384.0),
+            (16, 15406.0),
+            (32, 15578.0),
+            (64, 8133.0),
+            (128, 883.0),
+            (256, 404.0),
+        ],
+    );
+    assert_eq!(
+        [64, 256, 512, 1024].map(|t| f32.accumulator_budget(t)),
+        [192, 192, 96, 64]
+    );
+    // t8x8 double-buffered at 32×32 invocations (88 by this count) ran at 5.3 TFLOP/s there: out; at 16×32 in.
+    let t8x8: DenseParams = "t8x8v4-w32x32-k8-s1-b2".parse().unwrap();
+    assert!(!f32.fits_registers(&t8x8));
+    assert!(f32.fits_registers(&DenseParams { wgm: 16, ..t8x8 }));
+    let f64 = curves(
+        &[
+            (8, 29382.0),
+            (16, 31655.0),
+            (32, 31685.0),
+            (64, 30060.0),
+            (128, 12176.0),
+            (256, 468.0),
+        ],
+        &[(8, 29453.0), (16, 31745.0), (32, 6817.0), (64, 1019.0)],
+    );
+    assert_eq!(f64.accumulator_budget(1024), 24);
+    // A CPU adapter's curves never fall: no bound at any size.
+    let flat = curves(
+        &[(8, 40.0), (64, 38.0), (1024, 30.0)],
+        &[(8, 40.0), (1024, 25.0)],
+    );
+    assert_eq!(
+        [64, 1024].map(|t| flat.accumulator_budget(t)),
+        [u32::MAX; 2]
+    );
+    // lavapipe's f64 curves (2026-12-03) fall gradually, to a quarter of their best at 1024 (cliffs 768): the
+    // 256-invocation curve, which never halves in a doubling, does not bound 1024-invocation tiles.
+    let lavapipe = curves(
+        &[
+            (8, 128.8),
+            (16, 109.1),
+            (64, 102.3),
+            (256, 91.7),
+            (512, 54.7),
+            (1024, 30.4),
+        ],
+        &[
+            (8, 135.5),
+            (64, 115.3),
+            (256, 99.9),
+            (512, 59.7),
+            (1024, 30.9),
+        ],
+    );
+    assert_eq!(
+        [256, 1024].map(|t| lavapipe.accumulator_budget(t)),
+        [768, 768]
+    );
+}
+
 #[test]
 fn fma_and_workgroup_memory_add_by_the_measured_overlap() {
     // θ is measured as t(both) = max + θ·min; the prediction composes the two the same way.
