@@ -153,7 +153,7 @@ impl DenseParams {
         .then_some((w, h))
     }
     /// The (column, row) of the register tile invocation `lid` (its `local_invocation_index`) takes: what the
-    /// kernels' `tx` and `ty` are ([`super::wgsl::lane_ids`] writes the same arithmetic in WGSL).
+    /// kernels' `tx` and `ty` are (`lane_ids` in `wgsl.rs` writes the same arithmetic in WGSL).
     pub fn lane_position(&self, lid: u32) -> (u32, u32) {
         match self.paired_group() {
             None => (lid % self.wgn, lid / self.wgn),
