@@ -278,7 +278,7 @@ fn run_on(
     } else {
         String::new()
     };
-    println!(
+    bespoke::say!(
         "{} {}x{} {} {} {} (ω = {}{les}, u = {}): {} steps in {:.2} s, {:.1} MLUPS, {:.2} GB/s at {} B/cell ({:.2} of copy {:.2} GB/s)",
         r.case,
         cfg.nx,
@@ -296,7 +296,7 @@ fn run_on(
         gbps / probe.gbps,
         probe.gbps
     );
-    println!("  step {}", r.lattice.step_shape().describe());
+    bespoke::say!("  step {}", r.lattice.step_shape().describe());
     let dist = r.lattice.decomposition().map(|d| {
         let x = r.lattice.exchange_stats().unwrap_or_default();
         let per = |v: f64| {
@@ -316,7 +316,7 @@ fn run_on(
         })
     });
     if let Some(d) = &dist {
-        println!(
+        bespoke::say!(
             "  ranks {} ({} blocks, {}, overlap {}): rank 0 exchanges {:.0} B per step in {:.3} ms",
             d["ranks"],
             d["decomposition"].as_str().unwrap_or(""),
@@ -327,10 +327,10 @@ fn run_on(
         );
     }
     for (k, v) in &r.metrics {
-        println!("  {k} = {v}");
+        bespoke::say!("  {k} = {v}");
     }
     for n in &r.notes {
-        println!("  note: {n}");
+        bespoke::say!("  note: {n}");
     }
     write_json(
         json_file,

@@ -3,6 +3,9 @@
 //! This root package re-exports the kernel crates and holds what the CLI and the benches share: the registry
 //! of `bespoke bench` sections and the JSON reports.
 
+// Standard output goes through `say!` (`out`): a closed pipe ends the output, not the run.
+#![deny(clippy::print_stdout)]
+
 pub use bespoke_comm as comm;
 pub use bespoke_fv as fv;
 pub use bespoke_gpu as gpu;
@@ -11,13 +14,14 @@ pub use bespoke_mm as mm;
 
 pub mod bench;
 pub mod host;
+pub mod out;
 pub mod report;
 
 /// Errors the CLI prints (with their causes) before exiting non-zero.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Where a command's time goes (`BESPOKE_PHASE_TIMES`): the gpu crate's, so the kernel crates' tuners print theirs.
-pub use bespoke_gpu::{phase, phase_since};
+pub use bespoke_gpu::{phase, phase_note, phase_since};
 
 /// Set (to anything but empty or `0`): timings skip a GPU's clock warm-up (`GpuOptions::skip_warm_up`, tuned
 /// choices keyed apart). The CLI's tests set it: they check results, and on a GPU each cold timing would first

@@ -1,4 +1,5 @@
 //! The `bespoke` command line: thin adapters over the crates' public APIs.
+#![deny(clippy::print_stdout)] // stdout through `bespoke::say!` (src/out.rs): a closed pipe must not panic
 
 mod fv_cmd;
 mod json_out;
@@ -61,7 +62,7 @@ enum Command {
     Lbm(Box<lbm_cmd::LbmArgs>),
     /// Weak and strong scaling of the lattice across ranks (--ranks N threads, or under mpirun).
     Scale(scale_cmd::ScaleArgs),
-    /// List every adapter wgpu can see (honours WGPU_BACKEND), best first.
+    /// List every adapter wgpu can see (honours WGPU_BACKEND), best first, with its PCI bus id: ranks on a machine take its GPUs in bus order.
     Adapters,
     /// Run every benchmark section and print one table.
     Bench {
@@ -106,33 +107,38 @@ fn info(json_out: bool) -> Result<(), Error> {
         if let (Some(o), Some(c)) = (v.as_object_mut(), capabilities_json(&gpu).as_object()) {
             o.extend(c.clone());
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        bespoke::say!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let i = gpu.info();
         let l = &i.limits;
-        println!("adapter        {}", i.name);
-        println!("backend        {} ({})", i.backend, i.device_type);
-        println!("driver         {} / {}", i.driver, i.driver_info);
-        println!("features       {}", i.features.join(" "));
-        if !gpu.emulation().is_empty() {
-            println!("emulating      {}", gpu.emulation());
+        bespoke::say!("adapter        {}", i.name);
+        bespoke::say!("backend        {} ({})", i.backend, i.device_type);
+        bespoke::say!("driver         {} / {}", i.driver, i.driver_info);
+        if !i.pci_bus_id.is_empty() {
+            bespoke::say!("pci bus        {}", i.pci_bus_id);
         }
-        println!(
+        bespoke::say!("features       {}", i.features.join(" "));
+        if !gpu.emulation().is_empty() {
+            bespoke::say!("emulating      {}", gpu.emulation());
+        }
+        bespoke::say!(
             "buffer         max {} B, storage binding max {} B",
-            l.max_buffer_size, l.max_storage_buffer_binding_size
+            l.max_buffer_size,
+            l.max_storage_buffer_binding_size
         );
-        println!(
+        bespoke::say!(
             "workgroup      {} invocations, size {:?}, {} B shared, {} per dimension",
             l.max_compute_invocations_per_workgroup,
             l.max_compute_workgroup_size,
             l.max_compute_workgroup_storage_size,
             l.max_compute_workgroups_per_dimension
         );
-        println!(
+        bespoke::say!(
             "subgroup       {}..{}",
-            l.subgroup_min_size, l.subgroup_max_size
+            l.subgroup_min_size,
+            l.subgroup_max_size
         );
-        println!(
+        bespoke::say!(
             "copy bandwidth {:.2} GB/s ({} MiB copied, {} MiB read+written, median {} over {} runs, {}, {})",
             probe.gbps,
             probe.bytes >> 20,
@@ -154,11 +160,14 @@ fn bench(quick: bool, json_path: Option<PathBuf>, only: &[String]) -> Result<(),
     let gpu = open_gpu()?;
     let (rows, report) = run_all(&gpu, quick, only)?;
     let info = gpu.info();
-    println!(
+    bespoke::say!(
         "adapter: {} ({}, {}), copy bandwidth {:.2} GB/s",
-        info.name, info.backend, info.driver_info, report["copy_gbps"]
+        info.name,
+        info.backend,
+        info.driver_info,
+        report["copy_gbps"]
     );
-    print!("{}", format_table(&rows));
+    bespoke::out::write(format_args!("{}", format_table(&rows)));
     json_out::write_json(json, &report)?;
     gpu.save_pipeline_cache()?;
     Ok(())
@@ -192,9 +201,18 @@ fn main() -> ExitCode {
         Command::Scale(args) => scale_cmd::run(args),
         Command::Adapters => {
             for a in bespoke::gpu::list_adapters() {
-                println!(
-                    "{:<8} {:<14} {} ({})",
-                    a.backend, a.device_type, a.name, a.driver
+                let bus = if a.pci_bus_id.is_empty() {
+                    "-"
+                } else {
+                    &a.pci_bus_id
+                };
+                bespoke::say!(
+                    "{:<8} {:<14} {:<14} {} ({})",
+                    a.backend,
+                    a.device_type,
+                    bus,
+                    a.name,
+                    a.driver
                 );
             }
             Ok(())

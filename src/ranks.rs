@@ -74,12 +74,30 @@ fn too_many_threads(count: usize) -> Error {
 /// What runs on each rank: its device and its communicator (None on one domain).
 type Body<'a> = &'a dyn Fn(&Gpu, Option<Rc<dyn Comm>>) -> Result<(), Error>;
 
-fn open_gpu(rank: Option<usize>) -> Result<Gpu, Error> {
-    Ok(Gpu::with_options(GpuOptions {
+/// Opens this rank's device: on a distributed run the GPU its rank among the machine's ranks takes
+/// (`Comm::node_rank`), said in the phase log (`BESPOKE_PHASE_TIMES`) with the adapter's PCI bus id.
+fn open_gpu(comm: Option<&dyn Comm>) -> Result<Gpu, Error> {
+    let gpu = Gpu::with_options(GpuOptions {
         persist_pipeline_cache: true,
-        rank,
+        node_rank: comm.map(|c| c.node_rank()),
         ..bespoke::gpu_options()
-    })?)
+    })?;
+    if let Some(c) = comm {
+        let i = gpu.info();
+        bespoke::phase_note(format!(
+            "rank {}: rank {} of {} on its machine, adapter {} ({})",
+            c.rank(),
+            c.node_rank(),
+            c.node_size(),
+            i.name,
+            if i.pci_bus_id.is_empty() {
+                "no bus id"
+            } else {
+                &i.pci_bus_id
+            }
+        ));
+    }
+    Ok(gpu)
 }
 
 /// Closes a thread rank's device, as a phase (bespoke-gpu closes one device of a process at a time: four closed
@@ -104,7 +122,9 @@ pub fn run(
         Some(s) if s.count > MAX_THREAD_RANKS => Err(too_many_threads(s.count)),
         Some(s) => run_threads(s.count, |comm| {
             let r = comm.rank();
-            let gpu = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))?;
+            let gpu = bespoke::phase(format!("rank {r}: open the device"), || {
+                open_gpu(Some(&comm))
+            })?;
             let out = bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(Rc::new(comm))));
             close(r, gpu);
             out
@@ -141,10 +161,10 @@ fn run_mpi(size: usize, spec: Option<RankSpec>, body: Body<'_>) -> Result<(), Er
     let args: Vec<String> = std::env::args().skip(1).collect();
     comm.check_same("the command line", args.join(" ").as_bytes())?;
     let r = comm.rank();
-    let result = bespoke::phase(format!("rank {r}: open the device"), || open_gpu(Some(r)))
-        .and_then(|gpu| {
-            bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(comm.clone())))
-        });
+    let result = bespoke::phase(format!("rank {r}: open the device"), || {
+        open_gpu(Some(&*comm))
+    })
+    .and_then(|gpu| bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(comm.clone()))));
     if let Err(e) = result {
         // A failure on some ranks only would leave the others waiting: abort the job with the message.
         comm.fail(&e.to_string());

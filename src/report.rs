@@ -3,7 +3,7 @@
 use bespoke_gpu::{CopyProbe, Gpu};
 use serde_json::{Value, json};
 
-/// `{"name", "backend", "device_type", "driver", "driver_info", "emulation"}`: the adapter object every report
+/// `{"name", "backend", "device_type", "driver", "driver_info", "pci_bus_id", "emulation"}`: the adapter object every report
 /// carries (`emulation`: what the device was made to emulate, `Gpu::emulation`; empty for the adapter as it is).
 pub fn adapter_json(gpu: &Gpu) -> Value {
     let i = gpu.info();
@@ -13,6 +13,7 @@ pub fn adapter_json(gpu: &Gpu) -> Value {
         "device_type": i.device_type,
         "driver": i.driver,
         "driver_info": i.driver_info,
+        "pci_bus_id": i.pci_bus_id,
         "emulation": gpu.emulation(),
     })
 }

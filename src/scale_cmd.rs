@@ -172,14 +172,14 @@ pub fn run(a: ScaleArgs) -> Result<(), Error> {
             reports.push(bespoke::fv::scale::scale(gpu, comm.clone(), &fv)?);
         }
         if root {
-            println!(
+            bespoke::say!(
                 "{} ranks ({}), adapter {}",
                 comm.size(),
                 comm.kind(),
                 gpu.adapter_name()
             );
             let rows: Vec<_> = reports.iter().flat_map(scale_rows).collect();
-            print!("{}", format_table(&rows));
+            bespoke::out::write(format_args!("{}", format_table(&rows)));
             write_json(json, &serde_json::to_value(&reports)?)?;
         }
         Ok(())

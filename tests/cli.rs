@@ -541,3 +541,35 @@ fn no_tuning_takes_the_defaults_and_caches_nothing() {
         .collect();
     assert!(shapes.is_empty(), "tuned into the cache: {shapes:?}");
 }
+
+/// A reader that stops reading (`bespoke … | head -1`) closes the pipe under the command: its output stops there,
+/// and it carries on to its files and a zero exit status, where `println!` panicked ("failed printing to stdout:
+/// Broken pipe") before the files were written.
+#[test]
+fn a_closed_pipe_on_stdout_ends_the_output_not_the_run() {
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("cavity.ckpt");
+    let (reader, writer) = std::io::pipe().unwrap();
+    // Closed before the command starts, so its first line meets a broken pipe.
+    drop(reader);
+    let out = common::bespoke_command()
+        .args([
+            "lbm", "cavity", "--re", "100", "--size", "32x32", "--steps", "20",
+        ])
+        .arg("--checkpoint")
+        .arg(&ckpt)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("the bespoke binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        std::fs::metadata(&ckpt).is_ok_and(|m| m.len() > 0),
+        "the checkpoint was written: {stderr}"
+    );
+}

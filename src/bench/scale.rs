@@ -82,7 +82,7 @@ pub fn thread_reports(
 ) -> Result<Vec<ScaleReport>, Error> {
     let reports = run_threads(ranks, |comm| {
         let gpu = Gpu::with_options(GpuOptions {
-            rank: Some(bespoke_comm::Comm::rank(&comm)),
+            node_rank: Some(bespoke_comm::Comm::node_rank(&comm)),
             ..crate::gpu_options()
         })?;
         let comm: Rc<dyn bespoke_comm::Comm> = Rc::new(comm);

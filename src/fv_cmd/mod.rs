@@ -144,7 +144,7 @@ pub fn run(cmd: FvCommand) -> Result<(), Error> {
                 OrderingKind::Metis { .. } => " (kept in the user's cache)",
                 _ => "",
             };
-            println!(
+            bespoke::say!(
                 "{name}: {} tets, {} order in {seconds:.1} s{kept}",
                 op.n(),
                 kind.name()
@@ -190,26 +190,36 @@ fn bench(
         DType::F64 => bench_operator::<f64>(gpu, &op, &orderings, a.block_size, a.reps, tick)?,
     };
     bar.finish_and_clear();
-    println!(
+    bespoke::say!(
         "{name}: {} tets, {} B/tet minimum, copy {:.2} GB/s, block {}",
         op.n(),
         min_bytes_per_tet(dtype.size()),
         probe.gbps,
         a.block_size
     );
-    println!(
+    bespoke::say!(
         "{:<9} {:<13} {:<17} {:>10} {:>8} {:>8} {:>9} {:>6} {:>9}",
-        "ordering", "kernel", "layout", "ms/step", "GB/s", "of copy", "in-block", "far", "order s"
+        "ordering",
+        "kernel",
+        "layout",
+        "ms/step",
+        "GB/s",
+        "of copy",
+        "in-block",
+        "far",
+        "order s"
     );
     for r in &runs {
         if let Some(why) = &r.skipped {
-            println!(
+            bespoke::say!(
                 "{:<9} {:<13} {:<17} not timed: {why}",
-                r.ordering, r.kernel, r.layout
+                r.ordering,
+                r.kernel,
+                r.layout
             );
             continue;
         }
-        println!(
+        bespoke::say!(
             "{:<9} {:<13} {:<17} {:>10.3} {:>8.2} {:>8.3} {:>9.3} {:>6.3} {:>9.2}",
             r.ordering,
             r.kernel,

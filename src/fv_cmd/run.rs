@@ -228,7 +228,7 @@ fn run_diffusion<T: Real>(
         }
         Some(v) => (None, format!("not conserved: the boundary holds x = {v}")),
     };
-    println!(
+    bespoke::say!(
         "{name}: {} tets, {done} steps of Δt = {:.3e} ({} ordering in {:.2} s, {} kernel, {} layout ({})) in {:.3} s; \
          mass {:.9e} → {:.9e} ({drift_text})",
         r.tets,
@@ -242,15 +242,15 @@ fn run_diffusion<T: Real>(
         r.mass_initial,
         r.mass_final,
     );
-    println!("  step shape {}", r.shape.name());
+    bespoke::say!("  step shape {}", r.shape.name());
     if r.from > 0 {
-        println!("  resumed at step {}", r.from);
+        bespoke::say!("  resumed at step {}", r.from);
     }
     if let Some(p) = &a.checkpoint {
-        println!("  state at step {done} saved to {}", p.display());
+        bespoke::say!("  state at step {done} saved to {}", p.display());
     }
     if let Some(d) = &r.ranks {
-        println!(
+        bespoke::say!(
             "  ranks {} ({}, {}): rank 0 owns {} tets ({} interior) and {} ghosts, exchanges {:.0} B per step in {:.3} ms",
             d.ranks,
             d.transport,

@@ -58,17 +58,23 @@ pub(super) fn sweep_cmd<T: Real>(
     )?;
     bar.finish_and_clear();
 
-    println!(
+    bespoke::say!(
         "ideal operators, {n} tets, {} B/tet minimum, copy {:.2} GB/s:",
         min_bytes_per_tet(T::DTYPE.size()),
         probe.gbps
     );
-    println!(
+    bespoke::say!(
         "{:>9} {:>13} {:>11} {:>12} {:>10} {:>8} {:>8}",
-        "block", "kernel", "layout", "kernel block", "ms/step", "GB/s", "of copy"
+        "block",
+        "kernel",
+        "layout",
+        "kernel block",
+        "ms/step",
+        "GB/s",
+        "of copy"
     );
     for p in &points {
-        println!(
+        bespoke::say!(
             "{:>9} {:>13} {:>11} {:>12} {:>10.3} {:>8.2} {:>8.3}",
             p.block,
             p.kernel,
@@ -81,7 +87,7 @@ pub(super) fn sweep_cmd<T: Real>(
     }
     // Slot-major, or tet-major on an adapter that binds fewer storage buffers (`buffer_layout`).
     let slots = buffer_layout(gpu).name();
-    println!(
+    bespoke::say!(
         "{name} ({} tets), gather ({slots}; texture where measured), placed at the ideal block size with the \
          same in-block fraction:",
         op.n()
@@ -120,7 +126,7 @@ pub(super) fn sweep_cmd<T: Real>(
             line: false,
             hollow,
         });
-        println!(
+        bespoke::say!(
             "  {:<9} {:<10} in-block {:.3} → x = 2^{x:.1}: {:.2} GB/s ({:.3} of copy), colour {colour:?}",
             r.ordering,
             r.layout,
@@ -146,7 +152,7 @@ pub(super) fn sweep_cmd<T: Real>(
             .flat_map(|s| s.points.iter().map(|p| p.0))
             .fold((*blocks.last().unwrap_or(&32) as f64).log2(), f64::max);
         write_plot(p, &series, (5.0, x_max), y_max, probe.gbps)?;
-        println!(
+        bespoke::say!(
             "plot: {} (blue gather, orange block-cached, red gather with the operator in textures (f32), dashed grey \
              copy bandwidth, squares the real orderings under gather: filled slot-major, outlined texture)",
             p.display()

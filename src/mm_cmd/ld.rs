@@ -85,7 +85,7 @@ pub(super) fn run_ld(args: LdArgs) -> Result<(), Error> {
     let shape = PopShape::packed(a.snps, b.snps, a.words);
     let gops = shape.word_ops() / res.seconds / 1e9;
     let peak = machine.as_ref().map(|m| m.peak_gflops() / 2.0);
-    println!(
+    bespoke::say!(
         "{} × {} SNPs over {} samples ({} words each) from {source}: {} in {:.3} ms, {:.2} G word-ops/s \
          ({:.1} G bit-ops/s){}",
         a.snps,
@@ -107,14 +107,15 @@ pub(super) fn run_ld(args: LdArgs) -> Result<(), Error> {
     } else {
         format!("mean {:.4} over {} defined pairs", sum.mean, sum.defined)
     };
-    println!(
+    bespoke::say!(
         "r²: {mean}, {} pairs ≥ 0.8, {} undefined (monomorphic SNP)",
-        sum.strong, sum.undefined
+        sum.strong,
+        sum.undefined
     );
     let mut checked = Value::Null;
     if args.check {
         let worst = check_r2(&res.r2, &a, &b)?;
-        println!("checked against the CPU: max |Δr²| = {worst:e}");
+        bespoke::say!("checked against the CPU: max |Δr²| = {worst:e}");
         checked = json!(worst);
     }
     let r2_json = (res.r2.len() <= 65536).then(|| {

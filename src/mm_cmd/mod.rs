@@ -278,7 +278,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             };
             let peak = machine.peak_gflops();
             let t = timer.time(gpu, p, reps)?;
-            println!(
+            bespoke::say!(
                 "{}×{}×{} {dtype} {} ({source}{}): {:.3} ms, {:.2} GFLOP/s, {:.3} of the {:.2} GFLOP/s FMA peak",
                 shape.m,
                 shape.n,
@@ -355,7 +355,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             bar.finish_and_clear();
             let (pick, best) = (&s.points[s.pick], &s.points[s.best]);
             if let Method::Screened { .. } = method {
-                println!(
+                bespoke::say!(
                     "{}×{}×{} {dtype}: {} configurations screened on samples (the pick's: {}), {} timed on the full shape, on {}",
                     shape.m,
                     shape.n,
@@ -371,14 +371,14 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                     gpu.adapter_name()
                 );
                 if let Some(r) = s.pick_sample_rank() {
-                    println!(
+                    bespoke::say!(
                         "model pick ranked {} of {} in the screening",
                         r + 1,
                         s.screened()
                     );
                 }
             } else {
-                println!(
+                bespoke::say!(
                     "{}×{}×{} {dtype}: {} configurations timed on {}",
                     shape.m,
                     shape.n,
@@ -387,7 +387,7 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                     gpu.adapter_name()
                 );
             }
-            println!(
+            bespoke::say!(
                 "model pick {} {:.2} GFLOP/s (predicted {:.2}, {} bound), rank {} of {}",
                 pick.params.key(),
                 s.pick_gflops(),
@@ -396,15 +396,15 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
                 s.pick_rank() + 1,
                 s.timed()
             );
-            println!(
+            bespoke::say!(
                 "best       {} {:.2} GFLOP/s (predicted {:.2})",
                 best.params.key(),
                 s.best_gflops(),
                 shape.flops() / best.predicted.seconds / 1e9
             );
-            println!("efficiency E = {:.3}", s.efficiency());
+            bespoke::say!("efficiency E = {:.3}", s.efficiency());
             let checked = &s.points[s.checked];
-            println!(
+            bespoke::say!(
                 "checked    {} {:.2} GFLOP/s (the model's shortlist, one tile shape each, checked as the library checks): E = {:.3}",
                 checked.params.key(),
                 s.checked_gflops(),
@@ -473,13 +473,13 @@ pub fn run(cmd: MmCommand) -> Result<(), Error> {
             };
             let gpu = &open_gpu()?;
             let machine = load_machine(gpu, dtype, &model)?;
-            println!("{}", serde_json::to_string_pretty(&machine_json(&machine))?);
+            bespoke::say!("{}", serde_json::to_string_pretty(&machine_json(&machine))?);
             let mut v = json!({"adapter": adapter_json(gpu), "machine": machine_json(&machine)});
             if let Some(shape) = shape {
                 let (m, n, k) = (shape.m, shape.n, shape.k);
                 let (p, pred) = machine.pick(dtype, &TileLimits::of(gpu), &shape, false)?;
                 let gflops = shape.flops() / pred.seconds / 1e9;
-                println!(
+                bespoke::say!(
                     "pick for {m}×{n}×{k}: {} (predicted {gflops:.2} GFLOP/s, {} bound)",
                     p.key(),
                     pred.bound

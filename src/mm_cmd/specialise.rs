@@ -28,7 +28,7 @@ pub(super) fn run_gen(a: GenArgs) -> Result<(), Error> {
     let gpu = open_gpu()?;
     let k = SpecKernel::new(&gpu, &op, a.variant, a.dtype, beta, panel)?;
     for src in k.sources() {
-        println!("{src}");
+        bespoke::say!("{src}");
     }
     eprintln!(
         "{}: {}×{} with {} non-zeros, {} launch(es), {} bytes of WGSL generated in {:.1} ms",
@@ -145,9 +145,12 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
     let probe = gpu.copy_bandwidth(&bespoke::bench::probe_options(false))?;
     let copy = probe.gbps;
     let info = gpu.info();
-    println!(
+    bespoke::say!(
         "adapter: {} ({}, {}), copy bandwidth {copy:.2} GB/s, {dtype}, N = {}",
-        info.name, info.backend, info.driver_info, a.n
+        info.name,
+        info.backend,
+        info.driver_info,
+        a.n
     );
     // The JSON report of the operators measured so far (`complete` once all of them are).
     let report = |rows: &[MatrixBench], of: usize| -> Value {
@@ -184,7 +187,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
             DType::F64 => bench_operator::<f64>(gpu, op, beta, Panel::packed(a.n), &opts, 1)?,
         };
         bar.suspend(|| {
-            println!(
+            bespoke::say!(
                 "{:<22} {:>4}×{:<4} nnz {:>6} β={} {:<22} {:>9.3} ms {:>7.2} GB/s ({:.3} of copy, {:.3} of a same-size copy, {}) dense {:>9.3} ms  ×{:<6.2} err {:.1e}{}",
                 r.name, r.m, r.k, r.nnz, r.beta, r.variant, r.seconds * 1e3, r.gbps, r.gbps / copy, r.gbps / r.same_size_copy_gbps, r.floors(),
                 r.dense_seconds.unwrap_or(f64::NAN) * 1e3, r.speedup_vs_dense.unwrap_or(f64::NAN), r.rel_err,
@@ -199,7 +202,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
     }
     bar.finish_and_clear();
     let sum = SuiteSummary::of(&rows, dtype);
-    println!(
+    bespoke::say!(
         "{} matrices: geomean speedup over dense ×{:.2}, min ×{:.2}, {} below 1.0; time over the access floor: geomean ×{:.2}",
         sum.matrices,
         sum.geomean_speedup_vs_dense.unwrap_or(f64::NAN),

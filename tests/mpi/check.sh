@@ -76,6 +76,18 @@ else
     bad "fv scaling on 2 MPI ranks"; cat "$work/scale.out"
 fi
 
+# Each rank's GPU is chosen by its rank among the ranks on its machine (MPI_Comm_split_type shared), not by its
+# job rank: what the phase log says each rank took.
+if BESPOKE_PHASE_TIMES=1 timeout 300 mpirun -np 3 "$bin" lbm cavity --re 100 --size 48x48 --steps 5 \
+        > "$work/node.out" 2>&1 \
+    && grep -q "rank 0: rank 0 of 3 on its machine, adapter " "$work/node.out" \
+    && grep -q "rank 1: rank 1 of 3 on its machine, adapter " "$work/node.out" \
+    && grep -q "rank 2: rank 2 of 3 on its machine, adapter " "$work/node.out"; then
+    ok "3 MPI ranks on one machine are its ranks 0, 1 and 2"
+else
+    bad "node ranks under MPI"; cat "$work/node.out"
+fi
+
 # Blocks along both axes, no overlap.
 if timeout 300 mpirun -np 4 "$bin" lbm cavity --re 100 --size 48x48 --steps 61 --ranks 2x2 --no-overlap \
     --checkpoint "$work/grid.ckpt" > "$work/grid.out" 2>&1 && cmp -s "$work/cavity-f32-ab-1.ckpt" "$work/grid.ckpt"; then

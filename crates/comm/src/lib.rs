@@ -105,6 +105,16 @@ pub trait Comm: std::fmt::Debug {
     fn rank(&self) -> usize;
     /// Ranks in the job.
     fn size(&self) -> usize;
+    /// This rank among the ranks on its machine, 0..[`node_size`](Comm::node_size), in the order of their job
+    /// ranks: which of the machine's GPUs it takes (one each where there are as many, `GpuOptions::node_rank`).
+    /// Ranks as threads share one process and so one machine: their job rank.
+    fn node_rank(&self) -> usize {
+        self.rank()
+    }
+    /// Ranks on this rank's machine (all of them for ranks as threads).
+    fn node_size(&self) -> usize {
+        self.size()
+    }
     /// "threads" or "mpi".
     fn kind(&self) -> &'static str;
     /// Posts the receives, starts the sends, returns at once.

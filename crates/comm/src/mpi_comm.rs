@@ -20,6 +20,9 @@ pub struct MpiComm {
     /// A duplicate of `world` for the point-to-point messages of collectives (`scatter_bytes`), whose own
     /// context keeps them apart from the solvers' exchanges on `world`. Freed before MPI is finalised.
     collectives: SimpleCommunicator,
+    /// This rank among the ranks of its machine (`MPI_Comm_split_type` with `MPI_COMM_TYPE_SHARED`, keyed by the
+    /// job rank), and their count.
+    node: (usize, usize),
     // Dropped last: finalises MPI.
     _universe: Universe,
 }
@@ -28,9 +31,11 @@ impl std::fmt::Debug for MpiComm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "MpiComm {{ rank: {}, size: {} }}",
+            "MpiComm {{ rank: {}, size: {}, node: {} of {} }}",
             self.rank(),
-            self.size()
+            self.size(),
+            self.node.0,
+            self.node.1
         )
     }
 }
@@ -51,8 +56,14 @@ impl MpiComm {
                 ffi::MPI_Abort(ffi::RSMPI_COMM_WORLD, 101);
             }
         }));
+        // The ranks that share this machine's memory, in job-rank order; freed again at once.
+        let node = {
+            let shared = world.split_shared(world.rank());
+            (shared.rank() as usize, shared.size() as usize)
+        };
         Some(Self {
             collectives: world.duplicate(),
+            node,
             world,
             _universe: universe,
         })
@@ -151,6 +162,12 @@ impl Comm for MpiComm {
     }
     fn size(&self) -> usize {
         self.world.size() as usize
+    }
+    fn node_rank(&self) -> usize {
+        self.node.0
+    }
+    fn node_size(&self) -> usize {
+        self.node.1
     }
     fn kind(&self) -> &'static str {
         "mpi"

@@ -64,7 +64,7 @@ pub use launch_shape::{
     tune_per_invocation, tuning_off,
 };
 pub use overlap::PendingRead;
-pub use phase::{phase, phase_since};
+pub use phase::{phase, phase_note, phase_since};
 pub use pipeline::{CachedPipeline, GRID_WGSL};
 pub use probe::{CopyProbe, CopyVariant, DEFAULT_PROBE_BYTES, ProbeOptions};
 pub use texture::GpuTexture;

@@ -14,10 +14,17 @@ fn level() -> u8 {
     }
 }
 
+/// `[phase] TEXT` on stderr in one write, so that the lines of ranks sharing a terminal (mpirun's) do not
+/// interleave within a line.
+fn line(text: String) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("[phase] {text}\n").as_bytes());
+}
+
 /// Runs `f`, printing on stderr how long it took where `BESPOKE_PHASE_TIMES` asks for it.
 pub fn phase<T>(what: impl std::fmt::Display, f: impl FnOnce() -> T) -> T {
     if level() >= 2 {
-        eprintln!("[phase] {what} …");
+        line(format!("{what} …"));
     }
     let started = Instant::now();
     let out = f();
@@ -25,9 +32,17 @@ pub fn phase<T>(what: impl std::fmt::Display, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Prints `[phase] WHAT` where `BESPOKE_PHASE_TIMES` asks for phase times: a fact a phase found (the device a rank
+/// took), not a time.
+pub fn phase_note(what: impl std::fmt::Display) {
+    if level() >= 1 {
+        line(what.to_string());
+    }
+}
+
 /// Prints `[phase] WHAT: S s` for the time since `started`, where `BESPOKE_PHASE_TIMES` asks for it ([`phase`]).
 pub fn phase_since(what: impl std::fmt::Display, started: Instant) {
     if level() >= 1 {
-        eprintln!("[phase] {what}: {:.2} s", started.elapsed().as_secs_f64());
+        line(format!("{what}: {:.2} s", started.elapsed().as_secs_f64()));
     }
 }

@@ -15,7 +15,6 @@ mod close;
 mod options;
 
 pub use adapters::{AdapterSummary, list_adapters};
-use adapters::{backend_rank, type_rank};
 use close::{CloseDone, CloseTurn};
 pub use options::{
     AdapterClass, GpuInfo, GpuOptions, KernelLimits, LimitsProfile, Quirks, WANTED_FEATURES,
@@ -81,35 +80,21 @@ impl Gpu {
         let backends = desc.backends;
         let instance = wgpu::Instance::new(desc);
         let mut adapters = instance.enumerate_adapters(backends).await;
-        let seen: Vec<String> = adapters
+        let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(wgpu::Adapter::get_info).collect();
+        let seen: Vec<String> = infos
             .iter()
-            .map(|a| format!("{} ({:?})", a.get_info().name, a.get_info().backend))
+            .map(|i| format!("{} ({:?})", i.name, i.backend))
             .collect();
         let wanted_name = opts.adapter_name.clone().or_else(|| {
             std::env::var("WGPU_ADAPTER_NAME")
                 .ok()
                 .filter(|s| !s.is_empty())
         });
-        if let Some(name) = &wanted_name {
-            let needle = name.to_lowercase();
-            adapters.retain(|a| a.get_info().name.to_lowercase().contains(&needle));
-        }
-        adapters.sort_by_key(|a| {
-            let i = a.get_info();
-            (type_rank(i.device_type), backend_rank(i.backend))
-        });
-        if let (Some(rank), Some(first)) = (opts.rank, adapters.first()) {
-            // Adapters of the best kind, one per rank in turn.
-            let best = first.get_info();
-            let key = (type_rank(best.device_type), backend_rank(best.backend));
-            adapters.retain(|a| {
-                let i = a.get_info();
-                (type_rank(i.device_type), backend_rank(i.backend)) == key
-            });
-            let k = rank % adapters.len();
-            adapters.rotate_left(k);
-        }
-        let Some(adapter) = adapters.into_iter().next() else {
+        let pick = adapters::preference(&infos, wanted_name.as_deref(), opts.node_rank)
+            .first()
+            .copied();
+        let adapter = pick.map(|i| adapters.swap_remove(i));
+        let Some(adapter) = adapter else {
             let mut detail = format!("backends tried: {backends:?}");
             if let Some(name) = wanted_name {
                 detail += &format!("; none named like `{name}` among [{}]", seen.join(", "));
@@ -343,6 +328,7 @@ impl Gpu {
                 i.driver.clone()
             },
             driver_info: i.driver_info.clone(),
+            pci_bus_id: i.device_pci_bus_id.clone(),
             features: WANTED_FEATURES
                 .iter()
                 .filter(|(f, _)| self.features.contains(*f))

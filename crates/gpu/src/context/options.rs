@@ -22,9 +22,10 @@ pub struct GpuOptions {
     pub max_uniform_binding_bytes: Option<u64>,
     /// Load and save wgpu's driver pipeline cache under [`Gpu::cache_dir`](crate::Gpu::cache_dir) where the adapter supports it.
     pub persist_pipeline_cache: bool,
-    /// A rank of a distributed run: take the `rank mod k`-th of the k adapters of the best kind (one GPU per
-    /// rank on a machine with several; several devices on one adapter otherwise).
-    pub rank: Option<usize>,
+    /// A rank of a distributed run, counted among the ranks on its machine (`Comm::node_rank` of bespoke-comm):
+    /// take the `node_rank mod k`-th of the machine's k adapters of the best kind in PCI bus order (one GPU per
+    /// rank where the machine has as many; several ranks on a GPU in turn where it has fewer).
+    pub node_rank: Option<usize>,
     /// Request the device with buffers of at most this many bytes (`max_buffer_size`): what a GPU's limit does
     /// to work sized for it (an H200 grants 4 292 870 144 B), made to happen on a small adapter in tests.
     pub max_buffer_bytes: Option<u64>,
@@ -271,6 +272,8 @@ pub struct GpuInfo {
     pub device_type: String,
     pub driver: String,
     pub driver_info: String,
+    /// The PCI bus id (`0000:1b:00.0`) where the backend reports one (which GPU of a machine), else empty.
+    pub pci_bus_id: String,
     pub features: Vec<&'static str>,
     pub limits: KernelLimits,
     /// The per-binding size the chunking logic uses (≤ the device limit; lowered by `GpuOptions`).
