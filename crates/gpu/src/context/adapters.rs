@@ -23,8 +23,8 @@ fn kind(i: &wgpu::AdapterInfo) -> (u8, u8) {
     (type_rank(i.device_type), backend_rank(i.backend))
 }
 
-/// The order of `infos` (indices into it) that a `Gpu` takes the first of: those whose name contains `wanted`
-/// (case-insensitively) where it is given, best kind first (discrete over integrated over virtual over CPU,
+/// The order of `infos` (indices into it) that a `Gpu` takes the first of: those whose name or PCI bus id contains
+/// `wanted` (case-insensitively) where it is given (`0000:3b` picks one of a machine's identical GPUs), best kind first (discrete over integrated over virtual over CPU,
 /// Vulkan/Metal/DX12 over GL), and within a kind by PCI bus id, so that every process on a machine sees its GPUs
 /// in one order, the order `nvidia-smi` and `rocm-smi` number them in, whatever order the driver enumerated them
 /// in. With `node_rank = Some(r)` (a rank of a distributed run, r among the ranks on its machine) only the k
@@ -38,9 +38,10 @@ pub(super) fn preference(
     let needle = wanted.map(str::to_lowercase);
     let mut order: Vec<usize> = (0..infos.len())
         .filter(|&i| {
-            needle
-                .as_deref()
-                .is_none_or(|n| infos[i].name.to_lowercase().contains(n))
+            needle.as_deref().is_none_or(|n| {
+                infos[i].name.to_lowercase().contains(n)
+                    || infos[i].device_pci_bus_id.to_lowercase().contains(n)
+            })
         })
         .collect();
     // Stable: adapters without a bus id (CPU drivers, some backends) keep the driver's order.
@@ -160,6 +161,11 @@ mod tests {
         let order = preference(&m, Some("LLVMPIPE"), Some(3));
         assert_eq!(order, vec![0], "every rank on the one adapter named");
         assert!(preference(&m, Some("radeon"), Some(0)).is_empty());
+        // A bus id picks one of identical GPUs, through each backend that sees it.
+        let order = preference(&m, Some("0000:9B"), None);
+        assert_eq!(order.len(), 2);
+        assert_eq!(bus(&m, order[0]), ("0000:9b:00.0", wgpu::Backend::Vulkan));
+        assert_eq!(bus(&m, order[1]), ("0000:9b:00.0", wgpu::Backend::Gl));
         assert!(preference(&[], None, Some(0)).is_empty());
         // Without a bus id (CPU drivers) the driver's order stands.
         let cpus: Vec<_> = ["a", "b", "c"]

@@ -66,7 +66,8 @@ impl std::fmt::Debug for Gpu {
 }
 
 impl Gpu {
-    /// Opens the best adapter: `WGPU_BACKEND` / `WGPU_ADAPTER_NAME` if set, else discrete over integrated over CPU.
+    /// Opens the best adapter: `WGPU_BACKEND` / `WGPU_ADAPTER_NAME` (name or PCI bus id) if set, else discrete over
+    /// integrated over CPU, GPUs in PCI bus order.
     pub fn new() -> Result<Self> {
         Self::with_options(GpuOptions::default())
     }
@@ -83,7 +84,10 @@ impl Gpu {
         let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(wgpu::Adapter::get_info).collect();
         let seen: Vec<String> = infos
             .iter()
-            .map(|i| format!("{} ({:?})", i.name, i.backend))
+            .map(|i| match i.device_pci_bus_id.as_str() {
+                "" => format!("{} ({:?})", i.name, i.backend),
+                bus => format!("{} ({:?}, {bus})", i.name, i.backend),
+            })
             .collect();
         let wanted_name = opts.adapter_name.clone().or_else(|| {
             std::env::var("WGPU_ADAPTER_NAME")

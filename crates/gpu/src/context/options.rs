@@ -13,7 +13,8 @@ pub const WANTED_FEATURES: &[(wgpu::Features, &str)] = &[
 /// How to open a `Gpu`. `Default` honours `WGPU_BACKEND` and `WGPU_ADAPTER_NAME`.
 #[derive(Clone, Debug, Default)]
 pub struct GpuOptions {
-    /// Substring of the adapter name to pick (case-insensitive); `None` reads `WGPU_ADAPTER_NAME`.
+    /// Substring of the adapter name or PCI bus id to pick (case-insensitive; `bespoke adapters` lists both);
+    /// `None` reads `WGPU_ADAPTER_NAME`.
     pub adapter_name: Option<String>,
     /// Lower the per-binding size used for chunking (tests use this to exercise chunking on small data).
     pub max_binding_bytes: Option<u64>,
