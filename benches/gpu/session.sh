@@ -5,7 +5,7 @@
 #   SESSION_DEADLINE=570 benches/gpu/session.sh info@20 tests@170 bench@330   (each stage stopped after so many
 #                 seconds, and none past 570 s: run with the device tool's timeout_s 600)
 # Stages:
-#   info          adapter, features, limits, copy probe
+#   info          the adapters (with PCI bus ids), then the one taken: features, limits, copy probe
 #   tests         every test binary of the workspace (prepare.sh packs them), each from its package's folder with
 #                 BESPOKE_REQUIRE_GPU=1, under a timeout of its own (TEST_TIMEOUT, 120 s, cut to what the stage has
 #                 left), TEST_JOBS (4) at a time, longest expected first (benches/gpu/test-seconds.tsv), cli_ranks
@@ -321,7 +321,7 @@ for stage in "$@"; do
     esac
     echo "== $stage ($(date -u +%FT%TZ))"
     case $stage in
-        info) $bin info | tee -a "$OUT/info.txt" ;;
+        info) { $bin adapters; $bin info; } 2>&1 | tee -a "$OUT/info.txt" ;;
         # In a subshell: its exports (the tests' cache, no tuning) stay out of the stages after it.
         tests) ( tests ) ;;
         # Each phase's seconds (set-up, orderings, tuning, timed runs) in the log: where a stage's time went.
