@@ -100,6 +100,82 @@ fn open_gpu(comm: Option<&dyn Comm>) -> Result<Gpu, Error> {
     Ok(gpu)
 }
 
+/// One rank's device, as the placement check sees it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Placed {
+    node_rank: usize,
+    node_size: usize,
+    adapter: String,
+    cpu: bool,
+    /// The machine's adapters of this one's kind (`Gpu::rank_adapters`).
+    adapters: usize,
+}
+
+/// `ranks` as a short list: `2, 5, 7`, or the first eight and a count.
+fn rank_list(ranks: &[usize]) -> String {
+    let shown: Vec<String> = ranks.iter().take(8).map(usize::to_string).collect();
+    match ranks.len() {
+        n if n > 8 => format!("{}, … ({n} ranks)", shown.join(", ")),
+        _ => shown.join(", "),
+    }
+}
+
+/// What rank 0 warns of where the ranks' devices are placed (indexed by rank): ranks on a CPU driver beside
+/// ranks on GPUs (a machine without its GPU's Vulkan driver falls back to lavapipe, and every step then waits
+/// for it), and machines that run more ranks than they have GPUs (said once per machine, by its rank 0 there).
+fn placement_warnings(all: &[Placed]) -> Vec<String> {
+    let mut out = Vec::new();
+    let cpu: Vec<usize> = (0..all.len()).filter(|&r| all[r].cpu).collect();
+    if let (Some(&c), Some(g)) = (cpu.first(), all.iter().find(|p| !p.cpu)) {
+        out.push(format!(
+            "rank{} {} run on a CPU driver ({}) while the others run on a GPU ({}): every step waits for the \
+             slowest rank. A machine without its GPU's Vulkan driver falls back to a CPU driver; `bespoke \
+             adapters` there lists what it sees",
+            if cpu.len() > 1 { "s" } else { "" },
+            rank_list(&cpu),
+            all[c].adapter,
+            g.adapter
+        ));
+    }
+    for (r, p) in all.iter().enumerate() {
+        if p.node_rank == 0 && !p.cpu && p.adapters > 0 && p.node_size > p.adapters {
+            out.push(format!(
+                "rank {r}'s machine runs {} ranks on its {} GPU{} ({}): up to {} ranks take turns on each; start \
+                 at most {} ranks a machine for a GPU each",
+                p.node_size,
+                p.adapters,
+                if p.adapters > 1 { "s" } else { "" },
+                p.adapter,
+                p.node_size.div_ceil(p.adapters),
+                p.adapters
+            ));
+        }
+    }
+    out
+}
+
+/// Every rank says where its device is; rank 0 prints the [`placement_warnings`] on stderr.
+fn check_placement(gpu: &Gpu, comm: &dyn Comm) -> Result<(), Error> {
+    let mine = Placed {
+        node_rank: comm.node_rank(),
+        node_size: comm.node_size(),
+        adapter: gpu.adapter_name().to_owned(),
+        cpu: gpu.is_cpu(),
+        adapters: gpu.rank_adapters().unwrap_or(0),
+    };
+    let all = comm.all_gather_bytes(&serde_json::to_vec(&mine)?)?;
+    if comm.rank() == 0 {
+        let all: Vec<Placed> = all
+            .iter()
+            .map(|b| serde_json::from_slice(b))
+            .collect::<Result<_, _>>()?;
+        for w in placement_warnings(&all) {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok(())
+}
+
 /// Closes a thread rank's device, as a phase (bespoke-gpu closes one device of a process at a time: four closed
 /// at once hung an H200's driver), so a close that hangs shows where.
 fn close(rank: usize, gpu: Gpu) {
@@ -125,7 +201,9 @@ pub fn run(
             let gpu = bespoke::phase(format!("rank {r}: open the device"), || {
                 open_gpu(Some(&comm))
             })?;
-            let out = bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(Rc::new(comm))));
+            let out = check_placement(&gpu, &comm).and_then(|()| {
+                bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(Rc::new(comm))))
+            });
             close(r, gpu);
             out
         })
@@ -164,7 +242,10 @@ fn run_mpi(size: usize, spec: Option<RankSpec>, body: Body<'_>) -> Result<(), Er
     let result = bespoke::phase(format!("rank {r}: open the device"), || {
         open_gpu(Some(&*comm))
     })
-    .and_then(|gpu| bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(comm.clone()))));
+    .and_then(|gpu| {
+        check_placement(&gpu, &*comm)?;
+        bespoke::phase(format!("rank {r}: run"), || body(&gpu, Some(comm.clone())))
+    });
     if let Err(e) = result {
         // A failure on some ranks only would leave the others waiting: abort the job with the message.
         comm.fail(&e.to_string());
@@ -180,4 +261,65 @@ fn run_mpi(size: usize, _spec: Option<RankSpec>, _body: Body<'_>) -> Result<(), 
          without mpirun and --ranks {size} for ranks as threads of one process"
     )
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placed(node_rank: usize, node_size: usize, adapter: &str, adapters: usize) -> Placed {
+        Placed {
+            node_rank,
+            node_size,
+            adapter: adapter.into(),
+            cpu: adapter.starts_with("llvmpipe"),
+            adapters,
+        }
+    }
+
+    #[test]
+    fn ranks_on_their_own_gpus_or_all_on_one_cpu_driver_warn_of_nothing() {
+        // Two machines of four H200s, four ranks each.
+        let gpus: Vec<Placed> = (0..8).map(|r| placed(r % 4, 4, "NVIDIA H200", 4)).collect();
+        assert!(placement_warnings(&gpus).is_empty());
+        // CI: every rank on lavapipe, one adapter for all.
+        let cpus: Vec<Placed> = (0..4).map(|r| placed(r, 4, "llvmpipe", 1)).collect();
+        assert!(placement_warnings(&cpus).is_empty());
+    }
+
+    #[test]
+    fn a_rank_on_a_cpu_driver_beside_gpus_is_named() {
+        let mut all: Vec<Placed> = (0..8).map(|r| placed(r % 4, 4, "NVIDIA H200", 4)).collect();
+        for p in &mut all[4..] {
+            *p = placed(p.node_rank, 4, "llvmpipe (LLVM 15.0.6, 256 bits)", 1);
+        }
+        let w = placement_warnings(&all);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("ranks 4, 5, 6, 7 run on a CPU driver (llvmpipe")
+                && w[0].contains("(NVIDIA H200)"),
+            "{}",
+            w[0]
+        );
+    }
+
+    #[test]
+    fn more_ranks_than_a_machines_gpus_is_said_once_per_machine() {
+        // Machine A (job ranks 0–5) runs six ranks on two GPUs, machine B (6–9) four on four.
+        let mut all: Vec<Placed> = (0..6).map(|r| placed(r, 6, "NVIDIA H200", 2)).collect();
+        all.extend((0..4).map(|r| placed(r, 4, "NVIDIA H200", 4)));
+        let w = placement_warnings(&all);
+        assert_eq!(
+            w,
+            vec![
+                "rank 0's machine runs 6 ranks on its 2 GPUs (NVIDIA H200): up to 3 ranks take turns on each; \
+                 start at most 2 ranks a machine for a GPU each"
+                    .to_owned()
+            ]
+        );
+        assert_eq!(
+            rank_list(&(0..12).collect::<Vec<_>>()),
+            "0, 1, 2, 3, 4, 5, 6, 7, … (12 ranks)"
+        );
+    }
 }

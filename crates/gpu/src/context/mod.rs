@@ -53,6 +53,9 @@ pub struct Gpu {
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
     /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
     pub(crate) copy_variant: Mutex<Option<crate::copy_walk::CopyVariant>>,
+    /// Opened for a rank (`GpuOptions::node_rank`): the machine's adapters of this one's kind, which its ranks
+    /// take in turn.
+    rank_adapters: Option<usize>,
     /// Dropped last: the next device may close.
     _close_done: CloseDone,
 }
@@ -94,9 +97,9 @@ impl Gpu {
                 .ok()
                 .filter(|s| !s.is_empty())
         });
-        let pick = adapters::preference(&infos, wanted_name.as_deref(), opts.node_rank)
-            .first()
-            .copied();
+        let order = adapters::preference(&infos, wanted_name.as_deref(), opts.node_rank);
+        let rank_adapters = opts.node_rank.map(|_| order.len());
+        let pick = order.first().copied();
         let adapter = pick.map(|i| adapters.swap_remove(i));
         let Some(adapter) = adapter else {
             let mut detail = format!("backends tried: {backends:?}");
@@ -255,6 +258,7 @@ impl Gpu {
             warm_until: Mutex::new(None),
             skip_warm_up: opts.skip_warm_up,
             copy_variant: Mutex::new(None),
+            rank_adapters,
             _close_turn: CloseTurn,
             _close_done: CloseDone,
         };
@@ -310,6 +314,12 @@ impl Gpu {
     pub fn quirks(&self) -> Quirks {
         self.quirks
     }
+    /// Opened for a rank of a distributed run (`GpuOptions::node_rank`): how many adapters of this one's kind
+    /// the machine has, which the ranks on it take in turn (more ranks than that share them); None otherwise.
+    pub fn rank_adapters(&self) -> Option<usize> {
+        self.rank_adapters
+    }
+
     pub fn adapter_name(&self) -> &str {
         &self.adapter_info.name
     }
