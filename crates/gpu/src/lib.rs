@@ -46,6 +46,7 @@ mod texture;
 mod timing;
 mod validate;
 pub mod vtk;
+mod wrapped_out_of_bounds;
 
 pub use atomic::{AtomicFile, check_writable, folder_of, write_atomic, write_atomic_failing};
 pub use buffer::{GpuBuffer, Window, packed_len};

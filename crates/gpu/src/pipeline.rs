@@ -47,6 +47,8 @@ pub(crate) struct CompileTarget<'a> {
     pub flush_subnormals: bool,
     /// Compute every f32 and f16 quotient and square root inexactly (`Quirks::divides_inexactly`).
     pub inexact_division: bool,
+    /// Wrap every array index past its array's end (`Quirks::wraps_out_of_bounds`).
+    pub wrap_out_of_bounds: bool,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -112,6 +114,9 @@ fn with_quirks(
     if target.reverse_invocations {
         quirks.push("reversed-invocations");
     }
+    if target.wrap_out_of_bounds {
+        quirks.push("wrapped-out-of-bounds");
+    }
     if quirks.is_empty() {
         return Ok(module);
     }
@@ -168,6 +173,16 @@ fn with_quirks(
                 "the reversed-invocations quirk cannot reverse it: {e}"
             ))
         })?;
+    }
+    if target.wrap_out_of_bounds {
+        // Last: the prologues' own accesses are wrapped too (all in bounds), and the types it reads are the
+        // module's as the other quirks left it.
+        let now = if quirks.len() > 1 {
+            &validate(&module, "earlier")?
+        } else {
+            info
+        };
+        crate::wrapped_out_of_bounds::wrap_out_of_bounds(&mut module, now);
     }
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), target.caps)
         .validate(&module)

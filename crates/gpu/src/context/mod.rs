@@ -229,6 +229,9 @@ impl Gpu {
         if quirks.divides_inexactly {
             emulation += "-div";
         }
+        if quirks.wraps_out_of_bounds {
+            emulation += "-oob";
+        }
         if opts.skip_warm_up {
             emulation += "-nowarm";
         }
@@ -397,6 +400,7 @@ impl Gpu {
             fuse_multiply_add: self.quirks.fuses_multiply_add,
             flush_subnormals: self.quirks.flushes_subnormals,
             inexact_division: self.quirks.divides_inexactly,
+            wrap_out_of_bounds: self.quirks.wraps_out_of_bounds,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

@@ -186,11 +186,18 @@ pub struct Quirks {
     /// `sqrt(x)` as `1 / inverseSqrt(x)`, so a test that holds a kernel to its reference's bits through a division
     /// fails on any adapter.
     pub divides_inexactly: bool,
+    /// An array index past its array's end reads and writes another element of it: WGSL and Vulkan's robust
+    /// buffer access let an out-of-bounds load return any value of the buffer and a store write anywhere in it,
+    /// nothing guards workgroup memory in a module without bounds checks, and Metal has no robust buffer access;
+    /// lavapipe reads zeros and drops the writes, which hides a read one element too far. Emulated by the pipeline
+    /// layer, which gives every load, store and atomic through an array element the index `index mod length`
+    /// (an i32 index below zero: the last element), so such a kernel fails on any adapter.
+    pub wraps_out_of_bounds: bool,
 }
 
 impl Quirks {
     /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
-    const NAMES: [&str; 7] = [
+    const NAMES: [&str; 8] = [
         "folds-f16-round-trip",
         "stale-workgroup-memory",
         "reversed-workgroups",
@@ -198,6 +205,7 @@ impl Quirks {
         "fused-multiply-add",
         "flushed-subnormals",
         "inexact-division",
+        "wrapped-out-of-bounds",
     ];
 
     fn set(&mut self, name: &str) -> bool {
@@ -209,6 +217,7 @@ impl Quirks {
             "fused-multiply-add" => self.fuses_multiply_add = true,
             "flushed-subnormals" => self.flushes_subnormals = true,
             "inexact-division" => self.divides_inexactly = true,
+            "wrapped-out-of-bounds" => self.wraps_out_of_bounds = true,
             _ => return false,
         }
         true
@@ -224,6 +233,7 @@ impl Quirks {
             fuses_multiply_add: self.fuses_multiply_add || other.fuses_multiply_add,
             flushes_subnormals: self.flushes_subnormals || other.flushes_subnormals,
             divides_inexactly: self.divides_inexactly || other.divides_inexactly,
+            wraps_out_of_bounds: self.wraps_out_of_bounds || other.wraps_out_of_bounds,
         }
     }
 }

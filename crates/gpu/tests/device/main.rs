@@ -34,3 +34,4 @@ mod lifecycle;
 mod reversed;
 mod stale;
 mod timing;
+mod wrapped;
