@@ -426,11 +426,35 @@ pub struct CallAt {
 /// Splits each `Emit` of `body` that covers an expression of `calls` around it, with the expression's call (and
 /// what it emits first) in its place; the expression itself must already be the call's `CallResult`.
 pub fn call_in_place(body: &mut Block, calls: &HashMap<Handle<Expression>, CallAt>) {
+    let in_place = calls
+        .iter()
+        .map(|(&h, call)| {
+            let mut s: Vec<Statement> = call
+                .emit_first
+                .map(|e| Statement::Emit(Range::new_from_bounds(e, e)))
+                .into_iter()
+                .collect();
+            s.push(Statement::Call {
+                function: call.function,
+                arguments: call.arguments.clone(),
+                result: Some(h),
+            });
+            (h, s)
+        })
+        .collect();
+    statements_in_place(body, &in_place);
+}
+
+/// Splits each `Emit` of `body` that covers an expression of `in_place` around it, with the expression's
+/// statements in its place (which must define the expression, as a call's result does).
+pub fn statements_in_place(
+    body: &mut Block,
+    in_place: &HashMap<Handle<Expression>, Vec<Statement>>,
+) {
     each_block_mut(body, &mut |b| {
-        if !b
-            .iter()
-            .any(|s| matches!(s, Statement::Emit(r) if r.clone().any(|h| calls.contains_key(&h))))
-        {
+        if !b.iter().any(
+            |s| matches!(s, Statement::Emit(r) if r.clone().any(|h| in_place.contains_key(&h))),
+        ) {
             return;
         }
         let mut out = Block::with_capacity(b.len());
@@ -441,24 +465,16 @@ pub fn call_in_place(body: &mut Block, calls: &HashMap<Handle<Expression>, CallA
             };
             let mut run: Option<(Handle<Expression>, Handle<Expression>)> = None;
             for h in r.clone() {
-                let Some(call) = calls.get(&h) else {
+                let Some(statements) = in_place.get(&h) else {
                     run = Some((run.map_or(h, |(first, _)| first), h));
                     continue;
                 };
                 if let Some((first, last)) = run.take() {
                     out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);
                 }
-                if let Some(e) = call.emit_first {
-                    out.push(Statement::Emit(Range::new_from_bounds(e, e)), span);
+                for st in statements {
+                    out.push(st.clone(), span);
                 }
-                out.push(
-                    Statement::Call {
-                        function: call.function,
-                        arguments: call.arguments.clone(),
-                        result: Some(h),
-                    },
-                    span,
-                );
             }
             if let Some((first, last)) = run {
                 out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);

@@ -23,7 +23,9 @@ use naga::{
     Range, ScalarKind, Span, Statement, Type, TypeInner,
 };
 
-use crate::rewrite::{SmallFunction, add_per_key, each_block_mut, emitted, per_function};
+use crate::rewrite::{
+    SmallFunction, add_per_key, each_block_mut, emitted, per_function, statements_in_place,
+};
 
 /// What the quirk adds to a module: wrapping functions by index type, identity functions by loaded type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -326,28 +328,18 @@ fn rewrite(
         });
         at_load.insert(h, prelude);
     }
+    statements_in_place(body, &at_load);
+    // Stores and atomics go through a wrapped chain made just before them.
     each_block_mut(body, &mut |b| {
+        if !b.iter().any(|s| {
+            matches!(s, Statement::Store { pointer, .. } | Statement::Atomic { pointer, .. }
+                if pointers.contains_key(pointer))
+        }) {
+            return;
+        }
         let mut out = Block::with_capacity(b.len());
         for (s, span) in std::mem::take(b).span_into_iter() {
             match s {
-                Statement::Emit(r) if r.clone().any(|h| at_load.contains_key(&h)) => {
-                    let mut run: Option<(Handle<Expression>, Handle<Expression>)> = None;
-                    for h in r.clone() {
-                        let Some(prelude) = at_load.get(&h) else {
-                            run = Some((run.map_or(h, |(first, _)| first), h));
-                            continue;
-                        };
-                        if let Some((first, last)) = run.take() {
-                            out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);
-                        }
-                        for p in prelude {
-                            out.push(p.clone(), span);
-                        }
-                    }
-                    if let Some((first, last)) = run {
-                        out.push(Statement::Emit(Range::new_from_bounds(first, last)), span);
-                    }
-                }
                 Statement::Store { pointer, value } if pointers.contains_key(&pointer) => {
                     let mut prelude = Vec::new();
                     let pointer =
