@@ -52,8 +52,8 @@ struct Found {
 }
 
 /// Wraps every array index of `module`'s loads, stores and atomics. `info` is the module's validation (the
-/// expressions' types; types the loads need are added to the module). Returns how many loads, stores and
-/// atomics it wraps.
+/// expressions' types; types the loads need are added to the module). Returns how many loads it wraps plus how
+/// many pointers its stores and atomics go through (a pointer two stores share counts once).
 pub(crate) fn wrap_out_of_bounds(module: &mut Module, info: &naga::valid::ModuleInfo) -> usize {
     let found: Vec<Found> = {
         let types = &module.types;
