@@ -371,7 +371,7 @@ fn bench_and_scale_arguments_are_checked_first() {
     // found by rank 0 on its device and relayed to the others).
     refuses(
         &["fv", "run", "--box", "1", "--steps", "5", "--ranks", "7"],
-        &["ranks = 7: more ranks than the mesh's 6 tets"],
+        &["ranks = 7: more ranks than the mesh has tets (6)"],
     );
     // The strong domain cut into the ranks' slabs, before any rank opens a device.
     refuses(

@@ -165,7 +165,7 @@ impl RunJob {
         let resume = match (&a.resume, &whole) {
             (Some(path), Some((_, op))) => {
                 let c = Checkpoint::read(path)?;
-                c.check_fits(path, op, a.dtype, 0.5 / op.max_row_sum(), a.steps as u64)?;
+                c.check_fits(path, op, a.dtype, op.default_dt(), a.steps as u64)?;
                 Some(c)
             }
             _ => None,

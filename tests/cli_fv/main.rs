@@ -94,6 +94,53 @@ fn fv_run_conserves_mass_and_writes_vtu() {
 }
 
 #[test]
+fn fv_run_takes_a_mesh_of_one_tet() {
+    // Nothing couples under zero flux: Δt was 0.5 / 0 = ∞ (refused as "Δt < 1 / max row sum = inf") and the
+    // initial bump 0 / 0 (refused as "x = NaN"). Now Δt = 1 and the tet holds its value; with a fixed boundary
+    // value it relaxes towards it.
+    if test_gpu().is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("bespoke-fv-one-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mesh = dir.join("one.msh");
+    std::fs::write(
+        &mesh,
+        "$MeshFormat\n2.2 0 8\n$EndMeshFormat\n$Nodes\n4\n1 0 0 0\n2 1 0 0\n3 0 1 0\n4 0 0 1\n$EndNodes\n\
+         $Elements\n1\n1 4 2 0 1 1 2 3 4\n$EndElements\n",
+    )
+    .unwrap();
+    let (v, _) = bespoke_json(
+        "fv-run-one-tet",
+        &["fv", "run", mesh.to_str().unwrap(), "--steps", "3"],
+    );
+    assert_eq!(
+        (v["tets"].as_u64(), v["dt"].as_f64()),
+        (Some(1), Some(1.0)),
+        "{v}"
+    );
+    let m0 = v["mass_initial"].as_f64().unwrap();
+    assert!((m0 - 1.0 / 6.0).abs() < 1e-15, "{v}");
+    assert_eq!(v["mass_final"], v["mass_initial"], "{v}");
+    let (v, _) = bespoke_json(
+        "fv-run-one-tet-dirichlet",
+        &[
+            "fv",
+            "run",
+            mesh.to_str().unwrap(),
+            "--steps",
+            "3",
+            "--dirichlet",
+            "2",
+        ],
+    );
+    // 1 → 1.5 → 1.75 → 1.875 (Δt half the bound: each step halves the distance to the boundary value).
+    let m = v["mass_final"].as_f64().unwrap();
+    assert!((m - 1.875 / 6.0).abs() < 1e-7, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn fv_bench_times_every_ordering_and_kernel() {
     if test_gpu().is_none() {
         return;

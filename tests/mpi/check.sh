@@ -134,7 +134,7 @@ expect_error "--ranks that does not match -np" "asks for 3 ranks but mpirun star
     mpirun -np 2 "$bin" lbm cavity --size 32x32 --steps 10 --ranks 3
 expect_error "more ranks than the lattice can be cut into" "more ranks than the lattice can be cut into" \
     mpirun -np 4 "$bin" lbm cavity --size 6x6 --steps 10
-expect_error "more ranks than tets" "more ranks than the mesh's 6 tets" \
+expect_error "more ranks than tets" "more ranks than the mesh has tets (6)" \
     mpirun -np 7 "$bin" fv run --box 1 --steps 5
 # Only rank 0 reads the mesh: when it cannot, the job ends with its message, not with ranks waiting for it.
 expect_error "a mesh rank 0 cannot read" "nonexistent" \

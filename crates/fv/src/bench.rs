@@ -58,7 +58,7 @@ pub fn bench_operator<T: Real>(
     // Every ordering runs the block-cached kernel: a bad block is an error before any ordering is computed.
     check_kernel_block::<T>(gpu, block)?;
     let n = op.n();
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let mut rng = seeded(7);
     let x: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
     let bytes = (min_bytes_per_tet(T::DTYPE.size()) * n) as f64;
@@ -142,7 +142,7 @@ pub fn time_shapes<T: Real>(
     let Some(&first) = shapes.first() else {
         return Ok(Vec::new());
     };
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let mut d = Diffusion::<T>::with_shape(gpu, op, kind, layout, dt, first)?;
     d.set_x(x)?;
     Ok(shapes

@@ -245,7 +245,7 @@ mod tests {
         Checkpoint {
             fingerprint: fingerprint(op),
             dtype,
-            dt: 0.5 / op.max_row_sum(),
+            dt: op.default_dt(),
             step: 17,
             mass_initial: 0.125,
             shift: 0.3,

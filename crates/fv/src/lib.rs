@@ -14,7 +14,7 @@
 //! let op = Operator::diffusion(&mesh, &adjacency(&mesh)?, 1.0, Boundary::ZeroFlux)?;
 //! let x = vec![1.0; op.n()];
 //! // A uniform field is steady under zero flux: the CPU reference step leaves it alone.
-//! let y = op.step_reference(&x, 0.5 / op.max_row_sum());
+//! let y = op.step_reference(&x, op.default_dt());
 //! assert!(y.iter().all(|v| (v - 1.0).abs() < 1e-12));
 //! # Ok::<(), bespoke_fv::FvError>(())
 //! ```

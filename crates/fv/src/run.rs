@@ -136,7 +136,7 @@ fn one_domain<T: Real>(
     progress: impl FnMut(usize),
 ) -> Result<RunReport> {
     let x0 = op.gaussian_bump();
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let (perm, ordering_seconds) = order(op, opts.ordering)?;
     let permuted = perm.apply_operator(op);
     let (layout, layout_source) = match opts.layout {
@@ -214,7 +214,7 @@ fn across_ranks<T: Real>(
     // The partition, the parts' ordering and their sending; not rank 0's layout timing (the first time on an
     // adapter) nor the parts' set-up on the device, as on one domain.
     let ordering_seconds = t.elapsed().as_secs_f64();
-    let (tets, dt) = (part.whole_tets(), 0.5 / part.max_row_sum());
+    let (tets, dt) = (part.whole_tets(), part.default_dt());
     let (layout, layout_source) = match opts.layout {
         Some(l) => (l, "given".to_string()),
         None => rank_layout::<T>(gpu, &*comm, opts.kernel, &part)?,

@@ -277,7 +277,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
             let Some((_, op)) = ordered.iter().find(|(c, _)| *c == cells) else {
                 unreachable!("every single-rank box is made before the setups")
             };
-            let dt = 0.5 / op.max_row_sum();
+            let dt = op.default_dt();
             return single(gpu, op, &x_of(op), kind, layout, dt, steps);
         };
         // A strong box other than the coupled one is made when its setups come.
@@ -301,7 +301,7 @@ pub fn scale(gpu: &Gpu, comm: Rc<dyn Comm>, o: &ScaleOptions) -> Result<ScaleRep
                 r
             }
         };
-        let dt = 0.5 / rank_part.max_row_sum();
+        let dt = rank_part.default_dt();
         let x0 = shared.whole.as_deref().map(x_of);
         host.wall += t.elapsed().as_secs_f64();
         let setup = RankSetup {

@@ -56,7 +56,7 @@ pub fn sweep<T: Real>(
     for &b in blocks {
         progress(b);
         let op = ideal_operator(n, b, b as u64)?;
-        let dt = 0.5 / op.max_row_sum();
+        let dt = op.default_dt();
         // The kernel's block: the operator's when it is a legal workgroup block, else the largest that fits.
         let kb = if (b as u32).is_multiple_of(WG) && b as u32 <= cap {
             b as u32

@@ -40,7 +40,7 @@ fn plain_setup(gpu: &Gpu, op: &Operator) -> RankSetup {
         ordering: OrderingKind::AsRead,
         kind: KernelKind::Gather,
         layout: plain_layout(gpu),
-        dt: 0.5 / op.max_row_sum(),
+        dt: op.default_dt(),
         overlap: true,
     }
 }
@@ -55,7 +55,7 @@ fn check<T: Real>(gpu: &Gpu, boundary: Boundary, kind: KernelKind, layout: Layou
     let n = op.n();
     let seed = fresh_seed();
     let x0 = field(n, seed);
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let steps = 23;
     let mut one = Diffusion::<T>::new(gpu, &op, kind, layout, dt).expect("one domain");
     one.set_x(&x0).expect("x");
@@ -260,7 +260,7 @@ fn what_rank_0_sends_fails_every_rank_alike() {
             let root = (comm.rank() == 0).then_some(&small);
             RankPart::distribute(&*comm, root, OrderingKind::AsRead).map(|_| ())
         }),
-        "more ranks than the mesh's 2 tets",
+        "more ranks than the mesh has tets (2)",
     );
     // As the job's failure: rank 0's own error, not the first relay of it ("rank 0 failed: …") to return, even
     // where rank 0 returns last (as when 60 ranks share the host's cores).

@@ -37,7 +37,7 @@ fn run<T: Real>(
     shape: Shape,
     x: &[f64],
 ) -> Vec<f64> {
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let mut d = Diffusion::<T>::with_shape(gpu, op, kind, layout, dt, shape).unwrap();
     assert_eq!(d.shape(), shape);
     d.set_x(x).unwrap();
@@ -338,7 +338,7 @@ fn a_reshaped_operator_carries_on_in_its_new_shape() {
     let op = operator();
     let mut rng = StdRng::seed_from_u64(fresh_seed());
     let x: Vec<f64> = (0..op.n()).map(|_| rng.random::<f64>()).collect();
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     for (name, kind, layout) in configs::<f32>(gpu) {
         let several = kind == KernelKind::Gather && !layout.four_tets();
         let want = run::<f32>(gpu, &op, kind, layout, Shape::default(), &x);

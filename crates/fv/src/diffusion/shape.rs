@@ -70,7 +70,7 @@ impl Tuning {
             n /= 2;
         }
         let op = with_far_links(ideal_operator(n, BLOCK, 11)?, 12);
-        let dt = 0.5 / op.max_row_sum();
+        let dt = op.default_dt();
         let mut rng = seeded(seed);
         let x = (0..n).map(|_| rng.random::<f64>()).collect();
         let reps = if gpu.is_cpu() { 3 } else { 20 };

@@ -50,7 +50,7 @@ pub fn check_ranks(p: usize, n: usize) -> Result<()> {
         return Err(FvError::param(
             "ranks",
             p,
-            format!("more ranks than the mesh's {n} tets"),
+            format!("more ranks than the mesh has tets ({n})"),
         ));
     }
     Ok(())
@@ -286,6 +286,11 @@ impl RankPart {
     /// The whole operator's largest row sum (Δt < 1 / it), the same on every rank.
     pub fn max_row_sum(&self) -> f64 {
         self.max_row_sum
+    }
+
+    /// The whole operator's [`Operator::default_dt`], the same on every rank.
+    pub fn default_dt(&self) -> f64 {
+        crate::operator::default_dt(self.max_row_sum)
     }
 }
 

@@ -200,6 +200,11 @@ impl Operator {
             .fold(0.0, f64::max)
     }
 
+    /// The Δt the runs and benches take: half the explicit Euler bound, [`default_dt`].
+    pub fn default_dt(&self) -> f64 {
+        default_dt(self.max_row_sum())
+    }
+
     /// The volume integral Σ Vᵢ·xᵢ of a field (its "mass"; explicit Euler conserves it under zero flux), summed
     /// exactly and rounded once: the same bits whatever the order of the tets (an ordering's permutation, a
     /// partition into ranks: `DistDiffusion::mass`), so a drift is the scheme's, not the summation's.
@@ -227,6 +232,10 @@ impl Operator {
         }
         let mid: [f64; 3] = std::array::from_fn(|d| 0.5 * (lo[d] + hi[d]));
         let width = 0.2 * (0..3).map(|d| hi[d] - lo[d]).fold(0.0, f64::max);
+        if width == 0.0 {
+            // One tet (every centroid at the middle): its peak, not 0 / 0.
+            return vec![1.0; self.n()];
+        }
         self.centroids
             .iter()
             .map(|c| {
@@ -330,6 +339,16 @@ pub fn ideal_operator(n: usize, block: usize, seed: u64) -> Result<Operator> {
     })
 }
 
+/// Half the explicit Euler bound 1 / `max_row_sum`; 1 where no row couples anything (a mesh of one tet under zero
+/// flux: the step leaves the field as it is, and every Δt is stable).
+pub fn default_dt(max_row_sum: f64) -> f64 {
+    if max_row_sum > 0.0 {
+        0.5 / max_row_sum
+    } else {
+        1.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Boundary, Operator, adjacency, ideal_operator};
@@ -358,6 +377,33 @@ mod tests {
             e.contains("dirichlet = 1e39") && e.contains("use f64"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_mesh_that_couples_nothing_takes_a_finite_step() {
+        // One tet under zero flux: no row couples anything, so every Δt is stable; the runs' Δt was 0.5 / 0 = ∞,
+        // refused as "Δt < 1 / max row sum = inf". Under a Dirichlet boundary the tet couples to its ghost.
+        let mesh = TetMesh {
+            nodes: vec![
+                [0.0, 0.0, 0.0],
+                [1.0, 0.0, 0.0],
+                [0.0, 1.0, 0.0],
+                [0.0, 0.0, 1.0],
+            ],
+            tets: vec![[0, 1, 2, 3]],
+            physical: vec![0],
+            physical_names: vec![],
+        };
+        let adj = adjacency(&mesh).expect("adjacency");
+        let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).expect("operator");
+        assert_eq!(op.max_row_sum(), 0.0);
+        assert_eq!(op.default_dt(), 1.0);
+        crate::diffusion::check_dt(&op, op.default_dt()).expect("a finite step is stable");
+        assert_eq!(op.gaussian_bump(), vec![1.0]);
+        assert_eq!(op.step_reference(&[0.25], op.default_dt()), vec![0.25]);
+        let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::Dirichlet(1.0)).expect("operator");
+        assert!(op.max_row_sum() > 0.0);
+        assert_eq!(op.default_dt(), 0.5 / op.max_row_sum());
     }
 
     #[test]

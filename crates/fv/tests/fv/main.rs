@@ -169,7 +169,7 @@ fn d16_layouts_give_their_full_index_bits() {
                 );
             }
             fn bits<T: Real>(gpu: &bespoke_gpu::Gpu, op: &Operator, x: &[f64], what: &str) {
-                let dt = 0.5 / op.max_row_sum();
+                let dt = op.default_dt();
                 for (kernel, full, d16) in [
                     (KernelKind::Gather, Layout::TetMajor, Layout::TetMajorD16),
                     (
@@ -290,7 +290,7 @@ fn a_layout_past_the_binding_limit_is_refused_and_the_bench_says_so() {
             ..Default::default()
         },
     );
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let e =
         Diffusion::<f32>::new(&small, &op, KernelKind::Gather, Layout::TetMajor, dt).unwrap_err();
     assert!(matches!(e, FvError::Unsupported(_)), "{e}");
@@ -356,7 +356,7 @@ fn layouts_binding_more_storage_buffers_than_the_device_allows_are_left_out() {
     let mesh = jittered_box();
     let adj = adjacency(&mesh).unwrap();
     let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).unwrap();
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     for layout in [
         Layout::SlotMajor,
         Layout::SlotMajorX4,
@@ -445,7 +445,7 @@ fn a_texture_past_the_devices_texture_side_is_refused_by_name() {
     let op = Operator::diffusion(&mesh, &adj, 1.0, Boundary::ZeroFlux).unwrap();
     let n = op.n();
     assert!(n > 64 * 2048, "{n}");
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let e = Diffusion::<f32>::new(&held, &op, KernelKind::Gather, Layout::Texture, dt).unwrap_err();
     assert!(
         matches!(e, FvError::Unsupported(_)) && e.to_string().contains("2048 × 2048"),
@@ -463,7 +463,7 @@ fn a_texture_past_the_devices_texture_side_is_refused_by_name() {
     // The sphere's 2 694 tets fit: the texture layout steps there as on the shared device.
     let s = sphere();
     let op = Operator::diffusion(&s, &adjacency(&s).unwrap(), 1.0, Boundary::ZeroFlux).unwrap();
-    let dt = 0.5 / op.max_row_sum();
+    let dt = op.default_dt();
     let mut rng = seeded(fresh_seed());
     let x: Vec<f64> = (0..op.n()).map(|_| rng.random_range(-1.0..1.0)).collect();
     let run = |gpu| {
