@@ -276,10 +276,10 @@ impl ThreadExchange<'_> {
     fn collect(&mut self) -> Result<()> {
         self.comm.drain();
         for (e, slot) in self.expects.iter().zip(&mut self.got) {
-            if slot.is_none() {
-                if let Some(p) = self.comm.take(e.peer, e.tag) {
-                    *slot = Some(words(p, e)?);
-                }
+            if slot.is_none()
+                && let Some(p) = self.comm.take(e.peer, e.tag)
+            {
+                *slot = Some(words(p, e)?);
             }
         }
         Ok(())
