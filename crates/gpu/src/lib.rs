@@ -18,6 +18,7 @@
 //! ```
 
 mod atomic;
+mod backends;
 mod barrier_uniformity;
 mod buffer;
 mod context;
@@ -49,6 +50,7 @@ pub mod vtk;
 mod wrapped_out_of_bounds;
 
 pub use atomic::{AtomicFile, check_writable, folder_of, write_atomic, write_atomic_failing};
+pub use backends::{MSL_VERSION, Target, Translation, translate, validate_everywhere};
 pub use buffer::{GpuBuffer, Window, packed_len};
 pub use context::{
     AdapterClass, AdapterSummary, Gpu, GpuInfo, GpuOptions, KernelLimits, LimitsProfile, Quirks,

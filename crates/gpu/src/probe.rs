@@ -204,12 +204,13 @@ impl Gpu {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::{Capabilities, validate_wgsl};
+    use crate::validate::Capabilities;
+    use crate::validate_everywhere;
 
     #[test]
     fn copy_shader_validates_without_a_device() {
-        validate_wgsl(&format!("{GRID_WGSL}\n{COPY_WGSL}"), Capabilities::empty()).unwrap();
-        validate_wgsl(
+        validate_everywhere(&format!("{GRID_WGSL}\n{COPY_WGSL}"), Capabilities::empty()).unwrap();
+        validate_everywhere(
             &format!("{GRID_WGSL}\n{COPY_TEXTURE_WGSL}"),
             Capabilities::empty(),
         )

@@ -246,7 +246,7 @@ fn main() -> Res<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bespoke_gpu::{caps_for, validate_wgsl};
+    use bespoke_gpu::{caps_for, validate_everywhere};
 
     /// Every kernel this example times is valid WGSL (no device needed): the generated step, each edit of it, and
     /// the hand-written step, at a square and a wide lattice.
@@ -264,11 +264,11 @@ mod tests {
                     without_conversion(&without_collision(&src)),
                 ];
                 for s in edits {
-                    validate_wgsl(&s, caps_for(false, true)).unwrap();
+                    validate_everywhere(&s, caps_for(false, true)).unwrap();
                 }
             }
             let hand = hand_written_step(nx, ny);
-            validate_wgsl(&hand, caps_for(false, false)).unwrap();
+            validate_everywhere(&hand, caps_for(false, false)).unwrap();
             // Nine stores, one per direction.
             assert_eq!(hand.matches("] = ").count(), 9);
         }

@@ -324,7 +324,8 @@ mod tests {
         let space = popcount_space(&lim);
         assert!(space.len() > 100, "{}", space.len());
         for p in space {
-            if let Err(e) = bespoke_gpu::validate_wgsl(&popcount_wgsl(&p), DType::F32.caps()) {
+            if let Err(e) = bespoke_gpu::validate_everywhere(&popcount_wgsl(&p), DType::F32.caps())
+            {
                 panic!("{}: {e}", p.key());
             }
         }

@@ -481,13 +481,14 @@ fn padded(v: &[u32]) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
-    use bespoke_gpu::{caps_for, validate_wgsl};
+    use bespoke_gpu::{caps_for, validate_everywhere};
 
     #[test]
     fn halo_kernels_validate() {
         for unpack in [false, true] {
             let src = super::halo_wgsl(unpack);
-            validate_wgsl(&src, caps_for(false, false)).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            validate_everywhere(&src, caps_for(false, false))
+                .unwrap_or_else(|e| panic!("{e}\n{src}"));
         }
     }
 }

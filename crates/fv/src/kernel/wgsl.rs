@@ -261,7 +261,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bespoke_gpu::{caps_for, resource_use};
+    use bespoke_gpu::{caps_for, resource_use, validate_everywhere};
 
     #[test]
     fn kernels_validate() {
@@ -322,13 +322,13 @@ mod tests {
                                 rows.clone(),
                                 shape,
                             );
-                            let used = resource_use(&src, caps_for(dtype == DType::F64, false))
-                                .unwrap_or_else(|e| {
-                                    panic!(
-                                        "{} {dtype:?} {layout:?} {shape:?}: {e}\n{src}",
-                                        kind.name()
-                                    )
-                                });
+                            let caps = caps_for(dtype == DType::F64, false);
+                            validate_everywhere(&src, caps).unwrap_or_else(|e| {
+                                panic!("{} {dtype:?} {layout:?} {shape:?}: {e}", kind.name())
+                            });
+                            let used = resource_use(&src, caps).unwrap_or_else(|e| {
+                                panic!("{} {dtype:?} {layout:?} {shape:?}: {e}\n{src}", kind.name())
+                            });
                             // What the layout choice holds against the adapter's limit is what it binds.
                             assert_eq!(
                                 used.storage_buffers,

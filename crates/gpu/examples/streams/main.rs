@@ -273,13 +273,13 @@ fn main() -> Res<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bespoke_gpu::{Capabilities, validate_wgsl};
+    use bespoke_gpu::{Capabilities, validate_everywhere};
 
     #[test]
     fn every_row_validates_without_a_device() {
         for r in rows() {
             let n = 9 * 4096 / r.k / r.width;
-            validate_wgsl(&source(&r, n), Capabilities::empty())
+            validate_everywhere(&source(&r, n), Capabilities::empty())
                 .unwrap_or_else(|e| panic!("{}: {e}", r.name));
         }
     }

@@ -256,14 +256,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 mod tests {
     use super::*;
     use crate::config::Storage;
-    use bespoke_gpu::{caps_for, validate_wgsl};
+    use bespoke_gpu::{caps_for, validate_everywhere};
 
     #[test]
     fn halo_kernels_validate() {
         for unpack in [false, true] {
             for stride in [None, Some(4160)] {
                 let src = halo_kernel(unpack, stride);
-                validate_wgsl(&src, caps_for(false, false))
+                validate_everywhere(&src, caps_for(false, false))
                     .unwrap_or_else(|e| panic!("{e}\n{src}"));
             }
         }

@@ -2,7 +2,7 @@
 
 use super::collide::cu_expr;
 use super::*;
-use bespoke_gpu::{caps_for, validate_wgsl};
+use bespoke_gpu::{caps_for, validate_everywhere};
 
 #[test]
 fn every_kernel_validates_without_a_device() {
@@ -65,7 +65,7 @@ fn every_kernel_validates_without_a_device() {
                             );
                             let src = spec.generate();
                             let f16 = spec.layout() == Layout::F16Single;
-                            validate_wgsl(&src, caps_for(false, f16))
+                            validate_everywhere(&src, caps_for(false, f16))
                                 .unwrap_or_else(|e| panic!("{}: {e}\n{src}", spec.name()));
                             let decl = src.matches("@group(0) @binding(").count();
                             assert_eq!(decl, spec.storage_bindings(), "{}", spec.name());
@@ -151,7 +151,7 @@ fn ablated_step_kernels_validate() {
                     };
                     let src = spec.generate();
                     let f16 = spec.layout() == Layout::F16Single;
-                    validate_wgsl(&src, caps_for(false, f16))
+                    validate_everywhere(&src, caps_for(false, f16))
                         .unwrap_or_else(|e| panic!("{}: {e}\n{src}", spec.name()));
                     assert!(spec.name().ends_with(ablation.name()), "{}", spec.name());
                 }

@@ -22,7 +22,7 @@ pub use wgsl::{
 mod tests {
     use super::*;
     use crate::dtype::DType;
-    use bespoke_gpu::validate_wgsl;
+    use bespoke_gpu::{validate_everywhere, validate_wgsl};
 
     /// Wide limits (1024 invocations, 32 KiB of workgroup memory): the legal space the generator tests validate.
     fn wide_limits() -> TileLimits {
@@ -47,7 +47,10 @@ mod tests {
             for p in legal_space(dtype, &lim) {
                 // Lanes paired (the space's own) and, once per workgroup shape, laid in rows (`-r`).
                 let mut kernels = vec![(p, Epilogue::Beta)];
-                if shapes.insert((dtype, p.tm, p.tn, p.vec)) {
+                // A register-tile shape's first tiling also in every backend's language (naga's SPIR-V, MSL,
+                // HLSL and GLSL writers, `validate_everywhere`): three times the cost, so once per shape.
+                let new_shape = shapes.insert((dtype, p.tm, p.tn, p.vec));
+                if new_shape {
                     kernels.extend(
                         [Epilogue::BetaZero, Epilogue::BetaOne, Epilogue::Partial].map(|e| (p, e)),
                     );
@@ -57,7 +60,12 @@ mod tests {
                 }
                 for (q, epi) in kernels {
                     let src = dense_wgsl(&q, dtype, epi);
-                    if let Err(e) = validate_wgsl(&src, dtype.caps()) {
+                    let checked = if new_shape {
+                        validate_everywhere(&src, dtype.caps())
+                    } else {
+                        validate_wgsl(&src, dtype.caps()).map(|_| ())
+                    };
+                    if let Err(e) = checked {
                         panic!("{} {dtype} {epi:?}: {e}", q.key());
                     }
                     n += 1;
@@ -87,7 +95,7 @@ mod tests {
         for ((dtype, ..), p) in deepest {
             let u = p.unrolled();
             let src = dense_wgsl(&u, dtype, Epilogue::Beta);
-            if let Err(e) = validate_wgsl(&src, dtype.caps()) {
+            if let Err(e) = validate_everywhere(&src, dtype.caps()) {
                 panic!("{} {dtype}: {e}", u.key());
             }
             assert!(!src.contains("for (var kk"), "{}", u.key());
@@ -105,7 +113,7 @@ mod tests {
         }
         let pop = crate::dense::params::DenseParams::parse("t4x4v1-w8x8-k8-s1-u").unwrap();
         let src = crate::popcount::popcount_wgsl(&pop);
-        validate_wgsl(&src, DType::F32.caps()).unwrap();
+        validate_everywhere(&src, DType::F32.caps()).unwrap();
         assert!(src.contains("let kk = 7u;") && !src.contains("for (var kk"));
     }
 
@@ -129,7 +137,7 @@ mod tests {
                     let plain = dense_wgsl(&q, dtype, epi);
                     for a in [Ablation::StageOnce, Ablation::FragmentsOnce] {
                         let src = ablated_wgsl(&q, dtype, epi, a);
-                        if let Err(e) = validate_wgsl(&src, dtype.caps()) {
+                        if let Err(e) = validate_everywhere(&src, dtype.caps()) {
                             panic!("{} {dtype} {a:?}: {e}", q.key());
                         }
                         assert_ne!(src, plain);
@@ -197,9 +205,10 @@ mod tests {
                 Epilogue::Beta,
                 Epilogue::Partial,
             ] {
-                validate_wgsl(&dense_wgsl(&p, dtype, epi), dtype.caps()).unwrap();
+                validate_everywhere(&dense_wgsl(&p, dtype, epi), dtype.caps()).unwrap();
                 for vec in [1, 4] {
-                    validate_wgsl(&splitk_reduce_wgsl(dtype, vec, 4, epi), dtype.caps()).unwrap();
+                    validate_everywhere(&splitk_reduce_wgsl(dtype, vec, 4, epi), dtype.caps())
+                        .unwrap();
                 }
             }
         }

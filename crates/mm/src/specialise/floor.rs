@@ -292,7 +292,7 @@ mod tests {
     use super::*;
 
     use crate::specialise::tests::random_operator;
-    use bespoke_gpu::validate_wgsl;
+    use bespoke_gpu::validate_everywhere;
 
     #[test]
     fn touch_pays_only_for_a_clear_gain() {
@@ -361,7 +361,7 @@ mod tests {
                         {
                             {
                                 let src = floor_wgsl(l, &fr, dtype, vec, touch);
-                                validate_wgsl(&src, dtype.caps()).unwrap_or_else(|e| {
+                                validate_everywhere(&src, dtype.caps()).unwrap_or_else(|e| {
                                     panic!("{dtype} vec{vec} touch {touch} {beta:?}: {e}\n{src}")
                                 });
                                 // At β = 0 a touch floor reads every row of C it stores; otherwise C is read

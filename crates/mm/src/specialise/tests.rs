@@ -1,7 +1,7 @@
 //! Every variant × precision × β on random operators of every sparsity, on the shipped PyFR matrices and on
 //! multi-binding layouts: the generated WGSL parses and validates with naga, no device needed.
 
-use bespoke_gpu::validate_wgsl;
+use bespoke_gpu::validate_everywhere;
 
 use super::*;
 use crate::dtype::DType;
@@ -53,7 +53,7 @@ fn validate_all(op: &Operator, n: usize, ldb: usize, ldc: usize, blocks: bool) -
                 for v in Variant::all() {
                     match generate(&rows, layout, v, dtype) {
                         Ok(src) => {
-                            if let Err(e) = validate_wgsl(&src, dtype.caps()) {
+                            if let Err(e) = validate_everywhere(&src, dtype.caps()) {
                                 panic!("{} {dtype} {beta:?}: {e}\n{src}", v.name());
                             }
                             ok += 1;
@@ -95,7 +95,8 @@ fn bstream_past_the_register_budget_goes_in_blocks() {
     ] {
         let v = Variant::new(Family::BStream, vec, 1, false);
         let src = generate(&rows, &l, v, dtype).unwrap();
-        validate_wgsl(&src, dtype.caps()).unwrap_or_else(|e| panic!("{} {dtype}: {e}", v.name()));
+        validate_everywhere(&src, dtype.caps())
+            .unwrap_or_else(|e| panic!("{} {dtype}: {e}", v.name()));
         assert_eq!(src.contains("// block 1:"), blocked, "{} {dtype}", v.name());
         // Every row of C stored once; B loaded at most once per block, never more than cstream would.
         let nnz = rows.iter().map(Vec::len).sum::<usize>();
@@ -154,7 +155,7 @@ fn shipped_pyfr_matrices_validate_without_a_device() {
             .unwrap();
             for v in Variant::all().into_iter().filter(|v| v.vec != 2) {
                 if let Ok(src) = generate(&rows, &l, v, DType::F64) {
-                    validate_wgsl(&src, DType::F64.caps())
+                    validate_everywhere(&src, DType::F64.caps())
                         .unwrap_or_else(|e| panic!("{} {}: {e}", op.name, v.name()));
                     n += 1;
                 }
@@ -302,7 +303,7 @@ fn capped_bstream_launches_respect_the_cap_and_validate() {
                 for layout in &layouts {
                     for dtype in [DType::F32, DType::F64] {
                         let src = generate(&rows, layout, v, dtype).unwrap();
-                        validate_wgsl(&src, dtype.caps())
+                        validate_everywhere(&src, dtype.caps())
                             .unwrap_or_else(|e| panic!("{} {dtype}: {e}", v.name()));
                         let n = storage_accesses(&src);
                         assert!(n <= cap as usize, "{} {beta:?}: {n} accesses", v.name());
@@ -357,7 +358,7 @@ fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
         let layouts = plan(cap_of(long, false, 2048));
         assert_eq!((layouts.len(), b_rows(&layouts)), (1, op.k), "{long}");
         let src = generate(&rows, &layouts[0], long, DType::F32).unwrap();
-        validate_wgsl(&src, DType::F32.caps()).unwrap_or_else(|e| panic!("{long}: {e}"));
+        validate_everywhere(&src, DType::F32.caps()).unwrap_or_else(|e| panic!("{long}: {e}"));
     }
     // Two invocation rows would each keep 172 accumulators: past the register budget, refused.
     let s2 = Variant::parse("bstream-msplit-s2-a4096").unwrap();
