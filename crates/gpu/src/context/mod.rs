@@ -208,30 +208,7 @@ impl Gpu {
         let quirks = opts
             .quirks
             .or(options::quirks_from_env().map_err(GpuError::InvalidArgument)?);
-        if quirks.folds_f16_round_trip {
-            emulation += "-foldf16";
-        }
-        if quirks.stale_workgroup_memory {
-            emulation += "-stalewg";
-        }
-        if quirks.reversed_workgroups {
-            emulation += "-revwg";
-        }
-        if quirks.reversed_invocations {
-            emulation += "-revinv";
-        }
-        if quirks.fuses_multiply_add {
-            emulation += "-fma";
-        }
-        if quirks.flushes_subnormals {
-            emulation += "-ftz";
-        }
-        if quirks.divides_inexactly {
-            emulation += "-div";
-        }
-        if quirks.wraps_out_of_bounds {
-            emulation += "-oob";
-        }
+        emulation += &quirks.tag();
         if opts.skip_warm_up {
             emulation += "-nowarm";
         }

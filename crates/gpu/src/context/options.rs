@@ -195,46 +195,56 @@ pub struct Quirks {
     pub wraps_out_of_bounds: bool,
 }
 
+/// A quirk's flag in [`Quirks`].
+type Flag = fn(&mut Quirks) -> &mut bool;
+
 impl Quirks {
-    /// The quirks by the names `BESPOKE_QUIRKS` takes, and each quirk's name.
-    const NAMES: [&str; 8] = [
-        "folds-f16-round-trip",
-        "stale-workgroup-memory",
-        "reversed-workgroups",
-        "reversed-invocations",
-        "fused-multiply-add",
-        "flushed-subnormals",
-        "inexact-division",
-        "wrapped-out-of-bounds",
+    /// Each quirk: its name in `BESPOKE_QUIRKS`, its mark in the emulation tag (`GpuInfo::emulation`, the
+    /// caches' keys) and its flag. The one list of them: a quirk added here is parsed, combined and tagged.
+    const TABLE: [(&'static str, &'static str, Flag); 8] = [
+        ("folds-f16-round-trip", "-foldf16", |q| {
+            &mut q.folds_f16_round_trip
+        }),
+        ("stale-workgroup-memory", "-stalewg", |q| {
+            &mut q.stale_workgroup_memory
+        }),
+        ("reversed-workgroups", "-revwg", |q| {
+            &mut q.reversed_workgroups
+        }),
+        ("reversed-invocations", "-revinv", |q| {
+            &mut q.reversed_invocations
+        }),
+        ("fused-multiply-add", "-fma", |q| &mut q.fuses_multiply_add),
+        ("flushed-subnormals", "-ftz", |q| &mut q.flushes_subnormals),
+        ("inexact-division", "-div", |q| &mut q.divides_inexactly),
+        ("wrapped-out-of-bounds", "-oob", |q| {
+            &mut q.wraps_out_of_bounds
+        }),
     ];
 
     fn set(&mut self, name: &str) -> bool {
-        match name {
-            "folds-f16-round-trip" => self.folds_f16_round_trip = true,
-            "stale-workgroup-memory" => self.stale_workgroup_memory = true,
-            "reversed-workgroups" => self.reversed_workgroups = true,
-            "reversed-invocations" => self.reversed_invocations = true,
-            "fused-multiply-add" => self.fuses_multiply_add = true,
-            "flushed-subnormals" => self.flushes_subnormals = true,
-            "inexact-division" => self.divides_inexactly = true,
-            "wrapped-out-of-bounds" => self.wraps_out_of_bounds = true,
-            _ => return false,
+        match Self::TABLE.iter().find(|(n, ..)| *n == name) {
+            Some((.., flag)) => *flag(self) = true,
+            None => return false,
         }
         true
     }
 
     /// Both sets' quirks.
-    pub fn or(self, other: Self) -> Self {
-        Self {
-            folds_f16_round_trip: self.folds_f16_round_trip || other.folds_f16_round_trip,
-            stale_workgroup_memory: self.stale_workgroup_memory || other.stale_workgroup_memory,
-            reversed_workgroups: self.reversed_workgroups || other.reversed_workgroups,
-            reversed_invocations: self.reversed_invocations || other.reversed_invocations,
-            fuses_multiply_add: self.fuses_multiply_add || other.fuses_multiply_add,
-            flushes_subnormals: self.flushes_subnormals || other.flushes_subnormals,
-            divides_inexactly: self.divides_inexactly || other.divides_inexactly,
-            wraps_out_of_bounds: self.wraps_out_of_bounds || other.wraps_out_of_bounds,
+    pub fn or(self, mut other: Self) -> Self {
+        let mut out = self;
+        for (.., flag) in Self::TABLE {
+            *flag(&mut out) |= *flag(&mut other);
         }
+        out
+    }
+
+    /// The marks of the quirks set, in the table's order (`-stalewg-revwg`): part of the emulation tag.
+    pub(crate) fn tag(mut self) -> String {
+        Self::TABLE
+            .iter()
+            .filter_map(|(_, mark, flag)| (*flag(&mut self)).then_some(*mark))
+            .collect()
     }
 }
 
@@ -250,7 +260,7 @@ fn parse_quirks(value: &str) -> Result<Quirks, String> {
         if !q.set(name) {
             return Err(format!(
                 "BESPOKE_QUIRKS names `{name}`; it may name {}",
-                Quirks::NAMES.join(", ")
+                Quirks::TABLE.map(|(n, ..)| n).join(", ")
             ));
         }
     }
@@ -318,6 +328,20 @@ mod tests {
             e.contains("`stale`") && e.contains("stale-workgroup-memory"),
             "{e}"
         );
+        // Every quirk by its name sets its own flag alone, and marks the tag with its own mark; `or` keeps both
+        // sides' and the tag follows the table's order whatever order the names came in.
+        let mut all = Quirks::default();
+        for (name, mark, flag) in Quirks::TABLE {
+            let mut q = parse_quirks(name).unwrap();
+            assert_eq!(q.tag(), mark, "{name}");
+            assert!(*flag(&mut q), "{name}");
+            *flag(&mut q) = false;
+            assert_eq!(q, Quirks::default(), "{name} set another flag");
+            all = parse_quirks(name).unwrap().or(all);
+        }
+        let names: Vec<_> = Quirks::TABLE.iter().rev().map(|(n, ..)| *n).collect();
+        assert_eq!(parse_quirks(&names.join(",")), Ok(all));
+        assert_eq!(all.tag(), "-foldf16-stalewg-revwg-revinv-fma-ftz-div-oob");
     }
 
     #[test]
