@@ -65,7 +65,7 @@ pub const MSL_VERSION: (u8, u8) = (2, 4);
 pub enum Translation {
     /// Written: the text's length in bytes (SPIR-V: 4 a word).
     Written(usize),
-    /// The kernel needs what the backend does not offer (f64 but on Vulkan, f16 on GL): an adapter there refuses
+    /// The kernel needs what the backend does not offer (f64 anywhere but on Vulkan, f16 on GL): an adapter there refuses
     /// it by name before any translation, as wgpu grants no such feature.
     NotOffered(String),
 }
@@ -81,10 +81,11 @@ pub fn translate(name: &str, src: &str, caps: Capabilities) -> Result<Vec<(Targe
     };
     let mut out = Vec::with_capacity(Target::ALL.len());
     for target in Target::ALL {
-        // Validated again with only what the backend has: where that fails, the kernel needs a feature the
-        // backend never grants.
-        if let Err(e) =
-            Validator::new(ValidationFlags::all(), caps & target.capabilities()).validate(&module)
+        // Validated again with only what the backend has (where it lacks some of `caps`): where that fails, the
+        // kernel needs a feature the backend never grants.
+        let offered = caps & target.capabilities();
+        if offered != caps
+            && let Err(e) = Validator::new(ValidationFlags::all(), offered).validate(&module)
         {
             out.push((target, Translation::NotOffered(e.into_inner().to_string())));
             continue;
