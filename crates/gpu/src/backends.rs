@@ -18,7 +18,7 @@ pub enum Target {
     SpirV,
     /// Metal, language version [`MSL_VERSION`].
     Msl,
-    /// DX12: shader model 5.1 (FXC's), or 6.2 where the kernel uses f16.
+    /// DX12: shader model 5.1 (FXC's), or 6.2 where the kernel may use f16 (SHADER_F16).
     Hlsl,
     /// GL: GLSL ES 3.10, what wgpu's GL backend asks for compute.
     GlslEs,
@@ -104,7 +104,8 @@ pub fn translate(name: &str, src: &str, caps: Capabilities) -> Result<Vec<(Targe
                 &Default::default(),
             )
             .map_err(|e| fail(target, entry, format!("overrides: {e}")))?;
-            bytes += write(target, &module, &info, entry).map_err(|e| fail(target, entry, e))?;
+            bytes += write(target, &module, &info, entry, offered)
+                .map_err(|e| fail(target, entry, e))?;
         }
         out.push((target, Translation::Written(bytes)));
     }
@@ -123,6 +124,7 @@ fn write(
     module: &naga::Module,
     info: &ModuleInfo,
     entry: &str,
+    caps: Capabilities,
 ) -> Result<usize, String> {
     let stage = naga::ShaderStage::Compute;
     // Runtime checks off: the trusted modules every kernel runs as (`pipeline.rs`).
@@ -167,7 +169,8 @@ fn write(
                 .map_err(|e| e.to_string())
         }
         Target::Hlsl => {
-            let f16 = uses_f16(module);
+            // wgpu's DX12 backend grants SHADER_F16 only with shader model 6.2's 16-bit types.
+            let f16 = caps.contains(Capabilities::SHADER_FLOAT16);
             let options = hlsl::Options {
                 shader_model: if f16 {
                     hlsl::ShaderModel::V6_2
@@ -210,16 +213,6 @@ fn write(
                 .map_err(|e| e.to_string())
         }
     }
-}
-
-/// Whether any type of `module` is a 16-bit float (HLSL then needs shader model 6.2's 16-bit types).
-fn uses_f16(module: &naga::Module) -> bool {
-    let half = |s: naga::Scalar| s.kind == naga::ScalarKind::Float && s.width == 2;
-    module.types.iter().any(|(_, t)| match t.inner {
-        naga::TypeInner::Scalar(s) | naga::TypeInner::Vector { scalar: s, .. } => half(s),
-        naga::TypeInner::Matrix { scalar, .. } => half(scalar),
-        _ => false,
-    })
 }
 
 #[cfg(test)]
