@@ -88,7 +88,13 @@ fn flushed(
         .collect()
 }
 
-/// `fn bespoke_flush(v: T) -> T { return select(v, select(+0, −0, v < 0), abs(v) < T(least normal) & v != 0); }`.
+/// `fn bespoke_flush(v: T) -> T { return select(v, select(+0, −0, bitcast<i32>(f32(v)) < 0), abs(v) < T(least
+/// normal)); }`: a zero stays a zero of its sign, a subnormal becomes one. Written to give that on a device that
+/// flushes subnormals itself, as NVIDIA's does (its comparisons and conversions read a subnormal as a zero of its
+/// sign): the magnitude test `abs(v) < least` holds for a subnormal either way, and the sign comes from the bits of
+/// `v` as an f32 (a conversion keeps the sign of what it flushes or rounds to zero), never from `v < 0` or `v != 0`.
+/// An earlier `abs(v) < least & v != 0`, kept a zero by the second test, returned a subnormal unflushed on the
+/// H200 (2026-12-04), where `v != 0` read it as zero.
 fn flusher(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
     let t = types.insert(
         Type {
@@ -125,13 +131,14 @@ fn flusher(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
         t,
     );
     let v = f.arg(0);
-    let [least, zero, negative_zero] = [least, zero, negative_zero].map(|l| {
-        let value = f.pre(Expression::Literal(l));
-        match size {
-            Some(size) => f.emit(Expression::Splat { size, value }),
-            None => value,
-        }
-    });
+    let [least, zero, negative_zero, int_zero] =
+        [least, zero, negative_zero, Literal::I32(0)].map(|l| {
+            let value = f.pre(Expression::Literal(l));
+            match size {
+                Some(size) => f.emit(Expression::Splat { size, value }),
+                None => value,
+            }
+        });
     let bin = |op, left, right| Expression::Binary { op, left, right };
     let magnitude = f.emit(Expression::Math {
         fun: MathFunction::Abs,
@@ -140,12 +147,25 @@ fn flusher(types: &mut naga::UniqueArena<Type>, ty: &TypeInner) -> Function {
         arg2: None,
         arg3: None,
     });
-    // Subnormal: below the least normal and not a zero (a zero passes as it is, its sign kept).
-    let below = f.emit(bin(BinaryOperator::Less, magnitude, least));
-    let nonzero = f.emit(bin(BinaryOperator::NotEqual, v, zero));
-    let small = f.emit(bin(BinaryOperator::And, below, nonzero));
+    // Subnormal or a zero: below the least normal.
+    let small = f.emit(bin(BinaryOperator::Less, magnitude, least));
+    // The sign from the bits of v as an f32 (v itself where it is one).
+    let single = if scalar.width == 4 {
+        v
+    } else {
+        f.emit(Expression::As {
+            expr: v,
+            kind: naga::ScalarKind::Float,
+            convert: Some(4),
+        })
+    };
+    let bits = f.emit(Expression::As {
+        expr: single,
+        kind: naga::ScalarKind::Sint,
+        convert: None,
+    });
+    let negative = f.emit(bin(BinaryOperator::Less, bits, int_zero));
     // The zero of v's sign, from constants: `v * 0` would do, but a compiler that ignores zeros' signs folds it.
-    let negative = f.emit(bin(BinaryOperator::Less, v, zero));
     let signed_zero = f.emit(Expression::Select {
         condition: negative,
         accept: negative_zero,

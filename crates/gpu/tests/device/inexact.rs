@@ -72,15 +72,23 @@ fn quotients_and_roots_are_rounded_more_than_once_under_the_quirk() {
         off > n / 20,
         "only {off} of {n} quotients differ from the correctly rounded ones"
     );
-    // The quotient is a · (1/b), bit for bit (the reciprocal and the product each correctly rounded here).
+    // The quotient is a · (1/b): bit for bit where the device rounds the reciprocal correctly (lavapipe); a GPU
+    // may take the reciprocal itself to within an ULP or two (the H200's differed from the CPU's a · (1/b) on
+    // 2026-12-04), so there within two ULP.
     let emulated: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x * (1.0 / y)).collect();
-    assert_eq!(bits(&q), bits(&emulated));
     let (plain_q, plain_r) = run(shared, &a, &b);
     let plain_off = plain_q.iter().zip(&exact_q).filter(|(g, e)| g != e).count();
+    let off_emulated = q.iter().zip(&emulated).filter(|(g, e)| g != e).count();
     eprintln!(
-        "plain device: {plain_off} of {n} quotients and {} roots not correctly rounded (under the quirk: {off})",
+        "plain device: {plain_off} of {n} quotients and {} roots not correctly rounded (under the quirk: {off}, \
+         {off_emulated} other than the CPU's a · (1/b))",
         plain_r.iter().zip(&exact_r).filter(|(g, e)| g != e).count()
     );
+    if shared.is_cpu() {
+        assert_eq!(bits(&q), bits(&emulated));
+    } else {
+        assert!(worst(&q, &emulated) <= 2, "{}", worst(&q, &emulated));
+    }
     // lavapipe rounds both correctly (measured 2026-12-03); a GPU may not, so only there is it known.
     if shared.is_cpu() && !shared.quirks().divides_inexactly {
         assert_eq!(bits(&plain_q), bits(&exact_q));

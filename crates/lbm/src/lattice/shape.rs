@@ -195,7 +195,10 @@ pub fn step_shape_in(
 /// 2026-11-27 it was `cfg`'s size where smaller, so the first small case on a machine (a 34×34 cavity: 18
 /// workgroups, launch-bound) chose the shape of every later 8192² run. ny keeps `cfg.ny`'s parity: an even ny
 /// keeps the paired f16 layout, an odd one f16-single. On a device whose buffers cannot hold that side the side
-/// is halved until they can (down to 8).
+/// is halved until they can (down to 8): one direction a binding, and where nine bindings a side pass the
+/// adapter's storage buffers a kernel (with a flag field: the tuner's channel-walls case), all nine in one. On the
+/// H200 held to WebGPU's limits (8 buffers, 128 MiB a binding) the 2048² side's one buffer needed 151 MB
+/// (2026-12-04): the tuning lattice failed where the lattice asked for fitted.
 pub fn tuning_size(gpu: &Gpu, cfg: &Config) -> (usize, usize) {
     let mut side = if gpu.is_cpu() { CPU_SIDE } else { GPU_SIDE };
     let size = |side: usize| {
@@ -212,9 +215,13 @@ pub fn tuning_size(gpu: &Gpu, cfg: &Config) -> (usize, usize) {
         let (nx, ny) = size(side);
         let tcfg = Config {
             storage: cfg.storage,
+            streaming: cfg.streaming,
+            smagorinsky: cfg.smagorinsky,
             ..Config::new(nx, ny, cfg.collision)
         };
-        if super::check_fits(gpu, &tcfg).is_ok() {
+        if super::check_fits(gpu, &tcfg).is_ok()
+            && (super::nine_bindings_fit(gpu, &tcfg, true) || one_buffer_fits(gpu, &tcfg))
+        {
             break;
         }
         side /= 2;

@@ -494,8 +494,8 @@ fn bad_decompositions_and_disagreeing_ranks_fail_on_every_rank() {
 
 /// A distributed timing on a GPU warms its clocks first, as a single-domain one does, with every rank stepping the
 /// same count (the exchange is collective: a count that differed would hang or corrupt the halo), and the state
-/// after it is still the single domain's after as many steps. The GPU class is emulated; a CPU adapter is not
-/// warmed.
+/// after it is still the single domain's after as many steps. The GPU class is emulated; a CPU adapter and the
+/// shared test device (which skips the warm-up) are not warmed.
 #[test]
 fn a_distributed_timing_warms_a_gpu_with_every_rank_in_step() {
     use bespoke_gpu::{AdapterClass, WARM_SECONDS};
@@ -531,11 +531,16 @@ fn a_distributed_timing_warms_a_gpu_with_every_rank_in_step() {
         for (rank, (warmed, done, pops)) in seen.iter().enumerate() {
             assert_eq!(*done, steps, "rank {rank} stepped {done}, rank 0 {steps}");
             assert_eq!(pops, &seen[0].2, "rank {rank} sees another state");
-            if gpu.is_cpu() {
-                assert_eq!(*warmed, 0.0, "rank {rank}: a CPU adapter was warmed");
-            } else {
+            if gpu.warms_up() {
                 // Each rank stops when the one that stepped least has had its minimum.
                 assert!(*warmed >= WARM_SECONDS, "rank {rank} warmed {warmed} s");
+            } else {
+                // A CPU adapter, or the shared test device (opened to skip the warm-up, a GPU on a GPU
+                // machine: on the H200 on 2026-12-04 this asked it to warm as a GPU and failed).
+                assert_eq!(
+                    *warmed, 0.0,
+                    "rank {rank}: a device that skips the warm-up was warmed"
+                );
             }
         }
         let mut one = Lattice::new(shared, s.0.clone(), s.1.clone()).expect("lattice");

@@ -149,6 +149,32 @@ fn the_choice_is_the_adapters_not_the_first_lattices() {
     );
     let (nx, ny) = tuning_size(&tiny, &small(64, 48));
     assert!(nx < side && nx * ny * 4 <= 64 * 48 * 4 * 4, "{nx}x{ny}");
+    // A GPU held to WebGPU's limits (8 storage buffers a kernel: one buffer a side; 128 MiB a binding): the
+    // tuning lattice's nine directions fit one binding (on the H200 on 2026-12-04 the 2048² side's needed 151 MB).
+    let webgpu = emulating(
+        shared,
+        GpuOptions {
+            adapter_class: Some(bespoke_gpu::AdapterClass::Gpu),
+            limits: Some(bespoke_gpu::LimitsProfile::WebGpu),
+            ..Default::default()
+        },
+    );
+    for streaming in [Streaming::Ab, Streaming::InPlace] {
+        let cfg = Config {
+            streaming,
+            ..small(34, 34)
+        };
+        let (nx, ny) = tuning_size(&webgpu, &cfg);
+        let tcfg = Config {
+            streaming,
+            ..small(nx, ny)
+        };
+        assert!(!nine_bindings_fit(&webgpu, &tcfg, true), "{streaming:?}");
+        assert!(
+            one_buffer_fits(&webgpu, &tcfg) && nx >= 512,
+            "{streaming:?}: {nx}×{ny}"
+        );
+    }
     // A cached choice of one buffer, on a device where a 64×48 lattice fits one and a 512² one does not.
     let dir = tempfile::tempdir().unwrap();
     let cache = DiskCache::at(dir.path(), "lbm-shape", 1);
