@@ -29,6 +29,7 @@ mod dtype;
 mod error;
 mod flushed_subnormals;
 mod fused_multiply_add;
+mod heater;
 mod host;
 mod inexact_division;
 mod kernel;

@@ -55,7 +55,10 @@ const WARM_WINDOW_SECONDS: f64 = 0.1;
 /// Wall seconds a warm-up batch aims at (batches grow to it, never shrink).
 const WARM_BATCH_SECONDS: f64 = 0.025;
 
-/// How long after a timing the clocks count as still raised (the H200 held them 1.8–3 s).
+/// How long after the heater ran (`Gpu::time`'s warm-up or its check) the clocks count as still raised: the
+/// H200 held them 1.8–3 s after a load ended. Only the heater sets it: a timing of short launches does not keep a
+/// card busy enough to hold its clocks (on 2026-12-04, chained within a second of each other, the tuner's timings
+/// kept "still warm" going while the SM clock sat at 345–585 MHz).
 pub const STILL_WARM: Duration = Duration::from_millis(1000);
 
 /// Runs batches of repetitions through `run_batch(n)` (which runs `n` and returns their wall seconds) until at
@@ -126,13 +129,10 @@ const MAX_TIMED_REPS: usize = 2048;
 impl Gpu {
     /// Runs `launches` `warmup` times, then times `reps` repetitions of the whole list (each repetition in its
     /// own compute pass, bracketed by timestamps).
-    /// On a GPU the launches first run for [`WARM_SECONDS`] unless a timing ended within [`STILL_WARM`].
+    /// On a GPU the heater first raises the clocks (`heater.rs`: for at least [`WARM_SECONDS`], or one short
+    /// batch that finds them still up), unless it ran within [`STILL_WARM`].
     pub fn time(&self, launches: &[&Launch], warmup: usize, reps: usize) -> Result<Timing> {
-        let timing = self.time_warm(launches, warmup, reps);
-        if let Ok(mut w) = self.warm_until.lock() {
-            *w = Some(Instant::now() + STILL_WARM);
-        }
-        timing
+        self.time_warm(launches, warmup, reps)
     }
 
     /// Times each of `groups` (a list of launches each) once per round, the groups in turn, `rounds` times,
@@ -163,7 +163,7 @@ impl Gpu {
 
     fn time_warm(&self, launches: &[&Launch], warmup: usize, reps: usize) -> Result<Timing> {
         let reps = reps.clamp(1, MAX_TIMED_REPS);
-        let warmed_seconds = self.raise_clocks(launches)?;
+        let warmed_seconds = self.raise_clocks()?;
         if warmup > 0 {
             self.run_n(launches, warmup)?;
         }
@@ -192,9 +192,10 @@ impl Gpu {
         })
     }
 
-    /// Warms a GPU whose last timing ended more than [`STILL_WARM`] ago with `launches` ([`warm_up`]); returns
-    /// the seconds spent. A CPU adapter has no clocks to raise: 0.
-    fn raise_clocks(&self, launches: &[&Launch]) -> Result<f64> {
+    /// Raises a GPU's clocks with the heater ([`Gpu::heat`]) unless it ran within [`STILL_WARM`]; returns the
+    /// seconds spent. A CPU adapter has no clocks to raise: 0. The timed launches are not the load: short ones,
+    /// each batch waited for, kept the H200 half idle and its clocks at a third of full (2026-12-04).
+    fn raise_clocks(&self) -> Result<f64> {
         let warm = self
             .warm_until
             .lock()
@@ -204,11 +205,11 @@ impl Gpu {
         if !self.warms_up() || warm {
             return Ok(0.0);
         }
-        warm_up(|n| {
-            let t = Instant::now();
-            self.run_n(launches, n)?;
-            Ok(t.elapsed().as_secs_f64())
-        })
+        let spent = self.heat()?;
+        if let Ok(mut w) = self.warm_until.lock() {
+            *w = Some(Instant::now() + STILL_WARM);
+        }
+        Ok(spent)
     }
 
     /// Timestamp samples, with the wall-clock seconds of the one submission that holds them all.

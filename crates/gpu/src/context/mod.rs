@@ -46,8 +46,10 @@ pub struct Gpu {
     /// Errors wgpu raised outside an error scope, and device loss; checked after every wait.
     pub(crate) async_errors: Arc<Mutex<Vec<String>>>,
     pub(crate) lost: Arc<Mutex<Option<String>>>,
-    /// Until when the clocks count as raised by the last timing (`Gpu::time`).
+    /// Until when the clocks count as raised by the heater's last run (`Gpu::time`).
     pub(crate) warm_until: Mutex<Option<std::time::Instant>>,
+    /// The kernel that raises the clocks and the fastest rate it ran at (made at its first use).
+    pub(crate) heater: Mutex<Option<crate::heater::Heater>>,
     /// `GpuOptions::skip_warm_up`.
     skip_warm_up: bool,
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
@@ -236,6 +238,7 @@ impl Gpu {
             async_errors,
             lost,
             warm_until: Mutex::new(None),
+            heater: Mutex::new(None),
             skip_warm_up: opts.skip_warm_up,
             copy_variant: Mutex::new(None),
             rank_adapters,

@@ -102,8 +102,9 @@ fn timings_in_turn_give_one_per_group_and_round() {
     assert!(gpu.read(&d2).unwrap().iter().all(|v| *v == [-1.0; 4]));
 }
 
-/// A GPU is kept busy for `WARM_SECONDS` before a timing unless a timing just ended (its clocks drop when idle);
-/// a CPU adapter never is. The GPU's class is emulated on lavapipe.
+/// A GPU is kept busy with the heater for `WARM_SECONDS` before its first timing, and a later timing past
+/// `STILL_WARM` runs the heater again (one short batch that finds the clocks up, or a whole warm-up where they
+/// fell); a CPU adapter never is warmed. The GPU's class is emulated on lavapipe.
 #[test]
 fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
     use bespoke_gpu::{AdapterClass, STILL_WARM, WARM_SECONDS};
@@ -138,9 +139,8 @@ fn a_gpu_is_warmed_before_a_timing_unless_one_just_ended() {
     std::thread::sleep(STILL_WARM + std::time::Duration::from_millis(20));
     let later = time_a_copy(&gpu);
     assert!(
-        later.warmed_seconds >= WARM_SECONDS,
-        "after an idle spell it warmed for {} s",
-        later.warmed_seconds
+        later.warmed_seconds > 0.0,
+        "after an idle spell the heater did not run"
     );
     if shared.is_cpu() {
         assert_eq!(
