@@ -84,13 +84,13 @@ impl Section for FvSection {
                 unit: "GB/s",
                 fraction: Some(r.gbps / ctx.copy_gbps),
                 note: format!(
-                    "{bytes} B/tet min; in-block {:.3}, far {:.3} ({})",
-                    r.in_block_fraction, r.far_fraction, r.timing
+                    "{:.1} B/tet min; in-block {:.3}, far {:.3} ({})",
+                    r.bytes_per_tet, r.in_block_fraction, r.far_fraction, r.timing
                 ),
             });
             out.push(json!({
                 "ordering": r.ordering, "kernel": r.kernel, "layout": r.layout,
-                "seconds_per_step": r.seconds_per_step, "gbps": r.gbps, "copy_fraction": r.gbps / ctx.copy_gbps,
+                "seconds_per_step": r.seconds_per_step, "bytes_per_tet": r.bytes_per_tet, "gbps": r.gbps, "copy_fraction": r.gbps / ctx.copy_gbps,
                 "in_block_fraction": r.in_block_fraction, "far_fraction": r.far_fraction, "ordering_seconds": r.ordering_seconds,
             }));
         }

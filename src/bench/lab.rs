@@ -10,7 +10,7 @@
 //! - fv: the `fv` section's mesh, METIS-ordered: every gather layout at every workgroup size and without the
 //!   gather (its values, indices, x and y streamed, no neighbour read), and the block-cached kernel.
 
-use bespoke_fv::bench::{CONFIGS as FV_CONFIGS, min_bytes_per_tet, time_shapes};
+use bespoke_fv::bench::{CONFIGS as FV_CONFIGS, time_shapes};
 use bespoke_fv::kernel::{KernelKind, Shape as FvShape, WG as FV_WG};
 use bespoke_fv::ordering::{OrderingKind, order};
 use bespoke_gpu::rng::{Rng, seeded};
@@ -501,7 +501,14 @@ fn fv_shapes<T: bespoke_fv::Real>(
     let (gpu, op, x) = (ctx.gpu, mesh.op, mesh.x);
     let n = op.n();
     let size = T::DTYPE.size();
-    let bytes = (min_bytes_per_tet(size) * n) as f64;
+    // The layout's own least bytes (16-bit offsets and far rows in the d16 layouts).
+    let far = match layout {
+        bespoke_fv::kernel::Layout::TetMajorD16 | bespoke_fv::kernel::Layout::SlotMajorX4D16 => {
+            bespoke_fv::kernel::d16_far_tets(&op.indices) as f64 / n as f64
+        }
+        _ => 0.0,
+    };
+    let bytes = layout.min_bytes_per_tet(size, far) * n as f64;
     let case = format!("{}k tets metis {}", n / 1000, T::DTYPE.wgsl());
     // A layout the adapter cannot bind (too many storage buffers, too large a binding): each row says so.
     if let Some(why) = layout.misfit_on(gpu, n, size) {

@@ -105,6 +105,18 @@ impl Layout {
         }
     }
 
+    /// Least bytes a step moves per tet in this layout with `size`-byte values: the four values, the neighbours
+    /// (four u32 indices; four 16-bit offsets in the d16 layouts, and a row of four full indices for the share
+    /// `far_fraction` of tets with a neighbour past ±32 767), x read once, y written. Until 2026-12-04 every layout
+    /// was counted at the u32 indices' 40 B (f32), and the d16 rows on the H200 read 1.07–1.18 of copy.
+    pub fn min_bytes_per_tet(&self, size: usize, far_fraction: f64) -> f64 {
+        let neighbours = match self {
+            Self::TetMajorD16 | Self::SlotMajorX4D16 => 8.0 + 16.0 * far_fraction,
+            _ => 16.0,
+        };
+        (6 * size) as f64 + neighbours
+    }
+
     /// Storage buffers a step kernel in this layout binds (gather or block-cached, any launch shape): slot-major
     /// binds each slot's values and indices apart. An adapter that allows fewer runs the layouts that bind fewer
     /// (WebGPU's default allows 8: tet-major binds 4, the texture layout 2 besides its textures).
@@ -321,6 +333,29 @@ impl std::fmt::Display for Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The least bytes a tet: u32 indices in every layout but the d16 ones, whose 16-bit offsets are half, plus a
+    /// row of full indices for each far tet; the plain count is the bench's `min_bytes_per_tet`.
+    #[test]
+    fn each_layout_counts_its_own_bytes_without_a_device() {
+        for layout in [
+            Layout::SlotMajor,
+            Layout::TetMajor,
+            Layout::SlotMajorX4,
+            Layout::Texture,
+        ] {
+            assert_eq!(layout.min_bytes_per_tet(4, 0.5), 40.0);
+            assert_eq!(
+                layout.min_bytes_per_tet(8, 0.0),
+                crate::bench::min_bytes_per_tet(8) as f64
+            );
+        }
+        for layout in [Layout::TetMajorD16, Layout::SlotMajorX4D16] {
+            assert_eq!(layout.min_bytes_per_tet(4, 0.0), 32.0);
+            assert_eq!(layout.min_bytes_per_tet(4, 1.0), 48.0);
+            assert_eq!(layout.min_bytes_per_tet(8, 0.25), 60.0);
+        }
+    }
 
     /// The texture layout holds at most 8192 × 8192 tets, in rows of a power of two from 64 texels: past that it
     /// does not fit, by name, whatever the bindings.
