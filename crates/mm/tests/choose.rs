@@ -295,3 +295,85 @@ fn on_the_h200s_inputs_every_sample_keeps_c_whole() {
         }
     }
 }
+
+/// The H200's model inputs (machine version 12: paired-lane rates measured) and its three screened sweeps of the
+/// sixth session (2026-12-04, docs/perf.md): 4096³ f32, the 96×100 000×64 f32 panel and 2048³ f64, every
+/// configuration of the model's space and its unrolled twin, each at its sample's GFLOP/s.
+fn h200_2026_12_04(dtype: &str, sweep: &str) -> (Machine, HashMap<String, f64>) {
+    let dir = format!("{DATA}/2026-12-04");
+    let machine: Machine = serde_json::from_str(
+        &std::fs::read_to_string(format!("{dir}/dense-machine-{dtype}.json")).unwrap(),
+    )
+    .unwrap();
+    let samples = std::fs::read_to_string(format!("{dir}/sweep-{dtype}-{sweep}.csv"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (key, gflops) = l.split_once(',').unwrap();
+            (key.to_owned(), gflops.parse::<f64>().unwrap())
+        })
+        .collect();
+    (machine, samples)
+}
+
+/// Issue 36's goal for the pick, on the card's own measurements: what the library times (the model's shortlist,
+/// one configuration per register-tile shape, each with its unrolled twin on a GPU) holds a configuration within
+/// 10 % of the best the sweep found at each of the three shapes; the model's own first choice does not at two
+/// (it ranks loops and their twins alike, and prices the panel's 128-accumulator tiles at the copy rate where
+/// they ran at 0.4 of it). Checked pick at 0.99, 0.97 and 1.00 of the best sample; the model's pick at 0.82,
+/// 0.61 and 0.90 (2026-12-04).
+#[test]
+fn on_the_h200s_sweeps_of_the_sixth_session_the_checked_list_holds_a_tile_within_ten_percent_without_a_device()
+ {
+    let limits = h200_limits();
+    for (dtype, dt, sweep, (m, n, k), model_at_least) in [
+        ("f32", DType::F32, "4096x4096x4096", (4096, 4096, 4096), 0.8),
+        ("f32", DType::F32, "96x100000x64", (96, 100_000, 64), 0.55),
+        (
+            "f64",
+            DType::F64,
+            "2048x2048x2048",
+            (2048, 2048, 2048),
+            0.85,
+        ),
+    ] {
+        let (machine, samples) = h200_2026_12_04(dtype, sweep);
+        let shape = GemmShape::packed(m, n, k);
+        let space = machine.shape_space(dt, &limits, &shape);
+        // The sweep screened the model's space as it is now, twins and all.
+        for p in &space {
+            assert!(
+                samples.contains_key(&p.key()),
+                "{sweep}: {} not swept",
+                p.key()
+            );
+            assert!(
+                samples.contains_key(&p.unrolled().key()),
+                "{sweep}: {}",
+                p.key()
+            );
+        }
+        let best = samples.values().copied().fold(0.0, f64::max);
+        let size = dt.size();
+        let (pick, _) = machine.pick_in(&space, size, &shape, false).unwrap();
+        let list = check_list(&machine, &space, size, &shape, false, true);
+        let sampled = |p: &DenseParams| samples[&p.key()];
+        let checked = list.iter().map(sampled).fold(0.0, f64::max);
+        eprintln!(
+            "{dtype} {sweep}: model's pick {} at {:.3} of the best sample, the checked list's best at {:.3} ({} timed)",
+            pick.key(),
+            sampled(&pick) / best,
+            checked / best,
+            list.len()
+        );
+        assert!(checked >= 0.9 * best, "{sweep}: {checked} of {best}");
+        // The model alone where it stood: a change that moves it either way says so here.
+        assert!(
+            sampled(&pick) >= model_at_least * best,
+            "{sweep}: the model's pick {} at {} of {best}",
+            pick.key(),
+            sampled(&pick)
+        );
+    }
+}
