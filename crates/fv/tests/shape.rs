@@ -215,7 +215,11 @@ fn the_layout_is_timed_once_then_read_from_the_cache() {
     let bound = layouts_on(gpu, Layout::ALL, 2048, 4, "the layout tuner");
     assert_eq!(timed, bound, "every layout of the gather kernel in f32");
     assert!(first.timed.iter().all(|t| t.1 > 0.0 && t.1.is_finite()));
-    let prior = Layout::default_for(bespoke_fv::kernel::DType::F32, gpu.is_cpu());
+    let prior = Layout::default_for(
+        bespoke_fv::kernel::DType::F32,
+        gpu.is_cpu(),
+        KernelKind::Gather,
+    );
     let time = |l: Layout| first.timed.iter().find(|t| t.0 == l).unwrap().1;
     let fastest = first
         .timed

@@ -86,7 +86,7 @@ pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice>
     if bespoke_gpu::tuning_off() {
         let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
         let allowed = layouts(kind, T::DTYPE);
-        let prior = Layout::default_for(T::DTYPE, gpu.is_cpu());
+        let prior = Layout::default_for(T::DTYPE, gpu.is_cpu(), kind);
         let layout = std::iter::once(prior)
             .chain(allowed.iter().copied())
             .find(|l| allowed.contains(l) && l.storage_buffers() <= max_buffers)
@@ -148,7 +148,7 @@ pub fn step_layout_in<T: Real>(
 /// Times every layout `kind` takes on one tuning operator, each in its own tuned shape, and keeps the fastest
 /// unless the prior is within the margin. A layout the adapter cannot bind at the tuning size is left out.
 fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Result<LayoutChoice> {
-    let prior = Layout::default_for(T::DTYPE, gpu.is_cpu());
+    let prior = Layout::default_for(T::DTYPE, gpu.is_cpu(), kind);
     // A layout binding more storage buffers than the adapter allows is not a candidate at any size.
     let max_buffers = gpu.limits().max_storage_buffers_per_shader_stage;
     let candidates: Vec<Layout> = layouts(kind, T::DTYPE)

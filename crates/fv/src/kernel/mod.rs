@@ -199,14 +199,17 @@ impl Layout {
         Self::ALL.into_iter().find(|l| l.name() == s)
     }
 
-    /// The fastest measured layout for `dtype` on a CPU adapter (`cpu`) or a GPU (docs/perf.md): on lavapipe the
-    /// texture layout in f32, slot-major in f64; on a GPU tet-major (the H200, 2026-11-28, 16.5 M METIS-ordered
-    /// tets: tet-major 431 µs, slot-major-x4 449, slot-major 460, texture 837; f64 not measured there).
-    pub fn default_for(dtype: DType, cpu: bool) -> Self {
-        match (dtype, cpu) {
-            (_, false) => Self::TetMajor,
-            (DType::F32, true) => Self::Texture,
-            (_, true) => Self::SlotMajor,
+    /// The fastest measured layout for `kind` in `dtype` on a CPU adapter (`cpu`) or a GPU (docs/perf.md): on
+    /// lavapipe the texture layout in f32, slot-major in f64; on a GPU the four-tet layout with 16-bit offsets for
+    /// the gather kernel in f32 (the H200 with its clocks up, 2026-12-04, 16.5 M METIS-ordered tets: slot-major-x4-d16
+    /// 135 µs, tet-major-d16 149, tet-major 158, slot-major-x4 158, slot-major 162, texture 241), tet-major
+    /// otherwise (the block-cached kernel takes no four-tet layout; f64 not measured on a GPU).
+    pub fn default_for(dtype: DType, cpu: bool, kind: KernelKind) -> Self {
+        match (dtype, cpu, kind) {
+            (DType::F32, false, KernelKind::Gather) => Self::SlotMajorX4D16,
+            (_, false, _) => Self::TetMajor,
+            (DType::F32, true, _) => Self::Texture,
+            (_, true, _) => Self::SlotMajor,
         }
     }
 }
