@@ -56,6 +56,9 @@ pub struct MatrixBench {
     /// choice is the dense kernel.
     pub speedup_vs_dense: Option<f64>,
     pub rel_err: f64,
+    /// Wall seconds the heater ran to raise a GPU's clocks during the row's timings (`Timing::warmed_seconds`
+    /// summed; 0 on a CPU adapter or with the warm-up skipped): on a GPU at least one check a second of timings.
+    pub warmed_seconds: f64,
     pub tune: TuneReport,
 }
 
@@ -301,17 +304,23 @@ pub fn bench_operator<T: Element>(
     let mut choice_t: Vec<f64> = Vec::with_capacity(reps);
     let mut floor_t: Vec<f64> = Vec::with_capacity(reps);
     let mut dense_pairs: Vec<(f64, f64)> = Vec::new();
+    let mut warmed_seconds = 0.0;
+    let mut time = |launches: &[&bespoke_gpu::Launch]| -> Result<f64> {
+        let t = gpu.time(launches, 0, 1)?;
+        warmed_seconds += t.warmed_seconds;
+        Ok(t.median())
+    };
     for _ in 0..reps {
-        let c = gpu.time(&launches, 0, 1)?.median();
+        let c = time(&launches)?;
         choice_t.push(c);
-        floor_t.push(gpu.time(&floor_launches, 0, 1)?.median());
+        floor_t.push(time(&floor_launches)?);
         // A dense run past LONG_RUN_SECONDS is paired once: runs that long stray little from the next
         // (docs/perf.md, 2026-11-26), and on a CPU adapter one can take seconds.
         let paired = dense_pairs
             .last()
             .is_some_and(|(d, _)| *d >= LONG_RUN_SECONDS);
         if let (Some(d), false) = (&dense_launches, paired) {
-            dense_pairs.push((gpu.time(d, 0, 1)?.median(), c));
+            dense_pairs.push((time(d)?, c));
         }
     }
     drop((launches, floor_launches, dense_launches));
@@ -359,6 +368,7 @@ pub fn bench_operator<T: Element>(
         dense_seconds,
         speedup_vs_dense,
         rel_err: err,
+        warmed_seconds,
         tune: mm.report,
     })
 }
@@ -386,6 +396,7 @@ mod tests {
             dense_seconds: None,
             speedup_vs_dense: None,
             rel_err: 0.0,
+            warmed_seconds: 0.0,
             tune: TuneReport::default(),
         };
         assert_eq!(row(2.1).floors(), "×1.43 its access floor");
