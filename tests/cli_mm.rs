@@ -380,6 +380,7 @@ fn mm_bench_checks_times_and_reports_json() {
             "dense_seconds",
             "speedup_vs_dense",
             "rel_err",
+            "warmed_seconds",
             "floor_seconds",
             "over_floor",
             "tune_seconds",

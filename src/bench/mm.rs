@@ -121,7 +121,7 @@ impl Section for MmSection {
                     "copy_fraction": frac, "same_size_copy_gbps": r.same_size_copy_gbps,
                     "floor_seconds": r.floor_seconds, "over_floor": r.over_floor,
                     "copy_floor_seconds": r.copy_floor_seconds,
-                    "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
+                    "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err, "warmed_seconds": r.warmed_seconds,
                 }));
             }
         }

@@ -162,7 +162,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
                     "name": r.name, "m": r.m, "k": r.k, "nnz": r.nnz, "beta": r.beta, "variant": r.variant,
                     "seconds": r.seconds, "gbps": r.gbps, "copy_fraction": r.gbps / copy,
                     "same_size_copy_gbps": r.same_size_copy_gbps, "floor_seconds": r.floor_seconds, "over_floor": r.over_floor, "copy_floor_seconds": r.copy_floor_seconds,
-                    "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err,
+                    "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err, "warmed_seconds": r.warmed_seconds,
                     "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
                     "model_seconds": r.tune.model_seconds, "probe_seconds": r.tune.probe_seconds,
                     "candidates": r.tune.candidates,
