@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use crate::{Gpu, GpuBuffer, Grid, Kernel, Launch, Result};
+use crate::{Gpu, GpuBuffer, Grid, Kernel, Result};
 
 /// Multiply-adds per chain per invocation (four chains).
 const ITERATIONS: u32 = 4096;
@@ -67,44 +67,29 @@ fn still_hot(rate: f64, fastest: f64) -> bool {
     rate <= fastest * (1.0 + CHECK_TOLERANCE)
 }
 
-/// The heater's launch and the fastest rate it has run at on this device.
-pub(crate) struct Heater {
-    launch: Launch,
-    _sink: GpuBuffer<f32>,
-    /// Seconds per launch of the fastest batch seen (a batch of at least [`CHECK_SECONDS`] / 2).
-    fastest: Option<f64>,
-}
-
 impl Gpu {
     /// Runs the heater until the clocks are up; returns the wall seconds spent. Where an earlier warm-up saw its
     /// rate at full clocks, one batch of [`CHECK_SECONDS`] first: within [`CHECK_TOLERANCE`] of that rate, the
-    /// clocks are still up and that is all. Otherwise [`crate::timing::warm_up`]'s batches of the heater.
+    /// clocks are still up and that is all. Otherwise [`crate::timing::warm_up`]'s batches of the heater. The
+    /// launch is made at each call (its pipeline is cached; a call comes at most once a second of timings).
     pub(crate) fn heat(&self) -> Result<f64> {
-        let mut guard = self.heater.lock().map_err(|_| {
+        let mut known = self.heater_fastest.lock().map_err(|_| {
             crate::GpuError::InvalidArgument("the heater's lock is poisoned".into())
         })?;
-        if guard.is_none() {
-            let sink = self.alloc_filled::<f32>(256, 0.0)?;
-            let groups = if self.adapter_info.device_type == wgpu::DeviceType::Cpu {
-                CPU_GROUPS
-            } else {
-                GPU_GROUPS
-            };
-            let launch = self.prepare(
-                &Kernel::new("bespoke_heater", source()),
-                &[sink.arg()],
-                Grid::d1(groups),
-            )?;
-            *guard = Some(Heater {
-                launch,
-                _sink: sink,
-                fastest: None,
-            });
-        }
-        let heater = guard.as_mut().expect("just set");
+        let sink: GpuBuffer<f32> = self.alloc_filled(256, 0.0)?;
+        let groups = if self.adapter_info.device_type == wgpu::DeviceType::Cpu {
+            CPU_GROUPS
+        } else {
+            GPU_GROUPS
+        };
+        let launch = self.prepare(
+            &Kernel::new("bespoke_heater", source()),
+            &[sink.arg()],
+            Grid::d1(groups),
+        )?;
         let batch = |n: usize, fastest: &mut Option<f64>| -> Result<f64> {
             let t = Instant::now();
-            self.run_n(&[&heater.launch], n)?;
+            self.run_n(&[&launch], n)?;
             let seconds = t.elapsed().as_secs_f64();
             if seconds >= CHECK_SECONDS / 2.0 {
                 let rate = seconds / n as f64;
@@ -112,19 +97,19 @@ impl Gpu {
             }
             Ok(seconds)
         };
-        let mut fastest = heater.fastest;
+        let mut fastest = *known;
         let mut spent = 0.0;
         if let Some(f) = fastest {
             let n = ((CHECK_SECONDS / f).ceil() as usize).clamp(1, 4096);
             let seconds = batch(n, &mut fastest)?;
             spent += seconds;
             if still_hot(seconds / n as f64, f) {
-                heater.fastest = fastest;
+                *known = fastest;
                 return Ok(spent);
             }
         }
         spent += crate::timing::warm_up(|n| batch(n, &mut fastest))?;
-        heater.fastest = fastest;
+        *known = fastest;
         Ok(spent)
     }
 }

@@ -48,8 +48,9 @@ pub struct Gpu {
     pub(crate) lost: Arc<Mutex<Option<String>>>,
     /// Until when the clocks count as raised by the heater's last run (`Gpu::time`).
     pub(crate) warm_until: Mutex<Option<std::time::Instant>>,
-    /// The kernel that raises the clocks and the fastest rate it ran at (made at its first use).
-    pub(crate) heater: Mutex<Option<crate::heater::Heater>>,
+    /// Seconds per launch of the heater's fastest batch seen on this device (`heater.rs`; None before its first
+    /// warm-up); the lock is held while the heater runs.
+    pub(crate) heater_fastest: Mutex<Option<f64>>,
     /// `GpuOptions::skip_warm_up`.
     skip_warm_up: bool,
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
@@ -238,7 +239,7 @@ impl Gpu {
             async_errors,
             lost,
             warm_until: Mutex::new(None),
-            heater: Mutex::new(None),
+            heater_fastest: Mutex::new(None),
             skip_warm_up: opts.skip_warm_up,
             copy_variant: Mutex::new(None),
             rank_adapters,
