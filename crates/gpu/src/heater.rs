@@ -7,7 +7,7 @@
 //! warm-up stopped; the operators timed after it read 0.23–0.37 of copy where the same kernels read 0.82–0.99 in a
 //! later call. The clock follows how busy the card is, not how long: a full load takes it from 345 MHz to 1980
 //! within 200–400 ms, and it holds 1.8 s after the load ends. So the warm-up runs this kernel, whose launches are
-//! long enough (~0.15 ms each on the H200 at full clocks) that the card is busy all the time it runs, and whose rate
+//! long enough (~0.3 ms each on the H200 at full clocks) that the card is busy all the time it runs, and whose rate
 //! says where the clocks are: after a first warm-up it is known at full clocks, and a later timing checks it with
 //! one batch of [`CHECK_SECONDS`] instead of warming again.
 
@@ -21,9 +21,9 @@ const ITERATIONS: u32 = 4096;
 /// Invocations per workgroup (every limits profile launches 64).
 const WORKGROUP: u32 = 64;
 
-/// Workgroups a launch on a GPU: 262 144 invocations, past what any GPU holds at once (the H200's 132
-/// multiprocessors hold 270 336 threads; 4 Mi multiply-adds a workgroup, 0.15 ms a launch there).
-const GPU_GROUPS: u32 = 4096;
+/// Workgroups a launch on a GPU: 524 288 invocations, twice what the H200's 132 multiprocessors hold at once
+/// (270 336 threads; 1 Mi multiply-adds a workgroup, ~0.3 ms a launch there at full clocks).
+const GPU_GROUPS: u32 = 8192;
 
 /// Workgroups a launch on a CPU adapter emulating a GPU (tests): a few milliseconds a launch on lavapipe.
 const CPU_GROUPS: u32 = 4;
@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn a_check_passes_near_the_fastest_rate_only_without_a_device() {
         // The H200's clocks: 1980 MHz full, 585 where a half-idle warm-up left them (a rate 3.4 times slower).
-        let fastest = 0.15e-3;
+        let fastest = 0.3e-3;
         assert!(super::still_hot(fastest, fastest));
         assert!(super::still_hot(fastest * 1.04, fastest));
         assert!(!super::still_hot(fastest * 1.06, fastest));
