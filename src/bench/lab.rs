@@ -502,13 +502,7 @@ fn fv_shapes<T: bespoke_fv::Real>(
     let n = op.n();
     let size = T::DTYPE.size();
     // The layout's own least bytes (16-bit offsets and far rows in the d16 layouts).
-    let far = match layout {
-        bespoke_fv::kernel::Layout::TetMajorD16 | bespoke_fv::kernel::Layout::SlotMajorX4D16 => {
-            bespoke_fv::kernel::d16_far_tets(&op.indices) as f64 / n as f64
-        }
-        _ => 0.0,
-    };
-    let bytes = layout.min_bytes_per_tet(size, far) * n as f64;
+    let bytes = layout.min_bytes_per_tet(size, layout.far_fraction(&op.indices)) * n as f64;
     let case = format!("{}k tets metis {}", n / 1000, T::DTYPE.wgsl());
     // A layout the adapter cannot bind (too many storage buffers, too large a binding): each row says so.
     if let Some(why) = layout.misfit_on(gpu, n, size) {

@@ -33,7 +33,7 @@ pub struct FvRun {
 
 /// Minimum bytes a step moves per tet for element size `s`: 4 values, 4 u32 indices, x read, y written.
 pub fn min_bytes_per_tet(s: usize) -> usize {
-    4 * s + 16 + 2 * s
+    Layout::SlotMajor.min_bytes_per_tet(s, 0.0) as usize
 }
 
 /// The kernels and layouts the bench times.

@@ -110,11 +110,26 @@ impl Layout {
     /// `far_fraction` of tets with a neighbour past ±32 767), x read once, y written. Until 2026-12-04 every layout
     /// was counted at the u32 indices' 40 B (f32), and the d16 rows on the H200 read 1.07–1.18 of copy.
     pub fn min_bytes_per_tet(&self, size: usize, far_fraction: f64) -> f64 {
-        let neighbours = match self {
-            Self::TetMajorD16 | Self::SlotMajorX4D16 => 8.0 + 16.0 * far_fraction,
-            _ => 16.0,
+        let neighbours = if self.offsets16() {
+            8.0 + 16.0 * far_fraction
+        } else {
+            16.0
         };
         (6 * size) as f64 + neighbours
+    }
+
+    /// Whether the neighbours are stored as 16-bit offsets, with a row of full indices for each far tet.
+    pub fn offsets16(&self) -> bool {
+        matches!(self, Self::TetMajorD16 | Self::SlotMajorX4D16)
+    }
+
+    /// The share of `indices`' tets this layout reads a row of full indices for (0 where it stores u32 indices).
+    pub fn far_fraction(&self, indices: &[[u32; 4]]) -> f64 {
+        if self.offsets16() && !indices.is_empty() {
+            d16_far_tets(indices) as f64 / indices.len() as f64
+        } else {
+            0.0
+        }
     }
 
     /// Storage buffers a step kernel in this layout binds (gather or block-cached, any launch shape): slot-major
@@ -358,6 +373,12 @@ mod tests {
             assert_eq!(layout.min_bytes_per_tet(4, 1.0), 48.0);
             assert_eq!(layout.min_bytes_per_tet(8, 0.25), 60.0);
         }
+        // A far tet: a neighbour past ±32 767; only the d16 layouts read a row for it.
+        let indices = [[1, 2, 3, 4], [0, 40_000, 2, 3], [0, 1, 3, 4], [0, 1, 2, 4]];
+        assert_eq!(Layout::TetMajorD16.far_fraction(&indices), 0.25);
+        assert_eq!(Layout::SlotMajorX4D16.far_fraction(&indices), 0.25);
+        assert_eq!(Layout::TetMajor.far_fraction(&indices), 0.0);
+        assert_eq!(Layout::TetMajorD16.far_fraction(&[]), 0.0);
     }
 
     /// The texture layout holds at most 8192 × 8192 tets, in rows of a power of two from 64 texels: past that it
