@@ -213,20 +213,24 @@ while read -r _ what args; do
 done < "$calls"
 [ "$n" -ge 40 ] || fail "only $n bespoke commands were checked"
 echo "check_session: $n bespoke commands of $(echo $stages | wc -w) stages parse with the real CLI"
-# The goals table (benches/tools/goals.py) reads a session's archive: the fifth H200 session's, shipped, gives its
-# known figures (a renamed field or file fails here, not while a lent GPU's results wait to be read).
-python3 "$repo/benches/tools/goals.py" "$repo/docs/data/h200-2026-11-28-fifth-session.tar.gz" > "$work/goals.txt" 2>&1 \
-    || fail "goals.py failed: $(cat "$work/goals.txt")"
-for row in '| 35 | FV METIS-ordered ≥ 0.75 of copy (16.5 M tets) | 0.370' '| 36 | 4096×4096×4096 f32 ≥ 0.75× cuBLAS | ×0.73' \
-        '| 36 | 2048×2048×2048 f64 ≥ 0.6 of the FMA peak | 0.531' '| 36 | 96×100000×64 f32: the model.s pick within 10 % of the best of 1530 | E = 0.781'; do
-    grep -q "^$row" "$work/goals.txt" || fail "goals.py lost a row of the fifth session ($row): $(cat "$work/goals.txt")"
-done
-# And the sixth's (2026-12-04: the first with every goal measured warm, paired lanes and unrolled twins).
-python3 "$repo/benches/tools/goals.py" "$repo/docs/data/h200-2026-12-04-call3.tar.gz" > "$work/goals6.txt" 2>&1 \
-    || fail "goals.py failed on the sixth session: $(cat "$work/goals6.txt")"
-for row in '| 35 | D2Q9 8192² f16 two lattices ≥ 0.8 of copy | 0.957' '| 35 | the nine operators f64 ≤ 1.1× GiMMiK.s time | 9 of 9 within' \
-        '| 36 | 4096×4096×4096 f32 ≥ 0.75× cuBLAS | ×0.85' '| 36 | 96×100000×64 f32: the model.s pick within 10 % of the best of 3060 | E = 0.593'; do
-    grep -q "^$row" "$work/goals6.txt" || fail "goals.py lost a row of the sixth session ($row): $(cat "$work/goals6.txt")"
-done
+# The goals table (benches/tools/goals.py) reads a session's archive: each shipped one gives its known figures (a
+# renamed field or file fails here, not while a lent GPU's results wait to be read).
+# goals_hold NAME ARCHIVE ROW...: goals.py reads ARCHIVE and prints each ROW (the start of a table line).
+goals_hold() {
+    local name=$1 archive=$2 out="$work/goals-$1.txt"
+    shift 2
+    python3 "$repo/benches/tools/goals.py" "$repo/docs/data/$archive" > "$out" 2>&1 \
+        || fail "goals.py failed on the $name session: $(cat "$out")"
+    for row in "$@"; do
+        grep -q "^$row" "$out" || fail "goals.py lost a row of the $name session ($row): $(cat "$out")"
+    done
+}
+goals_hold fifth h200-2026-11-28-fifth-session.tar.gz '| 35 | FV METIS-ordered ≥ 0.75 of copy (16.5 M tets) | 0.370' \
+    '| 36 | 4096×4096×4096 f32 ≥ 0.75× cuBLAS | ×0.73' '| 36 | 2048×2048×2048 f64 ≥ 0.6 of the FMA peak | 0.531' \
+    '| 36 | 96×100000×64 f32: the model.s pick within 10 % of the best of 1530 | E = 0.781'
+# The sixth (2026-12-04): the first with every goal measured warm, paired lanes and unrolled twins.
+goals_hold sixth h200-2026-12-04-call3.tar.gz '| 35 | D2Q9 8192² f16 two lattices ≥ 0.8 of copy | 0.957' \
+    '| 35 | the nine operators f64 ≤ 1.1× GiMMiK.s time | 9 of 9 within' '| 36 | 4096×4096×4096 f32 ≥ 0.75× cuBLAS | ×0.85' \
+    '| 36 | 96×100000×64 f32: the model.s pick within 10 % of the best of 3060 | E = 0.593'
 echo "check_session: goals.py reads the fifth and sixth H200 sessions' archives"
 echo "check_session: session.sh runs its stages in order, fv-order in the background, tests 4 at a time, and keeps its deadlines"
