@@ -96,10 +96,11 @@ OUT=$work/out benches/gpu/session.sh mm-big-f64@20 > "$work/run-big.txt" 2>&1 \
     || fail "session.sh failed: $(cat "$work/run-big.txt")"
 [ "$(grep -c 'start mm bench tests/data/pyfr/hex-p6-m132-dflt.mtx .*--dtype f64 --tune-budget inf --retune' "$calls")" = 3 ] \
     || fail "mm-big did not run three unbounded mm bench calls on hex-p6-m132"
-for v in cstream-a4096 bstream-msplit-s4-a4096 cstream-ksplit-s4-a4096; do
-    grep -q -- "--variants [^ ]*\b$v\b" "$calls" || fail "mm-big did not time $v"
+for v in bstream-msplit-s4-a1024 bstream-msplit-s8-a4096-smem48 bstream-msplit-s4 bstream-msplit-s4-a4096 \
+        cstream-ksplit-s4-a4096 rolled-r8-v4; do
+    grep -q -- "--variants \([^ ]*,\)\?$v\(,[^ ]*\)\? " "$calls" || fail "mm-big did not time $v"
 done
-grep -q -- '--json [^ ]*/mm-big-f64-bstream-msplit-s4.json' "$calls" || fail "mm-big's JSON names"
+grep -q -- '--json [^ ]*/mm-big-f64-bstream-msplit-s4-a1024.json' "$calls" || fail "mm-big's JSON names"
 # dense and dense-sweep: the sweeps screen the unrolled twins, and each named tiling runs in a loop and unrolled.
 rm -rf "$work/out" "$work/out-work" "$calls"
 OUT=$work/out benches/gpu/session.sh dense@20 dense-sweep@20 > "$work/run-dense.txt" 2>&1 \

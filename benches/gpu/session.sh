@@ -32,11 +32,15 @@
 #   peers-dense   cuBLAS at the same shapes (benches/peers/cublas_dense.py, TF32 off, checked first)
 #   mm9-f32 mm9-f64  the 9 shipped operators at N = 2^20 in `mm bench`'s JSON (what peers_table.py joins)
 #   mm-f32 mm-f64 the whole PyFR suite at N = 2^20 (long: split by shape with mm-f32-hex, mm-f64-tet, ...)
-#   mm-big-f32 mm-big-f64  hex-p6-m132 (343×1029, 7056 non-zeros) at N = 2^20: each unrolled family at the default
-#                 launch length (4 launches reading B 2.03×) beside its long twin (-a4096: one launch reading B
-#                 once) and the rolled kernels the tuner took on 2026-11-26/28, tuning unbounded so every one is
-#                 compiled and timed (compile seconds and times in the JSON's candidates); three groups, each its
-#                 own `mm bench` and JSON, so a stage cut short keeps the groups before the cut
+#   mm-big-f32 mm-big-f64  hex-p6-m132 (343×1029, 7056 non-zeros) at N = 2^20, tuning unbounded so every
+#                 candidate of a group is compiled and timed (compile seconds and times in the JSON's candidates),
+#                 each group its own `mm bench` and JSON, so a stage cut short keeps the groups before the cut.
+#                 Since 2026-12-04 (the sixth H200 session timed the families at the default launch length, 4
+#                 launches reading B 2.03×, ×2.05 the copy floor at best, and their long twins, one launch
+#                 reading B once, slower): first bstream-msplit with fewer accumulators an invocation or more
+#                 workgroup memory in flight (mid twins -a1024: 2 launches reading B 1.38×; 8 invocation rows;
+#                 -smem32/-smem48 stages) beside the sixth session's pick, bstream-msplit-s4; then the long
+#                 twins of the families it timed, with the rolled pick of 2026-11-26/28
 #   peers9-f32 peers9-f64 peers-f32 peers-f64
 #                 GiMMiK 4.0 CUDA and cuBLAS on the 9 shipped operators / the whole suite, same N and β
 #   peers-lbm     a plain CUDA D2Q9 step (benches/peers/cuda_lbm.py: 256-thread blocks, pull, SoA, f32 and f16) at 8192²,
@@ -339,10 +343,10 @@ for stage in "$@"; do
             $bin mm bench $suite/"$shape"-*.mtx --n $N --dtype "$dtype" --json "$OUT/$stage.json" \
                 2>&1 | tee "$OUT/$stage.txt" ;;
         mm-big-f32|mm-big-f64)
-            # The group expected nearest the floor first (B staged once through workgroup memory).
-            for group in bstream-msplit-s4,bstream-msplit-s4-a4096,bstream,bstream-a4096 \
-                    rolled-r8-v4,rolled-r4-v4,cstream,cstream-a4096 \
-                    cstream-ksplit-s4,cstream-ksplit-s4-a4096,bstream-v2,bstream-a4096-v2; do
+            # The groups expected nearest the floor first (fewer accumulators an invocation, more bytes in flight).
+            for group in bstream-msplit-s4-a1024,bstream-msplit-s8-a4096,bstream-msplit-s8-a4096-smem48,bstream-msplit-s4-a4096-smem48,bstream-msplit-s4 \
+                    bstream-msplit-s8-a1024,bstream-msplit-s4-a1024-smem48,bstream-msplit-s8-a4096-smem32,bstream-msplit-s2-a1024,bstream-a1024 \
+                    bstream-msplit-s4-a4096,bstream-a4096,cstream-ksplit-s4-a4096,rolled-r8-v4; do
                 $bin mm bench tests/data/pyfr/hex-p6-m132-dflt.mtx --n $N --dtype "${stage#mm-big-}" \
                     --tune-budget inf --retune --variants "$group" --json "$OUT/$stage-${group%%,*}.json" \
                     2>&1 | tee -a "$OUT/$stage.txt"

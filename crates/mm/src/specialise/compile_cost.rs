@@ -149,10 +149,12 @@ impl Law {
 /// The law's key: family, vector width and folding (`cstream-v4-fold`), which the name of a non-split variant
 /// already is. A launch cap (`bstream-a256`) is not part of it: the law prices each launch by its size, and a
 /// capped variant only has shorter launches. Nor is `-touch`: its extra load of each row of C is counted in the
-/// launch's size, as a β ≠ 0 kernel's read of C is.
+/// launch's size, as a β ≠ 0 kernel's read of C is. Nor msplit's stage (`-smem32`): the same source in fewer,
+/// longer chunks.
 pub(crate) fn family_key(v: Variant) -> String {
     Variant {
         touch: false,
+        stage: 0,
         ..v.uncapped()
     }
     .name()

@@ -20,9 +20,6 @@ pub(crate) enum Acc {
     Add,
 }
 
-/// Workgroup memory a generated kernel may use: WebGPU's guaranteed minimum, so every adapter runs it.
-pub(crate) const SHARED_BYTES: usize = 16384;
-
 /// Accumulator bytes per invocation the scatter kernels may keep live (128 f32, 64 f64): past it, spills.
 pub(crate) const REG_BUDGET_BYTES: usize = 512;
 

@@ -116,6 +116,33 @@ pub(crate) fn row_blocks(
     })
 }
 
+/// Whether the adapter launches `variant`'s workgroup: its invocations (bstream-msplit-s8: 512) and the workgroup
+/// memory it stages through (`-smem48`: 48 KiB); `NotApplicable` naming the limit if not.
+fn workgroup_fits(gpu: &Gpu, variant: Variant) -> Result<()> {
+    let l = gpu.limits();
+    let (x, y) = variant.workgroup();
+    let refuse = |reason: String| {
+        Err(MmError::NotApplicable {
+            variant: variant.name(),
+            reason,
+        })
+    };
+    if x * y > l.max_compute_invocations_per_workgroup || y > l.max_compute_workgroup_size_y {
+        return refuse(format!(
+            "a workgroup of {x}×{y} invocations passes the adapter's limits ({} invocations, {} along y)",
+            l.max_compute_invocations_per_workgroup, l.max_compute_workgroup_size_y
+        ));
+    }
+    let stage = variant.stage_bytes();
+    if variant.family.splits() && stage > l.max_compute_workgroup_storage_size as usize {
+        return refuse(format!(
+            "{stage} bytes of workgroup memory pass the adapter's {}",
+            l.max_compute_workgroup_storage_size
+        ));
+    }
+    Ok(())
+}
+
 impl SpecKernel {
     /// Generates `variant` for `op` (zeros dropped, entries inlined), splitting the problem into launches that
     /// fit `gpu`'s binding limits. `NotApplicable` says why a variant does not fit this operator or panel.
@@ -129,6 +156,7 @@ impl SpecKernel {
     ) -> Result<Self> {
         check_args(gpu, dtype, beta, panel, "specialised matmul")?;
         op.check_precision(dtype)?;
+        workgroup_fits(gpu, variant)?;
         let nnz = op.nnz();
         let unrolled = variant.family.unrolled();
         if unrolled && nnz > MAX_TERMS {

@@ -366,6 +366,78 @@ fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
     assert!(e.0.contains("register budget"), "{}", e.0);
 }
 
+/// hex-p6-m132's mid twins go in 2 launches reading B's rows 1421 times (1.38× its 1029, against the default's
+/// 2.03×), msplit's at most 55 accumulators an invocation at s4 (86 in one launch); in one launch, msplit-s8 keeps
+/// 43 (f64 within the register budget, which s4's 86 are not), and its `-smem48` stage takes B in chunks of 192
+/// rows (f32) instead of 64. Every such source validates.
+#[test]
+fn mid_twins_and_stages_on_hex_p6_m132_without_a_device() {
+    use super::generate::cap_of;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/pyfr/hex-p6-m132-dflt.mtx");
+    let op = read_mtx(&path).unwrap();
+    let rows = op.rows();
+    let beta = Beta::of(op.beta_hint.unwrap());
+    let (bk, cm) = (0..op.k, 0..op.m);
+    let plan = |v: Variant| {
+        plan_layouts(
+            &rows,
+            beta,
+            std::slice::from_ref(&bk),
+            std::slice::from_ref(&cm),
+            (1024, 1024, 1024),
+            8,
+            cap_of(v, false, 2048),
+        )
+        .unwrap()
+    };
+    let b_rows = |layouts: &[Layout]| -> usize {
+        layouts
+            .iter()
+            .map(|l| super::emit::used_rows(&super::generate::work(&rows, l)).len())
+            .sum()
+    };
+    let accumulators = |src: &str| src.matches("    var acc_").count();
+    let checked = |v: Variant, dtype: DType| -> Vec<String> {
+        plan(v)
+            .iter()
+            .map(|l| {
+                let src =
+                    generate(&rows, l, v, dtype).unwrap_or_else(|e| panic!("{v} {dtype}: {e}"));
+                validate_everywhere(&src, dtype.caps())
+                    .unwrap_or_else(|e| panic!("{v} {dtype}: {e}"));
+                src
+            })
+            .collect()
+    };
+    let mid = Variant::parse("bstream-msplit-s4-a1024").unwrap();
+    let layouts = plan(mid);
+    assert_eq!((layouts.len(), b_rows(&layouts)), (2, 1421));
+    let most = checked(mid, DType::F32)
+        .iter()
+        .map(|s| accumulators(s))
+        .max();
+    assert_eq!(most, Some(55));
+    checked(mid, DType::F64);
+    let s8 = Variant::parse("bstream-msplit-s8-a4096").unwrap();
+    for dtype in [DType::F32, DType::F64] {
+        let src = checked(s8, dtype);
+        assert_eq!(src.len(), 1);
+        assert_eq!(accumulators(&src[0]), 43, "{dtype}");
+        assert_eq!(
+            src[0].matches("// chunk ").count(),
+            1029usize.div_ceil(16384 / (64 * dtype.size()))
+        );
+    }
+    let s4 = Variant::parse("bstream-msplit-s4-a4096").unwrap();
+    let e = generate(&rows, &plan(s4)[0], s4, DType::F64).unwrap_err();
+    assert!(e.0.contains("register budget"), "{}", e.0);
+    let staged = s8.with_stage(48).unwrap();
+    let src = checked(staged, DType::F32);
+    assert!(src[0].contains("var<workgroup> sb: array<f32, 12288>;"));
+    assert_eq!(src[0].matches("// chunk ").count(), 1029usize.div_ceil(192));
+}
+
 /// The rolled family's tables group the rows that read the same rows of B: on hex-p6-m132 (its rows read three
 /// lines of a 7 × 7 × 7 lattice each) fewer loads of B a column than consecutive blocks, in launches whose
 /// tables fit the 64 KiB uniform bindings, every row in exactly one block of one launch.

@@ -48,14 +48,18 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
     let align = panel.alignment() as u32;
     if !gpu.is_cpu() {
         // A GPU pays `-touch`'s extra read of C and gains nothing from it. Where the default launch length
-        // splits the operator, each unrolled variant's long twin too (one launch reads each row of B once).
+        // splits the operator, each unrolled variant's long twin too (one launch reads each row of B once), then
+        // its mid twin (fewer launches than the default, fewer accumulators an invocation than the long one;
+        // the tuner compiles a twin whose kernels another candidate has once).
         let mut out: Vec<Variant> = Variant::all()
             .into_iter()
             .filter(|v| align.is_multiple_of(v.vec) && !v.touch)
             .collect();
         if op.nnz() > terms_per_launch(gpu) {
-            let twins: Vec<Variant> = out.iter().filter_map(|v| v.long_twin()).collect();
-            out.extend(twins);
+            let long: Vec<Variant> = out.iter().filter_map(|v| v.long_twin()).collect();
+            let mid: Vec<Variant> = out.iter().filter_map(|v| v.mid_twin()).collect();
+            out.extend(long);
+            out.extend(mid);
         }
         return out;
     }
@@ -79,6 +83,16 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
         out.push(Variant::new(Family::Rolled, widest(4), r, false));
     }
     out
+}
+
+/// A hash of a generated kernel without its first line (the header naming its variant): two variants whose
+/// kernels hash alike compile and run alike.
+fn body_hash(source: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let body = source.split_once('\n').map_or(source, |(_, b)| b);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.hash(&mut h);
+    h.finish()
 }
 
 /// The dense kernel's compile-law family and the sizes its law predicts from (dense_budget.rs).
@@ -232,11 +246,23 @@ impl<T: Element> MatMul<T> {
             _ => {}
         }
         // Generate every candidate first (cheap), then compile the cheapest first: dense, then by predicted compile
-        // time and source size.
+        // time and source size. A candidate whose kernels are an earlier one's (a mid or long twin of an operator
+        // that fits one launch either way, a larger stage than the operator's rows of B fill) is not a candidate.
         let mut built = Vec::new();
+        let mut sources: Vec<(Vec<u64>, String)> = Vec::new();
         for choice in choices {
             match Self::with_choice(gpu, op, beta, panel, choice) {
                 Ok(mm) => {
+                    let these: Vec<u64> = mm.sources().iter().map(|s| body_hash(s)).collect();
+                    if let Some((_, same)) = sources.iter().find(|(s, _)| *s == these) {
+                        skipped.push(Candidate::skipped(
+                            choice.name(),
+                            None,
+                            format!("skipped: the same kernels as {same}"),
+                        ));
+                        continue;
+                    }
+                    sources.push((these, choice.name()));
                     let bytes: usize = mm.sources().iter().map(|s| s.len()).sum();
                     built.push((mm, bytes));
                 }

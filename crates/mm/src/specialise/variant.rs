@@ -62,6 +62,14 @@ impl Family {
     pub fn touches(self) -> bool {
         matches!(self, Self::CStream | Self::BStream)
     }
+    /// The invocation rows a splitting family offers (empty for the others).
+    pub fn split_counts(self) -> &'static [u32] {
+        match self {
+            Self::BStreamMsplit => &MSPLIT_SPLITS,
+            Self::CStreamKsplit => &[2, 4],
+            _ => &[],
+        }
+    }
 }
 
 /// One kernel variant: family, columns per invocation (`vec` = 1, 2, 4), invocation rows (`split`; for the
@@ -70,7 +78,9 @@ impl Family {
 /// for any unrolled family [`LONG_LAUNCH`]; 0: the adapter's default, [`launch_cap`](super::launch_cap)), and
 /// (cstream and bstream, β = 0 only) `touch`: each row of C is read before it is stored, its value kept out of the result. A CPU then
 /// brings C's lines into its cache with a load instead of a store miss, which on some hosts costs twice the time
-/// (docs/perf.md); a GPU only pays the extra read, so the tuner keeps whichever is faster.
+/// (docs/perf.md); a GPU only pays the extra read, so the tuner keeps whichever is faster. `stage` (bstream-msplit
+/// only): KiB of workgroup memory its chunks of B are staged through, one of [`STAGE_KIB`] (`-smem32`), or 0 for
+/// WebGPU's guaranteed 16 KiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Variant {
     pub family: Family,
@@ -79,10 +89,15 @@ pub struct Variant {
     pub fold: bool,
     pub launch: u32,
     pub touch: bool,
+    pub stage: u32,
 }
 
 /// Invocations along N per workgroup.
 pub const WG_X: u32 = 64;
+
+/// Workgroup memory a generated kernel uses unless its variant says more: WebGPU's guaranteed minimum, so every
+/// adapter runs it.
+pub const DEFAULT_STAGE_BYTES: usize = 16384;
 
 /// Rows per block of the rolled family: 1 is plain CSR; 4 and 8 reuse each B load across rows, at the price of
 /// the zeros a block's union of columns brings in.
@@ -103,6 +118,27 @@ pub const LAUNCH_CAPS: [u32; 2] = [256, 128];
 /// the tuning budget decide whether the longer compile is afforded (docs/mm.md, "Tuning").
 pub const LONG_LAUNCH: u32 = 4096;
 
+/// Loads and stores per launch of a mid twin (`bstream-msplit-s4-a1024`, ...): where [`LONG_LAUNCH`] takes an
+/// operator in one launch whose accumulators an invocation cannot keep without starving the multiprocessor, and
+/// the default's launches read B many times over, the launches in between. hex-p6-m132 goes in 2 launches that
+/// read B 1.38 times (4 at the default, 2.03 times; 1 at 4096): on the H200 its 4-launch kernels ran at 0.86 of
+/// copy for their bytes, ×2.05 the copy floor, and its one-launch bstream-msplit-s4 (86 accumulators an
+/// invocation) at ×3 (docs/perf.md, 2026-12-04). GPUs try the mid twins beside the long ones; a twin whose
+/// kernels are another candidate's (most operators: one launch either way) is not compiled twice.
+pub const MID_LAUNCH: u32 = 1024;
+
+/// Invocation rows of bstream-msplit (cstream-ksplit: 2 and 4). At 8, a workgroup of 512 invocations keeps a
+/// quarter of s2's accumulators each: hex-p6-m132 in one launch at 43 f32 accumulators an invocation (86 at s4),
+/// and the one-launch f64 kernel within the register budget at all (the adapter must launch 512 invocations).
+pub const MSPLIT_SPLITS: [u32; 3] = [2, 4, 8];
+
+/// Workgroup memory (KiB) bstream-msplit may stage B through beyond WebGPU's guaranteed 16 (`-smem32`,
+/// `-smem48`), where the adapter's limit allows: a workgroup's loads in flight are one chunk, so a kernel that
+/// keeps few workgroups on a multiprocessor (many accumulators an invocation) moves at most that many chunks at
+/// once. At 16 KiB and one or two such workgroups per multiprocessor, 16–32 KiB in flight is below what an
+/// H200's memory needs (its bandwidth times its latency: ~30–40 KiB per multiprocessor).
+pub const STAGE_KIB: [u32; 2] = [32, 48];
+
 impl Variant {
     pub fn new(family: Family, vec: u32, split: u32, fold: bool) -> Self {
         Self {
@@ -116,6 +152,23 @@ impl Variant {
             fold: fold && family.folds(),
             launch: 0,
             touch: false,
+            stage: 0,
+        }
+    }
+
+    /// The same variant staging B through `kib` KiB of workgroup memory (`-smem32`): one of [`STAGE_KIB`] for
+    /// bstream-msplit, or 0 (16 KiB, the default) for any; `None` otherwise.
+    pub fn with_stage(self, kib: u32) -> Option<Self> {
+        let ok = kib == 0 || (self.family == Family::BStreamMsplit && STAGE_KIB.contains(&kib));
+        ok.then_some(Self { stage: kib, ..self })
+    }
+
+    /// Bytes of workgroup memory the kernel stages B through (msplit) or sums partial results in (ksplit).
+    pub fn stage_bytes(&self) -> usize {
+        if self.stage == 0 {
+            DEFAULT_STAGE_BYTES
+        } else {
+            self.stage as usize * 1024
         }
     }
 
@@ -134,7 +187,7 @@ impl Variant {
     pub fn with_launch_cap(self, accesses: u32) -> Option<Self> {
         let ok = accesses == 0
             || (self.family.caps_launches() && LAUNCH_CAPS.contains(&accesses))
-            || (self.family.unrolled() && accesses == LONG_LAUNCH);
+            || (self.family.unrolled() && [MID_LAUNCH, LONG_LAUNCH].contains(&accesses));
         ok.then_some(Self {
             launch: accesses,
             ..self
@@ -162,8 +215,9 @@ impl Variant {
                 ..self
             });
         }
-        // A long twin's chain ends at vec1: its shorter launches are the adapter's default, a candidate already.
-        if self.launch == LONG_LAUNCH {
+        // A long or mid twin's chain ends at vec1: its shorter launches are the adapter's default, a candidate
+        // already.
+        if [MID_LAUNCH, LONG_LAUNCH].contains(&self.launch) {
             return None;
         }
         let next = match self.launch {
@@ -188,6 +242,9 @@ impl Variant {
         if self.launch > 0 {
             s += &format!("-a{}", self.launch);
         }
+        if self.stage > 0 {
+            s += &format!("-smem{}", self.stage);
+        }
         if self.vec > 1 {
             s += &format!("-v{}", self.vec);
         }
@@ -206,9 +263,12 @@ impl Variant {
             .iter()
             .rev() // longest names first: `cstream-ksplit` before `cstream`
             .find_map(|f| name.strip_prefix(f.name()).map(|r| (*f, r)))?;
-        let (mut vec, mut split, mut fold, mut launch, mut touch) = (1, 1, false, 0, false);
+        let (mut vec, mut split, mut fold, mut launch, mut touch, mut stage) =
+            (1, 1, false, 0, false, 0);
         for part in rest.split('-').filter(|p| !p.is_empty()) {
-            if part == "fold" && family.folds() {
+            if let Some(k) = part.strip_prefix("smem") {
+                stage = k.parse().ok().filter(|k| *k > 0)?;
+            } else if part == "fold" && family.folds() {
                 fold = true;
             } else if part == "touch" && family.touches() {
                 touch = true;
@@ -224,13 +284,15 @@ impl Variant {
                 return None;
             }
         }
-        if family.splits() && ![2, 4].contains(&split) {
+        if family.splits() && !family.split_counts().contains(&split) {
             return None;
         }
         if family.blocks_rows() && !ROLLED_ROWS.contains(&split) {
             return None;
         }
-        let mut v = Self::new(family, vec, split, fold).with_launch_cap(launch)?;
+        let mut v = Self::new(family, vec, split, fold)
+            .with_launch_cap(launch)?
+            .with_stage(stage)?;
         if touch {
             v = v.with_touch()?;
         }
@@ -250,6 +312,14 @@ impl Variant {
             .flatten()
     }
 
+    /// The same variant in launches of [`MID_LAUNCH`] loads and stores (`-a1024`), for an unrolled family
+    /// without a cap of its own; `None` for any other.
+    pub fn mid_twin(self) -> Option<Self> {
+        (self.launch == 0)
+            .then(|| self.with_launch_cap(MID_LAUNCH))
+            .flatten()
+    }
+
     /// Every variant the generator has, for one precision, at the adapter's default launch length (the capped
     /// twins: [`with_launch_cap`](Self::with_launch_cap), [`long_twin`](Self::long_twin)).
     pub fn all() -> Vec<Self> {
@@ -257,7 +327,7 @@ impl Variant {
         for family in Family::ALL {
             for vec in [1, 2, 4] {
                 let splits = if family.splits() {
-                    vec![2, 4]
+                    family.split_counts().to_vec()
                 } else if family.blocks_rows() {
                     ROLLED_ROWS.to_vec()
                 } else {
@@ -272,6 +342,11 @@ impl Variant {
                         let v = Self::new(family, vec, split, fold);
                         out.push(v);
                         out.extend(v.with_touch());
+                        // The larger stages at vec1 unfolded: they are for the long launches, whose
+                        // compile is the longest of the family at the narrowest vector.
+                        if vec == 1 && !fold {
+                            out.extend(STAGE_KIB.iter().filter_map(|&k| v.with_stage(k)));
+                        }
                     }
                 }
             }
@@ -365,8 +440,9 @@ mod tests {
     #[test]
     fn names_round_trip() {
         let all = Variant::all();
-        // cstream 6 and bstream 3, each with a -touch twin; msplit 12, ksplit 12, rolled 9.
-        assert_eq!(all.len(), 12 + 6 + 12 + 12 + 9);
+        // cstream 6 and bstream 3, each with a -touch twin; msplit 18 with two larger stages for each split at
+        // vec1 unfolded, ksplit 12, rolled 9.
+        assert_eq!(all.len(), 12 + 6 + (18 + 6) + 12 + 9);
         for v in all {
             assert_eq!(Variant::parse(&v.name()), Some(v), "{}", v.name());
         }
@@ -394,6 +470,16 @@ mod tests {
             "cstream-a4096-a4096",
             "bstream-msplit-s4-a256",
             "cstream-ksplit-a4096-s2",
+            "cstream-ksplit-s8",
+            "bstream-msplit-s16",
+            "bstream-msplit-s4-smem16",
+            "bstream-msplit-s4-smem64",
+            "bstream-msplit-s4-smem0",
+            "cstream-ksplit-s4-smem32",
+            "bstream-smem32",
+            "bstream-msplit-s4-smem32-a4096",
+            "rolled-r4-a1024",
+            "bstream-a1024-a4096",
         ] {
             assert_eq!(Variant::parse(bad), None, "{bad}");
         }
@@ -407,6 +493,11 @@ mod tests {
             "bstream-msplit-s4-a4096",
             "cstream-ksplit-s2-a4096-v2",
             "cstream-a4096-touch",
+            "bstream-msplit-s8",
+            "bstream-msplit-s8-a4096-smem48",
+            "bstream-msplit-s4-a1024-smem32-v2-fold",
+            "cstream-a1024-v2",
+            "bstream-a1024",
         ] {
             assert_eq!(
                 Variant::parse(good).map(|v| v.name()),
@@ -454,6 +545,47 @@ mod tests {
         assert_eq!(long.cheaper_compile().unwrap().cheaper_compile(), None);
     }
 
+    /// A stage is msplit's alone and counts its bytes; a twin keeps its stage.
+    #[test]
+    fn stages_of_bstream_msplit() {
+        let v = Variant::new(Family::BStreamMsplit, 1, 8, false);
+        assert_eq!(v.stage_bytes(), DEFAULT_STAGE_BYTES);
+        let big = v.with_stage(48).unwrap();
+        assert_eq!(big.stage_bytes(), 48 * 1024);
+        assert_eq!(big.workgroup(), (WG_X, 8));
+        assert_eq!(
+            big.long_twin().unwrap().name(),
+            "bstream-msplit-s8-a4096-smem48"
+        );
+        assert_eq!(
+            big.mid_twin().unwrap().name(),
+            "bstream-msplit-s8-a1024-smem48"
+        );
+        assert_eq!(v.with_stage(24), None);
+        assert_eq!(
+            Variant::new(Family::CStreamKsplit, 1, 4, false).with_stage(32),
+            None
+        );
+        assert_eq!(
+            Variant::new(Family::BStream, 1, 1, false)
+                .with_stage(0)
+                .map(|v| v.stage),
+            Some(0)
+        );
+        // Only msplit splits 8 ways (rolled-r8's 8 is rows per block).
+        let eight = |v: &Variant| v.split == 8 && v.family.splits();
+        assert!(
+            Variant::all()
+                .iter()
+                .any(|v| eight(v) && v.family == Family::BStreamMsplit)
+        );
+        assert!(
+            !Variant::all()
+                .iter()
+                .any(|v| eight(v) && v.family != Family::BStreamMsplit)
+        );
+    }
+
     /// Every unrolled family has a long twin, the rolled family none, and a capped variant none.
     #[test]
     fn long_twins_of_the_unrolled_families() {
@@ -464,6 +596,17 @@ mod tests {
                 assert_eq!((t.launch, t.uncapped()), (LONG_LAUNCH, v), "{v}");
                 assert_eq!(Variant::parse(&t.name()), Some(t), "{}", t.name());
                 assert_eq!(t.long_twin(), None);
+            }
+            let mid = v.mid_twin();
+            assert_eq!(mid.is_some(), v.family.unrolled(), "{v}");
+            if let Some(t) = mid {
+                assert_eq!((t.launch, t.uncapped()), (MID_LAUNCH, v), "{v}");
+                assert_eq!(Variant::parse(&t.name()), Some(t), "{}", t.name());
+                assert_eq!((t.long_twin(), t.mid_twin()), (None, None));
+                assert_eq!(
+                    t.cheaper_compile().map(|c| c.launch),
+                    t.cheaper_compile().map(|_| MID_LAUNCH)
+                );
             }
         }
         let capped = Variant::new(Family::BStream, 1, 1, false)

@@ -259,3 +259,62 @@ fn panels_past_the_largest_buffer_go_in_column_blocks() {
     assert!(r.rel_err <= 1e-5, "{r:?}");
     assert_eq!(r.bytes, (4 * n * (used.len() - 1 + 2 * op.m)) as f64);
 }
+
+/// Held to WebGPU's limits (256 invocations a workgroup, 16 KiB of workgroup memory), bstream-msplit-s8 (512
+/// invocations) and the larger stages (`-smem32`, `-smem48`) are refused by the limit they pass; on the adapter's
+/// own limits each runs where it fits (lavapipe: 1024 invocations, 32 KiB, so `-smem48` is refused there) and
+/// matches the CPU reference with more rows of B than one default chunk holds (several chunks of 64 or 128 rows).
+#[test]
+fn msplit_workgroups_and_stages_follow_the_adapters_limits() {
+    let Some(shared) = test_gpu() else { return };
+    let web = emulating(
+        shared,
+        GpuOptions {
+            limits: Some(bespoke_gpu::LimitsProfile::WebGpu),
+            ..Default::default()
+        },
+    );
+    let mut r = rng();
+    // 140 rows of B: 3 chunks at the default 16 KiB (64 f32 rows of 64 columns), 2 at 32 KiB.
+    let op = random_operator(&mut r, 12, 140, 0.9);
+    let panel = Panel::packed(520);
+    let refused = |gpu: &Gpu, name: &str| -> Option<String> {
+        match SpecKernel::new(
+            gpu,
+            &op,
+            Variant::parse(name).unwrap(),
+            DType::F32,
+            0.5,
+            panel,
+        ) {
+            Err(MmError::NotApplicable { reason, .. }) => Some(reason),
+            Err(e) => panic!("{name}: {e}"),
+            Ok(_) => None,
+        }
+    };
+    let e = refused(&web, "bstream-msplit-s8").unwrap();
+    assert!(e.contains("64×8") && e.contains("256 invocations"), "{e}");
+    let e = refused(&web, "bstream-msplit-s4-smem32").unwrap();
+    assert!(e.contains("32768 bytes") && e.contains("16384"), "{e}");
+    assert_eq!(refused(&web, "bstream-msplit-s4"), None);
+    let limits = shared.limits();
+    for name in [
+        "bstream-msplit-s8",
+        "bstream-msplit-s8-smem32",
+        "bstream-msplit-s2-smem48",
+        "bstream-msplit-s4-a1024-smem32",
+    ] {
+        let v = Variant::parse(name).unwrap();
+        let fits = v.workgroup().0 * v.workgroup().1
+            <= limits.max_compute_invocations_per_workgroup
+            && v.stage_bytes() <= limits.max_compute_workgroup_storage_size as usize;
+        assert_eq!(refused(shared, name).is_none(), fits, "{name}");
+        if fits {
+            for beta in [0.0, 0.5] {
+                let k = SpecKernel::new(shared, &op, v, DType::F32, beta, panel).unwrap();
+                let e = check::<f32>(shared, &mut r, &op, &k);
+                assert!(e <= 1e-5, "{name} β={beta}: rel err {e:e}");
+            }
+        }
+    }
+}

@@ -332,15 +332,18 @@ fn candidates_follow_the_adapter_and_the_operator() {
             .iter()
             .any(|v| v.family.splits())
     );
-    // Past one default launch (2048 terms on a GPU) also each unrolled variant's long twin, after them.
+    // Past one default launch (2048 terms on a GPU) also each unrolled variant's long twin, then its mid twin,
+    // after them.
     let big = random_operator(&mut rng(), 60, 60, 0.3);
     assert!(big.nnz() > bespoke_mm::specialise::terms_per_launch(gpu));
     let plain: Vec<Variant> = Variant::all().into_iter().filter(|v| !v.touch).collect();
-    let twins = plain.iter().filter_map(|v| v.long_twin());
+    let long = plain.iter().filter_map(|v| v.long_twin());
+    let mid = plain.iter().filter_map(|v| v.mid_twin());
     let want: Vec<String> = plain
         .iter()
         .copied()
-        .chain(twins)
+        .chain(long)
+        .chain(mid)
         .map(|v| v.name())
         .collect();
     let got = names_on(gpu, &big, 1000);

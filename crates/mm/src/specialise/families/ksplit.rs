@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::specialise::emit::{Acc, Emit, SHARED_BYTES, Work, slices, used_rows};
+use crate::specialise::emit::{Acc, Emit, Work, slices, used_rows};
 
 pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
     let (x, s) = e.variant.workgroup();
@@ -18,7 +18,7 @@ pub(crate) fn ksplit(e: &mut Emit<'_>, work: &Work) {
         .into_iter()
         .map(|r| used[r.start]..used[r.end - 1] + 1)
         .collect();
-    let batch = (SHARED_BYTES / (s * x * vtb)).clamp(1, work.len().max(1));
+    let batch = (e.variant.stage_bytes() / (s * x * vtb)).clamp(1, work.len().max(1));
     e.header(
         "cstream-ksplit: K split across invocation rows, partial sums combined in workgroup memory",
     );

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::specialise::emit::{Acc, Emit, REG_BUDGET_BYTES, SHARED_BYTES, Work, deal, used_rows};
+use crate::specialise::emit::{Acc, Emit, REG_BUDGET_BYTES, Work, deal, used_rows};
 
 pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
     let (x, s) = e.variant.workgroup();
@@ -17,7 +17,7 @@ pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
             "{rmax} accumulators of {vtb} bytes per invocation exceed the {REG_BUDGET_BYTES}-byte register budget"
         ));
     }
-    let kc = (SHARED_BYTES / (x * vtb)).clamp(1, used.len().max(1));
+    let kc = (e.variant.stage_bytes() / (x * vtb)).clamp(1, used.len().max(1));
     e.header(
         "bstream-msplit: B staged through workgroup memory, rows of A dealt across invocation rows",
     );
