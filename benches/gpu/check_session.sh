@@ -233,5 +233,8 @@ goals_hold fifth h200-2026-11-28-fifth-session.tar.gz '| 35 | FV METIS-ordered �
 goals_hold sixth h200-2026-12-04-call3.tar.gz '| 35 | D2Q9 8192² f16 two lattices ≥ 0.8 of copy | 0.957' \
     '| 35 | the nine operators f64 ≤ 1.1× GiMMiK.s time | 9 of 9 within' '| 36 | 4096×4096×4096 f32 ≥ 0.75× cuBLAS | ×0.85' \
     '| 36 | 96×100000×64 f32: the model.s pick within 10 % of the best of 3060 | E = 0.593'
+# Its second call: hex-p6-m132 in mm-big's groups, the fastest candidate of all of them.
+goals_hold sixth-call2 h200-2026-12-04-call2.tar.gz \
+    '| 35 | hex-p6-m132 f32 within ×2 of its floor, best of .mm-big-f32..s 13 timed candidates | 2.76 ms, ×2.05 the copy floor (bstream-msplit-s4; 3 groups)'
 echo "check_session: goals.py reads the fifth and sixth H200 sessions' archives"
 echo "check_session: session.sh runs its stages in order, fv-order in the background, tests 4 at a time, and keeps its deadlines"

@@ -155,8 +155,26 @@ def fv(t, dirs):
                       f"×{ratios[0]:.3f}–{ratios[-1]:.3f} over {len(ratios)} shapes", None, path)
 
 
+def big(t, dirs, dtype):
+    """hex-p6-m132 in `mm-big-*`'s groups (tuning unbounded, each group its own JSON): the fastest candidate's
+    final timing against the copy floor, beside the library's own pick in mm9-*."""
+    rows = []
+    for path in files(dirs, rf"mm-big-{dtype}-.*\.json"):
+        for m in load(path).get("matrices", []):
+            if m["name"].startswith("hex-p6-m132") and m.get("seconds") and m.get("copy_floor_seconds"):
+                rows.append((m["seconds"] / m["copy_floor_seconds"], m, path))
+    if not rows:
+        return
+    ratio, m, path = min(rows, key=lambda r: r[0])
+    tried = sorted({c["name"] for _, r, _ in rows for c in r.get("candidates", []) if c.get("seconds")})
+    t.add(35, f"hex-p6-m132 {dtype} within ×2 of its floor, best of `mm-big-{dtype}`'s {len(tried)} timed candidates",
+          f"{m['seconds'] * 1e3:.2f} ms, ×{ratio:.2f} the copy floor ({m['variant']}; {len(rows)} groups)",
+          ratio <= 2, path)
+
+
 def operators(t, dirs):
     for dtype in ("f32", "f64"):
+        big(t, dirs, dtype)
         ours = files(dirs, rf"mm9-{dtype}\.json")
         peers = files(dirs, rf"peers9-{dtype}\.json")
         if not ours:
