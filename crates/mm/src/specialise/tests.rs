@@ -369,7 +369,8 @@ fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
 /// hex-p6-m132's mid twins go in 2 launches reading B's rows 1421 times (1.38× its 1029, against the default's
 /// 2.03×), msplit's at most 55 accumulators an invocation at s4 (86 in one launch); in one launch, msplit-s8 keeps
 /// 43 (f64 within the register budget, which s4's 86 are not), and its `-smem48` stage takes B in chunks of 192
-/// rows (f32) instead of 64. Every such source validates.
+/// rows (f32) instead of 64; in one launch at s4 the invocation rows load 2808 staged rows of B a column, not one
+/// per term. Every such source validates.
 #[test]
 fn mid_twins_and_stages_on_hex_p6_m132_without_a_device() {
     use super::generate::cap_of;
@@ -430,6 +431,10 @@ fn mid_twins_and_stages_on_hex_p6_m132_without_a_device() {
         );
     }
     let s4 = Variant::parse("bstream-msplit-s4-a4096").unwrap();
+    // Each invocation row loads a staged row of B once for all its accumulators (scatter order): 2808 loads of
+    // workgroup memory a column, where a dot product per row loads one per term (7056).
+    let src = checked(s4, DType::F32);
+    assert_eq!(src[0].matches(" = sb[").count(), 2808);
     let e = generate(&rows, &plan(s4)[0], s4, DType::F64).unwrap_err();
     assert!(e.0.contains("register budget"), "{}", e.0);
     let staged = s8.with_stage(48).unwrap();

@@ -251,3 +251,70 @@ fn long_twins_take_the_operator_in_one_launch() {
         }
     }
 }
+
+/// bstream-msplit scatters each staged row of B into the accumulators that use it, in ascending rows of B: each
+/// accumulator meets its terms in cstream's order with cstream's operations (`b·a`, then `fma`), so every split,
+/// stage and launch length gives cstream's bits, at β = 0 (C poisoned, f32) and β = 0.5 (f64), with several
+/// chunks (140 rows of B: 3 chunks of 64 f32 rows, 5 of 32 f64 rows at the default stage).
+#[test]
+fn msplit_scatter_gives_cstreams_bits() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let op = random_operator(&mut r, 12, 140, 0.9);
+    let panel = Panel::packed(200);
+    let limits = gpu.limits();
+    let fits = |v: &Variant| {
+        v.workgroup().0 * v.workgroup().1 <= limits.max_compute_invocations_per_workgroup
+            && v.stage_bytes() <= limits.max_compute_workgroup_storage_size as usize
+    };
+    let run = |name: &str, beta: f64, b: &[f64], c: &[f64], dtype: DType| -> Vec<u64> {
+        let v = Variant::parse(name).unwrap();
+        let k = SpecKernel::new(gpu, &op, v, dtype, beta, panel).unwrap();
+        let m = op.m;
+        match dtype {
+            DType::F32 => run_on_device::<f32>(gpu, (b, c), m, panel, name, |bb, cb| {
+                k.plan(gpu, bb, cb).unwrap()
+            })
+            .0
+            .iter()
+            .map(|x| x.to_bits())
+            .collect(),
+            DType::F64 => run_on_device::<f64>(gpu, (b, c), m, panel, name, |bb, cb| {
+                k.plan(gpu, bb, cb).unwrap()
+            })
+            .0
+            .iter()
+            .map(|x| x.to_bits())
+            .collect(),
+        }
+    };
+    for dtype in [DType::F32, DType::F64] {
+        if dtype.require(gpu, "f64 kernels").is_err() {
+            continue;
+        }
+        // One β a precision: β = 0 with C poisoned in f32, β = 0.5 in f64 (compiles are the test's cost).
+        let beta = if dtype == DType::F32 { 0.0 } else { 0.5 };
+        {
+            let (b, c) = random_panels(&mut r, &op, panel, beta);
+            let want = run("cstream", beta, &b, &c, dtype);
+            let mut compared = 0;
+            for name in [
+                "bstream-msplit-s2",
+                "bstream-msplit-s4",
+                "bstream-msplit-s8",
+                "bstream-msplit-s4-smem32",
+                "bstream-msplit-s8-a1024-smem32",
+            ] {
+                if !fits(&Variant::parse(name).unwrap()) {
+                    continue;
+                }
+                assert!(
+                    run(name, beta, &b, &c, dtype) == want,
+                    "{name} {dtype} β={beta}: other bits than cstream's"
+                );
+                compared += 1;
+            }
+            assert!(compared >= 2, "{dtype}: {compared}");
+        }
+    }
+}
