@@ -35,9 +35,11 @@ pub use matmul::{Choice, MatMul, MatMulPlan};
 pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;
 pub use run::{CompileTime, Panel, SpecKernel};
-pub use tune::{CPU_CSTREAM_TERMS, default_variants, model_dense};
+pub use tune::{CPU_CSTREAM_TERMS, MSPLIT_S8_ROWS, default_variants, model_dense};
 pub use tuning::{Candidate, DEFAULT_TUNE_BUDGET, DenseSource, TuneOptions, TuneReport};
-pub use variant::{Beta, Family, LAUNCH_CAPS, LONG_LAUNCH, Variant, WG_X};
+pub use variant::{
+    Beta, Family, LAUNCH_CAPS, LONG_LAUNCH, MID_LAUNCH, MSPLIT_SPLITS, STAGE_KIB, Variant, WG_X,
+};
 
 #[cfg(test)]
 mod tests;

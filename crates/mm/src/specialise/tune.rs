@@ -34,9 +34,14 @@ use crate::error::{MmError, Result};
 /// 22.3.6: blocked bstream-v2 1.3–1.6× faster than cstream-v2, which took 4–16 s to compile).
 pub const CPU_CSTREAM_TERMS: usize = 512;
 
+/// Rows of A past which a GPU also tries bstream-msplit at 8 invocation rows (at 4, more than 32 accumulators an
+/// invocation in one launch).
+pub const MSPLIT_S8_ROWS: usize = 128;
+
 /// Variants worth timing for `op` against `panel` in `dtype` on `gpu`. GPUs try every variant the panel's
-/// alignment allows, and for an operator past one default launch ([`terms_per_launch`]) each unrolled variant's
-/// long twin ([`Variant::long_twin`]). On a CPU adapter one workgroup runs on one thread, so the families that split rows or K
+/// alignment allows (bstream-msplit at 8 invocation rows only past [`MSPLIT_S8_ROWS`] rows), and for an operator
+/// past one default launch ([`terms_per_launch`]) each unrolled variant's long twin ([`Variant::long_twin`]) and
+/// mid twin ([`Variant::mid_twin`]). On a CPU adapter one workgroup runs on one thread, so the families that split rows or K
 /// across invocation rows add barriers without parallelism (llvmpipe compiles each barrier as a coroutine
 /// split: a 384-term cstream-ksplit-s4-v4 took 36.7 s to compile against 0.05 s for cstream-v4); and unrolled
 /// kernels compile slowly there, so the candidates are the ones that won on llvmpipe at a bounded compile cost:
@@ -51,9 +56,14 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
         // splits the operator, each unrolled variant's long twin too (one launch reads each row of B once), then
         // its mid twin (fewer launches than the default, fewer accumulators an invocation than the long one;
         // the tuner compiles a twin whose kernels another candidate has once).
+        // Eight invocation rows only where four would keep many accumulators each (hex-p6-m132's 343 rows; 12
+        // compiles less for each of the small operators, whose tuning `mm9-f32` times on a lent GPU).
         let mut out: Vec<Variant> = Variant::all()
             .into_iter()
             .filter(|v| align.is_multiple_of(v.vec) && !v.touch)
+            .filter(|v| {
+                !(v.family == Family::BStreamMsplit && v.split == 8) || op.m > MSPLIT_S8_ROWS
+            })
             .collect();
         if op.nnz() > terms_per_launch(gpu) {
             let long: Vec<Variant> = out.iter().filter_map(|v| v.long_twin()).collect();

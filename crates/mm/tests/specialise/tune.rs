@@ -310,7 +310,7 @@ fn the_dense_model_is_measured_outside_the_tuning_clock() {
 
 #[test]
 fn candidates_follow_the_adapter_and_the_operator() {
-    use bespoke_mm::specialise::{Family, default_variants};
+    use bespoke_mm::specialise::{Family, MSPLIT_S8_ROWS, default_variants};
     let Some(shared) = test_gpu() else { return };
     // Each branch on any adapter: the GPU's (every variant the panel allows, no `-touch` twin), then the CPU's.
     let gpu = &as_class(shared, AdapterClass::Gpu);
@@ -321,12 +321,20 @@ fn candidates_follow_the_adapter_and_the_operator() {
             .map(Variant::name)
             .collect()
     };
+    // bstream-msplit at 8 invocation rows only past MSPLIT_S8_ROWS rows of A.
+    let s8 = |v: &Variant| v.family == Family::BStreamMsplit && v.split == 8;
     let want: Vec<String> = Variant::all()
         .iter()
-        .filter(|v| !v.touch)
+        .filter(|v| !v.touch && !s8(v))
         .map(Variant::name)
         .collect();
     assert_eq!(names_on(gpu, &small, 1000), want);
+    let tall = random_operator(&mut rng(), MSPLIT_S8_ROWS + 1, 4, 0.5);
+    assert!(
+        names_on(gpu, &tall, 1000)
+            .iter()
+            .any(|n| n == "bstream-msplit-s8")
+    );
     assert!(
         default_variants(gpu, &small, DType::F32, Panel::packed(1000))
             .iter()
@@ -336,7 +344,10 @@ fn candidates_follow_the_adapter_and_the_operator() {
     // after them.
     let big = random_operator(&mut rng(), 60, 60, 0.3);
     assert!(big.nnz() > bespoke_mm::specialise::terms_per_launch(gpu));
-    let plain: Vec<Variant> = Variant::all().into_iter().filter(|v| !v.touch).collect();
+    let plain: Vec<Variant> = Variant::all()
+        .into_iter()
+        .filter(|v| !v.touch && !s8(v))
+        .collect();
     let long = plain.iter().filter_map(|v| v.long_twin());
     let mid = plain.iter().filter_map(|v| v.mid_twin());
     let want: Vec<String> = plain
