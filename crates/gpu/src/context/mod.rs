@@ -53,6 +53,8 @@ pub struct Gpu {
     pub(crate) heater_fastest: Mutex<Option<f64>>,
     /// `GpuOptions::skip_warm_up`.
     skip_warm_up: bool,
+    /// `GpuOptions::refuse_pipelines`.
+    refuse_pipelines: Option<String>,
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
     /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
     pub(crate) copy_variant: Mutex<Option<crate::copy_walk::CopyVariant>>,
@@ -215,6 +217,10 @@ impl Gpu {
         if opts.skip_warm_up {
             emulation += "-nowarm";
         }
+        if let Some(p) = &opts.refuse_pipelines {
+            let tag: String = p.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+            emulation += &format!("-refuse{tag}");
+        }
         // Only what the adapter had and the device lacks: an option that takes away nothing keys nothing.
         let taken = adapter.features() & wanted & without;
         for (f, name) in WANTED_FEATURES {
@@ -241,6 +247,7 @@ impl Gpu {
             warm_until: Mutex::new(None),
             heater_fastest: Mutex::new(None),
             skip_warm_up: opts.skip_warm_up,
+            refuse_pipelines: opts.refuse_pipelines.clone(),
             copy_variant: Mutex::new(None),
             rank_adapters,
             _close_turn: CloseTurn,
@@ -369,6 +376,16 @@ impl Gpu {
     /// [`Gpu::pipeline`], and whether this call compiled it (false: it was cached), so that a caller can count
     /// the compile time it caused whatever other threads compile meanwhile.
     pub fn compile(&self, kernel: &Kernel) -> Result<(Arc<CachedPipeline>, bool)> {
+        if let Some(p) = self.refuse_pipelines.as_deref()
+            && kernel.name().contains(p)
+        {
+            return Err(GpuError::Wgpu {
+                context: format!("creating the pipeline of `{}`", kernel.name()),
+                message: format!(
+                    "the driver refused it (emulated: GpuOptions::refuse_pipelines `{p}`)"
+                ),
+            });
+        }
         let target = CompileTarget {
             device: &self.device,
             caps: self.naga_capabilities(),

@@ -51,6 +51,10 @@ pub struct GpuOptions {
     /// whichever is worse): what WebGPU guarantees on every adapter, made to happen on any adapter.
     /// `BESPOKE_LIMITS=webgpu` (or `downlevel`) sets it for a whole command.
     pub limits: Option<LimitsProfile>,
+    /// Fail the pipeline of every kernel whose name contains this, as a driver that refuses a pipeline does
+    /// (a shader compiler past its own limits, Metal's per-pipeline threadgroup size): tests make a candidate
+    /// fail on lavapipe and check that what tunes among candidates goes on without it.
+    pub refuse_pipelines: Option<String>,
 }
 
 /// A set of limits an adapter may be held to ([`GpuOptions::limits`]).

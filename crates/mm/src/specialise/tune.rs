@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use bespoke_gpu::{Gpu, Launch, median};
+use bespoke_gpu::{Gpu, GpuError, Launch, median};
 
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
 use super::dense_budget::{dense_family, dense_within, k_blocked};
@@ -93,6 +93,16 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
         out.push(Variant::new(Family::Rolled, widest(4), r, false));
     }
     out
+}
+
+/// What a candidate's failure says where it is the candidate's own (the driver refused its pipeline, a limit it
+/// passes): the tuner goes on without it. A lost device, or anything not the GPU's, is the tuning's error.
+fn refused(e: MmError) -> Result<String> {
+    match e {
+        MmError::Gpu(GpuError::DeviceLost(_)) => Err(e),
+        MmError::Gpu(g) => Ok(g.to_string()),
+        e => Err(e),
+    }
 }
 
 /// A hash of a generated kernel without its first line (the header naming its variant): two variants whose
@@ -412,9 +422,24 @@ impl<T: Element> MatMul<T> {
             // The compile apart from the first run: binding, then one workgroup of each launch (llvmpipe compiles
             // at the first dispatch), recorded against the family's law whatever the run then shows.
             let t = Instant::now();
-            let plan = mm.plan(gpu, &b, &c)?;
-            let one: Vec<Launch> = plan.launches().iter().map(|l| l.one_group()).collect();
-            gpu.run(&one.iter().collect::<Vec<_>>())?;
+            // A pipeline the driver refuses (its compiler past its own limits, a workgroup past what Metal allows
+            // the pipeline) costs that candidate, not the tuning: said in the report, the others timed.
+            let compiled = mm.plan(gpu, &b, &c).and_then(|plan| {
+                let one: Vec<Launch> = plan.launches().iter().map(|l| l.one_group()).collect();
+                gpu.run(&one.iter().collect::<Vec<_>>())?;
+                Ok(plan)
+            });
+            let plan = match compiled {
+                Ok(plan) => plan,
+                Err(e) => {
+                    let reason = refused(e)?;
+                    skipped.push(Candidate {
+                        compile_seconds: Some(t.elapsed().as_secs_f64()),
+                        ..Candidate::skipped(choice.name(), predicted, format!("failed: {reason}"))
+                    });
+                    continue;
+                }
+            };
             let compile = t.elapsed().as_secs_f64();
             let law = unrolled.map(|_| (family, sizes)).or(dense_compiled);
             if let Some((family, sizes)) = &law {

@@ -456,3 +456,68 @@ fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
     let e = bespoke_mm::specialise::check_against_cpu(gpu, &op, &mm, fresh_seed()).unwrap();
     assert!(e <= 1e-5, "rel err {e:e}");
 }
+
+/// A candidate whose pipeline the driver refuses (emulated: `GpuOptions::refuse_pipelines`) is reported as failed,
+/// with the driver's words, and the tuning goes on with the others; where every candidate is refused the tuning is
+/// an error naming each one's failure, not a panic.
+#[test]
+fn a_refused_pipeline_costs_its_candidate_not_the_tuning() {
+    use bespoke_mm::dense::DenseParams;
+    use bespoke_mm::specialise::{DenseSource, MatMul, TuneOptions};
+    let Some(shared) = test_gpu() else { return };
+    let refusing = |pattern: &str| {
+        emulating(
+            shared,
+            GpuOptions {
+                refuse_pipelines: Some(pattern.into()),
+                ..Default::default()
+            },
+        )
+    };
+    let mut r = rng();
+    let op = random_operator(&mut r, 12, 10, 0.6);
+    let panel = Panel::packed(256);
+    let opts = TuneOptions {
+        variants: Some(
+            ["cstream", "bstream-msplit-s8", "bstream"]
+                .iter()
+                .map(|n| Variant::parse(n).unwrap())
+                .collect(),
+        ),
+        dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
+        reps: 2,
+        use_cache: false,
+        ..Default::default()
+    };
+    let gpu = &refusing("bstream-msplit-s8");
+    let mm = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
+    let cands = &mm.report.candidates;
+    let failed = cands
+        .iter()
+        .find(|c| c.name == "bstream-msplit-s8")
+        .unwrap_or_else(|| panic!("{cands:?}"));
+    assert!(
+        failed.status.starts_with("failed:") && failed.status.contains("refused"),
+        "{failed:?}"
+    );
+    assert!(failed.seconds.is_none(), "{failed:?}");
+    assert_ne!(mm.choice.name(), "bstream-msplit-s8");
+    assert!(
+        cands.iter().filter(|c| c.seconds.is_some()).count() >= 3,
+        "{cands:?}"
+    );
+    assert!(check_matmul(gpu, &mut r, &op, &mm) <= 1e-5);
+    // Every kernel refused: an error that names the failures.
+    let gpu = &refusing("_");
+    let e = match MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts) {
+        Err(e) => e.to_string(),
+        Ok(mm) => panic!(
+            "every pipeline refused, yet {} was chosen",
+            mm.choice.name()
+        ),
+    };
+    assert!(
+        e.contains("every candidate") && e.contains("refused"),
+        "{e}"
+    );
+}
