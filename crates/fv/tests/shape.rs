@@ -412,3 +412,69 @@ fn a_reshaped_operator_carries_on_in_its_new_shape() {
         }
     }
 }
+
+/// Kernels the driver refuses (emulated: `GpuOptions::refuse_pipelines`) cost their candidate, not the tuning: a
+/// refused workgroup size is left out of the shape's timings and named in `failed`, and a layout refused at every
+/// shape is left out of the layout tuner's, named in its `failed`; each tuner chooses among the rest.
+#[test]
+fn refused_kernels_are_left_out_of_the_tunings() {
+    use bespoke_gpu::GpuOptions;
+    use bespoke_gpu::testing::emulating;
+    let Some(shared) = test_gpu() else { return };
+    let refusing = |pattern: &str| {
+        emulating(
+            shared,
+            GpuOptions {
+                refuse_pipelines: Some(pattern.into()),
+                ..Default::default()
+            },
+        )
+    };
+    let all = candidates(shared, KernelKind::Gather);
+    let Some(&wg) = all.iter().find(|&&w| w != WG) else {
+        return;
+    };
+    let gpu = refusing(&format!("-wg{wg}"));
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "fv-shape", 1);
+    let layout = plain_layout(&gpu);
+    let shape = step_shape_in::<f32>(&gpu, KernelKind::Gather, layout, Some(&cache)).unwrap();
+    let timed: Vec<u32> = shape.timed.iter().map(|t| t.0).collect();
+    let want: Vec<u32> = all.iter().copied().filter(|&w| w != wg).collect();
+    assert_eq!(timed, want, "{shape:?}");
+    assert_ne!(shape.shape.workgroup, wg);
+    assert!(
+        shape
+            .failed
+            .iter()
+            .any(|f| f.starts_with(&format!("workgroup {wg},")) && f.contains("refused")),
+        "{:?}",
+        shape.failed
+    );
+    // A layout whose every kernel is refused.
+    let gpu = refusing("gather-texture-");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "fv-shape", 1);
+    let choice = step_layout_in::<f32>(&gpu, KernelKind::Gather, Some(&cache)).unwrap();
+    assert!(
+        choice.timed.iter().all(|t| t.0 != Layout::Texture),
+        "{choice:?}"
+    );
+    assert_ne!(choice.layout, Layout::Texture);
+    let bound = layouts_on(&gpu, Layout::ALL, 2048, 4, "the layout tuner");
+    if bound.contains(&Layout::Texture) {
+        assert!(
+            choice
+                .failed
+                .iter()
+                .any(|f| f.starts_with("texture:") && f.contains("refused")),
+            "{:?}",
+            choice.failed
+        );
+        assert_eq!(choice.timed.len(), bound.len() - 1, "{choice:?}");
+    } else {
+        eprintln!(
+            "NOTE: no texture layout on this adapter: the layout half checks only the choice"
+        );
+    }
+}

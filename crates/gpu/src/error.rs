@@ -52,6 +52,21 @@ pub enum GpuError {
     },
 }
 
+impl GpuError {
+    /// Whether the failure is one kernel's own (wgpu or the driver refused its pipeline or a launch, a limit it
+    /// passes, naga's validation, a feature it needs) rather than the device's (lost, not opened) or the host's
+    /// (a cache file): a tuner that meets it in one candidate goes on with the others.
+    pub fn is_kernels_own(&self) -> bool {
+        matches!(
+            self,
+            Self::Wgpu { .. }
+                | Self::LimitExceeded { .. }
+                | Self::InvalidShader { .. }
+                | Self::MissingFeature { .. }
+        )
+    }
+}
+
 /// Result alias for the device layer.
 pub type Result<T, E = GpuError> = std::result::Result<T, E>;
 

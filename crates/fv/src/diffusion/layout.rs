@@ -23,6 +23,9 @@ pub struct LayoutChoice {
     pub timed: Vec<(Layout, f64)>,
     /// `tuned`, `cached`, or `prior (…)` where no layout could be timed on the adapter.
     pub source: String,
+    /// Layouts the driver refused at every shape (the layout and its words), left out of the timings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 impl LayoutChoice {
@@ -95,6 +98,7 @@ pub fn step_layout<T: Real>(gpu: &Gpu, kind: KernelKind) -> Result<LayoutChoice>
             layout,
             timed: Vec::new(),
             source: bespoke_gpu::UNTUNED.into(),
+            failed: Vec::new(),
         });
     }
     step_layout_in::<T>(gpu, kind, user_cache().as_ref())
@@ -165,18 +169,32 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Resu
     };
     let Tuning { op, dt, x, reps } = Tuning::new(gpu, too_large, 13)?;
     let mut timed = Vec::new();
+    let mut failed = Vec::new();
     for &layout in &candidates {
         // Each layout uploaded once: its shape (cached, else tuned on this upload), then timed in it. A layout
         // this adapter cannot hold at all (its bindings past the limit even halved) is left out.
-        let mut d = match Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, Shape::default()) {
-            Ok(d) => d,
-            Err(FvError::Unsupported(_)) => continue,
+        // So is one whose kernels the driver refuses (at every shape): its failure is the layout's, not the
+        // tuning's.
+        let timing = (|| -> Result<Option<f64>> {
+            let mut d =
+                match Diffusion::<T>::with_shape(gpu, &op, kind, layout, dt, Shape::default()) {
+                    Ok(d) => d,
+                    Err(FvError::Unsupported(_)) => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+            d.set_x(&x)?;
+            let shape = step_shape_on(&mut d, kind, layout, reps, cache)?.shape;
+            d.reshape(shape)?;
+            Ok(Some(median(&d.time_pairs(1, reps)?.samples)))
+        })();
+        match timing {
+            Ok(Some(t)) => timed.push((layout, t)),
+            Ok(None) => {}
+            Err(FvError::Gpu(g)) if g.is_kernels_own() => {
+                failed.push(format!("{}: {g}", layout.name()))
+            }
             Err(e) => return Err(e),
-        };
-        d.set_x(&x)?;
-        let shape = step_shape_on(&mut d, kind, layout, reps, cache)?.shape;
-        d.reshape(shape)?;
-        timed.push((layout, median(&d.time_pairs(1, reps)?.samples)));
+        }
     }
     let candidates: Vec<Layout> = timed.iter().map(|t| t.0).collect();
     if candidates.is_empty() {
@@ -184,6 +202,7 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Resu
             layout: prior,
             timed,
             source: "prior (no layout could be timed)".into(),
+            failed,
         });
     }
     let by_index: Vec<(u32, f64)> = timed
@@ -201,6 +220,7 @@ fn tune<T: Real>(gpu: &Gpu, kind: KernelKind, cache: Option<&DiskCache>) -> Resu
         layout,
         timed,
         source: "tuned".into(),
+        failed,
     })
 }
 
@@ -222,6 +242,7 @@ mod tests {
                 (Layout::Texture, 4.0),
             ],
             source: "tuned".into(),
+            failed: Vec::new(),
         };
         let limit = 128 << 20; // lavapipe's binding limit
         assert_eq!(

@@ -10,7 +10,7 @@ use bespoke_gpu::{
 use serde::{Deserialize, Serialize};
 
 use super::{Diffusion, Real};
-use crate::error::Result;
+use crate::error::{FvError, Result};
 use crate::kernel::{KernelKind, Layout, Shape, WG};
 use crate::operator::ideal_operator;
 
@@ -92,6 +92,9 @@ pub struct ShapeChoice {
     pub timed_tets: Vec<(u32, f64)>,
     /// `tuned` or `cached`.
     pub source: String,
+    /// Candidates the driver refused (their shape and its words), left out of the timings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 /// The workgroup sizes of [`WORKGROUPS`] `kind` can launch on this adapter.
@@ -132,6 +135,7 @@ pub fn step_shape<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Resul
             timed: Vec::new(),
             timed_tets: Vec::new(),
             source: bespoke_gpu::UNTUNED.into(),
+            failed: Vec::new(),
         });
     }
     step_shape_in::<T>(gpu, kind, layout, user_cache().as_ref())
@@ -219,13 +223,29 @@ fn tune_on<T: Real>(
         d.reshape(shape)?;
         Ok(median(&d.time_pairs(1, reps)?.samples))
     };
+    // A candidate whose kernel the driver refuses is left out and named in `failed`; the others are timed.
+    let mut failed = Vec::new();
+    let mut time = |shape: Shape| -> Result<Option<f64>> {
+        match time(shape) {
+            Ok(t) => Ok(Some(t)),
+            Err(FvError::Gpu(g)) if g.is_kernels_own() => {
+                failed.push(format!(
+                    "workgroup {}, {} tets: {g}",
+                    shape.workgroup, shape.tets
+                ));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    };
     let mut timed = Vec::new();
     for workgroup in candidates(gpu, kind) {
-        let t = time(Shape {
+        if let Some(t) = time(Shape {
             workgroup,
             ..Default::default()
-        })?;
-        timed.push((workgroup, t));
+        })? {
+            timed.push((workgroup, t));
+        }
     }
     let workgroup = fastest_unless_close(&timed, WG);
     // Then tets per invocation at that workgroup size, where the kernel takes several.
@@ -234,13 +254,18 @@ fn tune_on<T: Real>(
             .iter()
             .find(|(w, _)| *w == workgroup)
             .map_or(f64::INFINITY, |t| t.1);
-        tune_per_invocation(one, |tets| {
-            time(Shape {
-                workgroup,
-                tets,
-                ..Default::default()
-            })
-        })?
+        let (tets, mut timed_tets) = tune_per_invocation(one, |tets| {
+            Ok::<_, FvError>(
+                time(Shape {
+                    workgroup,
+                    tets,
+                    ..Default::default()
+                })?
+                .unwrap_or(f64::INFINITY),
+            )
+        })?;
+        timed_tets.retain(|(_, t)| t.is_finite());
+        (tets, timed_tets)
     } else {
         (1, Vec::new())
     };
@@ -253,6 +278,7 @@ fn tune_on<T: Real>(
         timed,
         timed_tets,
         source: "tuned".into(),
+        failed,
     })
 }
 

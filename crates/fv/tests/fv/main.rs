@@ -455,6 +455,7 @@ fn a_texture_past_the_devices_texture_side_is_refused_by_name() {
         layout: Layout::Texture,
         timed: vec![(Layout::Texture, 1.0), (Layout::TetMajor, 2.0)],
         source: "tuned".into(),
+        failed: Vec::new(),
     };
     assert_eq!(
         choice.fitting(|l| l.misfit_on(&held, n, 4).is_none()),

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Lattice;
 use crate::config::{Config, Layout};
-use crate::error::Result;
+use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 use crate::kernel::{Ablation, WG};
 
@@ -58,6 +58,9 @@ pub struct StepShape {
     /// that was timed (against the nine buffers' time in `timed_cells`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timed_one_buffer: Option<f64>,
+    /// Candidates the driver refused (their shape and its words), left out of the timings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 fn one_cell() -> u32 {
@@ -83,6 +86,7 @@ impl StepShape {
             ablation: None,
             one_buffer: false,
             timed_one_buffer: None,
+            failed: Vec::new(),
         }
     }
 
@@ -291,13 +295,33 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         one_buffer: !nine_fit,
         ..StepShape::given()
     };
+    // A candidate whose kernels the driver refuses (a workgroup past what a pipeline may have on Metal, a
+    // compiler's own limit) is left out and named in `failed`; the others are timed.
+    let mut failed = Vec::new();
+    let mut time = |shape: StepShape| -> Result<Option<f64>> {
+        let what = format!(
+            "workgroup {}, {} cells{}",
+            shape.workgroup,
+            shape.cells,
+            if shape.one_buffer { ", one buffer" } else { "" }
+        );
+        match time(shape) {
+            Ok(t) => Ok(Some(t)),
+            Err(LbmError::Gpu(g)) if g.is_kernels_own() => {
+                failed.push(format!("{what}: {g}"));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    };
     let mut timed = Vec::new();
     for workgroup in candidates(gpu) {
-        let t = time(StepShape {
+        if let Some(t) = time(StepShape {
             workgroup,
             ..base.clone()
-        })?;
-        timed.push((workgroup, t));
+        })? {
+            timed.push((workgroup, t));
+        }
     }
     let workgroup = fastest_unless_close(&timed, WG);
     // Then cells per invocation at that workgroup size (one is the time just measured).
@@ -305,25 +329,29 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         .iter()
         .find(|(w, _)| *w == workgroup)
         .map_or(f64::INFINITY, |t| t.1);
-    let (cells, timed_cells) = tune_per_invocation(one, |cells| {
-        time(StepShape {
-            workgroup,
-            cells,
-            ..base.clone()
-        })
+    let (cells, mut timed_cells) = tune_per_invocation(one, |cells| {
+        Ok::<_, LbmError>(
+            time(StepShape {
+                workgroup,
+                cells,
+                ..base.clone()
+            })?
+            .unwrap_or(f64::INFINITY),
+        )
     })?;
+    timed_cells.retain(|(_, t)| t.is_finite());
     // Then one buffer for all directions at that shape, where the lattice asked for fits one.
     let nine = timed_cells
         .iter()
         .find(|(c, _)| *c == cells)
         .map_or(f64::INFINITY, |t| t.1);
     let timed_one_buffer = if nine_fit && one_buffer_fits(gpu, &tcfg) {
-        Some(time(StepShape {
+        time(StepShape {
             workgroup,
             cells,
             one_buffer: true,
             ..StepShape::given()
-        })?)
+        })?
     } else {
         None
     };
@@ -338,5 +366,6 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         ablation: None,
         one_buffer,
         timed_one_buffer,
+        failed,
     })
 }

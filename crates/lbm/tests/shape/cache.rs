@@ -204,3 +204,49 @@ fn the_choice_is_the_adapters_not_the_first_lattices() {
     assert_eq!((b.source.as_str(), b.one_buffer), ("cached", false));
     assert_eq!(a.workgroup, b.workgroup);
 }
+
+/// A workgroup size whose step kernels the driver refuses (emulated: `GpuOptions::refuse_pipelines`, as Metal
+/// refuses a pipeline past its threadgroup size) is left out of the timings and named in `failed`; the tuner
+/// chooses among the others, and a lattice runs at its choice.
+#[test]
+fn a_refused_workgroup_is_left_out_of_the_tuning() {
+    use bespoke_gpu::GpuOptions;
+    use bespoke_gpu::testing::emulating;
+    let Some(shared) = test_gpu() else { return };
+    let all = candidates(shared);
+    let Some(&refused) = all.iter().find(|&&w| w != WG) else {
+        return skipped("a refused workgroup: the adapter launches one workgroup size only");
+    };
+    let gpu = emulating(
+        shared,
+        GpuOptions {
+            refuse_pipelines: Some(format!("-wg{refused}")),
+            ..Default::default()
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cache = DiskCache::at(dir.path(), "lbm-shape", 1);
+    let cfg = Config::new(64, 48, Collision::Bgk { omega: 1.0 });
+    let shape = step_shape_in(&gpu, &cfg, false, Some(&cache)).unwrap();
+    let timed: Vec<u32> = shape.timed.iter().map(|t| t.0).collect();
+    let want: Vec<u32> = all.iter().copied().filter(|&w| w != refused).collect();
+    assert_eq!(timed, want, "{shape:?}");
+    assert_ne!(shape.workgroup, refused);
+    assert!(
+        shape
+            .failed
+            .iter()
+            .any(|f| f.starts_with(&format!("workgroup {refused},")) && f.contains("refused")),
+        "{:?}",
+        shape.failed
+    );
+    // Kept in the cache as it was chosen, failures included.
+    let again = step_shape_in(&gpu, &cfg, false, Some(&cache)).unwrap();
+    assert_eq!(
+        (again.source.as_str(), &again.failed),
+        ("cached", &shape.failed)
+    );
+    let mut lat = Lattice::new(&gpu, cfg, Rc::new(Flags::fluid(64, 48))).unwrap();
+    lat.init_equilibrium(|_, _| (1.0, [0.01, 0.0])).unwrap();
+    lat.step(2).unwrap();
+}

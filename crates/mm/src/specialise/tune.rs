@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use bespoke_gpu::{Gpu, GpuError, Launch, median};
+use bespoke_gpu::{Gpu, Launch, median};
 
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
 use super::dense_budget::{dense_family, dense_within, k_blocked};
@@ -99,8 +99,7 @@ pub fn default_variants(gpu: &Gpu, op: &Operator, _dtype: DType, panel: Panel) -
 /// passes): the tuner goes on without it. A lost device, or anything not the GPU's, is the tuning's error.
 fn refused(e: MmError) -> Result<String> {
     match e {
-        MmError::Gpu(GpuError::DeviceLost(_)) => Err(e),
-        MmError::Gpu(g) => Ok(g.to_string()),
+        MmError::Gpu(g) if g.is_kernels_own() => Ok(g.to_string()),
         e => Err(e),
     }
 }
