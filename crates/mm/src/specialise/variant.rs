@@ -405,8 +405,9 @@ impl std::str::FromStr for Variant {
         Self::parse(s).ok_or_else(|| {
             format!(
                 "`{s}` is not a variant: expected one of {}; or one of these with a launch cap after its split \
-                 or rows (`bstream-a256`, `bstream-a128`; `-a{LONG_LAUNCH}` on any but the rolled family: \
-                 `cstream-a{LONG_LAUNCH}-v2`, `bstream-msplit-s4-a{LONG_LAUNCH}`)",
+                 or rows (`bstream-a256`, `bstream-a128`; `-a{MID_LAUNCH}` or `-a{LONG_LAUNCH}` on any but the \
+                 rolled family: `cstream-a{LONG_LAUNCH}-v2`, `bstream-msplit-s4-a{MID_LAUNCH}`), bstream-msplit's \
+                 before its stage (`bstream-msplit-s8-a{LONG_LAUNCH}-smem48`)",
                 Self::all()
                     .iter()
                     .map(|v| v.name())
