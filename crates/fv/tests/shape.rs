@@ -418,18 +418,9 @@ fn a_reshaped_operator_carries_on_in_its_new_shape() {
 /// shape is left out of the layout tuner's, named in its `failed`; each tuner chooses among the rest.
 #[test]
 fn refused_kernels_are_left_out_of_the_tunings() {
-    use bespoke_gpu::GpuOptions;
-    use bespoke_gpu::testing::emulating;
+    use bespoke_gpu::testing::refusing;
     let Some(shared) = test_gpu() else { return };
-    let refusing = |pattern: &str| {
-        emulating(
-            shared,
-            GpuOptions {
-                refuse_pipelines: Some(pattern.into()),
-                ..Default::default()
-            },
-        )
-    };
+    let refusing = |pattern: &str| refusing(shared, pattern);
     let all = candidates(shared, KernelKind::Gather);
     let Some(&wg) = all.iter().find(|&&w| w != WG) else {
         return;

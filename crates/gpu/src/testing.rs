@@ -62,6 +62,21 @@ pub fn emulating(shared: &Gpu, opts: GpuOptions) -> Gpu {
     )
 }
 
+/// A second device on `shared`'s adapter whose driver refuses the pipeline of every kernel whose name holds
+/// `pattern` ([`GpuOptions::refuse_pipelines`]): how a test makes a driver's refusal happen on lavapipe.
+///
+/// # Panics
+/// When the device cannot be opened (the shared one could).
+pub fn refusing(shared: &Gpu, pattern: &str) -> Gpu {
+    emulating(
+        shared,
+        GpuOptions {
+            refuse_pipelines: Some(pattern.into()),
+            ..Default::default()
+        },
+    )
+}
+
 /// [`emulating`] with the warm-up as `opts` says, whatever the shared device's: for the tests of the warm-up.
 ///
 /// # Panics

@@ -210,20 +210,13 @@ fn the_choice_is_the_adapters_not_the_first_lattices() {
 /// chooses among the others, and a lattice runs at its choice.
 #[test]
 fn a_refused_workgroup_is_left_out_of_the_tuning() {
-    use bespoke_gpu::GpuOptions;
-    use bespoke_gpu::testing::emulating;
+    use bespoke_gpu::testing::refusing;
     let Some(shared) = test_gpu() else { return };
     let all = candidates(shared);
     let Some(&refused) = all.iter().find(|&&w| w != WG) else {
         return skipped("a refused workgroup: the adapter launches one workgroup size only");
     };
-    let gpu = emulating(
-        shared,
-        GpuOptions {
-            refuse_pipelines: Some(format!("-wg{refused}")),
-            ..Default::default()
-        },
-    );
+    let gpu = refusing(shared, &format!("-wg{refused}"));
     let dir = tempfile::tempdir().unwrap();
     let cache = DiskCache::at(dir.path(), "lbm-shape", 1);
     let cfg = Config::new(64, 48, Collision::Bgk { omega: 1.0 });

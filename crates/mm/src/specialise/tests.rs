@@ -314,22 +314,29 @@ fn capped_bstream_launches_respect_the_cap_and_validate() {
     }
 }
 
-/// hex-p6-m132 (343×1029, 7056 non-zeros) at a GPU's default launch length goes in 4 launches that read B's rows
-/// 2093 times (2.03× its 1029); every unrolled family's long twin takes it in one launch that reads each once,
-/// and its source validates (issue 35: the operator's goal is twice the access floor, which reads B once).
-#[test]
-fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
-    use super::generate::cap_of;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/pyfr/hex-p6-m132-dflt.mtx");
-    let op = read_mtx(&path).unwrap();
-    let rows = op.rows();
-    let beta = Beta::of(op.beta_hint.unwrap());
-    let (bk, cm) = (0..op.k, 0..op.m);
-    let plan = |cap| {
+/// hex-p6-m132 as the shipped file has it, planned in one binding of B and C each at N = 1024 under a launch cap,
+/// and the rows of B a plan's launches read (once each a launch), summed.
+struct HexP6M132 {
+    op: Operator,
+    rows: Vec<RowTerms>,
+    beta: Beta,
+}
+
+impl HexP6M132 {
+    fn load() -> Self {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/pyfr/hex-p6-m132-dflt.mtx");
+        let op = read_mtx(&path).unwrap();
+        let rows = op.rows();
+        let beta = Beta::of(op.beta_hint.unwrap());
+        Self { op, rows, beta }
+    }
+
+    fn plan(&self, cap: LaunchCap) -> Vec<Layout> {
+        let (bk, cm) = (0..self.op.k, 0..self.op.m);
         plan_layouts(
-            &rows,
-            beta,
+            &self.rows,
+            self.beta,
             std::slice::from_ref(&bk),
             std::slice::from_ref(&cm),
             (1024, 1024, 1024),
@@ -337,14 +344,26 @@ fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
             cap,
         )
         .unwrap()
-    };
-    // Rows of B each launch reads (once each), summed over the launches.
-    let b_rows = |layouts: &[Layout]| -> usize {
+    }
+
+    fn b_rows(&self, layouts: &[Layout]) -> usize {
         layouts
             .iter()
-            .map(|l| super::emit::used_rows(&super::generate::work(&rows, l)).len())
+            .map(|l| super::emit::used_rows(&super::generate::work(&self.rows, l)).len())
             .sum()
-    };
+    }
+}
+
+/// hex-p6-m132 (343×1029, 7056 non-zeros) at a GPU's default launch length goes in 4 launches that read B's rows
+/// 2093 times (2.03× its 1029); every unrolled family's long twin takes it in one launch that reads each once,
+/// and its source validates (issue 35: the operator's goal is twice the access floor, which reads B once).
+#[test]
+fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
+    use super::generate::cap_of;
+    let hex = HexP6M132::load();
+    let (op, rows) = (&hex.op, &hex.rows);
+    let plan = |cap| hex.plan(cap);
+    let b_rows = |layouts: &[Layout]| hex.b_rows(layouts);
     let gpu_default = cap_of(Variant::new(Family::CStream, 1, 1, false), false, 2048);
     let short = plan(gpu_default);
     assert_eq!((short.len(), b_rows(&short)), (4, 2093));
@@ -357,12 +376,12 @@ fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
         let long = Variant::parse(name).unwrap().long_twin().unwrap();
         let layouts = plan(cap_of(long, false, 2048));
         assert_eq!((layouts.len(), b_rows(&layouts)), (1, op.k), "{long}");
-        let src = generate(&rows, &layouts[0], long, DType::F32).unwrap();
+        let src = generate(rows, &layouts[0], long, DType::F32).unwrap();
         validate_everywhere(&src, DType::F32.caps()).unwrap_or_else(|e| panic!("{long}: {e}"));
     }
     // Two invocation rows would each keep 172 accumulators: past the register budget, refused.
     let s2 = Variant::parse("bstream-msplit-s2-a4096").unwrap();
-    let e = generate(&rows, &plan(cap_of(s2, false, 2048))[0], s2, DType::F32).unwrap_err();
+    let e = generate(rows, &plan(cap_of(s2, false, 2048))[0], s2, DType::F32).unwrap_err();
     assert!(e.0.contains("register budget"), "{}", e.0);
 }
 
@@ -374,37 +393,17 @@ fn long_twins_read_each_row_of_b_once_on_hex_p6_m132_without_a_device() {
 #[test]
 fn mid_twins_and_stages_on_hex_p6_m132_without_a_device() {
     use super::generate::cap_of;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/pyfr/hex-p6-m132-dflt.mtx");
-    let op = read_mtx(&path).unwrap();
-    let rows = op.rows();
-    let beta = Beta::of(op.beta_hint.unwrap());
-    let (bk, cm) = (0..op.k, 0..op.m);
-    let plan = |v: Variant| {
-        plan_layouts(
-            &rows,
-            beta,
-            std::slice::from_ref(&bk),
-            std::slice::from_ref(&cm),
-            (1024, 1024, 1024),
-            8,
-            cap_of(v, false, 2048),
-        )
-        .unwrap()
-    };
-    let b_rows = |layouts: &[Layout]| -> usize {
-        layouts
-            .iter()
-            .map(|l| super::emit::used_rows(&super::generate::work(&rows, l)).len())
-            .sum()
-    };
+    let hex = HexP6M132::load();
+    let rows = &hex.rows;
+    let plan = |v: Variant| hex.plan(cap_of(v, false, 2048));
+    let b_rows = |layouts: &[Layout]| hex.b_rows(layouts);
     let accumulators = |src: &str| src.matches("    var acc_").count();
     let checked = |v: Variant, dtype: DType| -> Vec<String> {
         plan(v)
             .iter()
             .map(|l| {
                 let src =
-                    generate(&rows, l, v, dtype).unwrap_or_else(|e| panic!("{v} {dtype}: {e}"));
+                    generate(rows, l, v, dtype).unwrap_or_else(|e| panic!("{v} {dtype}: {e}"));
                 validate_everywhere(&src, dtype.caps())
                     .unwrap_or_else(|e| panic!("{v} {dtype}: {e}"));
                 src
@@ -435,7 +434,7 @@ fn mid_twins_and_stages_on_hex_p6_m132_without_a_device() {
     // workgroup memory a column, where a dot product per row loads one per term (7056).
     let src = checked(s4, DType::F32);
     assert_eq!(src[0].matches(" = sb[").count(), 2808);
-    let e = generate(&rows, &plan(s4)[0], s4, DType::F64).unwrap_err();
+    let e = generate(rows, &plan(s4)[0], s4, DType::F64).unwrap_err();
     assert!(e.0.contains("register budget"), "{}", e.0);
     let staged = s8.with_stage(48).unwrap();
     let src = checked(staged, DType::F32);

@@ -462,18 +462,11 @@ fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
 /// an error naming each one's failure, not a panic.
 #[test]
 fn a_refused_pipeline_costs_its_candidate_not_the_tuning() {
+    use bespoke_gpu::testing::refusing;
     use bespoke_mm::dense::DenseParams;
     use bespoke_mm::specialise::{DenseSource, MatMul, TuneOptions};
     let Some(shared) = test_gpu() else { return };
-    let refusing = |pattern: &str| {
-        emulating(
-            shared,
-            GpuOptions {
-                refuse_pipelines: Some(pattern.into()),
-                ..Default::default()
-            },
-        )
-    };
+    let refusing = |pattern: &str| refusing(shared, pattern);
     let mut r = rng();
     let op = random_operator(&mut r, 12, 10, 0.6);
     let panel = Panel::packed(256);
