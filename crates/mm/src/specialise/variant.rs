@@ -128,7 +128,7 @@ pub const LONG_LAUNCH: u32 = 4096;
 pub const MID_LAUNCH: u32 = 1024;
 
 /// Invocation rows of bstream-msplit (cstream-ksplit: 2 and 4). At 8, a workgroup of 512 invocations keeps a
-/// quarter of s2's accumulators each: hex-p6-m132 in one launch at 43 f32 accumulators an invocation (86 at s4),
+/// quarter of s2's accumulators each: hex-p6-m132 in one launch at 44 f32 accumulators an invocation (86 at s4),
 /// and the one-launch f64 kernel within the register budget at all (the adapter must launch 512 invocations).
 pub const MSPLIT_SPLITS: [u32; 3] = [2, 4, 8];
 
