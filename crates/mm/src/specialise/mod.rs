@@ -3,6 +3,7 @@
 //! plans launches past the binding limits, and picks the fastest candidate (dense GEMM included) by timing.
 
 pub mod bench;
+mod candidates;
 pub mod columns;
 mod compile_cost;
 mod dense_budget;
@@ -24,6 +25,7 @@ mod emit;
 mod families;
 
 pub use bench::{MatrixBench, SuiteSummary, bench_operator, check_against_cpu, tolerance};
+pub use candidates::{CPU_CSTREAM_TERMS, MSPLIT_S8_ROWS, default_variants};
 pub use columns::ColumnBlocks;
 pub use families::TableSize;
 pub use floor::AccessFloor;
@@ -35,7 +37,7 @@ pub use matmul::{Choice, MatMul, MatMulPlan};
 pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;
 pub use run::{CompileTime, Panel, SpecKernel};
-pub use tune::{CPU_CSTREAM_TERMS, MSPLIT_S8_ROWS, default_variants, model_dense};
+pub use tune::model_dense;
 pub use tuning::{Candidate, DEFAULT_TUNE_BUDGET, DenseSource, TuneOptions, TuneReport};
 pub use variant::{
     Beta, Family, LAUNCH_CAPS, LONG_LAUNCH, MID_LAUNCH, MSPLIT_SPLITS, STAGE_KIB, Variant, WG_X,
