@@ -254,7 +254,8 @@ fn long_twins_take_the_operator_in_one_launch() {
 
 /// bstream-msplit scatters each staged row of B into the accumulators that use it, in ascending rows of B: each
 /// accumulator meets its terms in cstream's order with cstream's operations (`b·a`, then `fma`), so every split,
-/// stage and launch length gives cstream's bits, at β = 0 (C poisoned, f32) and β = 0.5 (f64), with several
+/// stage and launch length gives cstream's bits at β = 0 (C poisoned, f32), and at β = 0.5 in f64 the same sum within
+/// a few roundings of its terms (lavapipe's f64 fma rounds by code shape), with several
 /// chunks (140 rows of B: 3 chunks of 64 f32 rows, 5 of 32 f64 rows at the default stage).
 #[test]
 fn msplit_scatter_gives_cstreams_bits() {
@@ -310,10 +311,33 @@ fn msplit_scatter_gives_cstreams_bits() {
             let Some(got) = run(name, beta, &b, &c, dtype) else {
                 continue;
             };
-            assert!(
-                got == want,
-                "{name} {dtype} β={beta}: other bits than cstream's"
-            );
+            if dtype == DType::F32 {
+                assert!(
+                    got == want,
+                    "{name} {dtype} β={beta}: other bits than cstream's"
+                );
+            } else {
+                // WGSL lets `fma` round once or twice, and lavapipe's f64 kernels round some of them differently
+                // by code shape (seed 7844835236358010401: a few elements apart): the same sum to within a few
+                // roundings of its terms' magnitudes.
+                let rows = op.rows();
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (g, w) = (f64::from_bits(*g), f64::from_bits(*w));
+                    let (row, col) = (i / panel.ldc, i % panel.ldc);
+                    if col >= panel.n {
+                        continue;
+                    }
+                    let terms: f64 = rows[row]
+                        .iter()
+                        .map(|(p, a)| (a * b[p * panel.ldb + col]).abs())
+                        .sum();
+                    let scale = terms + (beta * c[i]).abs();
+                    assert!(
+                        (g - w).abs() <= 8.0 * f64::EPSILON * scale,
+                        "{name} {dtype} β={beta}: element {i} {g:e} against cstream's {w:e} (terms' size {scale:e})"
+                    );
+                }
+            }
             compared += 1;
         }
         assert!(compared >= 2, "{dtype}: {compared}");
