@@ -1,4 +1,4 @@
-//! One shared device per test binary. With `BESPOKE_REQUIRE_GPU=1` a missing adapter fails the test instead of
+//! Shared test devices (one per test binary on a GPU; on a CPU adapter one per test running at once). With `BESPOKE_REQUIRE_GPU=1` a missing adapter fails the test instead of
 //! skipping it, so CI can never mistake a missing driver for a pass.
 //!
 //! A test whose name ends in [`DEVICE_FREE`] (`…_without_a_device`) promises to open no device: it checks what the
@@ -6,7 +6,7 @@
 //! say nothing about the GPU, and the slowest took 90 of the suite's CPU seconds); CI runs them. The promise is
 //! kept here: such a test that asks for a device through this module panics.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use crate::context::{Gpu, GpuOptions};
 
@@ -15,26 +15,124 @@ pub fn gpu_required() -> bool {
     crate::env_flag("BESPOKE_REQUIRE_GPU")
 }
 
-/// Timings on it skip the GPU's clock warm-up: the suite checks results, and on an H200 it tunes hundreds of
-/// kernels, each cold timing of which would first spend 0.5–2 s raising the clocks. Devices [`emulating`] a
-/// condition on its adapter skip it too; tests of the warm-up itself open theirs with
-/// [`emulating_with_warm_up`].
-static SHARED: LazyLock<Result<Gpu, String>> = LazyLock::new(|| {
-    Gpu::with_options(GpuOptions {
+/// The shared test devices' options. Timings on them skip the GPU's clock warm-up: the suite checks results, and
+/// on an H200 it tunes hundreds of kernels, each cold timing of which would first spend 0.5–2 s raising the
+/// clocks. Devices [`emulating`] a condition on its adapter skip it too; tests of the warm-up itself open theirs
+/// with [`emulating_with_warm_up`].
+fn shared_options(adapter_name: Option<String>) -> GpuOptions {
+    GpuOptions {
         skip_warm_up: true,
+        adapter_name,
         ..GpuOptions::default()
+    }
+}
+
+/// The test binary's shared devices: one on a GPU; on a CPU adapter one for each test the harness runs at once,
+/// opened as tests come to need them. lavapipe compiles a kernel at its first dispatch on the device's queue
+/// thread, one thread a device, so the tests sharing one device compiled their kernels one at a time: two tests
+/// of bespoke-mm's `dense` binary took 25 and 36 s alone and 49 s side by side on one device (2026-12-04, this
+/// 2-core VM; one core idle while the other compiled). A GPU compiles in the thread that creates the pipeline and
+/// gets no second device (its memory, and its start-up, are not free).
+struct Pool {
+    /// Every device opened so far, with the number of running tests that hold it.
+    devices: Mutex<Vec<(&'static Gpu, usize)>>,
+    /// How many devices there may be.
+    most: usize,
+}
+
+static POOL: LazyLock<Result<Pool, String>> = LazyLock::new(|| {
+    let first: &'static Gpu = Box::leak(Box::new(
+        Gpu::with_options(shared_options(None)).map_err(|e| e.to_string())?,
+    ));
+    Ok(Pool {
+        devices: Mutex::new(vec![(first, 0)]),
+        most: if first.is_cpu() { test_threads() } else { 1 },
     })
-    .map_err(|e| e.to_string())
 });
 
-/// The shared test device, or `None` (with a printed reason) when there is none and it is not required.
+/// The number of tests the harness runs at once: `RUST_TEST_THREADS` where set, else the available parallelism
+/// (libtest's rule; `--test-threads` is not visible here, and fewer threads than this only leave a device idle).
+fn test_threads() -> usize {
+    std::env::var("RUST_TEST_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+        .clamp(1, MOST_TEST_DEVICES)
+}
+
+/// At most this many shared devices (each a lavapipe device's worker threads and its queue's).
+const MOST_TEST_DEVICES: usize = 8;
+
+/// A running test's hold on one of the pool's devices, given back when its thread ends.
+struct Lease {
+    index: usize,
+    gpu: &'static Gpu,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Ok(pool) = &*POOL
+            && let Ok(mut devices) = pool.devices.lock()
+        {
+            devices[self.index].1 -= 1;
+        }
+    }
+}
+
+thread_local! {
+    static LEASE: std::cell::OnceCell<Lease> = const { std::cell::OnceCell::new() };
+}
+
+impl Pool {
+    /// The device the calling thread holds, or the least held one (a new one where every device is held and
+    /// there may be more).
+    fn lease(&self) -> &'static Gpu {
+        let take = || {
+            let mut devices = self.devices.lock().unwrap_or_else(PoisonError::into_inner);
+            let (mut index, held) = devices
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, (_, held))| *held)
+                .map(|(i, (_, held))| (i, *held))
+                .expect("the pool opens its first device");
+            if held > 0 && devices.len() < self.most {
+                let adapter = devices[0].0.adapter_name().to_owned();
+                // A device that does not open leaves the tests on the ones that did.
+                if let Ok(g) = Gpu::with_options(shared_options(Some(adapter))) {
+                    devices.push((Box::leak(Box::new(g)), 0));
+                    index = devices.len() - 1;
+                }
+            }
+            devices[index].1 += 1;
+            Lease {
+                index,
+                gpu: devices[index].0,
+            }
+        };
+        LEASE
+            .try_with(|l| l.get_or_init(take).gpu)
+            // The thread is ending (a test's thread-local destructor asking): a device, unheld.
+            .unwrap_or_else(|_| self.devices.lock().unwrap_or_else(PoisonError::into_inner)[0].0)
+    }
+}
+
+/// How many shared test devices [`test_gpu`] may open: 1 on a GPU (or without one), on a CPU adapter one for
+/// each test the harness runs at once.
+pub fn test_devices() -> usize {
+    POOL.as_ref().map_or(1, |p| p.most)
+}
+
+/// A shared test device, or `None` (with a printed reason) when there is none and it is not required. A test
+/// keeps the same device however often it asks (the thread's); tests running at once get different ones on a
+/// CPU adapter (`Pool`).
 ///
 /// # Panics
 /// When no adapter exists and `BESPOKE_REQUIRE_GPU=1`.
 pub fn test_gpu() -> Option<&'static Gpu> {
     refuse_device_free();
-    match &*SHARED {
-        Ok(g) => Some(g),
+    match &*POOL {
+        Ok(pool) => Some(pool.lease()),
         Err(e) if gpu_required() => panic!("BESPOKE_REQUIRE_GPU=1 but no GPU could be opened: {e}"),
         Err(e) => {
             skipped(&format!(

@@ -2,12 +2,13 @@
 
 use super::*;
 
-#[test]
-fn launches_split_past_a_small_binding_limit() {
+/// 4 KiB bindings: B (29 rows × 256 f32 = 1 KiB each) and C split into several blocks and launches. Where the
+/// offset alignment makes an aligned block of rows larger (WebGPU's 256 B: 16 rows of C's 260 f32, 8 of the
+/// packed panel's 1000), one such block: C (31 rows) still splits. Every variant at one β; one test a β, so that
+/// the harness runs them at once (each on its own emulating device, whose compiles lavapipe runs on its own
+/// queue thread).
+fn launches_split_past_a_small_binding_limit(beta: f64) {
     let Some(shared) = test_gpu() else { return };
-    // 4 KiB bindings: B (29 rows × 256 f32 = 1 KiB each) and C split into several blocks and launches. Where
-    // the offset alignment makes an aligned block of rows larger (WebGPU's 256 B: 16 rows of C's 260 f32, 8 of
-    // the packed panel's 1000), one such block: C (31 rows) still splits.
     let block = [256, 260, 1000]
         .map(|ld| shared.row_block_bytes::<f32>(&[ld], &[1]))
         .into_iter()
@@ -22,30 +23,43 @@ fn launches_split_past_a_small_binding_limit() {
     );
     let mut r = rng();
     let op = random_operator(&mut r, 31, 29, 0.5);
-    for beta in [0.0, 1.0, 0.5] {
-        let ran = all_variants::<f32>(
-            &gpu,
-            &mut r,
-            &op,
-            beta,
-            Panel {
-                n: 250,
-                ldb: 256,
-                ldc: 260,
-            },
-        );
-        assert!(ran >= 15, "{beta}: {ran}");
-    }
+    let ran = all_variants::<f32>(
+        &gpu,
+        &mut r,
+        &op,
+        beta,
+        Panel {
+            n: 250,
+            ldb: 256,
+            ldc: 260,
+        },
+    );
+    assert!(ran >= 15, "{beta}: {ran}");
     let k = SpecKernel::new(
         &gpu,
         &op,
         Variant::all()[0],
         DType::F32,
-        0.0,
+        beta,
         Panel::packed(1000),
     )
     .unwrap();
     assert!(k.sources().len() > 1, "expected several launches");
+}
+
+#[test]
+fn launches_split_past_a_small_binding_limit_without_c() {
+    launches_split_past_a_small_binding_limit(0.0);
+}
+
+#[test]
+fn launches_split_past_a_small_binding_limit_adding_c() {
+    launches_split_past_a_small_binding_limit(1.0);
+}
+
+#[test]
+fn launches_split_past_a_small_binding_limit_scaling_c() {
+    launches_split_past_a_small_binding_limit(0.5);
 }
 
 /// The rolled family's table lives in uniform buffers: on an adapter with small uniform bindings (512 bytes:
