@@ -1,5 +1,6 @@
-//! Shared test devices (one per test binary on a GPU; on a CPU adapter one per test running at once). With `BESPOKE_REQUIRE_GPU=1` a missing adapter fails the test instead of
-//! skipping it, so CI can never mistake a missing driver for a pass.
+//! Shared test devices (one per test binary on a GPU; on a CPU adapter one per test running at once). With
+//! `BESPOKE_REQUIRE_GPU=1` a missing adapter fails the test instead of skipping it, so CI can never mistake a
+//! missing driver for a pass.
 //!
 //! A test whose name ends in [`DEVICE_FREE`] (`…_without_a_device`) promises to open no device: it checks what the
 //! CPU alone can (naga's validation of generated WGSL, host-side layouts). A GPU session skips those tests (they
