@@ -159,11 +159,9 @@ fn every_variant_f64_where_the_adapter_has_it() {
 }
 
 /// The shipped PyFR operators whose names `pick` takes, each with its own β, under the rolled family and (where
-/// llvmpipe compiles them in seconds) the split ones: how many kernels ran.
-fn shipped_pyfr_matrices(pick: fn(&str) -> bool) -> usize {
-    let Some(gpu) = test_gpu() else {
-        return usize::MAX;
-    };
+/// llvmpipe compiles them in seconds) the split ones: how many kernels ran (`None`: no device).
+fn shipped_pyfr_matrices(pick: fn(&str) -> bool) -> Option<usize> {
+    let gpu = test_gpu()?;
     let mut r = rng();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pyfr");
     let mut seen = 0;
@@ -211,7 +209,7 @@ fn shipped_pyfr_matrices(pick: fn(&str) -> bool) -> usize {
             }
         }
     }
-    seen
+    Some(seen)
 }
 
 /// The pyramids' and tetrahedra's shipped operators (798 and 1092 non-zeros: the split families' longest
@@ -225,13 +223,17 @@ fn pyramid_or_tetrahedron(name: &str) -> bool {
 // run on lavapipe; the floors are 70 % of those, as the one test's before (40 of 57).
 #[test]
 fn shipped_pyfr_matrices_with_their_beta_on_pyramids_and_tetrahedra() {
-    let seen = shipped_pyfr_matrices(pyramid_or_tetrahedron);
+    let Some(seen) = shipped_pyfr_matrices(pyramid_or_tetrahedron) else {
+        return;
+    };
     assert!(seen >= 8, "{seen}");
 }
 
 #[test]
 fn shipped_pyfr_matrices_with_their_beta_on_hexahedra_prisms_quadrilaterals_and_triangles() {
-    let seen = shipped_pyfr_matrices(|n| !pyramid_or_tetrahedron(n));
+    let Some(seen) = shipped_pyfr_matrices(|n| !pyramid_or_tetrahedron(n)) else {
+        return;
+    };
     assert!(seen >= 32, "{seen}");
 }
 
