@@ -150,6 +150,10 @@ pub struct BenchArgs {
     /// bound).
     #[arg(long, default_value_t = bespoke::mm::specialise::DEFAULT_TUNE_BUDGET, value_name = "SECONDS", allow_negative_numbers = true)]
     tune_budget: f64,
+    /// Workers that compile an operator's candidates at once before they are timed (1: one by one; default:
+    /// every core on a GPU, one on a CPU adapter, whose llvmpipe compiles at the first dispatch anyway).
+    #[arg(long, value_name = "N")]
+    compile_threads: Option<usize>,
     /// Only these variants (comma-separated names; default: every variant worth timing on this adapter).
     #[arg(long, value_delimiter = ',')]
     variants: Option<Vec<Variant>>,

@@ -82,11 +82,18 @@ fn tuned_note(t: &TuneReport) -> String {
     if t.probe_seconds > 0.0 {
         apart.push(format!("{:.1} s probing compile laws", t.probe_seconds));
     }
+    // Compiled at once: how many kernels on how many workers, and what that took against one worker's sum.
+    let at_once = t.parallel_compile.as_ref().map_or(String::new(), |p| {
+        format!(
+            ", {} kernels compiled on {} workers in {:.1} s ({:.1} s of compiles)",
+            p.kernels, p.threads, p.wall_seconds, p.kernel_seconds
+        )
+    });
     if apart.is_empty() {
-        format!(" (tuned in {:.1} s)", t.tune_seconds)
+        format!(" (tuned in {:.1} s{at_once})", t.tune_seconds)
     } else {
         format!(
-            " (tuned in {:.1} s, after {}, once per adapter)",
+            " (tuned in {:.1} s{at_once}, after {}, once per adapter)",
             t.tune_seconds,
             apart.join(" and ")
         )
@@ -137,6 +144,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
         // its own in the temporary directory, never read and never removed).
         refresh: a.retune,
         budget_seconds: a.tune_budget.is_finite().then_some(a.tune_budget),
+        compile_threads: a.compile_threads,
         ..Default::default()
     };
     let gpu = open_gpu()?;
@@ -165,7 +173,7 @@ pub(super) fn run_bench(a: BenchArgs) -> Result<(), Error> {
                     "dense_seconds": r.dense_seconds, "speedup_vs_dense": r.speedup_vs_dense, "rel_err": r.rel_err, "warmed_seconds": r.warmed_seconds,
                     "from_cache": r.tune.from_cache, "tune_seconds": r.tune.tune_seconds,
                     "model_seconds": r.tune.model_seconds, "probe_seconds": r.tune.probe_seconds,
-                    "candidates": r.tune.candidates,
+                    "candidates": r.tune.candidates, "parallel_compile": r.tune.parallel_compile,
                 })
             })
             .collect();

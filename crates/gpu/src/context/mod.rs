@@ -408,24 +408,38 @@ impl Gpu {
     /// waits for). Returns how many this call compiled; a kernel that fails is left out, and reports its error
     /// where it is used.
     pub fn compile_all(&self, kernels: &[Kernel]) -> usize {
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        self.compile_each(kernels, threads)
+            .iter()
+            .filter(|r| matches!(r, Ok(Some(_))))
+            .count()
+    }
+
+    /// Compiles `kernels` on `threads` workers at once (at least one, at most one a kernel), each taking the next
+    /// kernel not yet taken. For each kernel, in order: the seconds its compile took on its worker (naga's
+    /// validation and the driver's pipeline creation: [`CachedPipeline`]) where this call compiled it, `None`
+    /// where it was compiled before, or its error. A kernel listed twice is compiled once: the second finds it
+    /// cached, or, if both workers took it at once, compiles it again and keeps one. On a driver that compiles
+    /// at pipeline creation (a GPU's) the seconds are the compile; one that compiles at the first dispatch
+    /// (llvmpipe) does the rest there, on its queue's thread.
+    pub fn compile_each(&self, kernels: &[Kernel], threads: usize) -> Vec<Result<Option<f64>>> {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let next = AtomicUsize::new(0);
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(kernels.len());
-        std::thread::scope(|s| {
+        let threads = threads.clamp(1, kernels.len().max(1));
+        let done: Vec<Vec<(usize, Result<Option<f64>>)>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
                     s.spawn(|| {
-                        let mut compiled = 0;
+                        let mut done = Vec::new();
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some(k) = kernels.get(i) else {
-                                return compiled;
+                                return done;
                             };
-                            if let Ok((_, true)) = self.compile(k) {
-                                compiled += 1;
-                            }
+                            let r = self.compile(k).map(|(p, compiled)| {
+                                compiled.then_some(p.validate_seconds + p.create_seconds)
+                            });
+                            done.push((i, r));
                         }
                     })
                 })
@@ -433,8 +447,13 @@ impl Gpu {
             workers
                 .into_iter()
                 .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .sum()
-        })
+                .collect()
+        });
+        let mut out: Vec<Option<Result<Option<f64>>>> = (0..kernels.len()).map(|_| None).collect();
+        for (i, r) in done.into_iter().flatten() {
+            out[i] = Some(r);
+        }
+        out.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
     }
 
     /// Number of distinct kernels compiled so far.

@@ -163,6 +163,49 @@ fn kernels_compile_on_every_core_once_and_a_broken_one_waits_for_its_use() {
         gpu.pipeline(&kernels[12]),
         Err(GpuError::InvalidShader { .. })
     ));
+
+    // `compile_each` says, kernel by kernel in the order given, what each cost on its worker, that it was
+    // compiled before, or its error: three new kernels on two workers, one listed twice, one known, the broken one.
+    let fresh: Vec<Kernel> = (0..3u32)
+        .map(|i| {
+            Kernel::new(
+                format!("compile_each_{i}"),
+                format!(
+                    "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n\
+                     @compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) g: vec3<u32>) {{\n\
+                     if g.x < arrayLength(&x) {{ x[g.x] = x[g.x] + {}u; }}\n}}\n",
+                    seed % 1000 + 10 + u64::from(i)
+                ),
+            )
+        })
+        .collect();
+    let list = [
+        fresh[0].clone(),
+        kernels[5].clone(),
+        fresh[1].clone(),
+        kernels[12].clone(),
+        fresh[2].clone(),
+        fresh[2].clone(),
+    ];
+    let before = gpu.cached_pipelines();
+    let each = gpu.compile_each(&list, 2);
+    assert_eq!(each.len(), list.len());
+    for i in [0, 2] {
+        let s = each[i].as_ref().unwrap().expect("compiled by this call");
+        assert!(s > 0.0 && s.is_finite(), "{i}: {s}");
+    }
+    assert!(matches!(each[1], Ok(None)), "{:?}", each[1]);
+    assert!(matches!(each[3], Err(GpuError::InvalidShader { .. })));
+    // The one listed twice: compiled by one of its two entries (both, where two workers took it at once).
+    let twice = [&each[4], &each[5]].map(|r| matches!(r, Ok(Some(_))));
+    assert!(twice[0] || twice[1], "{:?} {:?}", each[4], each[5]);
+    assert_eq!(gpu.cached_pipelines(), before + 3);
+    assert!(
+        gpu.compile_each(&list[..3], 8)
+            .iter()
+            .all(|r| matches!(r, Ok(None)))
+    );
+    assert!(gpu.compile_each(&[], 4).is_empty());
 }
 
 /// Devices of one process close one at a time (four closing at once hung an H200's driver): four devices used

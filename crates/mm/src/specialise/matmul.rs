@@ -1,7 +1,7 @@
 //! `MatMul`: C = A·B + β·C for a constant A with a chosen kernel, a specialised variant or the dense GEMM, and
 //! its plan bound to buffers. Choosing the kernel by timing is the tuner's (tune.rs).
 
-use bespoke_gpu::{Gpu, GpuBuffer, Launch};
+use bespoke_gpu::{Gpu, GpuBuffer, Kernel, Launch};
 
 use super::operator::Operator;
 use super::run::{Panel, SpecKernel, check_panels};
@@ -149,6 +149,15 @@ impl<T: Element> MatMul<T> {
         match &self.imp {
             Imp::Spec(k) => k.sources(),
             Imp::Dense(..) => Vec::new(),
+        }
+    }
+
+    /// The kernels its plan compiles (the dense GEMM's where B fits one binding: [`DenseGemm::kernels`]), to
+    /// compile many candidates at once before timing them.
+    pub fn kernels(&self) -> Vec<Kernel> {
+        match &self.imp {
+            Imp::Spec(k) => k.kernels(),
+            Imp::Dense(g, _) => g.kernels(),
         }
     }
 

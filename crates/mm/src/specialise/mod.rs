@@ -18,6 +18,7 @@ pub mod run;
 mod tune;
 mod tune_budget;
 pub mod tune_cache;
+mod tune_precompile;
 pub mod tuning;
 pub mod variant;
 

@@ -293,6 +293,11 @@ impl SpecKernel {
         self.launches.iter().map(|(_, k)| k.source()).collect()
     }
 
+    /// The kernels, one per launch (to compile many candidates at once before timing them).
+    pub fn kernels(&self) -> Vec<Kernel> {
+        self.launches.iter().map(|(_, k)| k.clone()).collect()
+    }
+
     /// Non-zeros of A each launch unrolls (zeros for the rolled family).
     pub fn launch_terms(&self) -> &[usize] {
         &self.launch_terms

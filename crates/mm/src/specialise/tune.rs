@@ -7,7 +7,7 @@ use bespoke_gpu::{Gpu, Launch, median};
 
 use super::candidates::default_variants;
 use super::compile_cost::{CompileLaws, family_key, launch_sizes};
-use super::dense_budget::{dense_family, dense_within, k_blocked};
+use super::dense_budget::dense_within;
 use super::floor::touch_check;
 use super::matmul::{Choice, MatMul, MatMulPlan, dense_shape};
 use super::operator::Operator;
@@ -17,6 +17,7 @@ use super::tune_budget::{
     lost_on_first_run, spent_on_tuning, verdict, within_reach,
 };
 use super::tune_cache::{self, Decision};
+use super::tune_precompile::{Walk, compile_threads, dense_law_key, precompile};
 use super::tuning::{
     Candidate, DEFER_DENSE_SCREEN_SECONDS, DENSE_RETIME, DenseSource, FINALIST_ON_SCREEN,
     SHORT_SCREEN_REPS, SHORT_SCREEN_SECONDS, TuneOptions, TuneReport,
@@ -47,21 +48,6 @@ fn body_hash(source: &str) -> u64 {
     h.finish()
 }
 
-/// The dense kernel's compile-law family and the sizes its law predicts from (dense_budget.rs).
-fn dense_law_key<T: Element>(
-    gpu: &Gpu,
-    op: &Operator,
-    panel: Panel,
-    beta: f64,
-    p: DenseParams,
-) -> Result<(String, Vec<usize>)> {
-    let blocked = k_blocked::<T>(gpu, &dense_shape(op, panel))?;
-    Ok((
-        dense_family(T::DTYPE, p.vec),
-        p.compiled_accesses(beta, blocked),
-    ))
-}
-
 /// Screens a candidate whose compile took `compile` s and whose first full run after it took `first` s: that run
 /// where it is long ([`LONG_RUN_SECONDS`]: its own measurement), else one run more, or the median of
 /// [`SHORT_SCREEN_REPS`] when short.
@@ -70,7 +56,7 @@ fn screen_candidate<T: Element>(
     name: String,
     plan: &MatMulPlan<T>,
     first: f64,
-    compile: f64,
+    (compile, precompiled): (f64, Option<f64>),
     predicted: Option<f64>,
 ) -> Result<Candidate> {
     let mut screen = first;
@@ -87,6 +73,7 @@ fn screen_candidate<T: Element>(
         compile_seconds: Some(compile),
         predicted_compile_seconds: predicted,
         status: "screened".into(),
+        precompiled_seconds: precompiled,
     })
 }
 
@@ -257,6 +244,18 @@ impl<T: Element> MatMul<T> {
                 .partial_cmp(&(rank(b), predicted(b), rows_first(b), *bb))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
+        // On a GPU the candidates the budget admits are compiled at once first (tune_precompile.rs).
+        let walk = Walk {
+            op,
+            beta,
+            panel,
+            budget_seconds: opts.budget_seconds,
+            since: t0,
+            dense_last,
+        };
+        let all: Vec<&Self> = built.iter().map(|(mm, _)| mm).collect();
+        let pre = precompile(gpu, &walk, &all, &mut laws, compile_threads(gpu, opts))?;
+        drop(all);
         // Unrolled candidates are predicted from their family's law and skipped past the budget (tune_budget.rs);
         // a skipped bstream candidate gives way to the next of its `cheaper_compile` chain that is not a
         // candidate already.
@@ -282,9 +281,14 @@ impl<T: Element> MatMul<T> {
                 }
             }
             let mut mm = mm;
-            let mut predicted;
+            let mut predicted = None;
             let mut link = false;
-            loop {
+            // A candidate compiled at once was admitted then: its compile is spent, whatever the clock says now.
+            let pre_this = pre.as_ref().and_then(|p| p.get(&mm.choice.name()));
+            if let Some((_, p)) = pre_this {
+                predicted = p;
+            }
+            while pre_this.is_none() {
                 let budget = Budget {
                     seconds: opts.budget_seconds,
                     since: t0,
@@ -372,9 +376,12 @@ impl<T: Element> MatMul<T> {
                     continue;
                 }
             };
-            let compile = t.elapsed().as_secs_f64();
+            // Compiled at once, its kernels' seconds on their workers count too; the law learns only from
+            // compiles timed alone (a driver that serialises compiles inside would charge each its wait).
+            let precompiled = pre_this.map(|(s, _)| s);
+            let compile = t.elapsed().as_secs_f64() + precompiled.unwrap_or(0.0);
             let law = unrolled.map(|_| (family, sizes)).or(dense_compiled);
-            if let Some((family, sizes)) = &law {
+            if let (Some((family, sizes)), None) = (&law, precompiled) {
                 laws.record_compile(family, sizes, compile, predicted);
             }
             if unrolled.is_some() {
@@ -389,6 +396,7 @@ impl<T: Element> MatMul<T> {
             if let Some(status) = lost_on_first_run(first, best_so_far, SCREEN_CUT) {
                 skipped.push(Candidate {
                     compile_seconds: Some(compile),
+                    precompiled_seconds: precompiled,
                     ..Candidate::skipped(choice.name(), predicted, status)
                 });
                 continue;
@@ -400,7 +408,8 @@ impl<T: Element> MatMul<T> {
                 deferred = Some((mm, first, compile, predicted));
                 continue;
             }
-            let cand = screen_candidate(gpu, choice.name(), &plan, first, compile, predicted)?;
+            let compiled = (compile, precompiled);
+            let cand = screen_candidate(gpu, choice.name(), &plan, first, compiled, predicted)?;
             drop(plan);
             cands.push((mm, cand));
         }
@@ -414,7 +423,8 @@ impl<T: Element> MatMul<T> {
                 None => {
                     let plan = mm.plan(gpu, &b, &c)?;
                     let name = mm.choice.name();
-                    let cand = screen_candidate(gpu, name, &plan, first, compile, predicted)?;
+                    let compiled = (compile, None);
+                    let cand = screen_candidate(gpu, name, &plan, first, compiled, predicted)?;
                     drop(plan);
                     cands.push((mm, cand));
                 }
@@ -524,6 +534,7 @@ impl<T: Element> MatMul<T> {
                 .collect(),
             seconds: cands[best].1.seconds,
             dense_seconds,
+            parallel_compile: pre.map(|p| p.report),
         };
         let mut mm = cands.swap_remove(best).0;
         report.tune_seconds = spent_on_tuning(t0, &laws);

@@ -41,6 +41,10 @@ pub struct TuneOptions {
     /// its [`Variant::cheaper_compile`] chain that fits. The dense and rolled kernels are always tried, and the
     /// smallest unrolled one while nothing is known. A compile cannot be abandoned once started.
     pub budget_seconds: Option<f64>,
+    /// Workers that compile the candidates at once before they are timed one by one (docs/mm.md, "Compiling
+    /// at once"); `None`: every core on a GPU, none on a CPU adapter (llvmpipe compiles at a kernel's first
+    /// dispatch, on its queue's one thread, whatever thread created the pipeline). 0 or 1: one by one.
+    pub compile_threads: Option<usize>,
 }
 
 impl Default for TuneOptions {
@@ -54,6 +58,7 @@ impl Default for TuneOptions {
             refresh: false,
             cache_dir: None,
             budget_seconds: Some(DEFAULT_TUNE_BUDGET),
+            compile_threads: None,
         }
     }
 }
@@ -94,6 +99,10 @@ pub struct Candidate {
     pub predicted_compile_seconds: Option<f64>,
     /// `finalist`, [`FINALIST_ON_SCREEN`], `screened`, `screened out: <reason>` or `skipped: <reason>`.
     pub status: String,
+    /// The part of `compile_seconds` its kernels took on the workers that compiled the candidates at once
+    /// ([`ParallelCompile`]), where they did; the rest is binding and the first one-workgroup launches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precompiled_seconds: Option<f64>,
 }
 
 impl Candidate {
@@ -106,6 +115,7 @@ impl Candidate {
             compile_seconds: None,
             predicted_compile_seconds: predicted,
             status,
+            precompiled_seconds: None,
         }
     }
 }
@@ -129,4 +139,21 @@ pub struct TuneReport {
     /// The dense kernel's time when tuned: the median of the finalist runs, or its one screening run when it
     /// lost the screening by more than [`DENSE_RETIME`]×.
     pub dense_seconds: Option<f64>,
+    /// The candidates compiled at once before the timings, where they were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_compile: Option<ParallelCompile>,
+}
+
+/// The candidates the tuner compiled at once on several workers before timing them one by one: those the
+/// budget admits with every earlier one's predicted compile charged as if compiled one after another.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ParallelCompile {
+    pub threads: usize,
+    pub candidates: usize,
+    pub kernels: usize,
+    /// Seconds from the first compile's start to the last one's end.
+    pub wall_seconds: f64,
+    /// The kernels' compile seconds on their workers, summed: what one worker would have taken (where the
+    /// driver serialises compiles internally, each also holds its wait).
+    pub kernel_seconds: f64,
 }

@@ -202,5 +202,6 @@ fn check_matmul(
 
 mod floor;
 mod limits;
+mod precompile;
 mod tune;
 mod variants;

@@ -1,0 +1,132 @@
+//! The tuner's candidates compiled at once on several workers (`TuneOptions::compile_threads`; on a GPU every
+//! core by default): the same candidates compiled and timed as one by one, nothing compiled at once that the
+//! budget would not admit one after another, a refused pipeline still its candidate's failure.
+
+use super::*;
+use bespoke_gpu::testing::refusing;
+use bespoke_mm::dense::DenseParams;
+use bespoke_mm::specialise::{DenseSource, MatMul, TuneOptions};
+
+fn options(variants: &[&str], threads: usize, budget: Option<f64>) -> TuneOptions {
+    TuneOptions {
+        variants: Some(
+            variants
+                .iter()
+                .map(|n| Variant::parse(n).unwrap())
+                .collect(),
+        ),
+        dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
+        reps: 1,
+        use_cache: false,
+        budget_seconds: budget,
+        compile_threads: Some(threads),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn candidates_compiled_at_once_are_the_ones_the_budget_admits_and_timed_as_before() {
+    let Some(gpu) = test_gpu() else { return };
+    let mut r = rng();
+    let panel = Panel::packed(512);
+    let variants = ["cstream-v2", "bstream-v2", "rolled-r4"];
+    // Sparse rows over a long K: every unrolled launch spells out more than the probes' 128 loads and stores,
+    // so each family's law is probed and prices it.
+    let long = random_operator(&mut r, 32, 300, 0.96);
+    // An ample budget on two workers: every candidate compiled at once, its workers' seconds part of its
+    // compile, timed and screened as one by one; the choice right.
+    let mm =
+        MatMul::<f32>::tuned(gpu, &long, 0.0, panel, &options(&variants, 2, Some(1e6))).unwrap();
+    let c = &mm.report.candidates;
+    let at_once = mm
+        .report
+        .parallel_compile
+        .clone()
+        .unwrap_or_else(|| panic!("{c:?}"));
+    assert_eq!((at_once.threads, at_once.candidates), (2, 4), "{at_once:?}");
+    assert!(
+        at_once.kernels >= 4 && at_once.wall_seconds > 0.0,
+        "{at_once:?}"
+    );
+    for cand in c {
+        let (Some(all), Some(pre)) = (cand.compile_seconds, cand.precompiled_seconds) else {
+            panic!("{cand:?} was not compiled at once: {c:?}");
+        };
+        assert!(pre >= 0.0 && all >= pre, "{cand:?}");
+        assert!(
+            cand.seconds.is_some() || cand.status.contains("first run"),
+            "{cand:?}"
+        );
+    }
+    assert!(check_matmul(gpu, &mut r, &long, &mm) <= 1e-5);
+
+    // No budget left, the laws known from the run above: the unrolled candidates are past it, and only what
+    // the budget always tries (the dense and rolled kernels) is compiled at once; the skipped ones not at all.
+    let long2 = random_operator(&mut r, 32, 300, 0.96);
+    let mm =
+        MatMul::<f32>::tuned(gpu, &long2, 0.0, panel, &options(&variants, 2, Some(0.0))).unwrap();
+    let c = &mm.report.candidates;
+    let at_once = mm
+        .report
+        .parallel_compile
+        .clone()
+        .unwrap_or_else(|| panic!("{c:?}"));
+    assert_eq!(at_once.candidates, 2, "{at_once:?} {c:?}");
+    for cand in c {
+        let always = cand.name.starts_with("dense") || cand.name == "rolled-r4";
+        if always {
+            assert!(cand.precompiled_seconds.is_some(), "{cand:?}");
+        } else {
+            assert!(
+                cand.compile_seconds.is_none() && cand.precompiled_seconds.is_none(),
+                "{cand:?}"
+            );
+            assert!(cand.status.contains("tuning budget"), "{cand:?}");
+        }
+    }
+    assert!(check_matmul(gpu, &mut r, &long2, &mm) <= 1e-5);
+
+    // One worker: one by one, as before.
+    let mm = MatMul::<f32>::tuned(gpu, &long2, 0.0, panel, &options(&variants, 1, None)).unwrap();
+    assert!(mm.report.parallel_compile.is_none());
+    assert!(
+        mm.report
+            .candidates
+            .iter()
+            .all(|c| c.precompiled_seconds.is_none())
+    );
+}
+
+#[test]
+fn a_pipeline_refused_while_compiling_at_once_is_its_candidates_failure() {
+    let Some(shared) = test_gpu() else { return };
+    let mut r = rng();
+    let op = random_operator(&mut r, 12, 10, 0.6);
+    let gpu = &refusing(shared, "bstream-msplit-s8");
+    let opts = options(&["cstream", "bstream-msplit-s8", "bstream"], 3, None);
+    let mm = MatMul::<f32>::tuned(gpu, &op, 0.5, Panel::packed(256), &opts).unwrap();
+    let c = &mm.report.candidates;
+    let failed = c
+        .iter()
+        .find(|c| c.name == "bstream-msplit-s8")
+        .unwrap_or_else(|| panic!("{c:?}"));
+    assert!(
+        failed.status.starts_with("failed:") && failed.status.contains("refused"),
+        "{failed:?}"
+    );
+    assert!(failed.seconds.is_none(), "{failed:?}");
+    let at_once = mm
+        .report
+        .parallel_compile
+        .clone()
+        .unwrap_or_else(|| panic!("{c:?}"));
+    assert_eq!(at_once.candidates, 4, "{at_once:?}");
+    assert_eq!(
+        c.iter()
+            .filter(|c| c.precompiled_seconds.is_some() && c.seconds.is_some())
+            .count(),
+        3,
+        "{c:?}"
+    );
+    assert!(check_matmul(gpu, &mut r, &op, &mm) <= 1e-5);
+}
