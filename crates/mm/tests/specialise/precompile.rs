@@ -1,9 +1,8 @@
 //! The tuner's candidates compiled at once on several workers (`TuneOptions::compile_threads`; on a GPU every
 //! core by default): the same candidates compiled and timed as one by one, nothing compiled at once that the
-//! budget would not admit one after another, a refused pipeline still its candidate's failure.
+//! budget would not admit one after another (a refused pipeline: tune.rs).
 
 use super::*;
-use bespoke_gpu::testing::refusing;
 use bespoke_mm::dense::DenseParams;
 use bespoke_mm::specialise::{DenseSource, MatMul, TuneOptions};
 
@@ -95,38 +94,4 @@ fn candidates_compiled_at_once_are_the_ones_the_budget_admits_and_timed_as_befor
             .iter()
             .all(|c| c.precompiled_seconds.is_none())
     );
-}
-
-#[test]
-fn a_pipeline_refused_while_compiling_at_once_is_its_candidates_failure() {
-    let Some(shared) = test_gpu() else { return };
-    let mut r = rng();
-    let op = random_operator(&mut r, 12, 10, 0.6);
-    let gpu = &refusing(shared, "bstream-msplit-s8");
-    let opts = options(&["cstream", "bstream-msplit-s8", "bstream"], 3, None);
-    let mm = MatMul::<f32>::tuned(gpu, &op, 0.5, Panel::packed(256), &opts).unwrap();
-    let c = &mm.report.candidates;
-    let failed = c
-        .iter()
-        .find(|c| c.name == "bstream-msplit-s8")
-        .unwrap_or_else(|| panic!("{c:?}"));
-    assert!(
-        failed.status.starts_with("failed:") && failed.status.contains("refused"),
-        "{failed:?}"
-    );
-    assert!(failed.seconds.is_none(), "{failed:?}");
-    let at_once = mm
-        .report
-        .parallel_compile
-        .clone()
-        .unwrap_or_else(|| panic!("{c:?}"));
-    assert_eq!(at_once.candidates, 4, "{at_once:?}");
-    assert_eq!(
-        c.iter()
-            .filter(|c| c.precompiled_seconds.is_some() && c.seconds.is_some())
-            .count(),
-        3,
-        "{c:?}"
-    );
-    assert!(check_matmul(gpu, &mut r, &op, &mm) <= 1e-5);
 }

@@ -483,23 +483,40 @@ fn a_refused_pipeline_costs_its_candidate_not_the_tuning() {
         ..Default::default()
     };
     let gpu = &refusing("bstream-msplit-s8");
-    let mm = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
-    let cands = &mm.report.candidates;
-    let failed = cands
-        .iter()
-        .find(|c| c.name == "bstream-msplit-s8")
-        .unwrap_or_else(|| panic!("{cands:?}"));
-    assert!(
-        failed.status.starts_with("failed:") && failed.status.contains("refused"),
-        "{failed:?}"
-    );
-    assert!(failed.seconds.is_none(), "{failed:?}");
-    assert_ne!(mm.choice.name(), "bstream-msplit-s8");
-    assert!(
-        cands.iter().filter(|c| c.seconds.is_some()).count() >= 3,
-        "{cands:?}"
-    );
-    assert!(check_matmul(gpu, &mut r, &op, &mm) <= 1e-5);
+    // One by one, and compiled at once on three workers (tune_precompile.rs), which leave the refused kernel to
+    // the walk one by one, where it fails again and is reported.
+    for threads in [1, 3] {
+        let opts = TuneOptions {
+            compile_threads: Some(threads),
+            ..opts.clone()
+        };
+        let mm = MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts).unwrap();
+        let cands = &mm.report.candidates;
+        let failed = cands
+            .iter()
+            .find(|c| c.name == "bstream-msplit-s8")
+            .unwrap_or_else(|| panic!("{cands:?}"));
+        assert!(
+            failed.status.starts_with("failed:") && failed.status.contains("refused"),
+            "{failed:?}"
+        );
+        assert!(failed.seconds.is_none(), "{failed:?}");
+        assert_ne!(mm.choice.name(), "bstream-msplit-s8");
+        let timed = cands.iter().filter(|c| c.seconds.is_some());
+        assert!(timed.clone().count() >= 3, "{cands:?}");
+        match (threads, &mm.report.parallel_compile) {
+            (1, None) => {}
+            (3, Some(p)) => {
+                assert_eq!(p.candidates, 4, "{p:?}");
+                assert!(
+                    timed.clone().all(|c| c.precompiled_seconds.is_some()),
+                    "{cands:?}"
+                );
+            }
+            (_, p) => panic!("{threads} workers: {p:?}"),
+        }
+        assert!(check_matmul(gpu, &mut r, &op, &mm) <= 1e-5);
+    }
     // Every kernel refused: an error that names the failures.
     let gpu = &refusing("_");
     let e = match MatMul::<f32>::tuned(gpu, &op, 0.5, panel, &opts) {
