@@ -296,9 +296,13 @@ fn a_reshaped_lattice_carries_on_in_its_new_shape() {
     use bespoke_lbm::kernel::Ablation;
     let Some(gpu) = test_gpu() else { return };
     let seed = fresh_seed();
+    // f32 in place without walls beside f16's: the H200 on 2026-12-04 gave 1 of f16's 6480 populations other
+    // bits; were the reshaped kernels' arithmetic another (a compiler's choice per shape), f32, whose every bit
+    // shows, would differ in most of them.
     for (storage, streaming, walls) in [
         (Storage::F32, Streaming::Ab, false),
         (Storage::F32, Streaming::InPlace, true),
+        (Storage::F32, Streaming::InPlace, false),
         (Storage::F16, Streaming::InPlace, false),
         (Storage::F16, Streaming::Ab, true),
     ] {
