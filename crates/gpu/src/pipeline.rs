@@ -49,6 +49,8 @@ pub(crate) struct CompileTarget<'a> {
     pub inexact_division: bool,
     /// Wrap every array index past its array's end (`Quirks::wraps_out_of_bounds`).
     pub wrap_out_of_bounds: bool,
+    /// Round every `pack2x16float` toward zero (`Quirks::packs_toward_zero`).
+    pub pack_toward_zero: bool,
 }
 
 /// Compiled pipelines by [`KernelId`], each compiled once.
@@ -117,6 +119,9 @@ fn with_quirks(
     if target.wrap_out_of_bounds {
         quirks.push("wrapped-out-of-bounds");
     }
+    if target.pack_toward_zero {
+        quirks.push("packed-toward-zero");
+    }
     if quirks.is_empty() {
         return Ok(module);
     }
@@ -150,6 +155,10 @@ fn with_quirks(
             (true, false) => &validate(&module, "fused-multiply-add")?,
         };
         crate::flushed_subnormals::flush_subnormals(&mut module, now);
+    }
+    if target.pack_toward_zero {
+        // Needs no types: it finds the packs by their function.
+        crate::packed_toward_zero::pack_toward_zero(&mut module, info);
     }
     if target.poison_workgroup_memory {
         // Needs the validation of the module as written (which workgroup variables the entry points use).

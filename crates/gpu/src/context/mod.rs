@@ -58,6 +58,8 @@ pub struct Gpu {
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
     /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
     pub(crate) copy_variant: Mutex<Option<crate::copy_walk::CopyVariant>>,
+    /// Whether `pack2x16float` rounds to nearest even here, once measured (`Gpu::packs_f16_to_nearest_even`).
+    pub(crate) packs_nearest: Mutex<Option<bool>>,
     /// Opened for a rank (`GpuOptions::node_rank`): the machine's adapters of this one's kind, which its ranks
     /// take in turn.
     rank_adapters: Option<usize>,
@@ -249,6 +251,7 @@ impl Gpu {
             skip_warm_up: opts.skip_warm_up,
             refuse_pipelines: opts.refuse_pipelines.clone(),
             copy_variant: Mutex::new(None),
+            packs_nearest: Mutex::new(None),
             rank_adapters,
             _close_turn: CloseTurn,
             _close_done: CloseDone,
@@ -399,6 +402,7 @@ impl Gpu {
             flush_subnormals: self.quirks.flushes_subnormals,
             inexact_division: self.quirks.divides_inexactly,
             wrap_out_of_bounds: self.quirks.wraps_out_of_bounds,
+            pack_toward_zero: self.quirks.packs_toward_zero,
         };
         self.pipelines.get_or_compile(&target, kernel)
     }

@@ -197,6 +197,11 @@ pub struct Quirks {
     /// layer, which gives every load, store and atomic through an array element the index `index mod length`
     /// (an i32 index below zero: the last element), so such a kernel fails on any adapter.
     pub wraps_out_of_bounds: bool,
+    /// `pack2x16float` rounds toward zero: WGSL lets a conversion to f16 give either neighbour of a value between
+    /// two, and AMD's GPUs pack two f32s toward zero in one instruction (lavapipe rounds to nearest even).
+    /// Emulated by the pipeline layer, which steps every packed half that was rounded away from zero one f16
+    /// down, so a kernel or test that counts on f16 stores rounded to nearest fails on any adapter.
+    pub packs_toward_zero: bool,
 }
 
 /// A quirk's flag in [`Quirks`].
@@ -205,7 +210,7 @@ type Flag = fn(&mut Quirks) -> &mut bool;
 impl Quirks {
     /// Each quirk: its name in `BESPOKE_QUIRKS`, its mark in the emulation tag (`GpuInfo::emulation`, the
     /// caches' keys) and its flag. The one list of them: a quirk added here is parsed, combined and tagged.
-    const TABLE: [(&'static str, &'static str, Flag); 8] = [
+    const TABLE: [(&'static str, &'static str, Flag); 9] = [
         ("folds-f16-round-trip", "-foldf16", |q| {
             &mut q.folds_f16_round_trip
         }),
@@ -224,6 +229,7 @@ impl Quirks {
         ("wrapped-out-of-bounds", "-oob", |q| {
             &mut q.wraps_out_of_bounds
         }),
+        ("packed-toward-zero", "-rtz", |q| &mut q.packs_toward_zero),
     ];
 
     fn set(&mut self, name: &str) -> bool {

@@ -31,6 +31,7 @@ mod fused;
 mod inexact;
 mod invocations;
 mod lifecycle;
+mod packed;
 mod reversed;
 mod stale;
 mod timing;

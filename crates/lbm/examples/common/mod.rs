@@ -38,6 +38,7 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         edges: Edges::whole(nx, ny),
         region: Region::All,
         folded_f16: false,
+        exact_f16: false,
         wg: bespoke_lbm::kernel::WG,
         cells: 1,
         ablation: None,

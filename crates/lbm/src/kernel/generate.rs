@@ -78,7 +78,24 @@ impl KernelSpec {
             self.ny,
             self.nx * self.ny
         );
+        // Where the device's own f32 → f16 conversion does not round to nearest even (AMD's pack rounds toward
+        // zero: `bespoke_gpu::Gpu::packs_f16_to_nearest_even`), each stored value is rounded first, explicitly,
+        // so that the conversion is exact. The rounding function once, for the stores and the stash alike.
+        let round_trip = matches!(self.layout(), Layout::F16Paired | Layout::F16Single)
+            && (self.exact_f16 || (self.stashed() && !self.folded_f16));
+        let (exact, exact_end) = if self.exact_f16 {
+            ("to_f16_and_back(", ")")
+        } else {
+            ("", "")
+        };
         if self.paired() {
+            let stored = if self.exact_f16 {
+                "let s = select(v, v.yx, swap) * {scale};\n    \
+                 return pack2x16float(vec2<f32>(to_f16_and_back(s.x), to_f16_and_back(s.y)));"
+            } else {
+                "return pack2x16float(select(v, v.yx, swap) * {scale});"
+            }
+            .replace("{scale}", &lit(F16_SCALE));
             let _ = write!(
                 s,
                 "const HR: u32 = {hr}u;
@@ -91,13 +108,12 @@ fn ld(w: u32, swap: bool) -> vec2<f32> {{
 }}
 
 fn st(v: vec2<f32>, swap: bool) -> u32 {{
-    return pack2x16float(select(v, v.yx, swap) * {scale});
+    {stored}
 }}
 ",
                 hr = self.ny / 2,
                 nh = self.nx * self.ny / 2,
                 inv = lit(1.0 / F16_SCALE),
-                scale = lit(F16_SCALE)
             );
         }
         if self.layout() == Layout::F16Single {
@@ -109,12 +125,15 @@ fn ld1(v: f16) -> f32 {{
 }}
 
 fn st1(v: f32) -> f16 {{
-    return f16(v * {scale});
+    return f16({exact}v * {scale}{exact_end});
 }}
 ",
                 inv = lit(1.0 / F16_SCALE),
                 scale = lit(F16_SCALE)
             );
+        }
+        if round_trip {
+            s.push_str(F16_ROUND_TRIP_WGSL);
         }
         if self.stashed() {
             // A stashed value must equal what a load of the stored element would return. Written as a store and a
@@ -132,9 +151,6 @@ fn st1(v: f32) -> f16 {{
                     scale = lit(F16_SCALE)
                 ),
             };
-            if matches!(self.layout(), Layout::F16Paired | Layout::F16Single) && !self.folded_f16 {
-                s.push_str(F16_ROUND_TRIP_WGSL);
-            }
             let _ = write!(
                 s,
                 "

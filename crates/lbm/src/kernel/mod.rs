@@ -101,6 +101,11 @@ pub struct KernelSpec {
     /// (`bespoke_gpu::Quirks::folds_f16_round_trip`): the stash then keeps the unrounded f32, as NVIDIA's
     /// driver 580 made it. Set from the device by `prepare_launch`; false elsewhere.
     pub folded_f16: bool,
+    /// Round each f16 value to its nearest f16 (ties to even) before the conversion stores it, on a device whose
+    /// own conversion rounds otherwise (`bespoke_gpu::Gpu::packs_f16_to_nearest_even`; AMD's pack rounds toward
+    /// zero, which WGSL allows): the conversion is then exact, and the stored bits those of `half`'s conversion.
+    /// Set from the device by `prepare_launch`; false elsewhere.
+    pub exact_f16: bool,
     /// Invocations per workgroup ([`WG`] unless the lattice's launch shape says otherwise: step kernels).
     pub wg: u32,
     /// Cells (or paired words) per invocation: each workgroup takes `cells` consecutive blocks of `wg`, an
@@ -199,6 +204,11 @@ impl KernelSpec {
                 .ablation
                 .map_or(String::new(), |a| format!("-ablate-{}", a.name()))
             + if self.one_buffer > 0 { "-1buf" } else { "" }
+            + if self.exact_f16 && self.storage == Storage::F16 {
+                "-exactf16"
+            } else {
+                ""
+            }
             + if self.packed_macros && self.mode == Mode::Macro {
                 "-packed"
             } else {

@@ -45,6 +45,9 @@ fn every_kernel_validates_without_a_device() {
                                 edges: Edges::whole(37, ny),
                                 region: Region::All,
                                 folded_f16: false,
+                                // Stores rounded explicitly (a device whose pack does not round to nearest)
+                                // with TRT, so both kinds meet every layout, kernel and phase.
+                                exact_f16: matches!(collision, Collision::Trt { .. }),
                                 // A step kernel at a launch shape other than the default: 2 or 4 cells per
                                 // invocation by phase (kernels of other modes take 1 whatever they are told).
                                 wg: if mode == Mode::Step { 256 } else { WG },
@@ -111,6 +114,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             edges: Edges::whole(37, ny),
             region: Region::All,
             folded_f16: false,
+            exact_f16: false,
             wg: WG,
             cells: 1,
             ablation: None,
@@ -142,6 +146,7 @@ fn ablated_step_kernels_validate() {
                         edges: Edges::whole(64, ny),
                         region: Region::All,
                         folded_f16: false,
+                        exact_f16: false,
                         wg: 128,
                         cells: 1,
                         ablation: Some(ablation),

@@ -5,7 +5,7 @@
 use bespoke_gpu::{Arg, Gpu, GpuBuffer, Grid, Kernel, Launch};
 
 use super::{Pops, StepShape};
-use crate::config::{Config, Streaming};
+use crate::config::{Config, Storage, Streaming};
 use crate::error::{LbmError, Result};
 use crate::flags::Flags;
 use crate::kernel::{Edges, KernelSpec, Mode, Phase, Region, WG};
@@ -118,6 +118,7 @@ pub(super) fn lattice_spec(
         edges: Edges::whole(cfg.nx, cfg.ny),
         region: Region::All,
         folded_f16: false,
+        exact_f16: false,
         wg: if mode == Mode::Step {
             step.workgroup
         } else {
@@ -210,6 +211,8 @@ pub(crate) fn prepare_launch<'a>(
     // stored.
     let spec = KernelSpec {
         folded_f16: gpu.quirks().folds_f16_round_trip,
+        // Asked only of f16 lattices (one small kernel, once a device).
+        exact_f16: spec.storage == Storage::F16 && !gpu.packs_f16_to_nearest_even()?,
         ..*spec
     };
     let kernel = unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };

@@ -429,7 +429,9 @@ fn a_bad_initial_state_names_its_first_cell() {
 /// The in-place f16 stash's explicit rounding (`F16_ROUND_TRIP_WGSL`) is the f16 conversion's, bit for bit: every
 /// finite f16 value, every tie between two neighbours and the f32s on either side of each tie, both signs, zeros,
 /// the subnormals and the overflow past 65504, against the `half` crate's conversion (round to nearest, ties to
-/// even, subnormals kept).
+/// even, subnormals kept). Beside it, the device's own `pack2x16float` (how the populations are stored), whose
+/// rounding WGSL leaves to the implementation between the two neighbours (AMD's packs toward zero): every f16
+/// value must come back exact, and the log says how the device rounds the rest, ties and not.
 #[test]
 fn the_explicit_f16_rounding_is_the_conversions() {
     use bespoke_gpu::{Grid, Kernel};
@@ -451,18 +453,28 @@ fn the_explicit_f16_rounding_is_the_conversions() {
         }
     }
     xs.extend([65519.0f32, 65520.0, 1e6, f32::MIN_POSITIVE, 1e-40]);
+    // Pairs (the pack takes a value and its neighbour's).
+    if xs.len() % 2 == 1 {
+        xs.push(1e-30);
+    }
     let n = xs.len();
     let src = gpu.upload(&xs).unwrap();
     let dst = gpu.alloc_filled::<f32>(n, f32::NAN).unwrap();
+    let packed = gpu.alloc_filled::<u32>(n, 0xdead_beef).unwrap();
     let k = Kernel::new(
         "f16-round-trip-check",
         format!(
             "{}
 @group(0) @binding(0) var<storage, read> xs: array<f32>;
 @group(0) @binding(1) var<storage, read_write> ys: array<f32>;
+@group(0) @binding(2) var<storage, read_write> packed: array<u32>;
 @compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3<u32>) {{
     let i = g.x + g.y * 65535u * 256u;
-    if i < arrayLength(&xs) {{ ys[i] = to_f16_and_back(xs[i]); }}
+    if i < arrayLength(&xs) {{
+        ys[i] = to_f16_and_back(xs[i]);
+        // As the step stores a word: the value and its neighbour's, one of them negated.
+        packed[i] = pack2x16float(vec2<f32>(xs[i], -xs[i ^ 1u]));
+    }}
 }}",
             bespoke_lbm::kernel::F16_ROUND_TRIP_WGSL
         ),
@@ -471,7 +483,7 @@ fn the_explicit_f16_rounding_is_the_conversions() {
     let launch = gpu
         .prepare(
             &k,
-            &[src.arg(), dst.arg()],
+            &[src.arg(), dst.arg(), packed.arg()],
             Grid::d2(groups.min(65535), groups.div_ceil(65535)),
         )
         .unwrap();
@@ -490,4 +502,63 @@ fn the_explicit_f16_rounding_is_the_conversions() {
         })
         .collect();
     assert!(wrong.is_empty(), "{} values: {wrong:?}", wrong.len());
+
+    // The device's pack: each half's magnitude against the f16s on either side of |x| (`lo` ≤ |x| < `hi`).
+    let (mut nearest, mut toward_zero, mut away, mut other) = (0, 0, 0, Vec::new());
+    let (mut even_ties, mut odd_ties) = (0, 0);
+    let mut inexact_f16 = Vec::new();
+    let packed = gpu.read(&packed).unwrap();
+    for (i, w) in packed.iter().enumerate() {
+        for (x, bits) in [(xs[i], *w as u16), (-xs[i ^ 1], (*w >> 16) as u16)] {
+            let m = x.abs();
+            let want = half::f16::from_f32(m).to_bits();
+            let got = bits & 0x7fff;
+            if m > 65504.0 {
+                continue; // past f16's range: WGSL leaves it indeterminate
+            }
+            if half::f16::from_bits(want).to_f32() == m {
+                if got != want && inexact_f16.len() < 5 {
+                    inexact_f16.push(format!("{x:e} → {:e}", half::f16::from_bits(bits).to_f32()));
+                }
+                continue;
+            }
+            let lo = if half::f16::from_bits(want).to_f32() < m {
+                want
+            } else {
+                want - 1
+            };
+            let hi = lo + 1;
+            let tie = {
+                let (l, h) = (
+                    half::f16::from_bits(lo).to_f32(),
+                    half::f16::from_bits(hi).to_f32(),
+                );
+                (f64::from(l) + f64::from(h)) / 2.0 == f64::from(m)
+            };
+            let sign_ok = got == 0 || (bits >> 15 == 1) == x.is_sign_negative();
+            if got == want && sign_ok {
+                nearest += 1;
+                even_ties += usize::from(tie);
+            } else if got == lo && sign_ok {
+                toward_zero += 1;
+                odd_ties += usize::from(tie);
+            } else if got == hi && sign_ok {
+                away += 1;
+                odd_ties += usize::from(tie);
+            } else if other.len() < 5 {
+                other.push(format!("{x:e} → {:e}", half::f16::from_bits(bits).to_f32()));
+            }
+        }
+    }
+    eprintln!(
+        "pack2x16float on {}: of values between two f16s, {nearest} rounded as to nearest even \
+         ({even_ties} of them ties), {toward_zero} toward zero, {away} away from zero ({odd_ties} ties the \
+         other way)",
+        gpu.adapter_name()
+    );
+    assert!(
+        inexact_f16.is_empty(),
+        "f16 values packed to others: {inexact_f16:?}"
+    );
+    assert!(other.is_empty(), "packed past both neighbours: {other:?}");
 }

@@ -1,0 +1,75 @@
+//! How the device's `pack2x16float` rounds an f32 that lies between two f16 values. WGSL lets a conversion to a
+//! narrower float give either neighbour (and SPIR-V's `PackHalf2x16` states no rounding): lavapipe rounds to
+//! the nearest, ties to even, as the `half` crate and every host path of bespoke do, and AMD's GPUs pack two
+//! f32s toward zero in one instruction (`v_cvt_pkrtz_f16_f32`, which Mesa's RADV uses for it). Stored that way,
+//! every f16 value drifts toward zero: an f16 lattice's cavity at Re 100 ended at an RMS of 0.069 against
+//! Ghia's profiles, not 0.005, under the emulation of it ([`Quirks::packs_toward_zero`](crate::Quirks)).
+//! Kernels that store f16 values through the pack ask [`Gpu::packs_f16_to_nearest_even`] and, where the
+//! answer is no, round each value to its nearest f16 themselves first, so that the pack is exact.
+
+use crate::context::Gpu;
+use crate::dispatch::Grid;
+use crate::error::Result;
+use crate::kernel::Kernel;
+
+/// The probe's values: below, between and at the ties of f16 neighbours across the normal and subnormal range,
+/// both signs, paired into words.
+fn probe_values() -> Vec<f32> {
+    let mut xs = Vec::new();
+    for h in (1u16..0x7bff).step_by(97) {
+        let (a, b) = (
+            half::f16::from_bits(h).to_f32(),
+            half::f16::from_bits(h + 1).to_f32(),
+        );
+        let tie = 0.5 * (a + b);
+        for x in [
+            tie,
+            f32::from_bits(tie.to_bits() - 1),
+            f32::from_bits(tie.to_bits() + 1),
+            a + 0.25 * (b - a),
+            a + 0.75 * (b - a),
+        ] {
+            xs.extend([x, -x]);
+        }
+    }
+    xs
+}
+
+/// The kernel: word i packs values 2i and 2i + 1, as a lattice's store packs a word's two cells.
+const PROBE_WGSL: &str = "
+@group(0) @binding(0) var<storage, read> xs: array<vec2<f32>>;
+@group(0) @binding(1) var<storage, read_write> words: array<u32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    if g.x < arrayLength(&words) {
+        words[g.x] = pack2x16float(xs[g.x]);
+    }
+}";
+
+impl Gpu {
+    /// Whether this device's `pack2x16float` rounds every f32 between two f16 values to the nearest, ties to
+    /// even (`half`'s conversion, the hosts'): measured once per device by packing values at, beside and between
+    /// the ties of f16 neighbours over the whole range, both signs (one small kernel), then remembered. A
+    /// kernel that stores f16 values through the pack must round them itself where this is false.
+    pub fn packs_f16_to_nearest_even(&self) -> Result<bool> {
+        if let Some(known) = *self.packs_nearest.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(known);
+        }
+        let xs = probe_values();
+        let src = self.upload(&xs)?;
+        let dst = self.alloc_filled::<u32>(xs.len() / 2, 0xdead_beef)?;
+        let kernel = Kernel::new("bespoke-f16-pack-probe", PROBE_WGSL);
+        let launch = self.prepare(
+            &kernel,
+            &[src.arg(), dst.arg()],
+            Grid::d1((xs.len() / 2).div_ceil(64) as u32),
+        )?;
+        self.run(&[&launch])?;
+        let words = self.read(&dst)?;
+        let nearest = words.iter().enumerate().all(|(i, &w)| {
+            let want = |x: f32| u32::from(half::f16::from_f32(x).to_bits());
+            w == want(xs[2 * i]) | (want(xs[2 * i + 1]) << 16)
+        });
+        *self.packs_nearest.lock().unwrap_or_else(|e| e.into_inner()) = Some(nearest);
+        Ok(nearest)
+    }
+}
