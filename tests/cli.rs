@@ -460,6 +460,18 @@ fn lab_times_every_shape_and_ablation() {
     {
         assert_eq!(r["ratio_to_default"].as_f64(), Some(1.0), "{r}");
     }
+    // The f16 stores rounded explicitly: the two f16 rows only.
+    let exact: Vec<&&Value> = lbm
+        .iter()
+        .filter(|r| r["variant"] == "wg64 exact-f16")
+        .collect();
+    assert_eq!(exact.len(), 2, "{exact:?}");
+    assert!(
+        exact
+            .iter()
+            .all(|r| r["case"].as_str().is_some_and(|c| c.contains("f16"))),
+        "{exact:?}"
+    );
     assert!(runs.iter().any(|r| r["variant"] == "access floor"));
     let fv: Vec<&Value> = runs.iter().filter(|r| r["group"] == "fv").collect();
     for ablation in ["no-gather", "no-index", "no-gather no-index"] {

@@ -107,6 +107,8 @@ pub struct StepVariant {
     pub walls: bool,
     /// The nine directions in one buffer, bound once (`StepShape::one_buffer`).
     pub one_buffer: bool,
+    /// f16 stores rounded explicitly where the device's pack would round them alike (`StepShape::exact_f16`).
+    pub exact_f16: bool,
 }
 
 impl StepVariant {
@@ -128,6 +130,9 @@ impl StepVariant {
         }
         if self.one_buffer {
             s += " one-buffer";
+        }
+        if self.exact_f16 {
+            s += " exact-f16";
         }
         s
     }
@@ -176,6 +181,7 @@ pub fn bench_step_variants(
         grid: v.grid,
         ablation: v.ablation,
         one_buffer: v.one_buffer,
+        exact_f16: v.exact_f16,
         ..crate::shape::StepShape::given()
     };
     let mut groups: Vec<(bool, bool)> = Vec::new();

@@ -118,7 +118,8 @@ pub(super) fn lattice_spec(
         edges: Edges::whole(cfg.nx, cfg.ny),
         region: Region::All,
         folded_f16: false,
-        exact_f16: false,
+        // The lab's forced rounding; `prepare_launch` adds the device's need.
+        exact_f16: mode == Mode::Step && step.exact_f16,
         wg: if mode == Mode::Step {
             step.workgroup
         } else {
@@ -212,7 +213,8 @@ pub(crate) fn prepare_launch<'a>(
     let spec = KernelSpec {
         folded_f16: gpu.quirks().folds_f16_round_trip,
         // Asked only of f16 lattices (one small kernel, once a device).
-        exact_f16: spec.storage == Storage::F16 && !gpu.packs_f16_to_nearest_even()?,
+        exact_f16: spec.storage == Storage::F16
+            && (spec.exact_f16 || !gpu.packs_f16_to_nearest_even()?),
         ..*spec
     };
     let kernel = unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };

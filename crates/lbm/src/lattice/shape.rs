@@ -61,6 +61,11 @@ pub struct StepShape {
     /// Candidates the driver refused (their shape and its words), left out of the timings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// Round every stored f16 value to its nearest f16 in the step kernel even where the device's own pack does
+    /// (`KernelSpec::exact_f16`; the same bits there): the lab's measure of what a device whose pack rounds
+    /// otherwise pays. Never tuned; false: rounded only where the device needs it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exact_f16: bool,
 }
 
 fn one_cell() -> u32 {
@@ -87,6 +92,7 @@ impl StepShape {
             one_buffer: false,
             timed_one_buffer: None,
             failed: Vec::new(),
+            exact_f16: false,
         }
     }
 
@@ -367,5 +373,6 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         one_buffer,
         timed_one_buffer,
         failed,
+        exact_f16: false,
     })
 }

@@ -452,3 +452,55 @@ fn a_reshaped_lattice_carries_on_in_its_new_shape() {
         }
     }
 }
+
+/// f16 stores rounded explicitly to their nearest f16 before the pack (`StepShape::exact_f16`, what a device
+/// whose pack rounds otherwise gets) give the bits of the plain stores on a device whose pack rounds to nearest
+/// even (and on one that does not, both round explicitly): both streamings, interpolated walls in place (whose
+/// stash is rounded the same way), raw words and fields alike.
+#[test]
+fn explicitly_rounded_f16_stores_give_the_default_bits() {
+    let Some(gpu) = test_gpu() else { return };
+    let seed = fresh_seed();
+    for (streaming, walls) in [(Streaming::Ab, false), (Streaming::InPlace, true)] {
+        let (nx, ny) = (33, 18);
+        let cfg = Config {
+            storage: Storage::F16,
+            streaming,
+            force: [1e-5, -2e-6],
+            ..Config::new(nx, ny, Collision::trt(0.9))
+        };
+        let mut flags = Flags::fluid(nx, ny);
+        if walls {
+            flags.channel_walls();
+            flags.add_circle([11.2, 8.7], 3.9, true);
+        }
+        let flags = Rc::new(flags);
+        let run = |exact_f16: bool| {
+            let shape = StepShape {
+                exact_f16,
+                ..StepShape::given()
+            };
+            let mut lat =
+                Lattice::with_given_shape(gpu, cfg.clone(), flags.clone(), shape).unwrap();
+            assert_eq!(lat.step_shape().exact_f16, exact_f16);
+            let mut rng = StdRng::seed_from_u64(seed);
+            let cells = random_cells(&mut rng, nx * ny);
+            lat.init_equilibrium(|x, y| cells[y * nx + x]).unwrap();
+            lat.step(6).unwrap();
+            let m = lat.macroscopic().unwrap();
+            (lat.populations().unwrap(), [m.rho, m.ux, m.uy].concat())
+        };
+        let (plain, exact) = (run(false), run(true));
+        let what = format!("{streaming:?} walls {walls}");
+        assert_eq!(
+            bespoke_gpu::testing::differing_bits(&plain.0, &exact.0),
+            0,
+            "{what}"
+        );
+        assert_eq!(
+            bespoke_gpu::testing::differing_bits(&plain.1, &exact.1),
+            0,
+            "{what}"
+        );
+    }
+}
