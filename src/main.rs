@@ -98,11 +98,15 @@ pub(crate) fn open_gpu() -> Result<Gpu, Error> {
 fn info(json_out: bool) -> Result<(), Error> {
     let gpu = open_gpu()?;
     let probe = gpu.copy_bandwidth(&probe_options(false))?;
+    // How the device's pack2x16float rounds (the f16 lattices' stores: rounded explicitly where not to nearest);
+    // a backend without the pack says why.
+    let pack = gpu.packs_f16_to_nearest_even();
     if json_out {
         let mut v = json!({
             "adapter": adapter_json(&gpu),
             "copy_gbps": probe.gbps,
             "copy_probe": probe_json(&probe),
+            "f16_pack_to_nearest_even": pack.as_ref().ok(),
         });
         if let (Some(o), Some(c)) = (v.as_object_mut(), capabilities_json(&gpu).as_object()) {
             o.extend(c.clone());
@@ -137,6 +141,14 @@ fn info(json_out: bool) -> Result<(), Error> {
             "subgroup       {}..{}",
             l.subgroup_min_size,
             l.subgroup_max_size
+        );
+        bespoke::say!(
+            "f16 pack       {}",
+            match &pack {
+                Ok(true) => "rounds to nearest even".to_string(),
+                Ok(false) => "rounds otherwise (f16 lattices round each store themselves)".to_string(),
+                Err(e) => format!("not measured: {e}"),
+            }
         );
         bespoke::say!(
             "copy bandwidth {:.2} GB/s ({} MiB copied, {} MiB read+written, median {} over {} runs, {}, {})",

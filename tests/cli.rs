@@ -23,6 +23,12 @@ fn info_json_names_the_adapter_and_copy_bandwidth() {
             .unwrap_or(0)
             > 0
     );
+    // How the pack rounds, as the device says (null where a backend has no pack).
+    assert_eq!(
+        v["f16_pack_to_nearest_even"].as_bool(),
+        gpu.packs_f16_to_nearest_even().ok(),
+        "{v}"
+    );
 }
 
 /// A whole command on a device without SHADER_F64, SHADER_F16 and TIMESTAMP_QUERY (`BESPOKE_WITHOUT_FEATURES`:
