@@ -146,7 +146,8 @@ fn info(json_out: bool) -> Result<(), Error> {
             "f16 pack       {}",
             match &pack {
                 Ok(true) => "rounds to nearest even".to_string(),
-                Ok(false) => "rounds otherwise (f16 lattices round each store themselves)".to_string(),
+                Ok(false) =>
+                    "rounds otherwise (f16 lattices round each store themselves)".to_string(),
                 Err(e) => format!("not measured: {e}"),
             }
         );
