@@ -247,7 +247,7 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
         ..plain(WG)
     });
     // f16 only: each stored value rounded to its nearest f16 before the pack, as on a device whose pack rounds
-    // otherwise (AMD's, toward zero): what such a device pays, here where the bits are the default's.
+    // otherwise (toward zero, as AMD's pack instruction does): what such a device pays, here where the bits are the default's.
     v.push(StepVariant {
         exact_f16: true,
         ..plain(WG)

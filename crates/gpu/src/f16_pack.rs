@@ -1,9 +1,11 @@
 //! How the device's `pack2x16float` rounds an f32 that lies between two f16 values. WGSL lets a conversion to a
 //! narrower float give either neighbour (and SPIR-V's `PackHalf2x16` states no rounding): lavapipe rounds to
-//! the nearest, ties to even, as the `half` crate and every host path of bespoke do, and AMD's GPUs pack two
-//! f32s toward zero in one instruction (`v_cvt_pkrtz_f16_f32`, which Mesa's RADV uses for it). Stored that way,
-//! every f16 value drifts toward zero: an f16 lattice's cavity at Re 100 ended at an RMS of 0.069 against
-//! Ghia's profiles, not 0.005, under the emulation of it ([`Quirks::packs_toward_zero`](crate::Quirks)).
+//! the nearest, ties to even, as the `half` crate and every host path of bespoke do; AMD's GPUs have an
+//! instruction that packs two f32s toward zero (`v_cvt_pkrtz_f16_f32`), and Mesa tells its AMD and NVIDIA
+//! compilers (RADV's, NAK) that they may use such a pack (`has_pack_half_2x16_rtz`). Stored that way, every f16
+//! value drifts toward zero: an f16 lattice's cavity at Re 100 ended at an RMS of 0.069 and 0.060 against
+//! Ghia's profiles, not 0.0025 and 0.0037, under the emulation of it
+//! ([`Quirks::packs_toward_zero`](crate::Quirks)).
 //! Kernels that store f16 values through the pack ask [`Gpu::packs_f16_to_nearest_even`] and, where the
 //! answer is no, round each value to its nearest f16 themselves first, so that the pack is exact.
 

@@ -198,7 +198,8 @@ pub struct Quirks {
     /// (an i32 index below zero: the last element), so such a kernel fails on any adapter.
     pub wraps_out_of_bounds: bool,
     /// `pack2x16float` rounds toward zero: WGSL lets a conversion to f16 give either neighbour of a value between
-    /// two, and AMD's GPUs pack two f32s toward zero in one instruction (lavapipe rounds to nearest even).
+    /// two, AMD's GPUs have an instruction that packs two f32s toward zero, and Mesa lets its AMD and NVIDIA
+    /// compilers use such a pack (lavapipe rounds to nearest even).
     /// Emulated by the pipeline layer, which steps every packed half that was rounded away from zero one f16
     /// down, so a kernel or test that counts on f16 stores rounded to nearest fails on any adapter.
     pub packs_toward_zero: bool,

@@ -78,9 +78,10 @@ impl KernelSpec {
             self.ny,
             self.nx * self.ny
         );
-        // Where the device's own f32 → f16 conversion does not round to nearest even (AMD's pack rounds toward
-        // zero: `bespoke_gpu::Gpu::packs_f16_to_nearest_even`), each stored value is rounded first, explicitly,
-        // so that the conversion is exact. The rounding function once, for the stores and the stash alike.
+        // Where the device's own f32 → f16 conversion does not round to nearest even (a pack toward zero, as
+        // AMD's hardware has: `bespoke_gpu::Gpu::packs_f16_to_nearest_even`), each stored value is rounded
+        // first, explicitly, so that the conversion is exact. The rounding function once, for the stores and the
+        // stash alike.
         let round_trip = matches!(self.layout(), Layout::F16Paired | Layout::F16Single)
             && (self.exact_f16 || (self.stashed() && !self.folded_f16));
         let (exact, exact_end) = if self.exact_f16 {

@@ -430,7 +430,7 @@ fn a_bad_initial_state_names_its_first_cell() {
 /// finite f16 value, every tie between two neighbours and the f32s on either side of each tie, both signs, zeros,
 /// the subnormals and the overflow past 65504, against the `half` crate's conversion (round to nearest, ties to
 /// even, subnormals kept). Beside it, the device's own `pack2x16float` (how the populations are stored), whose
-/// rounding WGSL leaves to the implementation between the two neighbours (AMD's packs toward zero): every f16
+/// rounding WGSL leaves to the implementation between the two neighbours (AMD's pack instruction rounds toward zero): every f16
 /// value must come back exact, and the log says how the device rounds the rest, ties and not.
 #[test]
 fn the_explicit_f16_rounding_is_the_conversions() {
