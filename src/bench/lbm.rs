@@ -50,11 +50,16 @@ impl Section for LbmSection {
                     unit: "MLUPS",
                     fraction: Some(fraction),
                     note: format!(
-                        "{:.2} GB/s at {} B/cell ({}), step {}",
+                        "{:.2} GB/s at {} B/cell ({}), step {}{}",
                         b.gbps,
                         b.bytes_per_cell,
                         b.timing_source,
-                        b.shape.describe()
+                        b.shape.describe(),
+                        if b.f16_rounded_explicitly {
+                            ", f16 stores rounded by the kernel (the device's pack does not round to nearest)"
+                        } else {
+                            ""
+                        }
                     ),
                 });
                 runs.push(json!({
@@ -62,6 +67,7 @@ impl Section for LbmSection {
                     "collision": "bgk", "seconds_per_step": b.seconds_per_step, "mlups": b.mlups,
                     "bytes_per_cell": b.bytes_per_cell, "gbps": b.gbps, "copy_fraction": fraction,
                     "timing": b.timing_source, "step_shape": b.shape,
+                    "f16_rounded_explicitly": b.f16_rounded_explicitly,
                 }));
             }
         }

@@ -27,6 +27,8 @@ pub struct LbmBench {
     pub timing_source: &'static str,
     /// The step kernel's launch shape (chosen on the device: `crate::shape`).
     pub shape: crate::shape::StepShape,
+    /// f16 stores rounded by the kernel itself (`Lattice::rounds_f16_explicitly`).
+    pub f16_rounded_explicitly: bool,
 }
 
 /// A lattice ready for timing: a decaying Taylor–Green field (no zeros, no trivial state), BGK at ω = 1 (the operator of the published GLUPS figures).
@@ -268,5 +270,6 @@ fn time_lattice(lat: &mut Lattice<'_>, reps: usize) -> Result<LbmBench> {
         gbps: cells * bytes_per_cell as f64 / seconds_per_step / 1e9,
         timing_source: t.source.as_str(),
         shape: lat.step_shape().clone(),
+        f16_rounded_explicitly: lat.rounds_f16_explicitly(),
     })
 }
