@@ -253,6 +253,30 @@ def dense(t, dirs):
               s["efficiency"] >= 0.9, path)
 
 
+def tuning_notes(dirs):
+    """Per mm9-* / mm-big-* JSON: the operators' tuning seconds, and what compiling the candidates at once took
+    against their compiles one by one (`parallel_compile`, since the thirty-eighth session)."""
+    notes = []
+    for path in files(dirs, r"mm(9|-big)-.*\.json"):
+        rows = [m for m in load(path).get("matrices", []) if not m.get("from_cache")]
+        if not rows:
+            continue
+        tuned = sum(m.get("tune_seconds", 0.0) for m in rows)
+        at_once = [m["parallel_compile"] for m in rows if m.get("parallel_compile")]
+        line = f"{os.path.basename(path)}: {len(rows)} operators tuned in {tuned:.1f} s"
+        if at_once:
+            kernels = sum(p["kernels"] for p in at_once)
+            wall = sum(p["wall_seconds"] for p in at_once)
+            one = sum(p["kernel_seconds"] for p in at_once)
+            workers = max(p["threads"] for p in at_once)
+            line += (f"; {kernels} kernels compiled at once on up to {workers} workers in {wall:.1f} s "
+                     f"({one:.1f} s of compiles one by one)")
+        else:
+            line += "; compiled one by one"
+        notes.append(line)
+    return notes
+
+
 def main():
     args = sys.argv[1:]
     if not args or args[0] in ("-h", "--help"):
@@ -284,6 +308,9 @@ def main():
     met = sum("**met**" in r for r in t.rows)
     judged = sum(("**met**" in r) or ("not met" in r) for r in t.rows)
     print(f"\n{met} of {len(t.rows)} rows met ({judged} with a goal to judge).")
+    notes = tuning_notes(dirs)
+    if notes:
+        print("\nTuning (not a goal):\n" + "\n".join(f"- {n}" for n in notes))
 
 
 if __name__ == "__main__":
