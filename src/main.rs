@@ -100,7 +100,7 @@ fn info(json_out: bool) -> Result<(), Error> {
     let probe = gpu.copy_bandwidth(&probe_options(false))?;
     // How the device's pack2x16float rounds (the f16 lattices' stores: rounded explicitly where not to nearest);
     // a backend without the pack says why.
-    let pack = gpu.packs_f16_to_nearest_even();
+    let pack = gpu.rounds_f16_to_nearest_even();
     if json_out {
         let mut v = json!({
             "adapter": adapter_json(&gpu),

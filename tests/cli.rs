@@ -26,7 +26,7 @@ fn info_json_names_the_adapter_and_copy_bandwidth() {
     // How the pack rounds, as the device says (null where a backend has no pack).
     assert_eq!(
         v["f16_pack_to_nearest_even"].as_bool(),
-        gpu.packs_f16_to_nearest_even().ok(),
+        gpu.rounds_f16_to_nearest_even().ok(),
         "{v}"
     );
 }

@@ -5,7 +5,7 @@
 //! f32 → f16 conversions of `pack2x16float` with it), and SPIR-V's `PackHalf2x16` states no rounding. AMD's
 //! GPUs have an instruction that packs two f32s toward zero (`v_cvt_pkrtz_f16_f32`), and Mesa tells its AMD
 //! and NVIDIA compilers (RADV's, NAK) that they may use such a pack (`has_pack_half_2x16_rtz`); lavapipe rounds
-//! to nearest, ties to even (measured: `Gpu::packs_f16_to_nearest_even`, and bespoke-lbm's `step` test prints a
+//! to nearest, ties to even (measured: `Gpu::rounds_f16_to_nearest_even`, and bespoke-lbm's `step` test prints a
 //! device's rounding). A kernel that stores f16 values through `pack2x16float` and a test or a host path that
 //! expects them rounded to nearest (an f16 lattice's populations against the `half` crate's conversion, a value
 //! kept beside its stored copy) then passes on lavapipe and differs on such a card; and every stored value drifts

@@ -58,8 +58,8 @@ pub struct Gpu {
     /// The copy probe's walk, chosen once per device (`copy_bandwidth`): a choice remade at every call from a few
     /// noisy runs picked the blocked walk now and then on an H200, whose copies then read 1200–1700 GB/s, not 4000.
     pub(crate) copy_variant: Mutex<Option<crate::copy_walk::CopyVariant>>,
-    /// Whether `pack2x16float` rounds to nearest even here, once measured (`Gpu::packs_f16_to_nearest_even`).
-    pub(crate) packs_nearest: Mutex<Option<bool>>,
+    /// Whether conversions to f16 round to nearest even here, once measured (`Gpu::rounds_f16_to_nearest_even`).
+    pub(crate) f16_nearest: Mutex<Option<bool>>,
     /// Opened for a rank (`GpuOptions::node_rank`): the machine's adapters of this one's kind, which its ranks
     /// take in turn.
     rank_adapters: Option<usize>,
@@ -251,7 +251,7 @@ impl Gpu {
             skip_warm_up: opts.skip_warm_up,
             refuse_pipelines: opts.refuse_pipelines.clone(),
             copy_variant: Mutex::new(None),
-            packs_nearest: Mutex::new(None),
+            f16_nearest: Mutex::new(None),
             rank_adapters,
             _close_turn: CloseTurn,
             _close_done: CloseDone,

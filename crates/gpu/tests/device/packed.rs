@@ -1,6 +1,6 @@
 //! The pack-toward-zero quirk (`Quirks::packs_toward_zero`, `BESPOKE_QUIRKS=packed-toward-zero`): every
 //! `pack2x16float` rounds toward zero, as AMD's packing instruction does (WGSL allows either neighbour), and
-//! `Gpu::packs_f16_to_nearest_even` says which a device does.
+//! `Gpu::rounds_f16_to_nearest_even` says which a device does.
 
 use super::*;
 use bespoke_gpu::Quirks;
@@ -84,15 +84,15 @@ fn packs_round_toward_zero_under_the_quirk_and_the_device_says_how_it_packs() {
             );
         }
     }
-    assert!(!gpu.packs_f16_to_nearest_even().unwrap());
+    assert!(!gpu.rounds_f16_to_nearest_even().unwrap());
     // lavapipe packs to nearest even (WGSL allows either; a GPU's answer is the `step` log's, bespoke-lbm).
     if shared.is_cpu() && !shared.quirks().packs_toward_zero {
-        assert!(shared.packs_f16_to_nearest_even().unwrap());
+        assert!(shared.rounds_f16_to_nearest_even().unwrap());
     } else {
         eprintln!(
             "{} packs f16 to nearest even: {}",
             shared.adapter_name(),
-            shared.packs_f16_to_nearest_even().unwrap()
+            shared.rounds_f16_to_nearest_even().unwrap()
         );
     }
 }

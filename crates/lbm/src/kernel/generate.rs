@@ -79,7 +79,7 @@ impl KernelSpec {
             self.nx * self.ny
         );
         // Where the device's own f32 → f16 conversion does not round to nearest even (a pack toward zero, as
-        // AMD's hardware has: `bespoke_gpu::Gpu::packs_f16_to_nearest_even`), each stored value is rounded
+        // AMD's hardware has: `bespoke_gpu::Gpu::rounds_f16_to_nearest_even`), each stored value is rounded
         // first, explicitly, so that the conversion is exact. The rounding function once, for the stores and the
         // stash alike.
         let round_trip = matches!(self.layout(), Layout::F16Paired | Layout::F16Single)

@@ -102,7 +102,7 @@ pub struct KernelSpec {
     /// driver 580 made it. Set from the device by `prepare_launch`; false elsewhere.
     pub folded_f16: bool,
     /// Round each f16 value to its nearest f16 (ties to even) before the conversion stores it, on a device whose
-    /// own conversion rounds otherwise (`bespoke_gpu::Gpu::packs_f16_to_nearest_even`; a pack toward zero, as
+    /// own conversion rounds otherwise (`bespoke_gpu::Gpu::rounds_f16_to_nearest_even`; a pack toward zero, as
     /// AMD's hardware has, which WGSL allows): the conversion is then exact, and the stored bits those of
     /// `half`'s conversion. Set from the device by `prepare_launch` (or forced by the lab's `exact-f16` shape);
     /// false elsewhere.

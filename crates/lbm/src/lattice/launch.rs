@@ -210,11 +210,19 @@ pub(crate) fn prepare_launch<'a>(
     // the macroscopic outputs N each (3·N packed), the probe buffer 7 words an entry (the kernel's entry count is
     // its length ÷ 7), and boundary-table indices come from `encode`, which only emits indices of entries it
     // stored.
+    // Asked only of f16 lattices (one small kernel, once a device). A probe the backend cannot run (no f16
+    // packing on a downlevel GL adapter) leaves the answer to the lattice's own kernels, which meet the same
+    // limit and say so by name.
+    let exact_f16 = spec.storage == Storage::F16
+        && (spec.exact_f16
+            || match gpu.rounds_f16_to_nearest_even() {
+                Ok(nearest) => !nearest,
+                Err(e) if e.is_kernels_own() => false,
+                Err(e) => return Err(e.into()),
+            });
     let spec = KernelSpec {
         folded_f16: gpu.quirks().folds_f16_round_trip,
-        // Asked only of f16 lattices (one small kernel, once a device).
-        exact_f16: spec.storage == Storage::F16
-            && (spec.exact_f16 || !gpu.packs_f16_to_nearest_even()?),
+        exact_f16,
         ..*spec
     };
     let kernel = unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };

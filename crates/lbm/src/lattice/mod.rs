@@ -285,12 +285,12 @@ impl<'g> Lattice<'g> {
     }
 
     /// Whether the step kernels round every stored f16 value to its nearest f16 themselves: an f16 lattice on
-    /// a device whose `pack2x16float` does not round to nearest even (`Gpu::packs_f16_to_nearest_even`, asked
+    /// a device whose `pack2x16float` does not round to nearest even (`Gpu::rounds_f16_to_nearest_even`, asked
     /// when its kernels were made), or whose shape forces it (`StepShape::exact_f16`, the lab's).
     pub fn rounds_f16_explicitly(&self) -> bool {
         self.cfg.storage == Storage::F16
             && (self.step_shape().exact_f16
-                || !self.gpu.packs_f16_to_nearest_even().unwrap_or(true))
+                || !self.gpu.rounds_f16_to_nearest_even().unwrap_or(true))
     }
 
     /// The step kernel's launch shape and where it came from.
