@@ -296,7 +296,15 @@ fn run_on(
         gbps / probe.gbps,
         probe.gbps
     );
-    bespoke::say!("  step {}", r.lattice.step_shape().describe());
+    bespoke::say!(
+        "  step {}{}",
+        r.lattice.step_shape().describe(),
+        if r.lattice.rounds_f16_explicitly() {
+            ", f16 stores rounded by the kernel (the device's own conversion does not round to nearest)"
+        } else {
+            ""
+        }
+    );
     let dist = r.lattice.decomposition().map(|d| {
         let x = r.lattice.exchange_stats().unwrap_or_default();
         let per = |v: f64| {
@@ -341,6 +349,7 @@ fn run_on(
             "steps": r.steps,
             "steps_total": r.lattice.steps_done(),
             "step_shape": r.lattice.step_shape(),
+            "f16_rounded_explicitly": r.lattice.rounds_f16_explicitly(),
             "storage": cfg.storage.name(),
             "streaming": cfg.streaming.name(),
             "collision": cfg.collision.name(),
