@@ -352,7 +352,10 @@ mod tests {
         }
         let names: Vec<_> = Quirks::TABLE.iter().rev().map(|(n, ..)| *n).collect();
         assert_eq!(parse_quirks(&names.join(",")), Ok(all));
-        assert_eq!(all.tag(), "-foldf16-stalewg-revwg-revinv-fma-ftz-div-oob-rtz");
+        assert_eq!(
+            all.tag(),
+            "-foldf16-stalewg-revwg-revinv-fma-ftz-div-oob-rtz"
+        );
     }
 
     #[test]
