@@ -157,8 +157,9 @@ fn with_quirks(
         crate::flushed_subnormals::flush_subnormals(&mut module, now);
     }
     if target.pack_toward_zero {
-        // Needs no types: it finds the packs by their function.
-        crate::packed_toward_zero::pack_toward_zero(&mut module, info);
+        // Needs no validation: it finds the packs by their function (and may follow the rewrites above, which
+        // add functions the module's validation does not know).
+        crate::packed_toward_zero::pack_toward_zero(&mut module);
     }
     if target.poison_workgroup_memory {
         // Needs the validation of the module as written (which workgroup variables the entry points use).
