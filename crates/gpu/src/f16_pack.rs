@@ -62,8 +62,9 @@ impl Gpu {
     /// Whether this device rounds every f32 between two f16 values to the nearest, ties to even (`half`'s
     /// conversion, the hosts') when it converts to f16: in `pack2x16float` and, where it has `SHADER_F16`, in
     /// `f16(x)`. Measured once per device by converting values at, beside and between the ties of f16
-    /// neighbours over the whole range, both signs (one or two small kernels), then remembered. A kernel that
-    /// stores f16 values must round them itself where this is false.
+    /// neighbours over its normal range (a flushed subnormal is no rounding direction), both signs (one or two
+    /// small kernels), then remembered. A kernel that stores f16 values must round them itself where this is
+    /// false.
     pub fn rounds_f16_to_nearest_even(&self) -> Result<bool> {
         if let Some(known) = *self.f16_nearest.lock().unwrap_or_else(|e| e.into_inner()) {
             return Ok(known);
