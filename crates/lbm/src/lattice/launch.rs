@@ -210,19 +210,9 @@ pub(crate) fn prepare_launch<'a>(
     // the macroscopic outputs N each (3·N packed), the probe buffer 7 words an entry (the kernel's entry count is
     // its length ÷ 7), and boundary-table indices come from `encode`, which only emits indices of entries it
     // stored.
-    // Asked only of f16 lattices (one small kernel, once a device). A probe the backend cannot run (no f16
-    // packing on a downlevel GL adapter) leaves the answer to the lattice's own kernels, which meet the same
-    // limit and say so by name.
-    let exact_f16 = spec.storage == Storage::F16
-        && (spec.exact_f16
-            || match gpu.rounds_f16_to_nearest_even() {
-                Ok(nearest) => !nearest,
-                Err(e) if e.is_kernels_own() => false,
-                Err(e) => return Err(e.into()),
-            });
     let spec = KernelSpec {
         folded_f16: gpu.quirks().folds_f16_round_trip,
-        exact_f16,
+        exact_f16: rounds_f16_explicitly(gpu, spec.storage, spec.exact_f16)?,
         ..*spec
     };
     let kernel = unsafe { Kernel::new(spec.name(), spec.generate()).without_bounds_checks() };
@@ -234,4 +224,21 @@ pub(crate) fn pops<'a>(first: &'a Pops, second: Option<&'a Pops>) -> Vec<Arg<'a>
     let mut args = first.kernel_args();
     args.extend(second.map(Pops::kernel_args).into_iter().flatten());
     args
+}
+
+/// Whether an f16 lattice's kernels round each stored value to its nearest f16 themselves
+/// (`KernelSpec::exact_f16`): where `forced` (the lab's `StepShape::exact_f16`) or where the device's own
+/// conversion does not round to nearest even (`Gpu::rounds_f16_to_nearest_even`, asked only of f16 lattices:
+/// one small kernel, once a device). A probe the backend cannot run (no f16 packing on a downlevel GL adapter)
+/// leaves it to the lattice's own kernels, which meet the same limit and say so by name.
+pub(crate) fn rounds_f16_explicitly(gpu: &Gpu, storage: Storage, forced: bool) -> Result<bool> {
+    if storage != Storage::F16 {
+        return Ok(false);
+    }
+    match gpu.rounds_f16_to_nearest_even() {
+        _ if forced => Ok(true),
+        Ok(nearest) => Ok(!nearest),
+        Err(e) if e.is_kernels_own() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }

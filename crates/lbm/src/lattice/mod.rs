@@ -288,9 +288,9 @@ impl<'g> Lattice<'g> {
     /// a device whose `pack2x16float` does not round to nearest even (`Gpu::rounds_f16_to_nearest_even`, asked
     /// when its kernels were made), or whose shape forces it (`StepShape::exact_f16`, the lab's).
     pub fn rounds_f16_explicitly(&self) -> bool {
-        self.cfg.storage == Storage::F16
-            && (self.step_shape().exact_f16
-                || !self.gpu.rounds_f16_to_nearest_even().unwrap_or(true))
+        // The device answered when the kernels were made (remembered): an error here is one it gave then too.
+        launch::rounds_f16_explicitly(self.gpu, self.cfg.storage, self.step_shape().exact_f16)
+            .unwrap_or(false)
     }
 
     /// The step kernel's launch shape and where it came from.

@@ -39,7 +39,9 @@ pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;
 pub use run::{CompileTime, Panel, SpecKernel};
 pub use tune::model_dense;
-pub use tuning::{Candidate, DEFAULT_TUNE_BUDGET, DenseSource, TuneOptions, TuneReport};
+pub use tuning::{
+    Candidate, DEFAULT_TUNE_BUDGET, DenseSource, ParallelCompile, TuneOptions, TuneReport,
+};
 pub use variant::{
     Beta, Family, LAUNCH_CAPS, LONG_LAUNCH, MID_LAUNCH, MSPLIT_SPLITS, STAGE_KIB, Variant, WG_X,
 };

@@ -16,6 +16,25 @@ fn rng() -> StdRng {
     StdRng::seed_from_u64(fresh_seed())
 }
 
+/// Tuner options for these variants beside a small fixed dense tiling (no model to measure), `reps` timed runs
+/// a finalist, decisions not cached.
+fn fixed_options(variants: &[&str], reps: usize) -> bespoke_mm::specialise::TuneOptions {
+    use bespoke_mm::dense::DenseParams;
+    use bespoke_mm::specialise::{DenseSource, TuneOptions};
+    TuneOptions {
+        variants: Some(
+            variants
+                .iter()
+                .map(|n| Variant::parse(n).unwrap())
+                .collect(),
+        ),
+        dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
+        reps,
+        use_cache: false,
+        ..Default::default()
+    }
+}
+
 /// A random operator with about `zeros` of its entries zero, drawn from few magnitudes of both signs (so
 /// folding has work) plus some unique values.
 fn random_operator(r: &mut StdRng, m: usize, k: usize, zeros: f64) -> Operator {

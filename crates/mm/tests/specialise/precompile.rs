@@ -3,24 +3,22 @@
 //! budget would not admit one after another (a refused pipeline: tune.rs).
 
 use super::*;
-use bespoke_mm::dense::DenseParams;
-use bespoke_mm::specialise::{DenseSource, MatMul, TuneOptions};
+use bespoke_mm::specialise::{MatMul, ParallelCompile, TuneOptions};
 
 fn options(variants: &[&str], threads: usize, budget: Option<f64>) -> TuneOptions {
     TuneOptions {
-        variants: Some(
-            variants
-                .iter()
-                .map(|n| Variant::parse(n).unwrap())
-                .collect(),
-        ),
-        dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
-        reps: 1,
-        use_cache: false,
         budget_seconds: budget,
         compile_threads: Some(threads),
-        ..Default::default()
+        ..fixed_options(variants, 1)
     }
+}
+
+/// What the tuning compiled at once, or a panic listing its candidates.
+fn compiled_at_once(mm: &MatMul<f32>) -> ParallelCompile {
+    mm.report
+        .parallel_compile
+        .clone()
+        .unwrap_or_else(|| panic!("nothing compiled at once: {:?}", mm.report.candidates))
 }
 
 #[test]
@@ -46,11 +44,7 @@ fn candidates_compiled_at_once_are_the_ones_the_budget_admits_and_timed_as_befor
     let mm =
         MatMul::<f32>::tuned(gpu, &long, 0.0, panel, &options(&variants, 2, Some(1e6))).unwrap();
     let c = &mm.report.candidates;
-    let at_once = mm
-        .report
-        .parallel_compile
-        .clone()
-        .unwrap_or_else(|| panic!("{c:?}"));
+    let at_once = compiled_at_once(&mm);
     assert_eq!((at_once.threads, at_once.candidates), (2, 4), "{at_once:?}");
     assert!(
         at_once.kernels >= 4 && at_once.wall_seconds > 0.0,
@@ -74,11 +68,7 @@ fn candidates_compiled_at_once_are_the_ones_the_budget_admits_and_timed_as_befor
     let mm =
         MatMul::<f32>::tuned(gpu, &long2, 0.0, panel, &options(&variants, 2, Some(0.0))).unwrap();
     let c = &mm.report.candidates;
-    let at_once = mm
-        .report
-        .parallel_compile
-        .clone()
-        .unwrap_or_else(|| panic!("{c:?}"));
+    let at_once = compiled_at_once(&mm);
     assert_eq!(at_once.candidates, 2, "{at_once:?} {c:?}");
     for cand in c {
         let always = cand.name.starts_with("dense") || cand.name == "rolled-r4";

@@ -176,23 +176,13 @@ fn tuner_decides_caches_and_never_loses_to_dense() {
 /// correct.
 #[test]
 fn tuning_budget_skips_candidates_predicted_past_it() {
-    use bespoke_mm::dense::DenseParams;
-    use bespoke_mm::specialise::{Candidate, DenseSource, MatMul, TuneOptions};
+    use bespoke_mm::specialise::{Candidate, MatMul, TuneOptions};
     let Some(gpu) = test_gpu() else { return };
     let mut r = rng();
     let variants = ["cstream", "cstream-v2", "bstream-v2"];
     let opts = TuneOptions {
-        variants: Some(
-            variants
-                .iter()
-                .map(|n| Variant::parse(n).unwrap())
-                .collect(),
-        ),
-        dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
-        reps: 1,
-        use_cache: false,
         budget_seconds: Some(0.0),
-        ..Default::default()
+        ..fixed_options(&variants, 1)
     };
     let panel = Panel::packed(1024);
     let names = |mm: &MatMul<f32>, has: fn(&Candidate) -> bool| -> Vec<String> {
@@ -463,25 +453,13 @@ fn touch_twins_are_timed_or_skipped_by_their_access_floor() {
 #[test]
 fn a_refused_pipeline_costs_its_candidate_not_the_tuning() {
     use bespoke_gpu::testing::refusing;
-    use bespoke_mm::dense::DenseParams;
-    use bespoke_mm::specialise::{DenseSource, MatMul, TuneOptions};
+    use bespoke_mm::specialise::{MatMul, TuneOptions};
     let Some(shared) = test_gpu() else { return };
     let refusing = |pattern: &str| refusing(shared, pattern);
     let mut r = rng();
     let op = random_operator(&mut r, 12, 10, 0.6);
     let panel = Panel::packed(256);
-    let opts = TuneOptions {
-        variants: Some(
-            ["cstream", "bstream-msplit-s8", "bstream"]
-                .iter()
-                .map(|n| Variant::parse(n).unwrap())
-                .collect(),
-        ),
-        dense: DenseSource::Fixed(DenseParams::parse("t4x4v4-w8x8-k8-s1").unwrap()),
-        reps: 2,
-        use_cache: false,
-        ..Default::default()
-    };
+    let opts = fixed_options(&["cstream", "bstream-msplit-s8", "bstream"], 2);
     let gpu = &refusing("bstream-msplit-s8");
     // One by one, and compiled at once on three workers (tune_precompile.rs), which leave the refused kernel to
     // the walk one by one, where it fails again and is reported.
