@@ -107,9 +107,8 @@ impl<'a> Emit<'a> {
         let l = self.layout;
         let _ = writeln!(
             self.out,
-            "// bespoke-mm {title}: rows {}..{} of C, K slice {}..{}, N = {}, ldb = {}, ldc = {}, beta = {}",
-            l.rows.start,
-            l.rows.end,
+            "// bespoke-mm {title}: rows {} of C, K slice {}..{}, N = {}, ldb = {}, ldc = {}, beta = {}",
+            l.rows,
             l.ks.start,
             l.ks.end,
             l.n,

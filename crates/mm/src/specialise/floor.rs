@@ -218,12 +218,12 @@ pub(crate) fn touch_check<T: Element>(
 fn floor_rows(rows: &[RowTerms], l: &Layout) -> FloorRows {
     let mut used: Vec<usize> = l
         .rows
-        .clone()
+        .iter()
         .flat_map(|r| l.terms(rows, r).into_iter().map(|(p, _)| p))
         .collect();
     used.sort_unstable();
     used.dedup();
-    let written: Vec<usize> = l.rows.clone().filter(|&r| l.writes(rows, r)).collect();
+    let written: Vec<usize> = l.rows.iter().filter(|&r| l.writes(rows, r)).collect();
     FloorRows {
         b: runs(&used),
         c: runs(&written),
@@ -342,7 +342,7 @@ mod tests {
                         let fr = floor_rows(&rows, l);
                         let mut used: Vec<usize> = l
                             .rows
-                            .clone()
+                            .iter()
                             .flat_map(|r| l.terms(&rows, r))
                             .map(|t| t.0)
                             .collect();
@@ -352,7 +352,7 @@ mod tests {
                         assert_eq!(read, used);
                         let written: Vec<usize> = fr.c.iter().flat_map(Clone::clone).collect();
                         let want: Vec<usize> =
-                            l.rows.clone().filter(|&r| l.writes(&rows, r)).collect();
+                            l.rows.iter().filter(|&r| l.writes(&rows, r)).collect();
                         assert_eq!(written, want);
                         for (dtype, vec, touch) in [DType::F32, DType::F64]
                             .into_iter()

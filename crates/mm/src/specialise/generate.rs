@@ -57,7 +57,7 @@ impl std::fmt::Display for Skip {
 pub(crate) fn work(a_rows: &[RowTerms], layout: &Layout) -> Work {
     layout
         .rows
-        .clone()
+        .iter()
         .filter(|&i| layout.writes(a_rows, i))
         .map(|i| (i, layout.terms(a_rows, i)))
         .collect()

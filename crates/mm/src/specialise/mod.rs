@@ -14,6 +14,7 @@ pub mod layout;
 pub mod matmul;
 pub mod mtx;
 pub mod operator;
+mod partition;
 pub mod run;
 mod tune;
 mod tune_budget;
@@ -33,7 +34,7 @@ pub use floor::AccessFloor;
 pub use generate::{
     CPU_BSTREAM_ACCESSES, MAX_TERMS, Skip, generate, generate_for, launch_cap, terms_per_launch,
 };
-pub use layout::{LaunchCap, Layout, RowTerms, plan_layouts};
+pub use layout::{LaunchCap, LaunchRows, Layout, RowTerms, plan_layouts};
 pub use matmul::{Choice, MatMul, MatMulPlan};
 pub use mtx::{parse_mtx, read_mtx};
 pub use operator::Operator;

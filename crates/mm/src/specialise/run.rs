@@ -203,7 +203,7 @@ impl SpecKernel {
             .iter()
             .map(|l| {
                 if unrolled {
-                    l.rows.clone().map(|i| l.terms(&rows, i).len()).sum()
+                    l.rows.iter().map(|i| l.terms(&rows, i).len()).sum()
                 } else {
                     0
                 }
@@ -346,7 +346,7 @@ impl SpecKernel {
                     (l.ldc / v) as u32,
                     t.blocks as u32,
                     t.rows as u32,
-                    (l.rows.start - c_rows.start) as u32,
+                    (l.rows.span().start - c_rows.start) as u32,
                 ]);
                 let args = [
                     b.rows_arg(l.ks.clone(), l.ldb),

@@ -20,8 +20,10 @@ use crate::dtype::DType;
 /// also try long twins of the operators past one default launch, and a decision among a caller's own list of
 /// variants is keyed by that list (it had been stored, and read, as the decision among all of them). v6
 /// (2026-12-03): the dense kernel's lanes paired (`Lanes`): a decision against the dense candidate was made
-/// against another kernel.
-const VERSION: u32 = 6;
+/// against another kernel. v7 (2026-12-05): an unrolled family's launches group rows that share rows of B
+/// (`partition.rs`: hex-p6-m460 at a GPU's 2048 terms a launch reads 586 rows of B a column, not 1330), so
+/// a decision against a variant in several launches was made against kernels that read more.
+const VERSION: u32 = 7;
 
 /// One remembered decision.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

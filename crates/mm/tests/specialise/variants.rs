@@ -372,3 +372,82 @@ fn msplit_scatter_gives_cstreams_bits() {
         assert!(compared >= 2, "{dtype}: {compared}");
     }
 }
+
+/// A tensor-product operator (row (i, j, k) of 4³ reads B's pencils through it along three axes, 12 terms) past
+/// one launch at a CPU adapter's caps: the launches group rows that share rows of B rather than taking them in
+/// order (their headers list the rows as several runs), each variant computes the product, and cstream and
+/// bstream give the bits of their one-launch twins (a row's terms meet its accumulator in the same order,
+/// whichever launch holds it).
+#[test]
+fn launches_that_group_rows_sharing_rows_of_b_compute_the_product() {
+    let Some(shared) = test_gpu() else { return };
+    // The CPU class's caps on any adapter (256 terms a launch; on a GPU's 2048 the operator is one launch).
+    let gpu = &as_class(shared, AdapterClass::Cpu);
+    let mut r = rng();
+    let (n, at) = (4, |i: usize, j: usize, k: usize| (i * 4 + j) * 4 + k);
+    let mut a = vec![0.0; n * n * n * 3 * n * n * n];
+    let k = 3 * n * n * n;
+    for (i, j, l) in (0..n).flat_map(|i| (0..n).flat_map(move |j| (0..n).map(move |l| (i, j, l)))) {
+        for q in 0..n {
+            for p in [at(i, j, q), 64 + at(i, q, l), 128 + at(q, j, l)] {
+                a[at(i, j, l) * k + p] =
+                    r.random_range(0.1..2.0) * if r.random_bool(0.5) { 1.0 } else { -1.0 };
+            }
+        }
+    }
+    let op = Operator::from_dense("tensor4", 64, k, a).unwrap();
+    let panel = Panel {
+        n: 100,
+        ldb: 104,
+        ldc: 108,
+    };
+    let grouped = |kernel: &SpecKernel| {
+        kernel.sources().len() > 1
+            && kernel.sources().iter().any(|s| {
+                let head = s.lines().next().unwrap_or_default();
+                head.split(" of C")
+                    .next()
+                    .unwrap_or_default()
+                    .contains(", ")
+            })
+    };
+    for (name, beta, whole) in [
+        ("cstream", 0.5, Some("cstream-a4096")),
+        ("bstream-a128", 0.0, Some("bstream-a4096")),
+        ("bstream-msplit-s2", 1.0, None),
+        ("cstream-ksplit-s2", 0.0, None),
+    ] {
+        let v = Variant::parse(name).unwrap();
+        let kernel = SpecKernel::new(gpu, &op, v, DType::F32, beta, panel).unwrap();
+        assert!(
+            grouped(&kernel),
+            "{name}: {:?}",
+            kernel
+                .sources()
+                .iter()
+                .map(|s| s.lines().next())
+                .collect::<Vec<_>>()
+        );
+        let e = check::<f32>(gpu, &mut r, &op, &kernel);
+        assert!(e <= 1e-5, "{name} β={beta}: rel err {e:e}");
+        if let Some(whole) = whole {
+            let whole = Variant::parse(whole).unwrap();
+            let one = SpecKernel::new(gpu, &op, whole, DType::F32, beta, panel).unwrap();
+            assert_eq!(one.sources().len(), 1, "{name}");
+            let (b, c) = random_panels(&mut r, &op, panel, beta);
+            let run = |k: &SpecKernel| {
+                run_on_device::<f32>(gpu, (&b, &c), op.m, panel, name, |bb, cb| {
+                    k.plan(gpu, bb, cb).unwrap()
+                })
+                .0
+            };
+            let (split, whole) = (run(&kernel), run(&one));
+            let differ = split
+                .iter()
+                .zip(&whole)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count();
+            assert_eq!(differ, 0, "{name}: grouped launches against one launch");
+        }
+    }
+}

@@ -16,7 +16,7 @@ use bespoke_gpu::GRID_WGSL;
 
 use crate::dtype::DType;
 use crate::specialise::emit::Emit;
-use crate::specialise::layout::{Layout, RowTerms, rolled_blocks};
+use crate::specialise::layout::{LaunchRows, Layout, RowTerms, rolled_blocks};
 use crate::specialise::variant::Beta;
 
 /// Bytes of the `Params` uniform: nv, ldb, ldc (vector units), blocks, rows, c_row0, two pads.
@@ -99,17 +99,20 @@ pub(crate) const NO_ROW: u32 = u32::MAX;
 
 /// The table for `layout`'s rows and K slice in blocks of `r` rows ([`rolled_blocks`]).
 pub(crate) fn rolled_table(a_rows: &[RowTerms], layout: &Layout, r: usize) -> RolledTable {
-    let (blocks, _) = rolled_blocks(a_rows, layout.rows.clone(), &layout.ks, r);
+    // The rolled family's launches are consecutive rows (`LaunchCap::Table`): offsets from the first.
+    debug_assert!(
+        matches!(layout.rows, LaunchRows::Range(_)),
+        "rolled rows in order"
+    );
+    let first = layout.rows.span().start;
+    let (blocks, _) = rolled_blocks(a_rows, layout.rows.span(), &layout.ks, r);
     let mut offsets = Vec::with_capacity(blocks.len() + 1);
     let mut slots = Vec::with_capacity(blocks.len() * r);
     let (mut cols, mut coef) = (Vec::new(), Vec::new());
     for blk in &blocks {
         offsets.push(cols.len() as u32);
         for j in 0..r {
-            slots.push(
-                blk.get(j)
-                    .map_or(NO_ROW, |&i| (i - layout.rows.start) as u32),
-            );
+            slots.push(blk.get(j).map_or(NO_ROW, |&i| (i - first) as u32));
         }
         let mut used: Vec<usize> = blk
             .iter()
