@@ -39,6 +39,8 @@ pub(crate) enum Measure {
     Terms,
     /// Rows of B read (once a launch, however many of its rows read them) plus stores to C.
     Accesses,
+    /// Rows of A (an invocation row's accumulators), the terms kept within a tenth of their share.
+    Rows,
 }
 
 /// One row of A as the partition sees it: the rows of B it reads (0-based within the K slice, ascending,
@@ -115,6 +117,7 @@ pub(crate) fn loads(rows: &[Row], groups: &[Vec<usize>]) -> usize {
 fn size(rows: &[Row], measure: Measure, verts: &[usize]) -> usize {
     match measure {
         Measure::Terms => verts.iter().map(|&v| rows[v].reads.len()).sum(),
+        Measure::Rows => verts.len(),
         Measure::Accesses => {
             let mut u: Vec<usize> = verts
                 .iter()
@@ -158,6 +161,7 @@ fn split(
             [t, t / 2.0, 0.0]
         }
         Measure::Accesses => [0.25, 0.1, 0.0],
+        Measure::Rows => [0.1, 0.05, 0.0],
     };
     for tol in tolerances {
         let share =
@@ -277,10 +281,10 @@ impl Graph {
             .collect();
         let terms: Vec<usize> = verts.iter().map(|&v| rows[v].reads.len()).collect();
         let accesses = measure == Measure::Accesses;
-        let own = if accesses {
-            verts.iter().map(|&v| rows[v].stores).collect()
-        } else {
-            terms.clone()
+        let own = match measure {
+            Measure::Accesses => verts.iter().map(|&v| rows[v].stores).collect(),
+            Measure::Terms => terms.clone(),
+            Measure::Rows => vec![1; verts.len()],
         };
         Self {
             nets,

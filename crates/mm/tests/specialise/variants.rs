@@ -376,8 +376,8 @@ fn msplit_scatter_gives_cstreams_bits() {
 /// A tensor-product operator (row (i, j, k) of 4³ reads B's pencils through it along three axes, 12 terms) past
 /// one launch at a CPU adapter's caps: the launches group rows that share rows of B rather than taking them in
 /// order (their headers list the rows as several runs), each variant computes the product, and cstream and
-/// bstream give the bits of their one-launch twins (a row's terms meet its accumulator in the same order,
-/// whichever launch holds it).
+/// bstream give the bits of their one-launch twins, msplit (its invocation rows' rows grouped too) cstream's (a
+/// row's terms meet its accumulator in the same order, whichever launch and invocation row hold it).
 #[test]
 fn launches_that_group_rows_sharing_rows_of_b_compute_the_product() {
     let Some(shared) = test_gpu() else { return };
@@ -414,7 +414,7 @@ fn launches_that_group_rows_sharing_rows_of_b_compute_the_product() {
     for (name, beta, whole) in [
         ("cstream", 0.5, Some("cstream-a4096")),
         ("bstream-a128", 0.0, Some("bstream-a4096")),
-        ("bstream-msplit-s2", 1.0, None),
+        ("bstream-msplit-s2", 1.0, Some("cstream-a4096")),
         ("cstream-ksplit-s2", 0.0, None),
     ] {
         let v = Variant::parse(name).unwrap();
