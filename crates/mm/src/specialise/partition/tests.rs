@@ -40,6 +40,10 @@ fn a_tensor_product_operator_is_cut_along_two_axes() {
     assert!(p.iter().all(|g| size(&rows, Measure::Accesses, g) <= 1024));
     // One launch too many for the cap: none.
     assert_eq!(partition(&rows, Measure::Terms, 1000, 4), None);
+    // Four invocation rows of at most 87 rows: fewer rows of B than in slices along one axis (2058).
+    let p = partition(&rows, Measure::Rows, 87, 4).expect("a partition");
+    assert!(p.iter().all(|g| g.len() <= 87));
+    assert!(loads(&rows, &p) < 2058, "{}", loads(&rows, &p));
 }
 
 #[test]
@@ -61,11 +65,7 @@ fn every_partition_covers_each_row_once_within_its_cap() {
                 }
             })
             .collect();
-        let measure = if case % 2 == 0 {
-            Measure::Terms
-        } else {
-            Measure::Accesses
-        };
+        let measure = [Measure::Terms, Measure::Accesses, Measure::Rows][case % 3];
         let whole = size(&rows, measure, &(0..n).collect::<Vec<_>>());
         let parts = rng.random_range(1..6);
         let cap = (whole / parts).max(1) + rng.random_range(0..10);
@@ -117,7 +117,7 @@ fn moves_keep_the_counts_exact() {
         })
         .collect();
     let verts: Vec<usize> = (0..40).collect();
-    for measure in [Measure::Terms, Measure::Accesses] {
+    for measure in [Measure::Terms, Measure::Accesses, Measure::Rows] {
         let g = Graph::new(&rows, measure, &verts);
         let mut st = State::new(&g, (0..40).map(|v| (v % 2) as u8).collect());
         for _ in 0..200 {
