@@ -46,25 +46,35 @@ fn a_tensor_product_operator_is_cut_along_two_axes() {
     assert!(loads(&rows, &p) < 2058, "{}", loads(&rows, &p));
 }
 
+/// `n` rows, each reading fewer than `most` random rows of B below `width`, with 0–2 accesses to C.
+fn random_rows(
+    rng: &mut impl bespoke_gpu::rng::Rng,
+    n: usize,
+    width: usize,
+    most: usize,
+) -> Vec<Row> {
+    (0..n)
+        .map(|_| {
+            let mut reads: Vec<usize> = (0..rng.random_range(0..most))
+                .map(|_| rng.random_range(0..width))
+                .collect();
+            reads.sort_unstable();
+            reads.dedup();
+            Row {
+                reads,
+                stores: rng.random_range(0..3),
+            }
+        })
+        .collect()
+}
+
 #[test]
 fn every_partition_covers_each_row_once_within_its_cap() {
     use bespoke_gpu::rng::Rng;
     let mut rng = bespoke_gpu::rng::seeded(bespoke_gpu::testing::fresh_seed());
     for case in 0..150 {
         let (n, width) = (rng.random_range(1..80), rng.random_range(1..50));
-        let rows: Vec<Row> = (0..n)
-            .map(|_| {
-                let mut reads: Vec<usize> = (0..rng.random_range(0..8))
-                    .map(|_| rng.random_range(0..width))
-                    .collect();
-                reads.sort_unstable();
-                reads.dedup();
-                Row {
-                    reads,
-                    stores: rng.random_range(0..3),
-                }
-            })
-            .collect();
+        let rows = random_rows(&mut rng, n, width, 8);
         let measure = [Measure::Terms, Measure::Accesses, Measure::Rows][case % 3];
         let whole = size(&rows, measure, &(0..n).collect::<Vec<_>>());
         let parts = rng.random_range(1..6);
@@ -103,19 +113,7 @@ fn every_partition_covers_each_row_once_within_its_cap() {
 fn moves_keep_the_counts_exact() {
     use bespoke_gpu::rng::Rng;
     let mut rng = bespoke_gpu::rng::seeded(bespoke_gpu::testing::fresh_seed());
-    let rows: Vec<Row> = (0..40)
-        .map(|_| {
-            let mut reads: Vec<usize> = (0..rng.random_range(0..6))
-                .map(|_| rng.random_range(0..20))
-                .collect();
-            reads.sort_unstable();
-            reads.dedup();
-            Row {
-                reads,
-                stores: rng.random_range(0..3),
-            }
-        })
-        .collect();
+    let rows = random_rows(&mut rng, 40, 20, 6);
     let verts: Vec<usize> = (0..40).collect();
     for measure in [Measure::Terms, Measure::Accesses, Measure::Rows] {
         let g = Graph::new(&rows, measure, &verts);
