@@ -30,7 +30,7 @@ use std::sync::{LazyLock, Mutex};
 static MADE: LazyLock<Mutex<HashMap<Key, Option<Groups>>>> = LazyLock::new(Default::default);
 type Key = (Vec<Row>, Measure, usize, usize);
 type Groups = Vec<Vec<usize>>;
-const REMEMBERED: usize = 64;
+const REMEMBERED: usize = 256;
 
 /// What a launch's cap counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
