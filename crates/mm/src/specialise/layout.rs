@@ -325,8 +325,13 @@ fn grouped(
         .iter()
         .map(|g| (g.start - rows.start..g.end - rows.start).collect())
         .collect();
+    // Where row order reads each row of B once already, there is nothing to gain.
+    let before = loads(&local, &ordered);
+    if before == loads(&local, &[(0..local.len()).collect()]) {
+        return in_order.into_iter().map(LaunchRows::Range).collect();
+    }
     match partition(&local, measure, limit, in_order.len()) {
-        Some(p) if loads(&local, &p) < loads(&local, &ordered) => p
+        Some(p) if loads(&local, &p) < before => p
             .into_iter()
             .map(|g| LaunchRows::of(g.into_iter().map(|k| rows.start + k).collect()))
             .collect(),
@@ -624,6 +629,60 @@ mod tests {
         assert_eq!(by_terms.len(), 2);
         // A row alone past the cap is still a launch of its own.
         assert_eq!(groups(1, Beta::Zero).len(), 8);
+    }
+
+    #[test]
+    fn launches_group_rows_that_share_rows_of_b() {
+        // Rows 0, 2, 4 read rows 0..3 of B, rows 1, 3, 5 rows 3..6: in order, 2 launches of 3 rows load 6 + 6;
+        // grouped, 3 + 3.
+        let a: Vec<RowTerms> = (0..6)
+            .map(|i| (0..3).map(|j| (i % 2 * 3 + j, 1.0)).collect())
+            .collect();
+        let plan = |a: &[RowTerms]| {
+            plan_layouts(
+                a,
+                Beta::Zero,
+                &[0..6],
+                &[0..6],
+                (8, 8, 8),
+                8,
+                LaunchCap::Terms(9),
+            )
+            .unwrap()
+            .into_iter()
+            .map(|l| l.rows)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            plan(&a),
+            vec![
+                LaunchRows::List(vec![0, 2, 4]),
+                LaunchRows::List(vec![1, 3, 5])
+            ]
+        );
+        assert_eq!(
+            LaunchRows::List(vec![0, 2, 4]).to_string(),
+            "0..1, 2..3, 4..5"
+        );
+        assert_eq!(LaunchRows::of(vec![3, 4, 5]), LaunchRows::Range(3..6));
+        // Each row its own row of B: row order reads each once already, and stays.
+        let diagonal: Vec<RowTerms> = (0..6).map(|i| vec![(i, 1.0)]).collect();
+        assert_eq!(plan(&diagonal), vec![0..6]);
+        let diagonal = plan_layouts(
+            &diagonal,
+            Beta::Zero,
+            &[0..6],
+            &[0..6],
+            (8, 8, 8),
+            8,
+            LaunchCap::Terms(2),
+        )
+        .unwrap();
+        assert!(
+            diagonal
+                .iter()
+                .all(|l| matches!(l.rows, LaunchRows::Range(_)))
+        );
     }
 
     #[test]

@@ -11,9 +11,10 @@
 //! plus its stores to C) — a side of a bisection that holds g launches holds at most g caps, and a launch within
 //! one cap, or there is no partition (the caller keeps the launches in row order).
 
-/// Vertex visits one partition may make before it gives up (the PyFR suite's largest unrolled operators,
-/// ~1000 rows, stay well within it: hex-p6-m460 in 28 launches of 256 terms took 0.15 s in a release build).
-const PARTITION_WORK: usize = 200_000_000;
+/// Vertex visits one partition may make before it gives up: the PyFR suite's largest unrolled operators, ~1000
+/// rows, take at most 24 million (hex-p6-m460 in 28 launches of 256 terms, 0.15 s in a release build); random
+/// operators of 5000–19000 rows, which would take seconds, give up in a quarter of a second.
+const PARTITION_WORK: usize = 40_000_000;
 
 /// FM passes per bisection at most (each moves every vertex once, keeping the best prefix).
 const PASSES: usize = 8;
@@ -309,6 +310,9 @@ impl Graph {
                 break;
             }
             *work += n;
+            if *work > PARTITION_WORK {
+                break;
+            }
             next = (0..n)
                 .filter(|&u| st.side[u] == 1)
                 .min_by_key(|&u| (st.fresh[u], Reverse(self.nets[u].len()), u));
@@ -452,6 +456,9 @@ impl State {
             let mut moves = Vec::with_capacity(n);
             for _ in 0..n {
                 *work += n;
+                if *work > PARTITION_WORK {
+                    break;
+                }
                 let pick = (0..n)
                     .filter(|&v| !locked[v])
                     .filter(|&v| self.may_move(g, v, limits))

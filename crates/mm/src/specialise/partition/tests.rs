@@ -137,3 +137,16 @@ fn moves_keep_the_counts_exact() {
         }
     }
 }
+
+/// A large random operator past what a partition may search gives up (`None`: the launches stay in row order)
+/// rather than searching for seconds.
+#[test]
+fn the_search_is_bounded() {
+    let mut rng = bespoke_gpu::rng::seeded(bespoke_gpu::testing::fresh_seed());
+    let rows = random_rows(&mut rng, 5000, 2000, 6);
+    let terms = size(&rows, Measure::Terms, &(0..5000).collect::<Vec<_>>());
+    assert_eq!(
+        made(&rows, Measure::Terms, 2048, terms.div_ceil(2048) + 1),
+        None
+    );
+}
