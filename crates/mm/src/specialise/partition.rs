@@ -156,7 +156,7 @@ fn split(
     // balance may cut fewer nets; where its sides cannot be cut within the cap below, a tighter one is tried.
     let tolerances = match measure {
         Measure::Terms => {
-            let slack = (cap * parts) as f64 / terms.max(1) as f64;
+            let slack = cap.saturating_mul(parts) as f64 / terms.max(1) as f64;
             let levels = parts.next_power_of_two().trailing_zeros().max(1) as f64;
             let t = (slack.powf(1.0 / levels) - 1.0).max(0.0);
             [t, t / 2.0, 0.0]
@@ -168,7 +168,7 @@ fn split(
         let share =
             counts.map(|g| ((terms * g) as f64 / parts as f64 * (1.0 + tol)) as usize + widest);
         let limits = Limits {
-            weight: counts.map(|g| cap * g),
+            weight: counts.map(|g| cap.saturating_mul(g)),
             terms: share,
         };
         if let Some((a, b)) = bisect(rows, measure, &verts, limits, first, parts, work)
