@@ -232,11 +232,10 @@ pub(crate) fn pops<'a>(first: &'a Pops, second: Option<&'a Pops>) -> Vec<Arg<'a>
 /// one small kernel, once a device). A probe the backend cannot run (no f16 packing on a downlevel GL adapter)
 /// leaves it to the lattice's own kernels, which meet the same limit and say so by name.
 pub(crate) fn rounds_f16_explicitly(gpu: &Gpu, storage: Storage, forced: bool) -> Result<bool> {
-    if storage != Storage::F16 {
-        return Ok(false);
+    if storage != Storage::F16 || forced {
+        return Ok(storage == Storage::F16);
     }
     match gpu.rounds_f16_to_nearest_even() {
-        _ if forced => Ok(true),
         Ok(nearest) => Ok(!nearest),
         Err(e) if e.is_kernels_own() => Ok(false),
         Err(e) => Err(e.into()),

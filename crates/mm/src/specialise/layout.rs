@@ -265,23 +265,31 @@ pub(crate) fn in_order_loads(
         LaunchCap::Accesses(t) => (t, true),
         LaunchCap::Table { .. } => return 0,
     };
-    stream_groups(a_rows, rows, ks, beta, limit, accesses)
-        .iter()
-        .map(|g| {
-            let mut u: Vec<usize> = g
-                .clone()
-                .flat_map(|i| {
-                    a_rows[i]
-                        .iter()
-                        .filter(|(p, _)| ks.contains(p))
-                        .map(|(p, _)| *p)
-                })
-                .collect();
-            u.sort_unstable();
-            u.dedup();
-            u.len()
+    let groups = stream_groups(a_rows, rows.clone(), ks, beta, limit, accesses);
+    loads(
+        &local_rows(a_rows, &rows, ks, beta),
+        &local_groups(&groups, &rows),
+    )
+}
+
+/// Rows `rows` of A as the partition sees them: each one's rows of B in the K slice `ks` (from its start) and
+/// its accesses to C.
+fn local_rows(a_rows: &[RowTerms], rows: &Range<usize>, ks: &Range<usize>, beta: Beta) -> Vec<Row> {
+    rows.clone()
+        .map(|i| {
+            let terms = a_rows[i].iter().filter(|(p, _)| ks.contains(p));
+            let stores = c_accesses(beta, terms.clone().next().is_some());
+            Row::new(terms.map(|(p, _)| p - ks.start), stores)
         })
-        .sum()
+        .collect()
+}
+
+/// Groups of rows as indices from the start of `rows`.
+fn local_groups(groups: &[Range<usize>], rows: &Range<usize>) -> Vec<Vec<usize>> {
+    groups
+        .iter()
+        .map(|g| (g.start - rows.start..g.end - rows.start).collect())
+        .collect()
 }
 
 /// Rows in launches of at most `limit` by `measure`: consecutive ([`stream_groups`]), or, where that takes
@@ -307,24 +315,8 @@ fn grouped(
     if in_order.len() < 2 {
         return in_order.into_iter().map(LaunchRows::Range).collect();
     }
-    let local: Vec<Row> = rows
-        .clone()
-        .map(|i| {
-            let mut reads: Vec<usize> = a_rows[i]
-                .iter()
-                .filter(|(p, _)| ks.contains(p))
-                .map(|(p, _)| p - ks.start)
-                .collect();
-            reads.sort_unstable();
-            reads.dedup();
-            let stores = c_accesses(beta, !reads.is_empty());
-            Row { reads, stores }
-        })
-        .collect();
-    let ordered: Vec<Vec<usize>> = in_order
-        .iter()
-        .map(|g| (g.start - rows.start..g.end - rows.start).collect())
-        .collect();
+    let local = local_rows(a_rows, &rows, ks, beta);
+    let ordered = local_groups(&in_order, &rows);
     // Where row order reads each row of B once already, there is nothing to gain.
     let before = loads(&local, &ordered);
     if before == loads(&local, &[(0..local.len()).collect()]) {
@@ -638,7 +630,7 @@ mod tests {
         let a: Vec<RowTerms> = (0..6)
             .map(|i| (0..3).map(|j| (i % 2 * 3 + j, 1.0)).collect())
             .collect();
-        let plan = |a: &[RowTerms]| {
+        let plan = |a: &[RowTerms], terms| {
             plan_layouts(
                 a,
                 Beta::Zero,
@@ -646,7 +638,7 @@ mod tests {
                 &[0..6],
                 (8, 8, 8),
                 8,
-                LaunchCap::Terms(9),
+                LaunchCap::Terms(terms),
             )
             .unwrap()
             .into_iter()
@@ -654,7 +646,7 @@ mod tests {
             .collect::<Vec<_>>()
         };
         assert_eq!(
-            plan(&a),
+            plan(&a, 9),
             vec![
                 LaunchRows::List(vec![0, 2, 4]),
                 LaunchRows::List(vec![1, 3, 5])
@@ -667,22 +659,8 @@ mod tests {
         assert_eq!(LaunchRows::of(vec![3, 4, 5]), LaunchRows::Range(3..6));
         // Each row its own row of B: row order reads each once already, and stays.
         let diagonal: Vec<RowTerms> = (0..6).map(|i| vec![(i, 1.0)]).collect();
-        assert_eq!(plan(&diagonal), vec![0..6]);
-        let diagonal = plan_layouts(
-            &diagonal,
-            Beta::Zero,
-            &[0..6],
-            &[0..6],
-            (8, 8, 8),
-            8,
-            LaunchCap::Terms(2),
-        )
-        .unwrap();
-        assert!(
-            diagonal
-                .iter()
-                .all(|l| matches!(l.rows, LaunchRows::Range(_)))
-        );
+        assert_eq!(plan(&diagonal, 9), vec![0..6]);
+        assert_eq!(plan(&diagonal, 2), vec![0..2, 2..4, 4..6]);
     }
 
     #[test]

@@ -284,21 +284,11 @@ fn capped_bstream_launches_respect_the_cap_and_validate() {
     }
     let op = Operator::from_dense("banded", m, k, dense).unwrap();
     let rows = op.rows();
-    let (bk, cm) = (0..op.k, 0..op.m);
     for cap in LAUNCH_CAPS {
         for vec in [1, 2] {
             let v = bs(vec, cap);
             for beta in [Beta::Zero, Beta::One] {
-                let layouts = plan_layouts(
-                    &rows,
-                    beta,
-                    std::slice::from_ref(&bk),
-                    std::slice::from_ref(&cm),
-                    (64, 64, 64),
-                    8,
-                    cap_of(v, true, 256),
-                )
-                .unwrap();
+                let layouts = plan_whole(&op, &rows, beta, 64, cap_of(v, true, 256));
                 assert!(layouts.len() > 1, "{}: one launch", v.name());
                 for layout in &layouts {
                     for dtype in [DType::F32, DType::F64] {
@@ -312,6 +302,28 @@ fn capped_bstream_launches_respect_the_cap_and_validate() {
             }
         }
     }
+}
+
+/// `op`'s launches (its rows `rows`) with B and C in one binding each, N = ldb = ldc = `n`, at most 8 bindings,
+/// under `cap`.
+fn plan_whole(
+    op: &Operator,
+    rows: &[RowTerms],
+    beta: Beta,
+    n: usize,
+    cap: LaunchCap,
+) -> Vec<Layout> {
+    let (bk, cm) = (0..op.k, 0..op.m);
+    plan_layouts(
+        rows,
+        beta,
+        std::slice::from_ref(&bk),
+        std::slice::from_ref(&cm),
+        (n, n, n),
+        8,
+        cap,
+    )
+    .unwrap()
 }
 
 /// hex-p6-m132 as the shipped file has it, planned in one binding of B and C each at N = 1024 under a launch cap,
@@ -333,17 +345,7 @@ impl HexP6M132 {
     }
 
     fn plan(&self, cap: LaunchCap) -> Vec<Layout> {
-        let (bk, cm) = (0..self.op.k, 0..self.op.m);
-        plan_layouts(
-            &self.rows,
-            self.beta,
-            std::slice::from_ref(&bk),
-            std::slice::from_ref(&cm),
-            (1024, 1024, 1024),
-            8,
-            cap,
-        )
-        .unwrap()
+        plan_whole(&self.op, &self.rows, self.beta, 1024, cap)
     }
 
     fn b_rows(&self, layouts: &[Layout]) -> usize {
@@ -578,17 +580,7 @@ fn launches_grouped_by_shared_rows_of_b_on_the_shipped_operators_without_a_devic
             LaunchCap::Accesses(1024),
         ] {
             let what = format!("{} {cap:?}", op.name);
-            let (bk, cm) = (0..op.k, 0..op.m);
-            let layouts = plan_layouts(
-                &rows,
-                beta,
-                std::slice::from_ref(&bk),
-                std::slice::from_ref(&cm),
-                (64, 64, 64),
-                8,
-                cap,
-            )
-            .unwrap();
+            let layouts = plan_whole(&op, &rows, beta, 64, cap);
             let mut seen = vec![0; op.m];
             for l in &layouts {
                 let work = super::generate::work(&rows, l);

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::specialise::emit::{Emit, Work};
 use crate::specialise::grouping::group_rows;
-use crate::specialise::partition::{Measure, Row, partition};
+use crate::specialise::partition::{Measure, partition, work_rows};
 
 /// Accumulators live at once when B's rows are streamed in ascending order.
 pub(crate) fn bstream_live(work: &Work) -> usize {
@@ -53,20 +53,12 @@ pub(crate) fn bstream_blocks(work: &Work, max_live: usize) -> Vec<Work> {
         .collect();
     // Blocks of at most `max_live` rows cut by the rows of B they share, as launches are (`partition`).
     let parts = rows.len().div_ceil(max_live.max(1));
-    let shared: Vec<Row> = rows
-        .iter()
-        .map(|(_, t)| {
-            let mut reads: Vec<usize> = t.iter().map(|x| x.0).collect();
-            reads.sort_unstable();
-            reads.dedup();
-            Row { reads, stores: 0 }
-        })
-        .collect();
-    let cut: Option<Vec<Work>> = partition(&shared, Measure::Rows, max_live, parts).map(|p| {
-        p.into_iter()
-            .map(|b| b.into_iter().map(|k| rows[k].clone()).collect())
-            .collect()
-    });
+    let cut: Option<Vec<Work>> =
+        partition(&work_rows(&rows), Measure::Rows, max_live, parts).map(|p| {
+            p.into_iter()
+                .map(|b| b.into_iter().map(|k| rows[k].clone()).collect())
+                .collect()
+        });
     let by_reach = reach_blocks(rows, max_live);
     [Some(grouped), cut]
         .into_iter()

@@ -10,7 +10,7 @@
 use std::fmt::Write;
 
 use crate::specialise::emit::{Acc, Emit, REG_BUDGET_BYTES, Work, deal, slices, used_rows};
-use crate::specialise::partition::{Measure, Row, partition};
+use crate::specialise::partition::{Measure, loads, partition, work_rows};
 
 pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
     let (x, s) = e.variant.workgroup();
@@ -147,20 +147,8 @@ pub(crate) fn deal_rows(work: &Work, s: usize) -> Vec<Vec<usize>> {
         .into_iter()
         .map(|r| r.collect())
         .collect();
-    let loads = |groups: &[Vec<usize>]| -> usize {
-        groups
-            .iter()
-            .map(|rows| {
-                let mut ps: Vec<usize> = rows
-                    .iter()
-                    .flat_map(|&w| work[w].1.iter().map(|(p, _)| *p))
-                    .collect();
-                ps.sort_unstable();
-                ps.dedup();
-                ps.len()
-            })
-            .sum()
-    };
+    let rows = work_rows(work);
+    let loads = |groups: &[Vec<usize>]| loads(&rows, groups);
     let most = |groups: &[Vec<usize>]| groups.iter().map(Vec::len).max().unwrap_or(0);
     let heaviest = |groups: &[Vec<usize>]| {
         groups
@@ -171,15 +159,6 @@ pub(crate) fn deal_rows(work: &Work, s: usize) -> Vec<Vec<usize>> {
     };
     // Grouped by the rows of B they share (`partition`), each invocation row within one accumulator more than
     // the deal's and (checked below) a tenth more terms than its busiest.
-    let rows: Vec<Row> = work
-        .iter()
-        .map(|(_, t)| {
-            let mut reads: Vec<usize> = t.iter().map(|(p, _)| *p).collect();
-            reads.sort_unstable();
-            reads.dedup();
-            Row { reads, stores: 0 }
-        })
-        .collect();
     let grouped = partition(&rows, Measure::Rows, most(&dealt) + 1, s);
     let fits =
         |g: &[Vec<usize>]| most(g) <= most(&dealt) + 1 && 10 * heaviest(g) <= 11 * heaviest(&dealt);

@@ -10,11 +10,9 @@ fn tensor_rows() -> Vec<Row> {
     for i in 0..7 {
         for j in 0..7 {
             for k in 0..7 {
-                let mut reads: Vec<usize> = (0..7)
-                    .flat_map(|q| [at(i, j, q), 343 + at(i, q, k), 686 + at(q, j, k)])
-                    .collect();
-                reads.sort_unstable();
-                rows.push(Row { reads, stores: 1 });
+                let reads =
+                    (0..7).flat_map(|q| [at(i, j, q), 343 + at(i, q, k), 686 + at(q, j, k)]);
+                rows.push(Row::new(reads, 1));
             }
         }
     }
@@ -55,15 +53,10 @@ fn random_rows(
 ) -> Vec<Row> {
     (0..n)
         .map(|_| {
-            let mut reads: Vec<usize> = (0..rng.random_range(0..most))
+            let reads: Vec<usize> = (0..rng.random_range(0..most))
                 .map(|_| rng.random_range(0..width))
                 .collect();
-            reads.sort_unstable();
-            reads.dedup();
-            Row {
-                reads,
-                stores: rng.random_range(0..3),
-            }
+            Row::new(reads, rng.random_range(0..3))
         })
         .collect()
 }
