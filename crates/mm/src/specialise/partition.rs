@@ -26,8 +26,6 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
-use super::emit::Work;
-
 /// Partitions this process has made, by their inputs (a tuner plans one operator under one cap for many
 /// candidates); cleared past [`REMEMBERED`] entries.
 static MADE: LazyLock<Mutex<HashMap<Key, Option<Groups>>>> = LazyLock::new(Default::default);
@@ -63,14 +61,6 @@ impl Row {
         reads.dedup();
         Self { reads, stores }
     }
-}
-
-/// The rows of a launch's `work` as the partition sees them (no stores: what bstream's blocks and msplit's
-/// invocation rows are cut from, both within one launch).
-pub(crate) fn work_rows(work: &Work) -> Vec<Row> {
-    work.iter()
-        .map(|(_, t)| Row::new(t.iter().map(|(p, _)| *p), 0))
-        .collect()
 }
 
 /// Rows `0..rows.len()` in `parts` groups, each ascending and within `cap` by `measure`, the groups ordered by

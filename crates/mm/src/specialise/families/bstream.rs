@@ -4,9 +4,10 @@
 
 use std::fmt::Write;
 
+use super::work_rows;
 use crate::specialise::emit::{Emit, Work};
 use crate::specialise::grouping::group_rows;
-use crate::specialise::partition::{Measure, partition, work_rows};
+use crate::specialise::partition::{Measure, partition};
 
 /// Accumulators live at once when B's rows are streamed in ascending order.
 pub(crate) fn bstream_live(work: &Work) -> usize {

@@ -9,8 +9,9 @@
 
 use std::fmt::Write;
 
+use super::work_rows;
 use crate::specialise::emit::{Acc, Emit, REG_BUDGET_BYTES, Work, deal, slices, used_rows};
-use crate::specialise::partition::{Measure, loads, partition, work_rows};
+use crate::specialise::partition::{Measure, loads, partition};
 
 pub(crate) fn msplit(e: &mut Emit<'_>, work: &Work) -> Result<(), String> {
     let (x, s) = e.variant.workgroup();
