@@ -423,7 +423,37 @@ fn lab_times_every_shape_and_ablation() {
             assert!(x.is_finite() && x > 0.0, "{key} = {x} in {r}");
         }
     }
-    let lbm: Vec<&Value> = runs.iter().filter(|r| r["group"] == "lbm").collect();
+    let all_lbm: Vec<&Value> = runs.iter().filter(|r| r["group"] == "lbm").collect();
+    // The lab's side (its largest) and, at a quarter of it, the default against alternate steps backwards.
+    let side_of = |r: &Value| -> usize {
+        r["case"]
+            .as_str()
+            .and_then(|c| c.split('²').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    };
+    let side = all_lbm.iter().map(|r| side_of(r)).max().unwrap_or(0);
+    let lbm: Vec<&Value> = all_lbm
+        .iter()
+        .copied()
+        .filter(|r| side_of(r) == side)
+        .collect();
+    let quarter: Vec<&Value> = all_lbm
+        .iter()
+        .copied()
+        .filter(|r| side_of(r) == side / 4)
+        .collect();
+    for variant in ["wg64", "wg64 alternate"] {
+        let n = quarter.iter().filter(|r| r["variant"] == variant).count();
+        assert_eq!(n, 4, "{variant} at {}²: {n} of 4 rows", side / 4);
+    }
+    assert!(
+        quarter
+            .iter()
+            .filter(|r| r["variant"] == "wg64" && r["not_run"].is_null())
+            .all(|r| r["ratio_to_default"].as_f64() == Some(1.0)),
+        "{quarter:?}"
+    );
     for variant in [
         "wg64",
         "wg256",
@@ -436,6 +466,7 @@ fn lab_times_every_shape_and_ablation() {
         "wg64 one-buffer",
         "wg256 one-buffer",
         "wg64 no-pull",
+        "wg64 alternate",
     ] {
         let n = lbm.iter().filter(|r| r["variant"] == variant).count();
         assert_eq!(

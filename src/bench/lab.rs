@@ -202,8 +202,9 @@ fn reps(ctx: &BenchContext<'_>) -> usize {
 /// at the default workgroup and at 256, one buffer for all directions (bound once, as a CUDA code indexes one
 /// allocation) at the default workgroup and at 256, then the default workgroup without collision, without pulls
 /// (every population from the cell's own slots), with the mask wrap, reading a flag field, and in the split 1-D grid (a dispatch per 65 535 workgroups, each a barrier apart,
-/// as every step ran until 2026-11-26) instead of one 2-D dispatch, and (f16 only) with every store rounded
-/// explicitly to its nearest f16 (`exact-f16`).
+/// as every step ran until 2026-11-26) instead of one 2-D dispatch, (f16 only) with every store rounded
+/// explicitly to its nearest f16 (`exact-f16`), and with every other step walking the lattice backwards
+/// (`alternate`, `StepShape::alternate`) at the default workgroup and at 512, the latter also with one buffer.
 pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
     let plain = |workgroup| StepVariant {
         workgroup,
@@ -213,6 +214,7 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
         walls: false,
         one_buffer: false,
         exact_f16: false,
+        alternate: false,
     };
     let mut v: Vec<StepVariant> = workgroups.iter().map(|&w| plain(w)).collect();
     for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
@@ -252,7 +254,38 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
         exact_f16: true,
         ..plain(WG)
     });
+    for workgroup in [WG, 512].into_iter().filter(|w| workgroups.contains(w)) {
+        v.push(StepVariant {
+            alternate: true,
+            ..plain(workgroup)
+        });
+    }
+    if workgroups.contains(&512) {
+        v.push(StepVariant {
+            alternate: true,
+            one_buffer: true,
+            ..plain(512)
+        });
+    }
     v
+}
+
+/// The lab's rows at a quarter of its side (2048² on a GPU, the LBM tuner's own size), where a step's reads are
+/// a few times a GPU's L2 cache: the default against every other step walking backwards
+/// (`StepShape::alternate`), which begins each step on what the step before left in the cache.
+fn lbm_alternate_variants(workgroups: &[u32]) -> Vec<StepVariant> {
+    lbm_variants(workgroups)
+        .into_iter()
+        .filter(|v| {
+            v.ablation.is_none()
+                && !v.walls
+                && !v.exact_f16
+                && v.cells == 1
+                && v.grid == GridLayout::Rows
+                && (v.workgroup == WG || v.alternate)
+                && (!v.one_buffer || v.alternate)
+        })
+        .collect()
 }
 
 fn lbm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
@@ -277,6 +310,7 @@ fn lbm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
                 Some(s) if s < side && !one.is_empty() => {
                     let plain = StepVariant {
                         one_buffer: false,
+                        alternate: false,
                         ..one[0]
                     };
                     let at: Vec<StepVariant> = std::iter::once(plain).chain(one).collect();
@@ -284,6 +318,12 @@ fn lbm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
                 }
                 _ => {}
             }
+            let small: Vec<StepVariant> =
+                lbm_alternate_variants(&bespoke_lbm::shape::candidates(gpu))
+                    .into_iter()
+                    .filter(|v| !v.exact_f16 || storage == Storage::F16)
+                    .collect();
+            lbm_case(ctx, lab, side / 4, storage, streaming, &small)?;
         }
     }
     Ok(())

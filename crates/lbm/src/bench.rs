@@ -111,6 +111,8 @@ pub struct StepVariant {
     pub one_buffer: bool,
     /// f16 stores rounded explicitly where the device's pack would round them alike (`StepShape::exact_f16`).
     pub exact_f16: bool,
+    /// Every other step walks the lattice backwards (`StepShape::alternate`).
+    pub alternate: bool,
 }
 
 impl StepVariant {
@@ -135,6 +137,9 @@ impl StepVariant {
         }
         if self.exact_f16 {
             s += " exact-f16";
+        }
+        if self.alternate {
+            s += " alternate";
         }
         s
     }
@@ -184,6 +189,7 @@ pub fn bench_step_variants(
         ablation: v.ablation,
         one_buffer: v.one_buffer,
         exact_f16: v.exact_f16,
+        alternate: v.alternate,
         ..crate::shape::StepShape::given()
     };
     let mut groups: Vec<(bool, bool)> = Vec::new();

@@ -45,6 +45,7 @@ pub fn periodic_ab_spec(nx: usize, ny: usize, storage: Storage) -> KernelSpec {
         one_buffer: 0,
         packed_macros: false,
         packed_stash: false,
+        descending: false,
     }
 }
 

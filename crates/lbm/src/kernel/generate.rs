@@ -256,10 +256,22 @@ fn rt(v: f32) -> f32 {{
             e.push_str("{\n        return;\n    }\n");
             e
         } else if self.mode != Mode::Probe {
-            format!(
-                "    let idx = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if idx >= {} {{ return; }}\n",
-                if self.paired() { "NH" } else { "N" }
-            )
+            let n = if self.paired() { "NH" } else { "N" };
+            if self.walks_descending() && self.per_invocation() == 1 {
+                // Workgroup 0 takes the last block (`KernelSpec::descending`); lanes stay ascending.
+                let blocks = self.launched().div_ceil(wg as usize);
+                format!(
+                    "    let lin = bespoke_workgroup_linear(wid);
+    if lin >= {blocks}u {{ return; }}
+    let idx = ({blocks}u - 1u - lin) * {wg}u + lid;
+    if idx >= {n} {{ return; }}
+"
+                )
+            } else {
+                format!(
+                    "    let idx = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if idx >= {n} {{ return; }}\n"
+                )
+            }
         } else {
             let cell = if self.paired() {
                 "    // The entry's cell is the high half of word pin.x − NH when pin.x ≥ NH.
@@ -297,8 +309,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 "
 @compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let first = bespoke_workgroup_linear(wid) * {cells}u;
-    for (var j = 0u; j < {cells}u; j++) {{
+{first}    for (var j = 0u; j < {cells}u; j++) {{
         let idx = (first + j) * {wg}u + lid;
         if idx >= {n} {{ return; }}
         update(idx);
@@ -309,7 +320,20 @@ fn update(idx: u32) {{
     let x = idx % NX;
     let y0 = idx - x;
 ",
-                n = if self.paired() { "NH" } else { "N" }
+                n = if self.paired() { "NH" } else { "N" },
+                first = if self.walks_descending() {
+                    // Workgroup 0 takes the last group of blocks (`KernelSpec::descending`); within a group the
+                    // blocks, and in each block the lanes, stay ascending.
+                    let groups = self.launched().div_ceil(wg as usize);
+                    format!(
+                        "    let lin = bespoke_workgroup_linear(wid);
+    if lin >= {groups}u {{ return; }}
+    let first = ({groups}u - 1u - lin) * {cells}u;
+"
+                    )
+                } else {
+                    format!("    let first = bespoke_workgroup_linear(wid) * {cells}u;\n")
+                }
             );
         }
         if self.ablation == Some(Ablation::MaskWrap) {

@@ -61,6 +61,9 @@ fn every_kernel_validates_without_a_device() {
                                 one_buffer,
                                 packed_macros,
                                 packed_stash,
+                                // Blocks in descending order (step kernels over every cell) with a flag field,
+                                // at 1, 2 and 4 cells per invocation by phase.
+                                descending: flags,
                             };
                             assert_eq!(
                                 spec.per_invocation() > 1,
@@ -121,6 +124,7 @@ fn snapshots_of_one_kernel_per_phase_and_storage() {
             one_buffer: 0,
             packed_macros: false,
             packed_stash: false,
+            descending: false,
         };
         insta::assert_snapshot!(spec.name(), spec.generate());
     }
@@ -153,6 +157,7 @@ fn ablated_step_kernels_validate() {
                         one_buffer: 0,
                         packed_macros: false,
                         packed_stash: false,
+                        descending: false,
                     };
                     let src = spec.generate();
                     let f16 = spec.layout() == Layout::F16Single;

@@ -134,6 +134,7 @@ pub(super) fn lattice_spec(
         one_buffer: 0,
         packed_macros: false,
         packed_stash: false,
+        descending: false,
     }
 }
 

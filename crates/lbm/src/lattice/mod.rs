@@ -138,21 +138,27 @@ fn step_launches(
         shape.workgroup,
         shape.grid,
     )?;
-    let prepare =
-        |phase, pops: Vec<Arg<'_>>| prepare_launch(gpu, &spec(phase), pops, flag_bufs, &[], grid);
+    // The pair's second launch walks backwards where the shape alternates (`StepShape::alternate`).
+    let prepare = |phase, pops: Vec<Arg<'_>>, second: bool| {
+        let spec = KernelSpec {
+            descending: second && shape.alternate,
+            ..spec(phase)
+        };
+        prepare_launch(gpu, &spec, pops, flag_bufs, &[], grid)
+    };
     Ok(match streaming {
         Streaming::Ab => {
             let b = b.ok_or_else(|| {
                 LbmError::State("two-lattice streaming without a second lattice".into())
             })?;
             [
-                prepare(Phase::Ab, pops(a, Some(b)))?,
-                prepare(Phase::Ab, pops(b, Some(a)))?,
+                prepare(Phase::Ab, pops(a, Some(b)), false)?,
+                prepare(Phase::Ab, pops(b, Some(a)), true)?,
             ]
         }
         Streaming::InPlace => [
-            prepare(Phase::AaOdd, pops(a, None))?,
-            prepare(Phase::AaEven, pops(a, None))?,
+            prepare(Phase::AaOdd, pops(a, None), false)?,
+            prepare(Phase::AaEven, pops(a, None), true)?,
         ],
     })
 }

@@ -25,7 +25,7 @@ const GPU_SIDE: usize = 2048;
 const CPU_SIDE: usize = 128;
 
 /// The version of the cached decisions: raise it when the candidates or the kernel change what they mean.
-const CACHE_VERSION: u32 = 4;
+const CACHE_VERSION: u32 = 5;
 
 /// What the choice was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,6 +66,16 @@ pub struct StepShape {
     /// otherwise pays. Never tuned; false: rounded only where the device needs it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exact_f16: bool,
+    /// Every other step walks the lattice backwards (its workgroups take the blocks in descending order,
+    /// `KernelSpec::descending`), so that a step begins on the cells the step before it ended on, which a GPU's
+    /// L2 cache still holds: a two-lattice step's second launch of the pair, an in-place lattice's even step.
+    /// The same bits either way.
+    #[serde(default)]
+    pub alternate: bool,
+    /// Seconds per pair of steps at the chosen shape with alternate steps walking backwards, when that was timed
+    /// (against the chosen shape's time without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_alternate: Option<f64>,
 }
 
 fn one_cell() -> u32 {
@@ -93,6 +103,8 @@ impl StepShape {
             timed_one_buffer: None,
             failed: Vec::new(),
             exact_f16: false,
+            alternate: false,
+            timed_alternate: None,
         }
     }
 
@@ -107,7 +119,7 @@ impl StepShape {
     /// `wg 256, 2 cells per invocation (tuned)` and the like, for the CLI.
     pub fn describe(&self) -> String {
         format!(
-            "workgroup {}, {} cell{} per invocation, {} ({})",
+            "workgroup {}, {} cell{} per invocation, {}{} ({})",
             self.workgroup,
             self.cells,
             if self.cells == 1 { "" } else { "s" },
@@ -115,6 +127,11 @@ impl StepShape {
                 "one binding for all directions"
             } else {
                 "a binding per direction"
+            },
+            if self.alternate {
+                ", every other step backwards"
+            } else {
+                ""
             },
             self.source
         )
@@ -287,10 +304,15 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     };
     let mut time = |shape: StepShape| {
         let what = format!(
-            "tuning the step: workgroup {}, {} cells per invocation{} on {nx}×{ny}",
+            "tuning the step: workgroup {}, {} cells per invocation{}{} on {nx}×{ny}",
             shape.workgroup,
             shape.cells,
-            if shape.one_buffer { ", one buffer" } else { "" }
+            if shape.one_buffer { ", one buffer" } else { "" },
+            if shape.alternate {
+                ", alternate steps backwards"
+            } else {
+                ""
+            }
         );
         bespoke_gpu::phase(what, || time(shape))
     };
@@ -306,10 +328,15 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
     let mut failed = Vec::new();
     let mut time = |shape: StepShape| -> Result<Option<f64>> {
         let what = format!(
-            "workgroup {}, {} cells{}",
+            "workgroup {}, {} cells{}{}",
             shape.workgroup,
             shape.cells,
-            if shape.one_buffer { ", one buffer" } else { "" }
+            if shape.one_buffer { ", one buffer" } else { "" },
+            if shape.alternate {
+                ", alternate steps backwards"
+            } else {
+                ""
+            }
         );
         match time(shape) {
             Ok(t) => Ok(Some(t)),
@@ -362,6 +389,20 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         None
     };
     let one_buffer = !nine_fit || timed_one_buffer.is_some_and(|t| t < TUNE_MARGIN * nine);
+    let chosen = if one_buffer && nine_fit {
+        timed_one_buffer.unwrap_or(f64::INFINITY)
+    } else {
+        nine
+    };
+    // Last, every other step walking the lattice backwards at the chosen shape.
+    let timed_alternate = time(StepShape {
+        workgroup,
+        cells,
+        one_buffer,
+        alternate: true,
+        ..StepShape::given()
+    })?;
+    let alternate = timed_alternate.is_some_and(|t| t < TUNE_MARGIN * chosen);
     Ok(StepShape {
         workgroup,
         cells,
@@ -374,5 +415,7 @@ pub fn tune(gpu: &Gpu, cfg: &Config, flags: bool) -> Result<StepShape> {
         timed_one_buffer,
         failed,
         exact_f16: false,
+        alternate,
+        timed_alternate,
     })
 }

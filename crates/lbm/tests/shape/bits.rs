@@ -52,12 +52,13 @@ fn every_step_workgroup_gives_the_default_bits() {
             }
         }
         let flags = Rc::new(flags);
-        let run = |(wg, grid, cells, one_buffer): (u32, GridLayout, u32, bool)| {
+        let run = |(wg, grid, cells, one_buffer, alternate): (u32, GridLayout, u32, bool, bool)| {
             let shape = StepShape {
                 workgroup: wg,
                 grid,
                 cells,
                 one_buffer,
+                alternate,
                 ..StepShape::given()
             };
             let mut lat =
@@ -67,9 +68,10 @@ fn every_step_workgroup_gives_the_default_bits() {
                     lat.step_shape().workgroup,
                     lat.step_shape().grid,
                     lat.step_shape().cells,
-                    lat.step_shape().one_buffer
+                    lat.step_shape().one_buffer,
+                    lat.step_shape().alternate
                 ),
-                (wg, grid, cells, one_buffer)
+                (wg, grid, cells, one_buffer, alternate)
             );
             let mut rng = StdRng::seed_from_u64(seed);
             let cells = random_cells(&mut rng, 37 * ny);
@@ -83,7 +85,7 @@ fn every_step_workgroup_gives_the_default_bits() {
             }
             out
         };
-        let default = (WG, GridLayout::Split, 1, !nine);
+        let default = (WG, GridLayout::Split, 1, !nine, false);
         let want = run(default);
         assert!(want.iter().all(|v| v.is_finite()));
         // Every workgroup size in the default layout (one row here), and 2-D grids of rows of 3 and 7 workgroups
@@ -91,24 +93,31 @@ fn every_step_workgroup_gives_the_default_bits() {
         // Every number of cells per invocation the tuner tries, at two workgroup sizes, in the default layout and
         // in rows of 2 workgroups (a ragged last block past the lattice's cells).
         // One buffer for all directions, bound once, at one and several cells per invocation.
+        // Every other step walking backwards (`alternate`): one and several cells (a ragged group of blocks, then
+        // taken first), surplus workgroups in rows of 7, either buffer layout.
         let shapes = wgs
             .iter()
-            .map(|&w| (w, GridLayout::Rows, 1, false))
+            .map(|&w| (w, GridLayout::Rows, 1, false, false))
             .chain([
-                (WG, GridLayout::RowsOf(7), 1, false),
-                (256, GridLayout::RowsOf(3), 1, false),
-                (256, GridLayout::Rows, 3, false),
-                (WG, GridLayout::Rows, 1, true),
-                (256, GridLayout::Rows, 3, true),
+                (WG, GridLayout::RowsOf(7), 1, false, false),
+                (256, GridLayout::RowsOf(3), 1, false, false),
+                (256, GridLayout::Rows, 3, false, false),
+                (WG, GridLayout::Rows, 1, true, false),
+                (256, GridLayout::Rows, 3, true, false),
+                (WG, GridLayout::Rows, 1, false, true),
+                (WG, GridLayout::RowsOf(7), 1, false, true),
+                (256, GridLayout::Rows, 3, false, true),
+                (WG, GridLayout::Rows, 1, true, true),
+                (128, GridLayout::RowsOf(2), 2, true, true),
             ])
             .chain(CELL_CANDIDATES.into_iter().flat_map(|c| {
                 [
-                    (WG, GridLayout::Rows, c, false),
-                    (128, GridLayout::RowsOf(2), c, false),
-                    (128, GridLayout::RowsOf(2), c, true),
+                    (WG, GridLayout::Rows, c, false, false),
+                    (128, GridLayout::RowsOf(2), c, false, false),
+                    (128, GridLayout::RowsOf(2), c, true, false),
                 ]
             }))
-            .filter(|&(_, _, _, one_buffer)| if one_buffer { one } else { nine });
+            .filter(|&(_, _, _, one_buffer, _)| if one_buffer { one } else { nine });
         let differing = |a: &[f64], b: &[f64]| {
             a.iter()
                 .zip(b)
@@ -118,7 +127,7 @@ fn every_step_workgroup_gives_the_default_bits() {
                 })
         };
         for shape in shapes {
-            let (wg, grid, cells, one_buffer) = shape;
+            let (wg, grid, cells, one_buffer, alternate) = shape;
             let got = run(shape);
             let (differ, largest) = differing(&want, &got);
             if differ > 0 {
@@ -128,7 +137,7 @@ fn every_step_workgroup_gives_the_default_bits() {
                 let (base_again, _) = differing(&want, &run(default));
                 panic!(
                     "{case}: workgroup {wg} {grid:?} {cells} cells \
-                     one buffer {one_buffer} differs from {WG} split in {differ} of {} populations, by at most \
+                     one buffer {one_buffer} alternate {alternate} differs from {WG} split in {differ} of {} populations, by at most \
                      {largest:e}; run again, it differs from itself in {again} and the {WG} split from itself in \
                      {base_again}",
                     want.len()
@@ -335,9 +344,12 @@ fn a_reshaped_lattice_carries_on_in_its_new_shape() {
             one_buffer: lat.step_shape().one_buffer,
             ..StepShape::given()
         };
+        // Every other step backwards too: the reshaped pair's second launch walks backwards from the parity the
+        // lattice is at.
         let two = StepShape {
             workgroup: 128,
             cells: 2,
+            alternate: true,
             ..given.clone()
         };
         lat.reshape(two.clone()).unwrap();
