@@ -527,6 +527,10 @@ fn lab_times_every_shape_and_ablation() {
         "no FV split grid"
     );
     assert!(
+        fv.iter().any(|r| r["variant"] == "wg256 alternate"),
+        "no FV alternate steps backwards"
+    );
+    assert!(
         fv.iter().any(|r| r["variant"] == "wg256 4-tets"),
         "no FV tets per invocation"
     );

@@ -91,11 +91,24 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
                 workgroup,
                 ..Default::default()
             })
-            .chain([Shape {
-                workgroup: 64,
-                grid: GridLayout::RowsOf(5),
-                ..Default::default()
-            }])
+            .chain([
+                Shape {
+                    workgroup: 64,
+                    grid: GridLayout::RowsOf(5),
+                    ..Default::default()
+                },
+                // Every other step walking backwards, at two sizes and in rows (surplus workgroups).
+                Shape {
+                    alternate: true,
+                    ..Default::default()
+                },
+                Shape {
+                    workgroup: 64,
+                    grid: GridLayout::RowsOf(5),
+                    alternate: true,
+                    ..Default::default()
+                },
+            ])
             // Tets per invocation (the gather kernel outside the four-tet layout): every count the tuner tries,
             // and 3 in rows of 2 workgroups (ragged last blocks).
             .chain(
@@ -105,11 +118,14 @@ fn every_shape_alike<T: Real>(gpu: &Gpu, op: &Operator, x: &[f64]) {
                     .chain([(3, GridLayout::RowsOf(2))])
                     .filter(|_| kind == KernelKind::Gather && !layout.four_tets())
                     .flat_map(|(tets, grid)| {
-                        [64, 256].map(|workgroup| Shape {
-                            workgroup,
-                            tets,
-                            grid,
-                            ..Default::default()
+                        [(64, false), (256, false), (64, true)].map(|(workgroup, alternate)| {
+                            Shape {
+                                workgroup,
+                                tets,
+                                grid,
+                                alternate,
+                                ..Default::default()
+                            }
                         })
                     }),
             );
@@ -350,10 +366,12 @@ fn a_reshaped_operator_carries_on_in_its_new_shape() {
             Diffusion::<f32>::with_shape(gpu, &op, kind, layout, dt, Shape::default()).unwrap();
         d.set_x(&x).unwrap();
         d.step(2).unwrap();
+        // Every other step backwards too, from the parity the operator is at.
         let other = Shape {
             workgroup: 128,
             tets: if several { 2 } else { 1 },
             grid: GridLayout::RowsOf(3),
+            alternate: true,
             ..Default::default()
         };
         d.reshape(other).unwrap();

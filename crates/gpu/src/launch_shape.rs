@@ -65,6 +65,27 @@ pub fn tune_per_invocation<E>(
     Ok((fastest_unless_close(&timed, 1), timed))
 }
 
+/// The block of work a workgroup takes in a kernel with the grid prelude ([`crate::GRID_WGSL`]), of `blocks` blocks
+/// in all, as WGSL statements to put first in the entry point (where `wid` is its `workgroup_id`) and the
+/// expression that then names the block: the workgroup's linear index, or where `descending` the blocks counted
+/// from the last (workgroup 0 takes the last block; the surplus workgroups of a grid laid out in rows return at
+/// once, as every invocation of theirs would). The step kernels walk backwards so on every other step (the LBM
+/// lattice's and the FV step's `alternate` shapes): each step then begins where the step before ended, on what a
+/// GPU's L2 cache still holds.
+pub fn workgroup_block(descending: bool, blocks: usize) -> (String, &'static str) {
+    if descending {
+        (
+            format!(
+                "let lin = bespoke_workgroup_linear(wid);\n    if lin >= {blocks}u {{ return; }}\n    \
+                 let w = {blocks}u - 1u - lin;\n    "
+            ),
+            "w",
+        )
+    } else {
+        (String::new(), "bespoke_workgroup_linear(wid)")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

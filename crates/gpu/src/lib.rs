@@ -67,7 +67,7 @@ pub use host::{available_memory, par_fill, par_first, prefetch};
 pub use kernel::{Kernel, KernelId, StableHasher, stable_hash};
 pub use launch_shape::{
     PER_INVOCATION, TUNE_MARGIN, UNTUNED, WORKGROUP_SIZES, fastest_unless_close,
-    tune_per_invocation, tuning_off,
+    tune_per_invocation, tuning_off, workgroup_block,
 };
 pub use overlap::PendingRead;
 pub use phase::{phase, phase_note, phase_since};

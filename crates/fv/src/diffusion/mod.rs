@@ -6,7 +6,8 @@ use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
 use crate::kernel::{
-    DType, KernelKind, Layout, MAX_TETS, Shape, WG, padded4, step_rows_wgsl, texture_width,
+    DType, KernelKind, Layout, MAX_TETS, Shape, WG, padded4, step_rows_wgsl,
+    step_rows_wgsl_walking, texture_width,
 };
 use crate::operator::{Boundary, Operator};
 
@@ -95,21 +96,29 @@ fn step_launches<T: Real>(
     // `d16_quads`, tested on the CPU as the kernels decode them); the x buffers hold n + 1 (four-tet:
     // padded4(n) + 4) entries; slot arrays hold n (four-tet: padded4(n)) entries and are read below N (four-tet: G
     // groups); workgroup indices stay below B.
-    let kernel = unsafe {
+    // Where the shape alternates, the pair's second launch walks the blocks backwards (`Shape::alternate`).
+    let kernel = |descending: bool| unsafe {
         Kernel::new(
             format!(
-                "fv-{}-{}-{}-{}",
+                "fv-{}-{}-{}-{}{}",
                 kind.name(),
                 layout.name(),
                 T::DTYPE.wgsl(),
-                shape.name().replace(' ', "-")
+                Shape {
+                    alternate: false,
+                    ..shape
+                }
+                .name()
+                .replace(' ', "-"),
+                if descending { "-desc" } else { "" }
             ),
-            step_rows_wgsl(kind, layout, T::DTYPE, n, dt, 0..n, shape),
+            step_rows_wgsl_walking(kind, layout, T::DTYPE, n, dt, 0..n, shape, descending),
         )
         .without_bounds_checks()
     };
     let grid = gpu.grid_for(n as u64, shape.per_group(kind, layout), shape.grid)?;
-    let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>| -> Result<Launch> {
+    let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>, descending: bool| -> Result<Launch> {
+        let kernel = kernel(descending);
         let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
         args.extend(vals.iter().map(|b| b.arg()));
         args.extend(idx.iter().map(|b| b.arg()));
@@ -120,7 +129,10 @@ fn step_launches<T: Real>(
         args.push(to.arg());
         Ok(gpu.prepare(&kernel, &args, grid)?)
     };
-    Ok([prepare(&x[0], &x[1])?, prepare(&x[1], &x[0])?])
+    Ok([
+        prepare(&x[0], &x[1], false)?,
+        prepare(&x[1], &x[0], shape.alternate)?,
+    ])
 }
 
 impl<'g, T: Real> Diffusion<'g, T> {

@@ -78,7 +78,7 @@ impl Tuning {
     }
 }
 
-const CACHE_VERSION: u32 = 3;
+const CACHE_VERSION: u32 = 4;
 
 /// The shape chosen and what it was based on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,6 +95,10 @@ pub struct ShapeChoice {
     /// Candidates the driver refused (their shape and its words), left out of the timings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// Seconds per pair of steps at the chosen shape with every other step walking backwards
+    /// ([`Shape::alternate`]), against the chosen shape's time without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_alternate: Option<f64>,
 }
 
 /// The workgroup sizes of [`WORKGROUPS`] `kind` can launch on this adapter.
@@ -136,6 +140,7 @@ pub fn step_shape<T: Real>(gpu: &Gpu, kind: KernelKind, layout: Layout) -> Resul
             timed_tets: Vec::new(),
             source: bespoke_gpu::UNTUNED.into(),
             failed: Vec::new(),
+            timed_alternate: None,
         });
     }
     step_shape_in::<T>(gpu, kind, layout, user_cache().as_ref())
@@ -230,8 +235,14 @@ fn tune_on<T: Real>(
             Ok(t) => Ok(Some(t)),
             Err(FvError::Gpu(g)) if g.is_kernels_own() => {
                 failed.push(format!(
-                    "workgroup {}, {} tets: {g}",
-                    shape.workgroup, shape.tets
+                    "workgroup {}, {} tets{}: {g}",
+                    shape.workgroup,
+                    shape.tets,
+                    if shape.alternate {
+                        ", alternate steps backwards"
+                    } else {
+                        ""
+                    }
                 ));
                 Ok(None)
             }
@@ -269,16 +280,32 @@ fn tune_on<T: Real>(
     } else {
         (1, Vec::new())
     };
+    // Last, every other step walking the tets backwards at that shape.
+    let chosen = if timed_tets.is_empty() {
+        timed.iter().find(|(w, _)| *w == workgroup)
+    } else {
+        timed_tets.iter().find(|(t, _)| *t == tets)
+    }
+    .map_or(f64::INFINITY, |t| t.1);
+    let timed_alternate = time(Shape {
+        workgroup,
+        tets,
+        alternate: true,
+        ..Default::default()
+    })?;
+    let alternate = timed_alternate.is_some_and(|t| t < bespoke_gpu::TUNE_MARGIN * chosen);
     Ok(ShapeChoice {
         shape: Shape {
             workgroup,
             tets,
+            alternate,
             ..Default::default()
         },
         timed,
         timed_tets,
         source: "tuned".into(),
         failed,
+        timed_alternate,
     })
 }
 

@@ -9,7 +9,7 @@ mod wgsl;
 mod x4;
 
 pub use d16::{D16_FAR, D16_FAR_HALF, d16_far_tets, d16_indices, d16_quads};
-pub use wgsl::{step_rows_wgsl, step_wgsl};
+pub use wgsl::{step_rows_wgsl, step_rows_wgsl_walking, step_wgsl};
 
 /// The two kernels of the study.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -255,6 +255,12 @@ pub struct Shape {
     /// workgroup takes that many consecutive blocks of its size, an invocation the same lane of each.
     #[serde(default = "one_tet")]
     pub tets: u32,
+    /// Every other step walks the tets backwards: the pair's second launch (`x[1]` → `x[0]`) takes its blocks in
+    /// descending order (workgroup 0 the last block; within a block the lanes stay ascending), so that a step
+    /// begins on the tets the step before ended on, whose operator rows and values a GPU's L2 cache still
+    /// holds. The same bits either way.
+    #[serde(default)]
+    pub alternate: bool,
 }
 
 fn one_tet() -> u32 {
@@ -272,6 +278,7 @@ impl Default for Shape {
             no_index: false,
             grid: bespoke_gpu::GridLayout::Rows,
             tets: 1,
+            alternate: false,
         }
     }
 }
@@ -285,7 +292,7 @@ impl Shape {
             bespoke_gpu::GridLayout::RowsOf(r) => format!(" rows-of-{r}"),
         };
         format!(
-            "wg{}{}{}{}{grid}",
+            "wg{}{}{}{}{grid}{}",
             self.workgroup,
             if self.tets == 1 {
                 String::new()
@@ -293,7 +300,8 @@ impl Shape {
                 format!(" {}-tets", self.tets)
             },
             if self.no_gather { " no-gather" } else { "" },
-            if self.no_index { " no-index" } else { "" }
+            if self.no_index { " no-index" } else { "" },
+            if self.alternate { " alternate" } else { "" }
         )
     }
 

@@ -24,8 +24,25 @@ pub fn step_rows_wgsl(
     rows: std::ops::Range<usize>,
     shape: Shape,
 ) -> String {
+    step_rows_wgsl_walking(kind, layout, dtype, n, dt, rows, shape, false)
+}
+
+/// [`step_rows_wgsl`], its workgroups taking their blocks in descending order where `descending` (workgroup 0 the
+/// last; within a block the lanes ascending): the second launch of a step pair whose shape alternates
+/// ([`Shape::alternate`]). The same update of every tet.
+#[allow(clippy::too_many_arguments)]
+pub fn step_rows_wgsl_walking(
+    kind: KernelKind,
+    layout: Layout,
+    dtype: DType,
+    n: usize,
+    dt: f64,
+    rows: std::ops::Range<usize>,
+    shape: Shape,
+    descending: bool,
+) -> String {
     if layout.four_tets() {
-        return super::x4::gather_x4_wgsl(layout, dtype, n, dt, &rows, shape);
+        return super::x4::gather_x4_wgsl(layout, dtype, n, dt, &rows, shape, descending);
     }
     let wg = shape.workgroup;
     let t = dtype.wgsl();
@@ -170,11 +187,14 @@ fn d16(i: u32) -> vec4<u32> {{
         }
     };
     let (x0, x1, x2, x3) = (gx(j0), gx(j1), gx(j2), gx(j3));
+    let block = |blocks: usize| bespoke_gpu::workgroup_block(descending, blocks);
     let entry = if rows == (0..n) {
-        format!("let i = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if i >= N {{ return; }}")
+        let (pre, w) = block(n.div_ceil(wg as usize));
+        format!("{pre}let i = {w} * {wg}u + lid;\n    if i >= N {{ return; }}")
     } else {
+        let (pre, w) = block(rows.len().div_ceil(wg as usize));
         format!(
-            "// Tets {}..{} only.\n    let i = {}u + bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if i >= {}u {{ return; }}",
+            "// Tets {}..{} only.\n    {pre}let i = {}u + {w} * {wg}u + lid;\n    if i >= {}u {{ return; }}",
             rows.start, rows.end, rows.start, rows.end
         )
     };
@@ -183,13 +203,14 @@ fn d16(i: u32) -> vec4<u32> {{
             // Several tets per invocation: the same lane of `tets` consecutive blocks of the workgroup size.
             let (start, end) = (rows.start, rows.end);
             let tets = shape.tets;
+            let (pre, w) = block(rows.len().div_ceil((wg * tets) as usize));
             let _ = write!(
                 s,
                 "
 @compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     // Tets {start}..{end}, {tets} per invocation.
-    let first = bespoke_workgroup_linear(wid) * {tets}u;
+    {pre}let first = {w} * {tets}u;
     for (var b = 0u; b < {tets}u; b++) {{
         let i = {start}u + (first + b) * {wg}u + lid;
         if i >= {end}u {{ return; }}
@@ -221,6 +242,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         KernelKind::BlockCached { block } => {
             let per = block / wg;
+            let (pre, w) = bespoke_gpu::workgroup_block(descending, n.div_ceil(block as usize));
             let _ = write!(
                 s,
                 "const B: u32 = {block}u;
@@ -234,7 +256,7 @@ fn nb(j: u32, start: u32) -> {t} {{
 
 @compute @workgroup_size({wg})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let start = bespoke_workgroup_linear(wid) * B;
+    {pre}let start = {w} * B;
     // The block's x, ghost included when it falls inside; loads stay coalesced (stride {wg}).
     for (var k = 0u; k < {per}u; k++) {{
         let t = start + k * {wg}u + lid;
@@ -313,7 +335,10 @@ mod tests {
                                 ..Default::default()
                             },
                         ] {
-                            let src = step_rows_wgsl(
+                            // Blocks in descending order (an alternating pair's second launch) with the
+                            // shapes of one and several tets.
+                            let descending = shape.no_index;
+                            let src = step_rows_wgsl_walking(
                                 kind,
                                 layout,
                                 dtype,
@@ -321,6 +346,7 @@ mod tests {
                                 0.01,
                                 rows.clone(),
                                 shape,
+                                descending,
                             );
                             let caps = caps_for(dtype == DType::F64, false);
                             validate_everywhere(&src, caps).unwrap_or_else(|e| {

@@ -19,6 +19,7 @@ pub(super) fn gather_x4_wgsl(
     dt: f64,
     rows: &std::ops::Range<usize>,
     shape: Shape,
+    descending: bool,
 ) -> String {
     let d16 = layout == Layout::SlotMajorX4D16;
     let t = dtype.wgsl();
@@ -86,11 +87,12 @@ fn nbr(q: u32, k: u32, touch: vec4<u32>) -> vec4<u32> {{
         String::new()
     };
     let quads = quads_of(rows, n);
+    let (pre, w) = bespoke_gpu::workgroup_block(descending, quads.len().div_ceil(wg as usize));
     let entry = if quads == (0..groups) {
-        format!("let q = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if q >= G {{ return; }}")
+        format!("{pre}let q = {w} * {wg}u + lid;\n    if q >= G {{ return; }}")
     } else {
         format!(
-            "// Groups of four {}..{} only (tets {}..{}).\n    let q = {}u + bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if q >= {}u {{ return; }}",
+            "// Groups of four {}..{} only (tets {}..{}).\n    {pre}let q = {}u + {w} * {wg}u + lid;\n    if q >= {}u {{ return; }}",
             quads.start, quads.end, rows.start, rows.end, quads.start, quads.end
         )
     };

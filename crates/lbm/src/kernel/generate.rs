@@ -257,21 +257,13 @@ fn rt(v: f32) -> f32 {{
             e
         } else if self.mode != Mode::Probe {
             let n = if self.paired() { "NH" } else { "N" };
-            if self.walks_descending() && self.per_invocation() == 1 {
-                // Workgroup 0 takes the last block (`KernelSpec::descending`); lanes stay ascending.
-                let blocks = self.launched().div_ceil(wg as usize);
-                format!(
-                    "    let lin = bespoke_workgroup_linear(wid);
-    if lin >= {blocks}u {{ return; }}
-    let idx = ({blocks}u - 1u - lin) * {wg}u + lid;
-    if idx >= {n} {{ return; }}
-"
-                )
-            } else {
-                format!(
-                    "    let idx = bespoke_workgroup_linear(wid) * {wg}u + lid;\n    if idx >= {n} {{ return; }}\n"
-                )
-            }
+            // Workgroup 0 takes the last block where the kernel walks backwards (`KernelSpec::descending`);
+            // lanes stay ascending.
+            let (pre, w) = bespoke_gpu::workgroup_block(
+                self.walks_descending(),
+                self.launched().div_ceil(wg as usize),
+            );
+            format!("    {pre}let idx = {w} * {wg}u + lid;\n    if idx >= {n} {{ return; }}\n")
         } else {
             let cell = if self.paired() {
                 "    // The entry's cell is the high half of word pin.x − NH when pin.x ≥ NH.
@@ -321,18 +313,15 @@ fn update(idx: u32) {{
     let y0 = idx - x;
 ",
                 n = if self.paired() { "NH" } else { "N" },
-                first = if self.walks_descending() {
-                    // Workgroup 0 takes the last group of blocks (`KernelSpec::descending`); within a group the
-                    // blocks, and in each block the lanes, stay ascending.
-                    let groups = self.launched().div_ceil(wg as usize);
-                    format!(
-                        "    let lin = bespoke_workgroup_linear(wid);
-    if lin >= {groups}u {{ return; }}
-    let first = ({groups}u - 1u - lin) * {cells}u;
-"
-                    )
-                } else {
-                    format!("    let first = bespoke_workgroup_linear(wid) * {cells}u;\n")
+                first = {
+                    // Workgroup 0 takes the last group of blocks where the kernel walks backwards
+                    // (`KernelSpec::descending`); within a group the blocks, and in each block the lanes, stay
+                    // ascending.
+                    let (pre, w) = bespoke_gpu::workgroup_block(
+                        self.walks_descending(),
+                        self.launched().div_ceil(wg as usize),
+                    );
+                    format!("    {pre}let first = {w} * {cells}u;\n")
                 }
             );
         }
