@@ -91,7 +91,10 @@ def lbm(t, dirs):
         shape = r.get("step_shape", {})
         t.add(35, f"D2Q9 {size(r)} {r['storage']} two lattices ≥ {goal} of copy",
               f"{r['copy_fraction']:.3f} ({r['seconds_per_step'] * 1e3:.3f} ms, {rate(r['mlups'])}; "
-              f"wg {shape.get('workgroup', '?')}, {shape.get('cells', '?')} a lane)", judged(r, r["copy_fraction"] >= goal), path)
+              f"wg {shape.get('workgroup', '?')}, {shape.get('cells', '?')} a lane"
+              f"{', one buffer' if shape.get('one_buffer') else ''}"
+              f"{', alternate steps backwards' if shape.get('alternate') else ''})",
+              judged(r, r["copy_fraction"] >= goal), path)
         if r["storage"] in cuda:
             cpath, c = cuda[r["storage"]]
             ratio = r["mlups"] / c["mlups"]
