@@ -119,7 +119,9 @@ fn observe(lat: &mut Lattice<'_>, steps: u64) -> Seen {
 }
 
 /// The same run on `p` thread ranks sharing `gpu`; every rank's view of the whole domain. Runs on three ranks
-/// keep each block's nine directions in one buffer, bound once by the step (the other launch-shape layout).
+/// keep each block's nine directions in one buffer, bound once by the step (the other launch-shape layout), and
+/// walk every other step backwards (`StepShape::alternate`: the whole block's steps where overlap is off; its
+/// inner cells and ring walk forward).
 fn distributed(
     gpu: &Gpu,
     p: usize,
@@ -135,13 +137,14 @@ fn distributed(
             overlap,
             shape: (p == 3).then(|| StepShape {
                 one_buffer: true,
+                alternate: true,
                 ..StepShape::given()
             }),
             ..Ranks::new(Rc::new(comm))
         };
         let mut lat = Lattice::new_distributed(gpu, setup.0.clone(), setup.1.clone(), &ranks)?;
         // Three ranks are given one buffer; the others step in the tuned shape, which may be either.
-        assert!(p != 3 || lat.step_shape().one_buffer);
+        assert!(p != 3 || (lat.step_shape().one_buffer && lat.step_shape().alternate));
         lat.init_equilibrium(init(seed))?;
         Ok::<_, bespoke_lbm::LbmError>(observe(&mut lat, steps))
     })
