@@ -133,7 +133,7 @@ pub struct KernelSpec {
     /// kernel over every cell; ignored elsewhere). A lattice whose shape alternates
     /// (`StepShape::alternate`) runs every other step so, and the step begins where the one before ended: a
     /// GPU runs its workgroups about in id order, so the first blocks it reads are the last the step before
-    /// wrote, still in its L2 cache (50 MB on an H100 or H200: a third of a 2048² f16 lattice's reads a step).
+    /// wrote, still in its L2 cache (50 MB on an H100 or H200: up to two thirds of a 2048² f16 lattice's reads a step).
     /// Each cell's update is the same: the bits do not change.
     pub descending: bool,
 }
