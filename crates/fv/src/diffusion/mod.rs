@@ -6,8 +6,7 @@ use bespoke_gpu::{Arg, Gpu, GpuBuffer, GpuTexture, Kernel, Launch, Timing};
 
 use crate::error::{FvError, Result};
 use crate::kernel::{
-    DType, KernelKind, Layout, MAX_TETS, Shape, WG, padded4, step_rows_wgsl,
-    step_rows_wgsl_walking, texture_width,
+    DType, KernelKind, Layout, MAX_TETS, Shape, WG, padded4, step_rows_wgsl, texture_width,
 };
 use crate::operator::{Boundary, Operator};
 
@@ -112,13 +111,14 @@ fn step_launches<T: Real>(
                 .replace(' ', "-"),
                 if descending { "-desc" } else { "" }
             ),
-            step_rows_wgsl_walking(kind, layout, T::DTYPE, n, dt, 0..n, shape, descending),
+            step_rows_wgsl(kind, layout, T::DTYPE, n, dt, 0..n, shape, descending),
         )
         .without_bounds_checks()
     };
     let grid = gpu.grid_for(n as u64, shape.per_group(kind, layout), shape.grid)?;
-    let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>, descending: bool| -> Result<Launch> {
-        let kernel = kernel(descending);
+    let forward = kernel(false);
+    let backward = shape.alternate.then(|| kernel(true));
+    let prepare = |from: &GpuBuffer<T>, to: &GpuBuffer<T>, kernel: &Kernel| -> Result<Launch> {
         let mut args: Vec<Arg<'_>> = textures.iter().map(|t| t.arg()).collect();
         args.extend(vals.iter().map(|b| b.arg()));
         args.extend(idx.iter().map(|b| b.arg()));
@@ -127,11 +127,11 @@ fn step_launches<T: Real>(
             args.push(from.arg());
         }
         args.push(to.arg());
-        Ok(gpu.prepare(&kernel, &args, grid)?)
+        Ok(gpu.prepare(kernel, &args, grid)?)
     };
     Ok([
-        prepare(&x[0], &x[1], false)?,
-        prepare(&x[1], &x[0], shape.alternate)?,
+        prepare(&x[0], &x[1], &forward)?,
+        prepare(&x[1], &x[0], backward.as_ref().unwrap_or(&forward))?,
     ])
 }
 
@@ -397,7 +397,13 @@ impl<'g, T: Real> Diffusion<'g, T> {
                     "fv-gather-{}-{}-{}-rows",
                     self.layout.name(),
                     T::DTYPE.wgsl(),
-                    self.shape.name().replace(' ', "-")
+                    // These launches walk forward whatever the shape (`Shape::alternate`).
+                    Shape {
+                        alternate: false,
+                        ..self.shape
+                    }
+                    .name()
+                    .replace(' ', "-")
                 ),
                 step_rows_wgsl(
                     self.kind,
@@ -407,6 +413,7 @@ impl<'g, T: Real> Diffusion<'g, T> {
                     self.dt,
                     rows.clone(),
                     self.shape,
+                    false,
                 ),
             )
             .without_bounds_checks()

@@ -9,7 +9,7 @@ mod wgsl;
 mod x4;
 
 pub use d16::{D16_FAR, D16_FAR_HALF, d16_far_tets, d16_indices, d16_quads};
-pub use wgsl::{step_rows_wgsl, step_rows_wgsl_walking, step_wgsl};
+pub use wgsl::{step_rows_wgsl, step_wgsl};
 
 /// The two kernels of the study.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

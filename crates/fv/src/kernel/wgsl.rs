@@ -10,28 +10,15 @@ use super::{D16_FAR, DType, KernelKind, Layout, Shape, texture_width};
 /// Tet-major: 0 values (vec4 per tet), 1 indices (`vec4<u32>`), 2 x, 3 y. Texture: as tet-major, 0 and 1 being
 /// textures of [`texture_width`] texels per row.
 pub fn step_wgsl(kind: KernelKind, layout: Layout, dtype: DType, n: usize, dt: f64) -> String {
-    step_rows_wgsl(kind, layout, dtype, n, dt, 0..n, Shape::default())
+    step_rows_wgsl(kind, layout, dtype, n, dt, 0..n, Shape::default(), false)
 }
 
 /// `step_wgsl` updating only the tets `rows` (the gather kernel; other kernels update all): a rank of a
-/// distributed run updates its interior tets while the ghost values travel, then the rest.
-pub fn step_rows_wgsl(
-    kind: KernelKind,
-    layout: Layout,
-    dtype: DType,
-    n: usize,
-    dt: f64,
-    rows: std::ops::Range<usize>,
-    shape: Shape,
-) -> String {
-    step_rows_wgsl_walking(kind, layout, dtype, n, dt, rows, shape, false)
-}
-
-/// [`step_rows_wgsl`], its workgroups taking their blocks in descending order where `descending` (workgroup 0 the
-/// last; within a block the lanes ascending): the second launch of a step pair whose shape alternates
-/// ([`Shape::alternate`]). The same update of every tet.
+/// distributed run updates its interior tets while the ghost values travel, then the rest. Where `descending`, the
+/// workgroups take their blocks in descending order (workgroup 0 the last; within a block the lanes ascending):
+/// the second launch of a step pair whose shape alternates ([`Shape::alternate`]). The same update of every tet.
 #[allow(clippy::too_many_arguments)]
-pub fn step_rows_wgsl_walking(
+pub fn step_rows_wgsl(
     kind: KernelKind,
     layout: Layout,
     dtype: DType,
@@ -338,7 +325,7 @@ mod tests {
                             // Blocks in descending order (an alternating pair's second launch) with the
                             // shapes of one and several tets.
                             let descending = shape.no_index;
-                            let src = step_rows_wgsl_walking(
+                            let src = step_rows_wgsl(
                                 kind,
                                 layout,
                                 dtype,
