@@ -206,7 +206,63 @@ fn reps(ctx: &BenchContext<'_>) -> usize {
 /// explicitly to its nearest f16 (`exact-f16`), and with every other step walking the lattice backwards
 /// (`alternate`, `StepShape::alternate`) at the default workgroup and at 512, the latter also with one buffer.
 pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
-    let plain = |workgroup| StepVariant {
+    let mut v: Vec<StepVariant> = workgroups.iter().map(|&w| plain_variant(w)).collect();
+    for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
+        for cells in bespoke_lbm::shape::CELL_CANDIDATES
+            .into_iter()
+            .filter(|&c| c > 1)
+        {
+            v.push(StepVariant {
+                cells,
+                ..plain_variant(workgroup)
+            });
+        }
+    }
+    for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
+        v.push(StepVariant {
+            one_buffer: true,
+            ..plain_variant(workgroup)
+        });
+    }
+    for ablation in [Ablation::NoCollision, Ablation::NoPull, Ablation::MaskWrap] {
+        v.push(StepVariant {
+            ablation: Some(ablation),
+            ..plain_variant(WG)
+        });
+    }
+    v.push(StepVariant {
+        walls: true,
+        ..plain_variant(WG)
+    });
+    v.push(StepVariant {
+        grid: GridLayout::Split,
+        ..plain_variant(WG)
+    });
+    // f16 only: each stored value rounded to its nearest f16 before the pack, as on a device whose pack rounds
+    // otherwise (toward zero, as AMD's pack instruction does): what such a device pays, here where the bits are the default's.
+    v.push(StepVariant {
+        exact_f16: true,
+        ..plain_variant(WG)
+    });
+    for workgroup in [WG, 512].into_iter().filter(|w| workgroups.contains(w)) {
+        v.push(StepVariant {
+            alternate: true,
+            ..plain_variant(workgroup)
+        });
+    }
+    if workgroups.contains(&512) {
+        v.push(StepVariant {
+            alternate: true,
+            one_buffer: true,
+            ..plain_variant(512)
+        });
+    }
+    v
+}
+
+/// The lattice step at `workgroup`, in every other respect the default.
+fn plain_variant(workgroup: u32) -> StepVariant {
+    StepVariant {
         workgroup,
         cells: 1,
         grid: GridLayout::Rows,
@@ -215,77 +271,7 @@ pub fn lbm_variants(workgroups: &[u32]) -> Vec<StepVariant> {
         one_buffer: false,
         exact_f16: false,
         alternate: false,
-    };
-    let mut v: Vec<StepVariant> = workgroups.iter().map(|&w| plain(w)).collect();
-    for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
-        for cells in bespoke_lbm::shape::CELL_CANDIDATES
-            .into_iter()
-            .filter(|&c| c > 1)
-        {
-            v.push(StepVariant {
-                cells,
-                ..plain(workgroup)
-            });
-        }
     }
-    for workgroup in [WG, 256].into_iter().filter(|w| workgroups.contains(w)) {
-        v.push(StepVariant {
-            one_buffer: true,
-            ..plain(workgroup)
-        });
-    }
-    for ablation in [Ablation::NoCollision, Ablation::NoPull, Ablation::MaskWrap] {
-        v.push(StepVariant {
-            ablation: Some(ablation),
-            ..plain(WG)
-        });
-    }
-    v.push(StepVariant {
-        walls: true,
-        ..plain(WG)
-    });
-    v.push(StepVariant {
-        grid: GridLayout::Split,
-        ..plain(WG)
-    });
-    // f16 only: each stored value rounded to its nearest f16 before the pack, as on a device whose pack rounds
-    // otherwise (toward zero, as AMD's pack instruction does): what such a device pays, here where the bits are the default's.
-    v.push(StepVariant {
-        exact_f16: true,
-        ..plain(WG)
-    });
-    for workgroup in [WG, 512].into_iter().filter(|w| workgroups.contains(w)) {
-        v.push(StepVariant {
-            alternate: true,
-            ..plain(workgroup)
-        });
-    }
-    if workgroups.contains(&512) {
-        v.push(StepVariant {
-            alternate: true,
-            one_buffer: true,
-            ..plain(512)
-        });
-    }
-    v
-}
-
-/// The lab's rows at a quarter of its side (2048² on a GPU, the LBM tuner's own size), where a step's reads are
-/// a few times a GPU's L2 cache: the default against every other step walking backwards
-/// (`StepShape::alternate`), which begins each step on what the step before left in the cache.
-fn lbm_alternate_variants(workgroups: &[u32]) -> Vec<StepVariant> {
-    lbm_variants(workgroups)
-        .into_iter()
-        .filter(|v| {
-            v.ablation.is_none()
-                && !v.walls
-                && !v.exact_f16
-                && v.cells == 1
-                && v.grid == GridLayout::Rows
-                && (v.workgroup == WG || v.alternate)
-                && (!v.one_buffer || v.alternate)
-        })
-        .collect()
 }
 
 fn lbm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
@@ -318,11 +304,12 @@ fn lbm_rows(ctx: &BenchContext<'_>, lab: &mut Lab) -> Result<(), Error> {
                 }
                 _ => {}
             }
-            let small: Vec<StepVariant> =
-                lbm_alternate_variants(&bespoke_lbm::shape::candidates(gpu))
-                    .into_iter()
-                    .filter(|v| !v.exact_f16 || storage == Storage::F16)
-                    .collect();
+            // At a quarter of the side (2048² on a GPU, the LBM tuner's own size), where a step's reads are a
+            // few times a GPU's L2 cache: the default against every other step walking backwards
+            // (`StepShape::alternate`), which begins each step on what the step before left in the cache.
+            let small: Vec<StepVariant> = std::iter::once(plain_variant(WG))
+                .chain(variants.iter().copied().filter(|v| v.alternate))
+                .collect();
             lbm_case(ctx, lab, side / 4, storage, streaming, &small)?;
         }
     }
